@@ -1,0 +1,367 @@
+// Package config loads inboxd's configuration from INBOXD_* environment
+// variables, applies defaults and validates it.
+//
+// Load is called once, in main. Every problem is reported on one line that
+// names the variable at fault, for example:
+//
+//	INBOXD_LEASE: must be at least 1s, got "200ms"
+//
+// Secrets (the database URL, the SASL password) may be given directly or
+// through a *_FILE variable naming a file that holds them. They never appear in
+// error messages or logs: use Config.Redacted to log the configuration.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Config is the whole daemon configuration. The env tag of each field is the
+// environment variable it is read from; envDefault is its default.
+type Config struct {
+	// DatabaseURL is the PostgreSQL connection string (URL or key=value form).
+	DatabaseURL string `env:"INBOXD_DATABASE_URL"`
+	// DatabaseURLFile names a file holding the connection string; it is used
+	// when DatabaseURL is empty.
+	DatabaseURLFile string `env:"INBOXD_DATABASE_URL_FILE"`
+	// DatabaseMaxConns caps the connection pool; 0 means workers/4 + 8.
+	DatabaseMaxConns int `env:"INBOXD_DATABASE_MAX_CONNS" envDefault:"0"`
+	// StatementTimeout is set as statement_timeout on every session.
+	StatementTimeout time.Duration `env:"INBOXD_STATEMENT_TIMEOUT" envDefault:"30s"`
+	// IdleInTxTimeout is set as idle_in_transaction_session_timeout on every
+	// session, so a stuck transaction cannot hold vacuum back.
+	IdleInTxTimeout time.Duration `env:"INBOXD_IDLE_IN_TRANSACTION_TIMEOUT" envDefault:"60s"`
+
+	// KafkaBrokers lists the bootstrap brokers; empty runs workers only.
+	KafkaBrokers []string `env:"INBOXD_KAFKA_BROKERS" envSeparator:","`
+	// KafkaTopics lists the topics to consume.
+	KafkaTopics []string `env:"INBOXD_KAFKA_TOPICS" envSeparator:","`
+	// KafkaGroup is the consumer group id.
+	KafkaGroup string `env:"INBOXD_KAFKA_GROUP" envDefault:"inboxd"`
+	// KafkaClientID is sent to the brokers to identify this daemon.
+	KafkaClientID string `env:"INBOXD_KAFKA_CLIENT_ID" envDefault:"inboxd"`
+	// KafkaStartOffset is where a group with no committed offset starts:
+	// "first" or "last".
+	KafkaStartOffset string `env:"INBOXD_KAFKA_START_OFFSET" envDefault:"first"`
+	// KafkaSessionTimeout is the group session timeout: how long the group
+	// waits for a member that died without leaving.
+	KafkaSessionTimeout time.Duration `env:"INBOXD_KAFKA_SESSION_TIMEOUT" envDefault:"10s"`
+	// KafkaTLS enables TLS to the brokers.
+	KafkaTLS bool `env:"INBOXD_KAFKA_TLS" envDefault:"false"`
+	// KafkaTLSCAFile is a PEM bundle of CAs to trust; empty uses the system pool.
+	KafkaTLSCAFile string `env:"INBOXD_KAFKA_TLS_CA_FILE"`
+	// KafkaTLSCertFile is the client certificate (PEM) for mutual TLS.
+	KafkaTLSCertFile string `env:"INBOXD_KAFKA_TLS_CERT_FILE"`
+	// KafkaTLSKeyFile is the client key (PEM) for mutual TLS.
+	KafkaTLSKeyFile string `env:"INBOXD_KAFKA_TLS_KEY_FILE"`
+	// KafkaTLSServerName overrides the server name checked in the broker's
+	// certificate.
+	KafkaTLSServerName string `env:"INBOXD_KAFKA_TLS_SERVER_NAME"`
+	// KafkaTLSInsecureSkipVerify disables certificate verification (tests only).
+	KafkaTLSInsecureSkipVerify bool `env:"INBOXD_KAFKA_TLS_INSECURE_SKIP_VERIFY" envDefault:"false"`
+	// KafkaSASLMechanism is empty (no SASL), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	KafkaSASLMechanism string `env:"INBOXD_KAFKA_SASL_MECHANISM"`
+	// KafkaSASLUsername is the SASL user name.
+	KafkaSASLUsername string `env:"INBOXD_KAFKA_SASL_USERNAME"`
+	// KafkaSASLPassword is the SASL password.
+	KafkaSASLPassword string `env:"INBOXD_KAFKA_SASL_PASSWORD"`
+	// KafkaSASLPasswordFile names a file holding the SASL password; it is used
+	// when KafkaSASLPassword is empty.
+	KafkaSASLPasswordFile string `env:"INBOXD_KAFKA_SASL_PASSWORD_FILE"`
+
+	// IngestBatchSize closes an ingest batch when it holds this many messages.
+	IngestBatchSize int `env:"INBOXD_INGEST_BATCH_SIZE" envDefault:"500"`
+	// IngestBatchTimeout closes a non-empty ingest batch after this long.
+	IngestBatchTimeout time.Duration `env:"INBOXD_INGEST_BATCH_TIMEOUT" envDefault:"50ms"`
+	// MaxPayload is the largest payload stored, in bytes; bigger messages
+	// become rejected rows. The Kafka reader's MaxBytes is set to match.
+	MaxPayload int `env:"INBOXD_MAX_PAYLOAD" envDefault:"1048576"`
+	// EventIDHeaders are the headers tried, in order, for the event id.
+	EventIDHeaders []string `env:"INBOXD_EVENT_ID_HEADERS" envSeparator:"," envDefault:"event_id,ce_id"`
+	// EventTypeHeaders are the headers tried, in order, for the event type.
+	EventTypeHeaders []string `env:"INBOXD_EVENT_TYPE_HEADERS" envSeparator:"," envDefault:"event_type,ce_type"`
+	// EventIDJSONField, when set, is a top-level JSON field of the payload used
+	// for the event id when no header carries it.
+	EventIDJSONField string `env:"INBOXD_EVENT_ID_JSON_FIELD"`
+	// EventTypeJSONField, when set, is a top-level JSON field of the payload
+	// used for the event type when no header carries it.
+	EventTypeJSONField string `env:"INBOXD_EVENT_TYPE_JSON_FIELD"`
+
+	// Workers is the number of handlers run concurrently.
+	Workers int `env:"INBOXD_WORKERS" envDefault:"64"`
+	// ClaimBatch caps the rows claimed by one claim statement.
+	ClaimBatch int `env:"INBOXD_CLAIM_BATCH" envDefault:"500"`
+	// MaxAttempts is the number of attempts before a row goes dead.
+	MaxAttempts int `env:"INBOXD_MAX_ATTEMPTS" envDefault:"10"`
+	// Lease is how long a claimed row belongs to its worker without renewal.
+	Lease time.Duration `env:"INBOXD_LEASE" envDefault:"30s"`
+	// BackoffBase is the delay before the first retry.
+	BackoffBase time.Duration `env:"INBOXD_BACKOFF_BASE" envDefault:"1s"`
+	// BackoffMax caps the delay between retries.
+	BackoffMax time.Duration `env:"INBOXD_BACKOFF_MAX" envDefault:"5m"`
+	// PollInterval is the fallback polling period when no notification comes.
+	PollInterval time.Duration `env:"INBOXD_POLL_INTERVAL" envDefault:"500ms"`
+	// ShutdownTimeout is how long in-flight handlers may run after a stop
+	// signal before they are cancelled and their rows released.
+	ShutdownTimeout time.Duration `env:"INBOXD_SHUTDOWN_TIMEOUT" envDefault:"20s"`
+	// Routes names the routes file (YAML); empty means every type goes to the
+	// default route, dead.
+	Routes string `env:"INBOXD_ROUTES"`
+
+	// HTTPAddr is where /metrics, /healthz and /readyz are served; empty
+	// disables the server.
+	HTTPAddr string `env:"INBOXD_HTTP_ADDR" envDefault:":8080"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `env:"INBOXD_LOG_LEVEL" envDefault:"info"`
+	// LogFormat is json or console.
+	LogFormat string `env:"INBOXD_LOG_FORMAT" envDefault:"json"`
+}
+
+// Load reads the configuration from environ (a list of KEY=value pairs as
+// returned by os.Environ), resolves *_FILE secrets and validates the result.
+func Load(environ []string) (Config, error) {
+	vars := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vars[k] = v
+		}
+	}
+	var c Config
+	if err := env.ParseWithOptions(&c, env.Options{Environment: vars}); err != nil {
+		return Config{}, parseErrors(err)
+	}
+	for i := range c.KafkaBrokers {
+		c.KafkaBrokers[i] = strings.TrimSpace(c.KafkaBrokers[i])
+	}
+	c.KafkaBrokers = dropEmpty(c.KafkaBrokers)
+	c.KafkaTopics = dropEmpty(c.KafkaTopics)
+	c.EventIDHeaders = dropEmpty(c.EventIDHeaders)
+	c.EventTypeHeaders = dropEmpty(c.EventTypeHeaders)
+
+	if c.DatabaseURL == "" && c.DatabaseURLFile != "" {
+		s, err := readSecret(c.DatabaseURLFile)
+		if err != nil {
+			return Config{}, fmt.Errorf("INBOXD_DATABASE_URL_FILE: %w", err)
+		}
+		c.DatabaseURL = s
+	}
+	if c.KafkaSASLPassword == "" && c.KafkaSASLPasswordFile != "" {
+		s, err := readSecret(c.KafkaSASLPasswordFile)
+		if err != nil {
+			return Config{}, fmt.Errorf("INBOXD_KAFKA_SASL_PASSWORD_FILE: %w", err)
+		}
+		c.KafkaSASLPassword = s
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Validate checks every setting and returns one error line per bad value,
+// each naming its environment variable.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+	}
+	if c.DatabaseURL == "" {
+		bad("INBOXD_DATABASE_URL", "is required (or set INBOXD_DATABASE_URL_FILE)")
+	} else if _, err := pgx.ParseConfig(c.DatabaseURL); err != nil {
+		// pgx's message may quote the string; never echo it.
+		bad("INBOXD_DATABASE_URL", "is not a valid PostgreSQL connection string")
+	}
+	if c.DatabaseMaxConns < 0 {
+		bad("INBOXD_DATABASE_MAX_CONNS", "must be 0 (automatic) or more, got %d", c.DatabaseMaxConns)
+	}
+	minDur(&errs, "INBOXD_STATEMENT_TIMEOUT", c.StatementTimeout, time.Second)
+	minDur(&errs, "INBOXD_IDLE_IN_TRANSACTION_TIMEOUT", c.IdleInTxTimeout, time.Second)
+
+	if len(c.KafkaBrokers) > 0 {
+		if len(c.KafkaTopics) == 0 {
+			bad("INBOXD_KAFKA_TOPICS", "is required when INBOXD_KAFKA_BROKERS is set")
+		}
+		if c.KafkaGroup == "" {
+			bad("INBOXD_KAFKA_GROUP", "is required when INBOXD_KAFKA_BROKERS is set")
+		}
+		for _, b := range c.KafkaBrokers {
+			if !strings.Contains(b, ":") {
+				bad("INBOXD_KAFKA_BROKERS", "%q is not host:port", b)
+			}
+		}
+	}
+	if c.KafkaStartOffset != "first" && c.KafkaStartOffset != "last" {
+		bad("INBOXD_KAFKA_START_OFFSET", "must be first or last, got %q", c.KafkaStartOffset)
+	}
+	minDur(&errs, "INBOXD_KAFKA_SESSION_TIMEOUT", c.KafkaSessionTimeout, time.Second)
+	if (c.KafkaTLSCertFile == "") != (c.KafkaTLSKeyFile == "") {
+		bad("INBOXD_KAFKA_TLS_CERT_FILE", "and INBOXD_KAFKA_TLS_KEY_FILE must be set together")
+	}
+	switch c.KafkaSASLMechanism {
+	case "":
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+		if c.KafkaSASLUsername == "" {
+			bad("INBOXD_KAFKA_SASL_USERNAME", "is required when INBOXD_KAFKA_SASL_MECHANISM is set")
+		}
+		if c.KafkaSASLPassword == "" {
+			bad("INBOXD_KAFKA_SASL_PASSWORD", "is required when INBOXD_KAFKA_SASL_MECHANISM is set (or set INBOXD_KAFKA_SASL_PASSWORD_FILE)")
+		}
+	default:
+		bad("INBOXD_KAFKA_SASL_MECHANISM", "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got %q", c.KafkaSASLMechanism)
+	}
+
+	if c.IngestBatchSize < 1 || c.IngestBatchSize > 10000 {
+		bad("INBOXD_INGEST_BATCH_SIZE", "must be between 1 and 10000, got %d", c.IngestBatchSize)
+	}
+	minDur(&errs, "INBOXD_INGEST_BATCH_TIMEOUT", c.IngestBatchTimeout, time.Millisecond)
+	if c.MaxPayload < 1024 || c.MaxPayload > 512<<20 {
+		bad("INBOXD_MAX_PAYLOAD", "must be between 1024 and 536870912 bytes, got %d", c.MaxPayload)
+	}
+	if len(c.EventIDHeaders) == 0 && c.EventIDJSONField == "" {
+		bad("INBOXD_EVENT_ID_HEADERS", "must name at least one header (or set INBOXD_EVENT_ID_JSON_FIELD)")
+	}
+	if len(c.EventTypeHeaders) == 0 && c.EventTypeJSONField == "" {
+		bad("INBOXD_EVENT_TYPE_HEADERS", "must name at least one header (or set INBOXD_EVENT_TYPE_JSON_FIELD)")
+	}
+
+	if c.Workers < 1 || c.Workers > 10000 {
+		bad("INBOXD_WORKERS", "must be between 1 and 10000, got %d", c.Workers)
+	}
+	if c.ClaimBatch < 1 || c.ClaimBatch > 10000 {
+		bad("INBOXD_CLAIM_BATCH", "must be between 1 and 10000, got %d", c.ClaimBatch)
+	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > 1000 {
+		bad("INBOXD_MAX_ATTEMPTS", "must be between 1 and 1000, got %d", c.MaxAttempts)
+	}
+	minDur(&errs, "INBOXD_LEASE", c.Lease, time.Second)
+	minDur(&errs, "INBOXD_BACKOFF_BASE", c.BackoffBase, time.Millisecond)
+	if c.BackoffMax < c.BackoffBase {
+		bad("INBOXD_BACKOFF_MAX", "must be at least INBOXD_BACKOFF_BASE (%s), got %q", c.BackoffBase, c.BackoffMax)
+	}
+	minDur(&errs, "INBOXD_POLL_INTERVAL", c.PollInterval, 10*time.Millisecond)
+	if c.PollInterval > time.Minute {
+		bad("INBOXD_POLL_INTERVAL", "must be at most 1m, got %q", c.PollInterval)
+	}
+	minDur(&errs, "INBOXD_SHUTDOWN_TIMEOUT", c.ShutdownTimeout, 0)
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("INBOXD_LOG_LEVEL", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	if c.LogFormat != "json" && c.LogFormat != "console" {
+		bad("INBOXD_LOG_FORMAT", "must be json or console, got %q", c.LogFormat)
+	}
+	return errors.Join(errs...)
+}
+
+func minDur(errs *[]error, name string, d, lowest time.Duration) {
+	if d < lowest {
+		*errs = append(*errs, fmt.Errorf("%s: must be at least %s, got %q", name, lowest, d))
+	}
+}
+
+// IngestEnabled reports whether Kafka ingest runs (INBOXD_KAFKA_BROKERS set).
+func (c Config) IngestEnabled() bool { return len(c.KafkaBrokers) > 0 }
+
+// PoolConfig builds the pgx pool configuration: the session settings that
+// keep transactions short (statement_timeout,
+// idle_in_transaction_session_timeout), an application_name, and a pool size
+// that fits the worker count.
+func (c Config) PoolConfig(applicationName string) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(c.DatabaseURL)
+	if err != nil {
+		return nil, errors.New("INBOXD_DATABASE_URL: is not a valid PostgreSQL connection string")
+	}
+	rp := pc.ConnConfig.RuntimeParams
+	if _, ok := rp["application_name"]; !ok && applicationName != "" {
+		rp["application_name"] = applicationName
+	}
+	rp["statement_timeout"] = fmt.Sprint(c.StatementTimeout.Milliseconds())
+	rp["idle_in_transaction_session_timeout"] = fmt.Sprint(c.IdleInTxTimeout.Milliseconds())
+	maxConns := c.DatabaseMaxConns
+	if maxConns == 0 {
+		maxConns = c.Workers/4 + 8
+	}
+	pc.MaxConns = int32(maxConns)
+	return pc, nil
+}
+
+// Redacted returns the database URL with any password removed, for logs.
+// Key=value connection strings are reduced to host and database.
+func (c Config) Redacted() string { return RedactURL(c.DatabaseURL) }
+
+// RedactURL removes credentials from a PostgreSQL connection string.
+func RedactURL(s string) string {
+	cfg, err := pgx.ParseConfig(s)
+	if err != nil {
+		return "(invalid)"
+	}
+	u := url.URL{Scheme: "postgres", Host: fmt.Sprintf("%s:%d", cfg.Host, cfg.Port), Path: "/" + cfg.Database}
+	if cfg.User != "" {
+		u.User = url.User(cfg.User)
+	}
+	return u.String()
+}
+
+func readSecret(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		// The path is not secret; the contents are.
+		return "", fmt.Errorf("cannot read %s: %w", path, errors.Unwrap(err))
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+func dropEmpty(in []string) []string {
+	out := in[:0]
+	for _, s := range in {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// parseErrors rewrites the env library's errors into one line per variable.
+func parseErrors(err error) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return err
+	}
+	t := reflect.TypeFor[Config]()
+	var out []error
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			name := pe.Name
+			if f, ok := t.FieldByName(pe.Name); ok {
+				name, _, _ = strings.Cut(f.Tag.Get("env"), ",")
+			}
+			out = append(out, fmt.Errorf("%s: %s", name, describe(pe)))
+			continue
+		}
+		out = append(out, e)
+	}
+	return errors.Join(out...)
+}
+
+func describe(pe env.ParseError) string {
+	switch pe.Type {
+	case reflect.TypeFor[time.Duration]():
+		return "not a duration (use Go syntax such as 250ms, 30s, 5m)"
+	case reflect.TypeFor[int]():
+		return "not a whole number"
+	case reflect.TypeFor[bool]():
+		return "not a boolean (use true or false)"
+	}
+	return pe.Err.Error()
+}

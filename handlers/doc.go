@@ -1,0 +1,20 @@
+// Package handlers is inboxd's Go API for business code: the Event a worker
+// hands over, the Handler and TxHandler interfaces, the Registry that maps
+// exact event types to handlers, the error helpers that steer retries
+// (Permanent, RetryAfter), and the built-in handlers that the routes file
+// names (http, ignore).
+//
+// A Handler runs outside any database transaction and may take as long as it
+// needs: the worker renews the row's lease while it runs. It is at-least-once:
+// after a crash the same event can be handed over again, so a Handler that
+// calls another system passes Event.EventID as that system's idempotency key.
+//
+// A TxHandler runs inside the transaction that marks the row processed: its
+// database writes commit together with the row, or not at all. It should do
+// short database work only, since it holds a transaction open.
+//
+// Errors decide what happens to the row: nil marks it processed; an error
+// wrapped by Permanent sends it to dead at once; any other error retries it
+// with exponential backoff (RetryAfter asks for a specific delay) until the
+// attempts are used up.
+package handlers

@@ -1,0 +1,57 @@
+package handlers
+
+import (
+	"errors"
+	"time"
+)
+
+// permanentError marks an error that retrying cannot fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as permanent: the row goes dead at once, with err's
+// message as its last_error, without using the remaining attempts.
+// Permanent(nil) returns nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, was made with
+// Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// retryAfterError asks for the next attempt no sooner than after a delay.
+type retryAfterError struct {
+	err   error
+	delay time.Duration
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfter returns a retryable error that asks for the next attempt after
+// delay instead of the backoff schedule's own (the worker still caps it at
+// INBOXD_BACKOFF_MAX). A nil err is replaced by a generic one.
+func RetryAfter(delay time.Duration, err error) error {
+	if err == nil {
+		err = errors.New("retry requested")
+	}
+	return &retryAfterError{err: err, delay: delay}
+}
+
+// RetryDelay returns the delay requested with RetryAfter, if any.
+func RetryDelay(err error) (time.Duration, bool) {
+	var r *retryAfterError
+	if errors.As(err, &r) {
+		return r.delay, true
+	}
+	return 0, false
+}

@@ -1,0 +1,197 @@
+// Package pgtest gives each test its own freshly migrated PostgreSQL
+// database on the real server.
+//
+// The server is taken from INBOXD_TEST_DATABASE_URL (default
+// postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable). The schema is
+// migrated once into a template database per migration set; every test then
+// gets a cheap copy (CREATE DATABASE … TEMPLATE) that is dropped when the test
+// ends.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/inboxd/inboxd/migrations"
+)
+
+// DefaultAdminURL is used when INBOXD_TEST_DATABASE_URL is not set.
+const DefaultAdminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// AdminURL returns the URL of the server's maintenance database used to
+// create and drop test databases.
+func AdminURL() string {
+	if u := os.Getenv("INBOXD_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return DefaultAdminURL
+}
+
+// DB is one test's database.
+type DB struct {
+	// Name is the database name.
+	Name string
+	// URL connects to the database.
+	URL string
+	// Pool is a pool on the database, closed when the test ends.
+	Pool *pgxpool.Pool
+}
+
+var (
+	templateOnce sync.Once
+	templateName string
+	templateErr  error
+)
+
+// New creates a migrated database for t, and drops it when t ends.
+func New(t testing.TB) *DB {
+	t.Helper()
+	return NewEmpty(t, true)
+}
+
+// NewEmpty creates a database for t. When migrated is false the database has
+// no inbox schema at all (for migration tests).
+func NewEmpty(t testing.TB, migrated bool) *DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	tmpl := "template0"
+	if migrated {
+		templateOnce.Do(func() { templateName, templateErr = ensureTemplate(ctx) })
+		if templateErr != nil {
+			t.Fatalf("pgtest: prepare template database: %v", templateErr)
+		}
+		tmpl = templateName
+	}
+
+	admin, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		t.Fatalf("pgtest: connect to PostgreSQL (set INBOXD_TEST_DATABASE_URL): %v", err)
+	}
+	defer admin.Close(ctx)
+
+	name := "inboxd_test_" + randomHex(6)
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl)); err != nil {
+		t.Fatalf("pgtest: create database: %v", err)
+	}
+	dbURL := withDatabase(AdminURL(), name)
+
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("pgtest: open pool: %v", err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		admin, err := pgx.Connect(ctx, AdminURL())
+		if err != nil {
+			t.Errorf("pgtest: connect to drop %s: %v", name, err)
+			return
+		}
+		defer admin.Close(ctx)
+		if _, err := admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name)); err != nil {
+			t.Errorf("pgtest: drop %s: %v", name, err)
+		}
+	})
+	return &DB{Name: name, URL: dbURL, Pool: pool}
+}
+
+// ensureTemplate creates (once per migration set, across processes) a
+// template database holding the migrated schema.
+func ensureTemplate(ctx context.Context) (string, error) {
+	sum, err := migrationsDigest()
+	if err != nil {
+		return "", err
+	}
+	name := "inboxd_tmpl_" + sum[:12]
+
+	admin, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		return "", fmt.Errorf("connect to PostgreSQL (set INBOXD_TEST_DATABASE_URL): %w", err)
+	}
+	defer admin.Close(ctx)
+
+	// Test binaries of several packages run in parallel: serialise creation.
+	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock(727270001)"); err != nil {
+		return "", err
+	}
+	defer admin.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(727270001)") //nolint:errcheck
+
+	var exists bool
+	if err := admin.QueryRow(ctx,
+		"SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)", name).Scan(&exists); err != nil {
+		return "", err
+	}
+	if exists {
+		return name, nil
+	}
+	if _, err := admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s", name)); err != nil {
+		return "", err
+	}
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE template0", name)); err != nil {
+		return "", err
+	}
+	conn, err := pgx.Connect(ctx, withDatabase(AdminURL(), name))
+	if err != nil {
+		return "", err
+	}
+	_, err = migrations.Migrate(ctx, conn)
+	conn.Close(ctx)
+	if err != nil {
+		return "", err
+	}
+	if _, err := admin.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s WITH is_template true", name)); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+func migrationsDigest() (string, error) {
+	h := sha256.New()
+	err := fs.WalkDir(migrations.Files(), ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(migrations.Files(), path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// withDatabase returns the URL u pointing at database name instead.
+func withDatabase(u, name string) string {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		panic(fmt.Sprintf("pgtest: INBOXD_TEST_DATABASE_URL must be a postgres:// URL: %v", err))
+	}
+	parsed.Path = "/" + name
+	return parsed.String()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
