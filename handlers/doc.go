@@ -2,7 +2,7 @@
 // hands over, the Handler and TxHandler interfaces, the Registry that maps
 // exact event types to handlers, the error helpers that steer retries
 // (Permanent, RetryAfter), and the built-in handlers that the routes file
-// names (http, ignore).
+// names (http, ignore, dead).
 //
 // A Handler runs outside any database transaction and may take as long as it
 // needs: the worker renews the row's lease while it runs. It is at-least-once:
@@ -17,4 +17,9 @@
 // wrapped by Permanent sends it to dead at once; any other error retries it
 // with exponential backoff (RetryAfter asks for a specific delay) until the
 // attempts are used up.
+//
+// Operators route event types to the built-in handlers with a YAML routes
+// file (INBOXD_ROUTES): LoadRoutes parses it and Routes.Register puts its
+// routes on a Registry, beside any handlers registered in Go. The http
+// handler (NewHTTP) POSTs each payload with the event id as Idempotency-Key.
 package handlers

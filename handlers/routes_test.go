@@ -1,0 +1,380 @@
+package handlers_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inboxd/inboxd/handlers"
+)
+
+func TestLoadRoutesGood(t *testing.T) {
+	t.Parallel()
+	r, err := handlers.LoadRoutes("testdata/routes.good.yml")
+	if err != nil {
+		t.Fatalf("LoadRoutes: %v", err)
+	}
+	want := []handlers.RouteConfig{
+		{Type: "order.created", Handler: "http", URL: "http://orders.internal/hooks/inbox", Timeout: 2 * time.Second},
+		{Type: "order.paid", Handler: "http", URL: "https://user:secret@payments.internal:8443/inbox?token=abc", Timeout: handlers.DefaultHTTPTimeout},
+		{Type: "order.audited", Handler: "ignore"},
+		{Type: "order.broken", Handler: "dead"},
+	}
+	if !reflect.DeepEqual(r.Routes, want) {
+		t.Errorf("Routes = %+v\nwant     %+v", r.Routes, want)
+	}
+	if r.Default != handlers.HandlerIgnore {
+		t.Errorf("Default = %q, want ignore", r.Default)
+	}
+}
+
+func TestParseRoutesValid(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		yaml        string
+		wantRoutes  []handlers.RouteConfig
+		wantDefault string
+	}{
+		{
+			name: "design example",
+			yaml: `
+routes:
+  - type: order.created
+    handler: http
+    url: http://orders.internal/hooks/inbox
+    timeout: 10s
+  - type: order.audited
+    handler: ignore        # processed, nothing done
+default: dead              # unmatched types: dead (default) or ignore
+`,
+			wantRoutes: []handlers.RouteConfig{
+				{Type: "order.created", Handler: "http", URL: "http://orders.internal/hooks/inbox", Timeout: 10 * time.Second},
+				{Type: "order.audited", Handler: "ignore"},
+			},
+			wantDefault: "dead",
+		},
+		{name: "default omitted", yaml: "routes:\n  - {type: a, handler: ignore}\n", wantRoutes: []handlers.RouteConfig{{Type: "a", Handler: "ignore"}}, wantDefault: "dead"},
+		{name: "default null", yaml: "routes: []\ndefault:\n", wantDefault: "dead"},
+		{name: "no routes", yaml: "routes: []\n", wantDefault: "dead"},
+		{name: "only default", yaml: "default: ignore\n", wantDefault: "ignore"},
+		{name: "routes null", yaml: "routes:\ndefault: ignore\n", wantDefault: "ignore"},
+		{
+			name: "timeout bounds",
+			yaml: "routes:\n  - {type: a, handler: http, url: 'https://h/x', timeout: 1ms}\n  - {type: b, handler: http, url: 'https://h/y', timeout: 10m}\n",
+			wantRoutes: []handlers.RouteConfig{
+				{Type: "a", Handler: "http", URL: "https://h/x", Timeout: time.Millisecond},
+				{Type: "b", Handler: "http", URL: "https://h/y", Timeout: 10 * time.Minute},
+			},
+			wantDefault: "dead",
+		},
+		{
+			name:        "alias value",
+			yaml:        "routes:\n  - type: a\n    handler: http\n    url: &u http://h/hook\n  - type: b\n    handler: http\n    url: *u\n",
+			wantRoutes:  []handlers.RouteConfig{{Type: "a", Handler: "http", URL: "http://h/hook", Timeout: handlers.DefaultHTTPTimeout}, {Type: "b", Handler: "http", URL: "http://h/hook", Timeout: handlers.DefaultHTTPTimeout}},
+			wantDefault: "dead",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := handlers.ParseRoutes([]byte(tt.yaml))
+			if err != nil {
+				t.Fatalf("ParseRoutes: %v", err)
+			}
+			if !reflect.DeepEqual(r.Routes, tt.wantRoutes) {
+				t.Errorf("Routes = %+v\nwant     %+v", r.Routes, tt.wantRoutes)
+			}
+			if r.Default != tt.wantDefault {
+				t.Errorf("Default = %q, want %q", r.Default, tt.wantDefault)
+			}
+		})
+	}
+}
+
+// badRoutes lists every testdata/*.bad.yml file with the lines of its
+// error, in order; each line must contain its entry.
+var badRoutes = []struct {
+	file string
+	want []string
+}{
+	{"missing_type.bad.yml", []string{"route 2: type: required"}},
+	{"empty_type.bad.yml", []string{"route 1: type: required"}},
+	{"duplicate_type.bad.yml", []string{`route 2 (type "order.created"): type: duplicate of route 1`}},
+	{"missing_handler.bad.yml", []string{`route 1 (type "order.created"): handler: required (http, ignore or dead)`}},
+	{"unknown_handler.bad.yml", []string{`route 1 (type "order.created"): handler: unknown handler "grpc" (want http, ignore or dead)`}},
+	{"http_without_url.bad.yml", []string{`route 1 (type "order.created"): url: required for handler http`}},
+	{"bad_url.bad.yml", []string{`route 2 (type "order.paid"): url: must be an absolute http or https URL`}},
+	{"bad_url_scheme.bad.yml", []string{`route 1 (type "order.created"): url: must be an absolute http or https URL`}},
+	{"url_on_ignore.bad.yml", []string{`route 1 (type "order.audited"): url: not allowed for handler ignore`}},
+	{"timeout_on_dead.bad.yml", []string{`route 1 (type "order.audited"): timeout: not allowed for handler dead`}},
+	{"bad_timeout.bad.yml", []string{`route 1 (type "order.created"): timeout: "10" is not a Go duration such as 10s or 1m30s`}},
+	{"zero_timeout.bad.yml", []string{`route 1 (type "order.created"): timeout: must be greater than 0`}},
+	{"long_timeout.bad.yml", []string{`route 1 (type "order.created"): timeout: must be at most 10m0s`}},
+	{"unknown_field.bad.yml", []string{
+		`route 1 (type "order.created"): unknown field "urll" (want type, handler, url, timeout)`,
+		`route 1 (type "order.created"): url: required for handler http`,
+	}},
+	{"unknown_top_field.bad.yml", []string{`line 2: unknown field "defaults" (want routes, default)`}},
+	{"bad_default.bad.yml", []string{`default: must be dead or ignore, not "http"`}},
+	{"empty.bad.yml", []string{"file is empty"}},
+	{"routes_not_list.bad.yml", []string{"line 2: routes: must be a list"}},
+	{"route_not_mapping.bad.yml", []string{"route 1: must be a mapping with type, handler, url, timeout"}},
+	{"type_not_string.bad.yml", []string{"route 1: type: must be a string"}},
+	{"top_not_mapping.bad.yml", []string{"line 1: want a mapping with routes and default"}},
+	{"two_documents.bad.yml", []string{"line 2: more than one YAML document"}},
+	{"syntax.bad.yml", []string{"yaml: line"}},
+	{"multiple.bad.yml", []string{
+		`route 1 (type "order.created"): url: must be an absolute http or https URL`,
+		`route 1 (type "order.created"): timeout: "forever" is not a Go duration`,
+		`route 2 (type "order.created"): type: duplicate of route 1`,
+		`route 3: type: required`,
+		`route 3: handler: unknown handler "carrier-pigeon"`,
+		`default: must be dead or ignore, not "maybe"`,
+	}},
+}
+
+func TestLoadRoutesBad(t *testing.T) {
+	t.Parallel()
+	for _, tt := range badRoutes {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join("testdata", tt.file)
+			r, err := handlers.LoadRoutes(path)
+			if err == nil {
+				t.Fatalf("LoadRoutes(%s) = %+v, want an error", path, r)
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(tt.want) {
+				t.Fatalf("error has %d lines, want %d:\n%v", len(lines), len(tt.want), err)
+			}
+			for i, line := range lines {
+				if !strings.HasPrefix(line, path+": ") {
+					t.Errorf("line %d %q does not start with the file name", i+1, line)
+				}
+				if !strings.Contains(line, tt.want[i]) {
+					t.Errorf("line %d %q does not contain %q", i+1, line, tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestLoadRoutesBadFilesCovered keeps badRoutes in step with testdata:
+// every *.bad.yml file must be listed there.
+func TestLoadRoutesBadFilesCovered(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("testdata/*.bad.yml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("glob: %v, %d files", err, len(files))
+	}
+	listed := make(map[string]bool)
+	for _, tt := range badRoutes {
+		listed[tt.file] = true
+	}
+	for _, f := range files {
+		if !listed[filepath.Base(f)] {
+			t.Errorf("%s is not listed in badRoutes", f)
+		}
+	}
+}
+
+func TestLoadRoutesMissingFile(t *testing.T) {
+	t.Parallel()
+	_, err := handlers.LoadRoutes(filepath.Join(t.TempDir(), "nope.yaml"))
+	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("LoadRoutes: %v, want a not-exist error naming the file", err)
+	}
+}
+
+func TestParseRoutesNamesNoFile(t *testing.T) {
+	t.Parallel()
+	_, err := handlers.ParseRoutes([]byte("default: nope\n"))
+	if err == nil || err.Error() != `routes file: default: must be dead or ignore, not "nope"` {
+		t.Fatalf("ParseRoutes: %v", err)
+	}
+}
+
+func TestRoutesRegister(t *testing.T) {
+	t.Parallel()
+	for _, def := range []string{"", "dead", "ignore"} {
+		t.Run("default "+def, func(t *testing.T) {
+			t.Parallel()
+			b := setupHTTP(t, handlers.HTTPConfig{}, status(http.StatusOK, ""))
+			file := fmt.Sprintf(`
+routes:
+  - type: order.created
+    handler: http
+    url: %s/hooks/inbox
+    timeout: 5s
+  - type: order.audited
+    handler: ignore
+  - type: order.poisoned
+    handler: dead
+`, b.srv.URL)
+			if def != "" {
+				file += "default: " + def + "\n"
+			}
+			path := filepath.Join(t.TempDir(), "routes.yaml")
+			if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			routes, err := handlers.LoadRoutes(path)
+			if err != nil {
+				t.Fatalf("LoadRoutes: %v", err)
+			}
+			reg, err := handlers.NewRegistryFromRoutes(routes, handlers.RouteOptions{})
+			if err != nil {
+				t.Fatalf("NewRegistryFromRoutes: %v", err)
+			}
+			if n := reg.Types(); n != 3 {
+				t.Errorf("Types() = %d, want 3", n)
+			}
+			handle := func(eventType string) error {
+				t.Helper()
+				route := reg.Lookup(eventType)
+				if route.Handler == nil || route.TxHandler != nil {
+					t.Fatalf("Lookup(%q) = %+v, want a plain handler", eventType, route)
+				}
+				ev := testEvent()
+				ev.EventType = eventType
+				return route.Handler.Handle(context.Background(), ev)
+			}
+
+			if err := handle("order.created"); err != nil {
+				t.Errorf("order.created: %v", err)
+			}
+			select {
+			case r := <-b.requests:
+				if got := r.header.Get("Inbox-Event-Type"); got != "order.created" {
+					t.Errorf("server got event type %q", got)
+				}
+			default:
+				t.Error("order.created did not reach the server")
+			}
+			if err := handle("order.audited"); err != nil {
+				t.Errorf("order.audited: %v, want nil", err)
+			}
+			if err := handle("order.poisoned"); !handlers.IsPermanent(err) {
+				t.Errorf("order.poisoned: %v, want a permanent error", err)
+			}
+			err = handle("order.unknown")
+			if def == "ignore" {
+				if err != nil {
+					t.Errorf("unmatched type: %v, want nil", err)
+				}
+			} else if !handlers.IsPermanent(err) || !strings.Contains(err.Error(), `"order.unknown"`) {
+				t.Errorf("unmatched type: %v, want a permanent error naming it", err)
+			}
+			select {
+			case r := <-b.requests:
+				t.Errorf("server got an unexpected request for %q", r.header.Get("Inbox-Event-Type"))
+			default:
+			}
+		})
+	}
+}
+
+func TestRoutesRegisterAllOrNothing(t *testing.T) {
+	t.Parallel()
+	routes, err := handlers.ParseRoutes([]byte(`
+routes:
+  - {type: a, handler: ignore}
+  - {type: b, handler: ignore}
+default: ignore
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := handlers.NewRegistry()
+	if err := reg.HandleFunc("b", func(context.Context, *handlers.Event) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	err = routes.Register(reg, handlers.RouteOptions{})
+	if !errors.Is(err, handlers.ErrDuplicate) || !strings.Contains(err.Error(), `routes file: route 2 (type "b"): `) {
+		t.Fatalf("Register: %v, want ErrDuplicate naming route 2", err)
+	}
+	if n := reg.Types(); n != 1 {
+		t.Errorf("Types() = %d after a failed Register, want 1", n)
+	}
+	// The default is untouched too: still dead.
+	ev := testEvent()
+	ev.EventType = "zzz"
+	if err := reg.Lookup("zzz").Handler.Handle(context.Background(), ev); !handlers.IsPermanent(err) {
+		t.Errorf("default after failed Register: %v, want dead", err)
+	}
+}
+
+// TestRoutesRegisterHandBuilt covers Routes made in Go rather than parsed:
+// Register validates them itself.
+func TestRoutesRegisterHandBuilt(t *testing.T) {
+	t.Parallel()
+	bad := &handlers.Routes{
+		Routes: []handlers.RouteConfig{
+			{Type: "a", Handler: "http", URL: "nope"},
+			{Type: "b", Handler: "http", URL: "http://h/x", Timeout: time.Hour},
+			{Type: "c", Handler: "ignore", URL: "http://h/x"},
+			{Type: "", Handler: "dead"},
+			{Type: "d", Handler: "smtp"},
+		},
+		Default: "http",
+	}
+	err := bad.Register(handlers.NewRegistry(), handlers.RouteOptions{})
+	want := []string{
+		`routes: route 1 (type "a"): url: must be an absolute http or https URL`,
+		`routes: route 2 (type "b"): timeout: must be at most 10m0s`,
+		`routes: route 3 (type "c"): url: not allowed for handler ignore`,
+		`routes: route 4: type: required`,
+		`routes: route 5 (type "d"): handler: unknown handler "smtp" (want http, ignore or dead)`,
+		`routes: default: must be dead or ignore, not "http"`,
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Fatalf("Register error:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+
+	dup := &handlers.Routes{Routes: []handlers.RouteConfig{{Type: "a", Handler: "dead"}, {Type: "a", Handler: "ignore"}}}
+	err = dup.Register(handlers.NewRegistry(), handlers.RouteOptions{})
+	if err == nil || err.Error() != `routes: route 2 (type "a"): type: duplicate of route 1` {
+		t.Fatalf("Register duplicate: %v", err)
+	}
+
+	ok := &handlers.Routes{Routes: []handlers.RouteConfig{{Type: "a", Handler: "http", URL: "http://h/x"}}}
+	if _, err := handlers.NewRegistryFromRoutes(ok, handlers.RouteOptions{MaxRetryAfter: time.Minute}); err != nil {
+		t.Fatalf("NewRegistryFromRoutes: %v", err)
+	}
+}
+
+// TestRoutesRegisterOptions checks that RouteOptions reach the http
+// handlers: the client is used and Retry-After is capped.
+func TestRoutesRegisterOptions(t *testing.T) {
+	t.Parallel()
+	b := setupHTTP(t, handlers.HTTPConfig{}, status(http.StatusServiceUnavailable, "", "Retry-After", "600"))
+	var used bool
+	client := &http.Client{Transport: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		used = true
+		return http.DefaultTransport.RoundTrip(req)
+	})}
+	routes := &handlers.Routes{Routes: []handlers.RouteConfig{{Type: "a", Handler: "http", URL: b.srv.URL}}}
+	reg, err := handlers.NewRegistryFromRoutes(routes, handlers.RouteOptions{Client: client, MaxRetryAfter: 42 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = reg.Lookup("a").Handler.Handle(context.Background(), testEvent())
+	if d, ok := handlers.RetryDelay(err); !ok || d != 42*time.Second {
+		t.Errorf("RetryDelay(%v) = %s, %v; want 42s", err, d, ok)
+	}
+	if !used {
+		t.Error("the client in RouteOptions was not used")
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
