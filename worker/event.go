@@ -1,0 +1,67 @@
+package worker
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"time"
+
+	"github.com/inboxd/inboxd/handlers"
+)
+
+// claimedRow is a row as returned by the claim statement.
+type claimedRow struct {
+	ID         int64
+	Source     string
+	EventID    string
+	EventType  string
+	Key        []byte
+	Payload    []byte
+	Headers    []byte
+	Attempts   int
+	ReceivedAt time.Time
+}
+
+// event converts the row into what handlers see.
+func (r *claimedRow) event() *handlers.Event {
+	return &handlers.Event{
+		ID:         r.ID,
+		Source:     r.Source,
+		EventID:    r.EventID,
+		EventType:  r.EventType,
+		Key:        r.Key,
+		Payload:    r.Payload,
+		Headers:    decodeHeaders(r.Headers),
+		Attempt:    r.Attempts,
+		ReceivedAt: r.ReceivedAt,
+	}
+}
+
+// decodeHeaders reads the headers column: an object whose values are strings,
+// or {"base64": "…"} for values that were not valid UTF-8. Anything else is
+// ignored: headers are informational and must not fail a row.
+func decodeHeaders(raw []byte) map[string]string {
+	if len(raw) == 0 {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || len(obj) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(obj))
+	for k, v := range obj {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			out[k] = s
+			continue
+		}
+		var b struct {
+			Base64 string `json:"base64"`
+		}
+		if json.Unmarshal(v, &b) == nil {
+			if dec, err := base64.StdEncoding.DecodeString(b.Base64); err == nil {
+				out[k] = string(dec)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,57 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// listen holds a dedicated connection that LISTENs for the inbox trigger's
+// notifications and wakes the claim loop. When the connection fails it
+// reconnects with backoff; polling covers the gap.
+func (p *Pool) listen(ctx context.Context) {
+	readyOnce := false
+	markReady := func() {
+		if !readyOnce {
+			readyOnce = true
+			close(p.ready)
+		}
+	}
+	defer markReady()
+
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := p.listenOnce(ctx, markReady)
+		if ctx.Err() != nil {
+			return
+		}
+		p.metrics.dbErrors.WithLabelValues("listen").Inc()
+		p.log.Warn().Err(err).Dur("retry_in", delay).Msg("notification listener lost; polling meanwhile")
+		markReady()
+		if !sleepCtx(ctx, delay) {
+			return
+		}
+		delay = min(delay*2, 30*time.Second)
+	}
+}
+
+func (p *Pool) listenOnce(ctx context.Context, ready func()) error {
+	conn, err := pgx.ConnectConfig(ctx, p.db.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		return err
+	}
+	ready()
+	// Rows may have arrived while we were not listening.
+	signal(p.wake)
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		signal(p.wake)
+	}
+}

@@ -1,0 +1,187 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/migrations/pgtest"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(runHelperProcess())
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// bundle is what setup gives a test: its own database and a registry.
+type bundle struct {
+	db  *pgtest.DB
+	reg *handlers.Registry
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	return &bundle{db: pgtest.New(t), reg: handlers.NewRegistry()}
+}
+
+// testConfig returns a config with short intervals suited to tests.
+func testConfig() Config {
+	return Config{
+		Workers:         4,
+		ClaimBatch:      100,
+		MaxAttempts:     3,
+		Lease:           5 * time.Second,
+		RetryPolicy:     ExponentialBackoff{Base: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+		PollInterval:    50 * time.Millisecond,
+		ShutdownTimeout: 5 * time.Second,
+	}
+}
+
+// runningPool is a Pool running in the background.
+type runningPool struct {
+	*Pool
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+// stop cancels the pool and waits for Run to return.
+func (r *runningPool) stop(t testing.TB) {
+	t.Helper()
+	r.once.Do(func() {
+		r.cancel()
+		select {
+		case err := <-r.done:
+			if err != nil {
+				t.Errorf("Run returned %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("pool did not stop within 30s")
+		}
+	})
+}
+
+// start runs a pool on its own connection pool (as a separate replica
+// would) until the test ends.
+func (b *bundle) start(t *testing.T, cfg Config) *runningPool {
+	t.Helper()
+	dbPool, err := pgxpool.New(context.Background(), b.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(dbPool, b.reg, cfg, testLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runningPool{Pool: p, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		r.stop(t)
+		dbPool.Close()
+	})
+	select {
+	case <-p.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("pool not ready")
+	}
+	return r
+}
+
+func testLogger(t testing.TB) zerolog.Logger {
+	if testing.Verbose() {
+		return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
+	}
+	return zerolog.Nop()
+}
+
+// insert adds rows of one event type the way any service may: with plain
+// SQL and only the contract's minimal columns.
+func (b *bundle) insert(t testing.TB, eventType string, ids ...string) {
+	t.Helper()
+	sources := make([]string, len(ids))
+	types := make([]string, len(ids))
+	payloads := make([][]byte, len(ids))
+	for i, id := range ids {
+		sources[i], types[i], payloads[i] = "test", eventType, []byte(`{"id":"`+id+`"}`)
+	}
+	_, err := b.db.Pool.Exec(context.Background(),
+		`INSERT INTO inbox (source, event_id, event_type, payload)
+		 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[])`,
+		sources, ids, types, payloads)
+	if err != nil {
+		t.Fatalf("insert rows: %v", err)
+	}
+}
+
+// row is a row's state as tests inspect it.
+type row struct {
+	Status      string
+	Attempts    int
+	LastError   *string
+	LeaseToken  *int64
+	AvailableAt time.Time
+	UpdatedAt   time.Time
+	ProcessedAt *time.Time
+}
+
+func (b *bundle) row(t testing.TB, eventID string) row {
+	t.Helper()
+	var r row
+	err := b.db.Pool.QueryRow(context.Background(),
+		`SELECT status, attempts, last_error, lease_token, available_at, updated_at, processed_at
+		 FROM inbox WHERE source = 'test' AND event_id = $1`, eventID).
+		Scan(&r.Status, &r.Attempts, &r.LastError, &r.LeaseToken, &r.AvailableAt, &r.UpdatedAt, &r.ProcessedAt)
+	if err != nil {
+		t.Fatalf("read row %s: %v", eventID, err)
+	}
+	return r
+}
+
+func (b *bundle) countStatus(t testing.TB, status string) int {
+	t.Helper()
+	var n int
+	if err := b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM inbox WHERE status = $1`, status).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func ids(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%05d", prefix, i)
+	}
+	return out
+}
+
+func errString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

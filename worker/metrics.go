@@ -1,0 +1,97 @@
+package worker
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Outcomes of one handled row, used as the outcome label.
+const (
+	outcomeProcessed = "processed"
+	outcomeRetried   = "retried"
+	outcomeDead      = "dead"
+	outcomeReleased  = "released"
+)
+
+// metrics are the worker's Prometheus metrics.
+type metrics struct {
+	claims          prometheus.Counter
+	claimed         prometheus.Counter
+	completed       *prometheus.CounterVec
+	fenced          prometheus.Counter
+	handlerDuration *prometheus.HistogramVec
+	panics          prometheus.Counter
+	inflight        prometheus.Gauge
+	renewals        prometheus.Counter
+	leaseLost       prometheus.Counter
+	rescued         *prometheus.CounterVec
+	dbErrors        *prometheus.CounterVec
+	rows            *prometheus.GaugeVec
+	oldestReady     prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		claims: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_worker_claims_total",
+			Help: "Claim statements run.",
+		}),
+		claimed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_worker_claimed_rows_total",
+			Help: "Rows claimed for processing.",
+		}),
+		completed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inboxd_worker_completed_total",
+			Help: "Row outcomes written, by outcome (processed, retried, dead, released).",
+		}, []string{"outcome"}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_worker_fenced_total",
+			Help: "Completions not applied because the row's lease token had changed.",
+		}),
+		handlerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "inboxd_worker_handler_duration_seconds",
+			Help:    "Time spent in handlers, by outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, []string{"outcome"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_worker_handler_panics_total",
+			Help: "Handler panics recovered (each counts as a failed attempt).",
+		}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inboxd_worker_inflight",
+			Help: "Rows currently held by this worker's handlers.",
+		}),
+		renewals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_worker_lease_renewals_total",
+			Help: "Leases extended for long-running handlers.",
+		}),
+		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_worker_lease_lost_total",
+			Help: "Handlers cancelled because renewing their lease found the row fenced.",
+		}),
+		rescued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inboxd_worker_rescued_total",
+			Help: "Rows with an expired lease returned to received or sent to dead.",
+		}, []string{"status"}),
+		dbErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inboxd_worker_db_errors_total",
+			Help: "Database errors, by operation.",
+		}, []string{"op"}),
+		rows: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inboxd_inbox_rows",
+			Help: "Inbox rows in the live statuses (received, processing), refreshed periodically.",
+		}, []string{"status"}),
+		oldestReady: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inboxd_inbox_oldest_ready_age_seconds",
+			Help: "How long the oldest due received row has been waiting; alert when it grows.",
+		}),
+	}
+	for _, o := range []string{outcomeProcessed, outcomeRetried, outcomeDead, outcomeReleased} {
+		m.completed.WithLabelValues(o)
+	}
+	for _, op := range []string{"claim", "complete", "renew", "rescue", "listen", "stats", "tx"} {
+		m.dbErrors.WithLabelValues(op)
+	}
+	if reg != nil {
+		reg.MustRegister(m.claims, m.claimed, m.completed, m.fenced, m.handlerDuration, m.panics,
+			m.inflight, m.renewals, m.leaseLost, m.rescued, m.dbErrors, m.rows, m.oldestReady)
+	}
+	return m
+}

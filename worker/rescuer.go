@@ -1,0 +1,96 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// rescueBatch caps the rows one rescue statement returns.
+const rescueBatch = 1000
+
+// rescueLoop periodically returns rows with expired leases.
+func (p *Pool) rescueLoop(ctx context.Context) {
+	t := time.NewTicker(p.cfg.RescueInterval)
+	defer t.Stop()
+	for {
+		if _, err := p.Rescue(ctx); err != nil && ctx.Err() == nil {
+			p.metrics.dbErrors.WithLabelValues("rescue").Inc()
+			p.log.Error().Err(err).Msg("rescue failed")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Rescue returns every row whose lease has expired to received (or dead,
+// when its attempts are used up) and reports how many rows it moved. The
+// pool calls it every RescueInterval; it is exported for tools and tests.
+func (p *Pool) Rescue(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		rows, err := p.db.Query(ctx, rescueSQL, rescueBatch, p.cfg.MaxAttempts)
+		if err != nil {
+			return total, fmt.Errorf("rescue expired leases: %w", err)
+		}
+		n := 0
+		for rows.Next() {
+			var (
+				id                 int64
+				eventID, eventType string
+				status             string
+				attempts           int
+			)
+			if err := rows.Scan(&id, &eventID, &eventType, &status, &attempts); err != nil {
+				rows.Close()
+				return total, fmt.Errorf("rescue expired leases: %w", err)
+			}
+			n++
+			p.metrics.rescued.WithLabelValues(status).Inc()
+			p.log.Warn().Int64("row_id", id).Str("event_id", eventID).Str("event_type", eventType).
+				Str("status", status).Int("attempt", attempts).Msg("rescued row with expired lease")
+		}
+		if err := rows.Err(); err != nil {
+			return total, fmt.Errorf("rescue expired leases: %w", err)
+		}
+		total += n
+		if n > 0 {
+			signal(p.wake)
+		}
+		if n < rescueBatch {
+			return total, nil
+		}
+	}
+}
+
+// statsLoop refreshes the live-row gauges.
+func (p *Pool) statsLoop(ctx context.Context) {
+	t := time.NewTicker(p.cfg.StatsInterval)
+	defer t.Stop()
+	for {
+		if err := p.refreshStats(ctx); err != nil && ctx.Err() == nil {
+			p.metrics.dbErrors.WithLabelValues("stats").Inc()
+			p.log.Warn().Err(err).Msg("refreshing inbox gauges failed")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (p *Pool) refreshStats(ctx context.Context) error {
+	var received, processing int64
+	var oldest float64
+	if err := p.db.QueryRow(ctx, statsSQL).Scan(&received, &processing, &oldest); err != nil {
+		return fmt.Errorf("inbox stats: %w", err)
+	}
+	p.metrics.rows.WithLabelValues("received").Set(float64(received))
+	p.metrics.rows.WithLabelValues("processing").Set(float64(processing))
+	p.metrics.oldestReady.Set(oldest)
+	return nil
+}

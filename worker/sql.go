@@ -1,0 +1,24 @@
+package worker
+
+import _ "embed"
+
+// The worker's SQL, one statement per file in sql/.
+var (
+	//go:embed sql/claim.sql
+	claimSQL string
+	//go:embed sql/complete.sql
+	completeSQL string
+	//go:embed sql/complete_tx.sql
+	completeTxSQL string
+	//go:embed sql/renew.sql
+	renewSQL string
+	//go:embed sql/rescue.sql
+	rescueSQL string
+	//go:embed sql/stats.sql
+	statsSQL string
+	//go:embed sql/notify.sql
+	notifySQL string
+)
+
+// notifyChannel is the channel the inbox trigger notifies on.
+const notifyChannel = "inboxd_received"
