@@ -1,0 +1,16 @@
+// Package app is the inboxd command: its subcommands (run, migrate, stats,
+// dead, requeue, version) and the daemon that wires ingest, workers and the
+// HTTP endpoints together.
+//
+// Services that want their own Go handlers run the same daemon from their
+// own main, passing a Registry in Options:
+//
+//	reg := handlers.NewRegistry()
+//	_ = reg.HandleTx("payment.captured", capture)
+//	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+//	defer stop()
+//	os.Exit(app.Main(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr, app.Options{Registry: reg}))
+//
+// The routes file (INBOXD_ROUTES) adds its routes to that registry; an event
+// type registered in both places is a start-up error.
+package app

@@ -1,0 +1,20 @@
+// Command inboxd consumes Kafka into a PostgreSQL inbox table and processes
+// the rows with a pool of workers. Run "inboxd help" for the subcommands and
+// see README.md for the configuration.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/inboxd/inboxd/cmd/inboxd/app"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := app.Main(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr, app.Options{})
+	stop()
+	os.Exit(code)
+}
