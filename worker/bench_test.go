@@ -1,0 +1,165 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/migrations/pgtest"
+)
+
+// benchEvents is how many events one benchmark iteration moves
+// (INBOXD_BENCH_EVENTS overrides it).
+func benchEvents() int {
+	if n, err := strconv.Atoi(os.Getenv("INBOXD_BENCH_EVENTS")); err == nil && n > 0 {
+		return n
+	}
+	return 100_000
+}
+
+// insertBatches inserts n received rows in 500-row unnest statements.
+func insertBatches(ctx context.Context, db *pgxpool.Pool, prefix string, n int) error {
+	const batch = 500
+	for start := 0; start < n; start += batch {
+		size := min(batch, n-start)
+		src := make([]string, size)
+		ids := make([]string, size)
+		types := make([]string, size)
+		payloads := make([][]byte, size)
+		for i := range size {
+			src[i], ids[i], types[i] = "bench", fmt.Sprintf("%s-%d", prefix, start+i), "bench.event"
+			payloads[i] = []byte(`{"order_id":12345,"amount":"99.90","currency":"EUR","note":"benchmark payload"}`)
+		}
+		if _, err := db.Exec(ctx, `INSERT INTO inbox (source, event_id, event_type, payload)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[])
+			ON CONFLICT (source, event_id) DO NOTHING`, src, ids, types, payloads); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BenchmarkRawPipeline is the yardstick from DESIGN.md: the least an inbox
+// needs, in raw SQL — 500-row unnest inserts, 500-row SKIP LOCKED claims and
+// batched completions — on the same table, with two consumers.
+func BenchmarkRawPipeline(b *testing.B) {
+	n := benchEvents()
+	ctx := context.Background()
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		db := pgtest.New(b)
+		start := time.Now()
+		var done atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, 3)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := insertBatches(ctx, db.Pool, "raw", n); err != nil {
+				errs <- err
+			}
+		}()
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for done.Load() < int64(n) {
+					rows, err := db.Pool.Query(ctx, claimSQL, 500, int64(7), int64(30000), "raw")
+					if err != nil {
+						errs <- err
+						return
+					}
+					claimed, err := pgx.CollectRows(rows, pgx.RowToStructByPos[claimedRow])
+					if err != nil {
+						errs <- err
+						return
+					}
+					if len(claimed) == 0 {
+						continue
+					}
+					ids := make([]int64, len(claimed))
+					tokens := make([]int64, len(claimed))
+					statuses := make([]string, len(claimed))
+					delays := make([]int64, len(claimed))
+					errTexts := make([]*string, len(claimed))
+					deltas := make([]int32, len(claimed))
+					for j, r := range claimed {
+						ids[j], tokens[j], statuses[j] = r.ID, 7, "processed"
+					}
+					if _, err := db.Pool.Exec(ctx, completeSQL, ids, tokens, statuses, delays, errTexts, deltas); err != nil {
+						errs <- err
+						return
+					}
+					done.Add(int64(len(claimed)))
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+		total += time.Since(start)
+	}
+	b.ReportMetric(float64(n*b.N)/total.Seconds(), "events/s")
+}
+
+// BenchmarkPool measures the worker pool alone: rows inserted by a
+// concurrent producer (500-row statements) processed by a no-op handler.
+func BenchmarkPool(b *testing.B) {
+	n := benchEvents()
+	ctx := context.Background()
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		db := pgtest.New(b)
+		reg := handlers.NewRegistry()
+		var handled atomic.Int64
+		allDone := make(chan struct{})
+		_ = reg.HandleFunc("bench.event", func(context.Context, *handlers.Event) error {
+			if handled.Add(1) == int64(n) {
+				close(allDone)
+			}
+			return nil
+		})
+		p, err := New(db.Pool, reg, Config{Workers: 256, ClaimBatch: 500}, zerolog.Nop(), prometheus.NewRegistry())
+		if err != nil {
+			b.Fatal(err)
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		stopped := make(chan struct{})
+		go func() { _ = p.Run(runCtx); close(stopped) }()
+		<-p.Ready()
+
+		start := time.Now()
+		if err := insertBatches(ctx, db.Pool, "pool", n); err != nil {
+			b.Fatal(err)
+		}
+		<-allDone
+		// Count until the outcomes are written, not just handled.
+		for {
+			var processed int
+			if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE status = 'processed'`).Scan(&processed); err != nil {
+				b.Fatal(err)
+			}
+			if processed == n {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		total += time.Since(start)
+		cancel()
+		<-stopped
+	}
+	b.ReportMetric(float64(n*b.N)/total.Seconds(), "events/s")
+}
