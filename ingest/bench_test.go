@@ -1,0 +1,45 @@
+package ingest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// BenchmarkIngest measures Kafka-to-inbox throughput with the default batch
+// settings: b.N events are produced to an in-process kfake cluster first,
+// then one consumer ingests them into PostgreSQL. kfake is slower than a real
+// broker, so this is a floor, not a ceiling.
+func BenchmarkIngest(b *testing.B) {
+	const partitions = 4
+	k := setupKafka(b, partitions)
+	payload := []byte(`{"order_id":12345,"customer":"c-987","amount":"42.00","currency":"EUR","items":[1,2,3]}`)
+	for sent := 0; sent < b.N; {
+		var recs []*kgo.Record
+		for i := 0; i < 5000 && sent < b.N; i++ {
+			recs = append(recs, k.event(int32(sent%partitions), fmt.Sprintf("ev-%d", sent), "order.created", payload))
+			sent++
+		}
+		k.produce(b, recs...)
+	}
+	cfg := k.config()
+	cfg.BatchSize = DefaultBatchSize
+	cfg.BatchTimeout = DefaultBatchTimeout
+	cfg.Mapping.MaxPayload = DefaultMaxPayload
+
+	b.ResetTimer()
+	start := time.Now()
+	r := k.start(b, cfg, "bench")
+	k.waitCommitted(b, 5*time.Minute)
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err := r.stop(); err != nil {
+		b.Fatal(err)
+	}
+	if got := k.countRows(b, "inbox"); got != b.N {
+		b.Fatalf("%d rows, want %d", got, b.N)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+}

@@ -1,0 +1,261 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/inboxd/inboxd/config"
+)
+
+// Defaults used by Config.withDefaults for fields left zero.
+const (
+	// DefaultBatchSize is the number of messages that closes a batch.
+	DefaultBatchSize = 500
+	// DefaultBatchTimeout is how long a non-empty batch waits for more messages.
+	DefaultBatchTimeout = 50 * time.Millisecond
+	// DefaultBatchBytes caps the payload bytes held by one batch.
+	DefaultBatchBytes = 16 << 20
+	// DefaultMaxPayload is the largest payload stored, in bytes.
+	DefaultMaxPayload = 1 << 20
+	// DefaultSessionTimeout is the consumer group session timeout.
+	DefaultSessionTimeout = 10 * time.Second
+	// DefaultRetryBackoffMin is the first delay before retrying a failed write.
+	DefaultRetryBackoffMin = 100 * time.Millisecond
+	// DefaultRetryBackoffMax caps the delay between retries of a failed write.
+	DefaultRetryBackoffMax = 5 * time.Second
+	// DefaultWriteTimeout bounds one attempt at writing a batch.
+	DefaultWriteTimeout = 30 * time.Second
+	// DefaultCommitTimeout bounds one offset commit.
+	DefaultCommitTimeout = 10 * time.Second
+	// DefaultCloseTimeout bounds the final flush and the closing of the reader.
+	DefaultCloseTimeout = 5 * time.Second
+	// DefaultStallTimeout is how long a fetch may wait on a known backlog
+	// before Healthy reports the consumer stalled.
+	DefaultStallTimeout = 2 * time.Minute
+
+	// readerHeadroom is added to MaxPayload for the reader's MaxBytes so that
+	// a message of MaxPayload bytes fits in one fetch together with its key,
+	// headers and the record batch envelope.
+	readerHeadroom = 256 << 10
+)
+
+// Config configures a Consumer. Zero fields take the defaults above; build it
+// from the daemon's configuration with ConfigFrom.
+type Config struct {
+	// Brokers lists the bootstrap brokers as host:port.
+	Brokers []string
+	// Topics lists the topics consumed; each becomes the source of its rows.
+	Topics []string
+	// Group is the consumer group id.
+	Group string
+	// ClientID identifies this daemon to the brokers.
+	ClientID string
+	// StartFromLatest starts a group that has no committed offset at the end
+	// of each partition instead of the beginning.
+	StartFromLatest bool
+	// SessionTimeout is how long the group waits for a member that stopped
+	// heartbeating (for example one killed without leaving the group).
+	SessionTimeout time.Duration
+	// HeartbeatInterval is how often the member heartbeats, and so how fast
+	// it notices a rebalance. Zero means SessionTimeout/3, at most 3s.
+	HeartbeatInterval time.Duration
+	// RebalanceTimeout is how long the coordinator waits for members to
+	// rejoin during a rebalance. Zero means SessionTimeout.
+	RebalanceTimeout time.Duration
+
+	// BatchSize closes a batch when it holds this many messages.
+	BatchSize int
+	// BatchTimeout closes a non-empty batch this long after its first message.
+	BatchTimeout time.Duration
+	// BatchBytes closes a batch when its payloads add up to this many bytes.
+	BatchBytes int
+
+	// Mapping controls how messages become rows.
+	Mapping MapOptions
+
+	// RetryBackoffMin is the first delay before retrying a failed write.
+	RetryBackoffMin time.Duration
+	// RetryBackoffMax caps the delay between retries of a failed write or
+	// fetch; it is also kafka-go's delay before rejoining the group after a
+	// failed join.
+	RetryBackoffMax time.Duration
+	// WriteTimeout bounds one attempt at writing a batch.
+	WriteTimeout time.Duration
+	// CommitTimeout bounds one offset commit.
+	CommitTimeout time.Duration
+	// CloseTimeout bounds, at shutdown, the final flush and then the closing
+	// of the reader (each).
+	CloseTimeout time.Duration
+	// StallTimeout is how long a fetch may wait while messages are known to
+	// be waiting before Healthy reports an error.
+	StallTimeout time.Duration
+
+	// TLS configures TLS to the brokers.
+	TLS TLSConfig
+	// SASL configures SASL authentication to the brokers.
+	SASL SASLConfig
+}
+
+// TLSConfig configures TLS to the brokers.
+type TLSConfig struct {
+	// Enabled turns TLS on.
+	Enabled bool
+	// CAFile is a PEM bundle of CAs to trust; empty uses the system pool.
+	CAFile string
+	// CertFile is the client certificate (PEM) for mutual TLS.
+	CertFile string
+	// KeyFile is the client key (PEM) for mutual TLS.
+	KeyFile string
+	// ServerName overrides the name checked in the broker's certificate.
+	ServerName string
+	// InsecureSkipVerify disables certificate verification (tests only).
+	InsecureSkipVerify bool
+}
+
+// SASLConfig configures SASL authentication to the brokers.
+type SASLConfig struct {
+	// Mechanism is empty (no SASL), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	Mechanism string
+	// Username is the SASL user name.
+	Username string
+	// Password is the SASL password. It is never logged or printed.
+	Password string
+}
+
+// String describes the SASL settings without the password.
+func (s SASLConfig) String() string {
+	if s.Mechanism == "" {
+		return "none"
+	}
+	return fmt.Sprintf("%s user=%s password=[redacted]", s.Mechanism, s.Username)
+}
+
+// GoString describes the SASL settings without the password, for %#v.
+func (s SASLConfig) GoString() string { return "ingest.SASLConfig{" + s.String() + "}" }
+
+// ConfigFrom builds the ingest configuration from the daemon's configuration.
+// Settings that have no INBOXD_* variable keep their defaults.
+func ConfigFrom(c config.Config) Config {
+	return Config{
+		Brokers:         c.KafkaBrokers,
+		Topics:          c.KafkaTopics,
+		Group:           c.KafkaGroup,
+		ClientID:        c.KafkaClientID,
+		StartFromLatest: c.KafkaStartOffset == "last",
+		SessionTimeout:  c.KafkaSessionTimeout,
+		BatchSize:       c.IngestBatchSize,
+		BatchTimeout:    c.IngestBatchTimeout,
+		Mapping: MapOptions{
+			EventIDHeaders:     c.EventIDHeaders,
+			EventTypeHeaders:   c.EventTypeHeaders,
+			EventIDJSONField:   c.EventIDJSONField,
+			EventTypeJSONField: c.EventTypeJSONField,
+			MaxPayload:         c.MaxPayload,
+		},
+		TLS: TLSConfig{
+			Enabled:            c.KafkaTLS,
+			CAFile:             c.KafkaTLSCAFile,
+			CertFile:           c.KafkaTLSCertFile,
+			KeyFile:            c.KafkaTLSKeyFile,
+			ServerName:         c.KafkaTLSServerName,
+			InsecureSkipVerify: c.KafkaTLSInsecureSkipVerify,
+		},
+		SASL: SASLConfig{
+			Mechanism: c.KafkaSASLMechanism,
+			Username:  c.KafkaSASLUsername,
+			Password:  c.KafkaSASLPassword,
+		},
+	}
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	setDur := func(d *time.Duration, def time.Duration) {
+		if *d == 0 {
+			*d = def
+		}
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.BatchBytes == 0 {
+		c.BatchBytes = DefaultBatchBytes
+	}
+	setDur(&c.BatchTimeout, DefaultBatchTimeout)
+	setDur(&c.SessionTimeout, DefaultSessionTimeout)
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = min(c.SessionTimeout/3, 3*time.Second)
+	}
+	setDur(&c.RebalanceTimeout, c.SessionTimeout)
+	setDur(&c.RetryBackoffMin, DefaultRetryBackoffMin)
+	setDur(&c.RetryBackoffMax, DefaultRetryBackoffMax)
+	setDur(&c.WriteTimeout, DefaultWriteTimeout)
+	setDur(&c.CommitTimeout, DefaultCommitTimeout)
+	setDur(&c.CloseTimeout, DefaultCloseTimeout)
+	setDur(&c.StallTimeout, DefaultStallTimeout)
+	if c.ClientID == "" {
+		c.ClientID = "inboxd"
+	}
+	c.Mapping = c.Mapping.withDefaults()
+	return c
+}
+
+// Validate reports every setting that cannot work, one line each.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(c.Brokers) == 0 {
+		bad("ingest: no Kafka brokers (INBOXD_KAFKA_BROKERS)")
+	}
+	if len(c.Topics) == 0 {
+		bad("ingest: no Kafka topics (INBOXD_KAFKA_TOPICS)")
+	}
+	if c.Group == "" {
+		bad("ingest: no consumer group (INBOXD_KAFKA_GROUP)")
+	}
+	if c.BatchSize < 1 {
+		bad("ingest: batch size must be at least 1, got %d", c.BatchSize)
+	}
+	if c.BatchBytes < 1 {
+		bad("ingest: batch bytes must be at least 1, got %d", c.BatchBytes)
+	}
+	if c.Mapping.MaxPayload < 1 {
+		bad("ingest: max payload must be at least 1 byte, got %d", c.Mapping.MaxPayload)
+	}
+	if len(c.Mapping.EventIDHeaders) == 0 && c.Mapping.EventIDJSONField == "" {
+		bad("ingest: no event id header or JSON field (INBOXD_EVENT_ID_HEADERS)")
+	}
+	if len(c.Mapping.EventTypeHeaders) == 0 && c.Mapping.EventTypeJSONField == "" {
+		bad("ingest: no event type header or JSON field (INBOXD_EVENT_TYPE_HEADERS)")
+	}
+	if c.RetryBackoffMax < c.RetryBackoffMin {
+		bad("ingest: retry backoff max (%s) is below min (%s)", c.RetryBackoffMax, c.RetryBackoffMin)
+	}
+	for _, d := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"batch timeout", c.BatchTimeout}, {"session timeout", c.SessionTimeout},
+		{"heartbeat interval", c.HeartbeatInterval}, {"rebalance timeout", c.RebalanceTimeout},
+		{"retry backoff min", c.RetryBackoffMin}, {"write timeout", c.WriteTimeout},
+		{"commit timeout", c.CommitTimeout}, {"close timeout", c.CloseTimeout},
+		{"stall timeout", c.StallTimeout},
+	} {
+		if d.d <= 0 {
+			bad("ingest: %s must be positive, got %s", d.name, d.d)
+		}
+	}
+	if !c.TLS.Enabled && (c.TLS.CAFile != "" || c.TLS.CertFile != "" || c.TLS.KeyFile != "") {
+		bad("ingest: INBOXD_KAFKA_TLS_CA_FILE, _CERT_FILE or _KEY_FILE is set but INBOXD_KAFKA_TLS is false")
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		bad("ingest: INBOXD_KAFKA_TLS_CERT_FILE and INBOXD_KAFKA_TLS_KEY_FILE must be set together")
+	}
+	switch c.SASL.Mechanism {
+	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+	default:
+		bad("ingest: SASL mechanism must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got %q", c.SASL.Mechanism)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,201 @@
+package ingest
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
+)
+
+func msg(partition int, offset int64, id string) kafka.Message {
+	return kafka.Message{
+		Topic: "t", Partition: partition, Offset: offset, HighWaterMark: offset + 1,
+		Value: []byte("v"), Headers: hdrs("event_id", id, "event_type", "t"),
+	}
+}
+
+// A failed write is retried with the very same rows, nothing is committed
+// until it succeeds, and Ready is false meanwhile.
+func TestRetriesTheSameBatchAndCommitsOnlyAfterWrite(t *testing.T) {
+	t.Parallel()
+	w := &fakeWriter{}
+	w.failing.Store(true)
+	r := newFakeReader()
+	c, run := unitConsumer(t, w, r, nil)
+	stop := run()
+
+	r.msgs <- msg(0, 5, "a")
+	r.msgs <- msg(1, 9, "b")
+	r.msgs <- msg(0, 6, "c")
+	// A fourth message must not be fetched into the failing batch.
+	r.msgs <- msg(1, 10, "d")
+
+	waitFor(t, 5*time.Second, func() (bool, string) {
+		attempts, _ := w.snapshot()
+		return len(attempts) >= 5, fmt.Sprintf("%d write attempts", len(attempts))
+	})
+	if c.Ready() {
+		t.Error("Ready() = true while writes fail")
+	}
+	if got := testutil.ToFloat64(c.metrics.Ready); got != 0 {
+		t.Errorf("ready gauge = %v while writes fail", got)
+	}
+	if got := r.committed(); len(got) != 0 {
+		t.Errorf("offsets committed while the batch is not written: %v", got)
+	}
+	attempts, _ := w.snapshot()
+	for i, a := range attempts {
+		if !reflect.DeepEqual(a, []string{"a", "b", "c"}) {
+			t.Errorf("attempt %d wrote %v, want the same batch [a b c]", i, a)
+		}
+	}
+
+	w.failing.Store(false)
+	waitFor(t, 5*time.Second, func() (bool, string) {
+		got := r.committed()
+		return got[0] == 7 && got[1] == 10, fmt.Sprintf("committed %v", got)
+	})
+	if !c.Ready() {
+		t.Error("Ready() = false after the write succeeded")
+	}
+	if got := testutil.ToFloat64(c.metrics.BatchWriteErrors); got < 4 {
+		t.Errorf("batch write errors = %v, want >= 4", got)
+	}
+	waitFor(t, 5*time.Second, func() (bool, string) {
+		n := testutil.ToFloat64(c.metrics.MessagesFetched)
+		return n == 4, fmt.Sprintf("%v messages fetched", n)
+	})
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	// The fourth message was in hand at shutdown: written and committed.
+	if got := r.committed(); got[1] != 11 {
+		t.Errorf("committed %v after shutdown, want partition 1 at 11", got)
+	}
+	if c.Ready() {
+		t.Error("Ready() = true after Run returned")
+	}
+}
+
+// A batch closes on time as well as on size.
+func TestBatchClosesOnTimeout(t *testing.T) {
+	t.Parallel()
+	w := &fakeWriter{}
+	r := newFakeReader()
+	c, run := unitConsumer(t, w, r, func(cfg *Config) {
+		cfg.BatchSize = 500
+		cfg.BatchTimeout = 20 * time.Millisecond
+	})
+	run()
+	r.msgs <- msg(0, 0, "a")
+	r.msgs <- msg(0, 1, "b")
+	waitFor(t, 5*time.Second, func() (bool, string) {
+		got := r.committed()
+		return got[0] == 2, fmt.Sprintf("committed %v", got)
+	})
+	if got := testutil.ToFloat64(c.metrics.RowsInserted); got != 2 {
+		t.Errorf("rows inserted = %v, want 2", got)
+	}
+}
+
+// Healthy reports a fetch that waits on a known backlog for longer than
+// StallTimeout, and forgets the backlog at a rebalance.
+func TestHealthyDetectsStalledFetch(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{}
+	clock.advance(time.Hour)
+	w := &fakeWriter{}
+	r := newFakeReader()
+	c, run := unitConsumer(t, w, r, func(cfg *Config) {
+		cfg.BatchSize = 1
+		cfg.StallTimeout = time.Minute
+	})
+	c.now = clock.now
+	if err := c.Healthy(); err != nil {
+		t.Fatalf("Healthy before Run: %v", err)
+	}
+	run()
+
+	fetchingAgain := func() (bool, string) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return !c.fetchingSince.IsZero() && !c.lastProgress.IsZero(), "consumer waiting in FetchMessage again"
+	}
+
+	// Caught up: the partition's high-water mark is just past the message.
+	r.msgs <- msg(0, 0, "a")
+	waitFor(t, 5*time.Second, func() (bool, string) {
+		_, stored := w.snapshot()
+		return stored == 1, "first message stored"
+	})
+	waitFor(t, 5*time.Second, fetchingAgain)
+	clock.advance(time.Hour)
+	if err := c.Healthy(); err != nil {
+		t.Errorf("Healthy while idle and caught up: %v", err)
+	}
+
+	// Behind: ten more messages are known to wait, and nothing comes.
+	m := msg(0, 1, "b")
+	m.HighWaterMark = 12
+	r.msgs <- m
+	waitFor(t, 5*time.Second, func() (bool, string) {
+		_, stored := w.snapshot()
+		return stored == 2, "second message stored"
+	})
+	waitFor(t, 5*time.Second, fetchingAgain)
+	clock.advance(30 * time.Second)
+	if err := c.Healthy(); err != nil {
+		t.Errorf("Healthy before StallTimeout: %v", err)
+	}
+	clock.advance(31 * time.Second)
+	err := c.Healthy()
+	if err == nil || !strings.Contains(err.Error(), "10 messages wait on topic t partition 0") {
+		t.Errorf("Healthy after StallTimeout on a backlog = %v, want a stall error", err)
+	}
+
+	// A rebalance may have moved the partition away: the backlog is unknown.
+	r.rebalances.Store(1)
+	if err := c.Healthy(); err != nil {
+		t.Errorf("Healthy after a rebalance: %v", err)
+	}
+	if c.LastProgress().IsZero() {
+		t.Error("LastProgress is zero after progress")
+	}
+}
+
+// Run returns in bounded time even when closing the reader blocks, as a
+// kafka-go reader does while a group join is pending.
+func TestCloseIsBounded(t *testing.T) {
+	t.Parallel()
+	r := newFakeReader()
+	r.closeGate = make(chan struct{})
+	_, run := unitConsumer(t, &fakeWriter{}, r, func(cfg *Config) { cfg.CloseTimeout = 100 * time.Millisecond })
+	stop := run()
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Run took %s to return with a blocked Close", took)
+	}
+	// Let the abandoned Close finish so that no goroutine outlives the test.
+	close(r.closeGate)
+	<-r.closed
+}
+
+func TestExpBackoff(t *testing.T) {
+	t.Parallel()
+	lo, hi := 100*time.Millisecond, 5*time.Second
+	for attempt, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 4: 800 * time.Millisecond, 7: 5 * time.Second, 50: 5 * time.Second} {
+		for range 20 {
+			got := expBackoff(attempt, lo, hi)
+			if got < want/2 || got > want {
+				t.Fatalf("expBackoff(%d) = %s, want in [%s, %s]", attempt, got, want/2, want)
+			}
+		}
+	}
+}

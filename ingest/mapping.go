@@ -1,0 +1,317 @@
+package ingest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Row statuses written by ingest.
+const (
+	// StatusReceived marks a row ready for the workers.
+	StatusReceived = "received"
+	// StatusRejected marks a row made from a message that could not be
+	// accepted; it is kept for inspection and never handed to a handler.
+	StatusRejected = "rejected"
+)
+
+// MaxIdentifierBytes is the longest event id or event type accepted, in
+// bytes. Longer ones make the message rejected: the unique index on
+// (source, event_id) cannot hold arbitrarily long keys.
+const MaxIdentifierBytes = 1024
+
+// RejectReason says why a message became a rejected row. Its values are the
+// label values of the rejected-rows metric.
+type RejectReason string
+
+// The reasons a message is rejected.
+const (
+	// RejectMissingID means no configured header or JSON field gave an event id.
+	RejectMissingID RejectReason = "missing_id"
+	// RejectInvalidID means the event id found is not valid UTF-8, holds a NUL
+	// byte, is too long, or the JSON field is neither a string nor a number.
+	RejectInvalidID RejectReason = "invalid_id"
+	// RejectMissingType means no configured header or JSON field gave an
+	// event type.
+	RejectMissingType RejectReason = "missing_type"
+	// RejectInvalidType is RejectInvalidID for the event type.
+	RejectInvalidType RejectReason = "invalid_type"
+	// RejectOversize means the payload is larger than MapOptions.MaxPayload.
+	RejectOversize RejectReason = "oversize"
+	// RejectRefused means the database refused the row itself (a data error
+	// that validation did not foresee); a placeholder row was stored.
+	RejectRefused RejectReason = "refused"
+)
+
+// MapOptions controls how MapMessage turns a Kafka message into a row.
+type MapOptions struct {
+	// EventIDHeaders are the headers tried, in order, for the event id.
+	EventIDHeaders []string
+	// EventTypeHeaders are the headers tried, in order, for the event type.
+	EventTypeHeaders []string
+	// EventIDJSONField, when set, is a top-level field of a JSON object
+	// payload used for the event id when no header carries one.
+	EventIDJSONField string
+	// EventTypeJSONField is EventIDJSONField for the event type.
+	EventTypeJSONField string
+	// MaxPayload is the largest payload stored, in bytes; a bigger message
+	// becomes a rejected row without its payload.
+	MaxPayload int
+}
+
+// DefaultMapOptions returns the mapping of the external contract: id from
+// event_id then ce_id, type from event_type then ce_type, no JSON fallback,
+// payloads up to 1 MiB.
+func DefaultMapOptions() MapOptions {
+	return MapOptions{}.withDefaults()
+}
+
+func (o MapOptions) withDefaults() MapOptions {
+	if o.EventIDHeaders == nil {
+		o.EventIDHeaders = []string{"event_id", "ce_id"}
+	}
+	if o.EventTypeHeaders == nil {
+		o.EventTypeHeaders = []string{"event_type", "ce_type"}
+	}
+	if o.MaxPayload <= 0 {
+		o.MaxPayload = DefaultMaxPayload
+	}
+	return o
+}
+
+// Row is one inbox row made from one Kafka message.
+type Row struct {
+	// Source is the topic; with EventID it is the row's unique key.
+	Source string
+	// EventID is the producer's event id, or "<topic>/<partition>/<offset>"
+	// for a rejected row.
+	EventID string
+	// EventType is the event type, or "" for a rejected row whose type is
+	// unknown.
+	EventType string
+	// Key is the message key, nil when the message has none (stored as NULL).
+	Key []byte
+	// Payload is the message value byte for byte, never nil; empty for an
+	// oversize message.
+	Payload []byte
+	// Headers is the JSON object stored in the headers column.
+	Headers []byte
+	// Status is StatusReceived or StatusRejected.
+	Status string
+	// LastError explains a rejection; empty for accepted rows (stored as NULL).
+	LastError string
+	// Reason is the rejection's metric label; empty for accepted rows.
+	Reason RejectReason
+	// Partition is the Kafka partition the message came from.
+	Partition int32
+	// Offset is the message's Kafka offset.
+	Offset int64
+}
+
+// MapMessage maps m to its inbox row. It never fails: a message that cannot
+// be accepted becomes a rejected row that says why. Zero fields of opts take
+// the defaults of DefaultMapOptions (a nil header list is the default list; an
+// empty non-nil one means no header is consulted).
+func MapMessage(m kafka.Message, opts MapOptions) Row {
+	opts = opts.withDefaults()
+	row := Row{
+		Source:    m.Topic,
+		Key:       m.Key,
+		Payload:   m.Value,
+		Headers:   encodeHeaders(m.Headers),
+		Status:    StatusReceived,
+		Partition: int32(m.Partition),
+		Offset:    m.Offset,
+	}
+	if row.Payload == nil {
+		row.Payload = []byte{}
+	}
+
+	oversize := len(m.Value) > opts.MaxPayload
+	var payload []byte
+	if !oversize {
+		payload = m.Value // only a payload we keep is searched for JSON fields
+	}
+	fields := jsonFields{payload: payload}
+	id, idReason, idErr := lookup(m.Headers, opts.EventIDHeaders, opts.EventIDJSONField, &fields, "event id")
+	typ, typReason, typErr := lookup(m.Headers, opts.EventTypeHeaders, opts.EventTypeJSONField, &fields, "event type")
+
+	var problems []string
+	switch {
+	case oversize:
+		sum := sha256.Sum256(m.Value)
+		row.Reason = RejectOversize
+		problems = append(problems, fmt.Sprintf("payload of %d bytes exceeds INBOXD_MAX_PAYLOAD (%d); sha256=%s",
+			len(m.Value), opts.MaxPayload, hex.EncodeToString(sum[:])))
+		row.Payload = []byte{}
+	case idReason != "":
+		row.Reason = idReason
+	case typReason != "":
+		row.Reason = typReason
+	}
+	if !oversize {
+		// An oversize message's id and type were looked up in headers only;
+		// its problem is its size.
+		if idErr != "" {
+			problems = append(problems, idErr)
+		}
+		if typErr != "" {
+			problems = append(problems, typErr)
+		}
+	}
+	if row.Reason == "" {
+		row.EventID, row.EventType = id, typ
+		return row
+	}
+	row.Status = StatusRejected
+	row.EventID = PositionID(m.Topic, m.Partition, m.Offset)
+	if typReason == "" {
+		row.EventType = typ
+	}
+	row.LastError = strings.Join(problems, "; ")
+	return row
+}
+
+// PositionID is the event id given to a rejected row:
+// "<topic>/<partition>/<offset>".
+func PositionID(topic string, partition int, offset int64) string {
+	return topic + "/" + strconv.Itoa(partition) + "/" + strconv.FormatInt(offset, 10)
+}
+
+// lookup finds an identifier (event id or type) in the first present header
+// of names, else in the JSON field. It returns the value, or a reject reason
+// and a sentence for last_error.
+func lookup(hs []kafka.Header, names []string, field string, fields *jsonFields, what string) (string, RejectReason, string) {
+	missing, invalid := RejectMissingID, RejectInvalidID
+	if what == "event type" {
+		missing, invalid = RejectMissingType, RejectInvalidType
+	}
+	for _, name := range names {
+		v, ok := lastHeader(hs, name)
+		if !ok || len(v) == 0 {
+			continue
+		}
+		if problem := checkIdentifier(v); problem != "" {
+			return "", invalid, fmt.Sprintf("invalid %s in header %s: %s", what, name, problem)
+		}
+		return string(v), "", ""
+	}
+	if field != "" {
+		v, problem, ok := fields.get(field)
+		switch {
+		case problem != "":
+			return "", invalid, fmt.Sprintf("invalid %s in JSON field %s: %s", what, field, problem)
+		case ok && v != "":
+			if problem := checkIdentifier([]byte(v)); problem != "" {
+				return "", invalid, fmt.Sprintf("invalid %s in JSON field %s: %s", what, field, problem)
+			}
+			return v, "", ""
+		}
+	}
+	var where []string
+	if len(names) > 0 {
+		where = append(where, "headers "+strings.Join(names, ", "))
+	}
+	if field != "" {
+		where = append(where, "JSON field "+field)
+	}
+	return "", missing, fmt.Sprintf("missing %s (%s)", what, strings.Join(where, "; "))
+}
+
+// checkIdentifier says what is wrong with an event id or type, or "".
+func checkIdentifier(v []byte) string {
+	switch {
+	case len(v) > MaxIdentifierBytes:
+		return fmt.Sprintf("%d bytes, longer than %d", len(v), MaxIdentifierBytes)
+	case !utf8.Valid(v):
+		return "not valid UTF-8"
+	case bytes.IndexByte(v, 0) >= 0:
+		return "contains a NUL byte"
+	}
+	return ""
+}
+
+// lastHeader returns the value of the last header called name.
+func lastHeader(hs []kafka.Header, name string) ([]byte, bool) {
+	for i := len(hs) - 1; i >= 0; i-- {
+		if hs[i].Key == name {
+			return hs[i].Value, true
+		}
+	}
+	return nil, false
+}
+
+// jsonFields parses a payload's top-level JSON fields once, on first use.
+type jsonFields struct {
+	payload []byte
+	parsed  bool
+	fields  map[string]json.RawMessage
+}
+
+// get returns a top-level field as text (a string's value or a number's
+// literal), a problem if the field is there but unusable, and whether it was
+// there at all.
+func (f *jsonFields) get(name string) (value, problem string, ok bool) {
+	if !f.parsed {
+		f.parsed = true
+		if len(f.payload) > 0 {
+			_ = json.Unmarshal(f.payload, &f.fields) // not a JSON object: no fields
+		}
+	}
+	raw, ok := f.fields[name]
+	if !ok {
+		return "", "", false
+	}
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) > 0 && raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", "not a valid JSON string", true
+		}
+		return s, "", true
+	case len(raw) > 0 && (raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')):
+		return string(raw), "", true
+	case string(raw) == "null":
+		return "", "", false
+	default:
+		return "", "neither a string nor a number", true
+	}
+}
+
+// encodeHeaders renders headers as the JSON object stored in the headers
+// column: {name: value}, the last value winning for a repeated name. A value
+// that is not valid UTF-8 or holds a NUL byte (which jsonb cannot store)
+// becomes {"base64": "..."}. Names are made valid UTF-8 without NUL bytes,
+// replacing offending bytes with U+FFFD.
+func encodeHeaders(hs []kafka.Header) []byte {
+	if len(hs) == 0 {
+		return []byte("{}")
+	}
+	obj := make(map[string]any, len(hs))
+	for _, h := range hs {
+		name := h.Key
+		if !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0 {
+			name = strings.ReplaceAll(strings.ToValidUTF8(name, "\uFFFD"), "\x00", "\uFFFD")
+		}
+		if utf8.Valid(h.Value) && bytes.IndexByte(h.Value, 0) < 0 {
+			obj[name] = string(h.Value)
+		} else {
+			obj[name] = map[string]string{"base64": base64.StdEncoding.EncodeToString(h.Value)}
+		}
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		// Strings and maps of strings always marshal.
+		panic(fmt.Sprintf("ingest: encode headers: %v", err))
+	}
+	return b
+}

@@ -1,0 +1,153 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/inboxd/inboxd/migrations/pgtest"
+)
+
+// inboxRow is a row as read back from the inbox table.
+type inboxRow struct {
+	Source, EventID, EventType, Status string
+	Key, Payload                       []byte
+	Headers                            map[string]any
+	LastError                          *string
+	Topic                              *string
+	Partition                          *int32
+	Offset                             *int64
+	Attempts                           int
+}
+
+func readRows(t *testing.T, db *pgtest.DB) map[string]inboxRow {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(), `
+		SELECT source, event_id, event_type, status, key, payload, headers, last_error,
+		       kafka_topic, kafka_partition, kafka_offset, attempts
+		FROM inbox ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]inboxRow{}
+	for rows.Next() {
+		var r inboxRow
+		if err := rows.Scan(&r.Source, &r.EventID, &r.EventType, &r.Status, &r.Key, &r.Payload, &r.Headers,
+			&r.LastError, &r.Topic, &r.Partition, &r.Offset, &r.Attempts); err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := out[r.Source+" "+r.EventID]; dup {
+			t.Fatalf("two rows for %s %s", r.Source, r.EventID)
+		}
+		out[r.Source+" "+r.EventID] = r
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestPgWriterWriteBatch(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	w := pgWriter{pool: db.Pool}
+	opts := DefaultMapOptions()
+
+	binary := []byte{0, 'a', 0xff, 0, 0xc3}
+	rows := []Row{
+		MapMessage(kafka.Message{Topic: "orders", Partition: 1, Offset: 10, Key: []byte("k"), Value: binary,
+			Headers: []kafka.Header{{Key: "event_id", Value: []byte("e1")}, {Key: "event_type", Value: []byte("order.created")},
+				{Key: "bin", Value: []byte{0, 1}}}}, opts),
+		MapMessage(kafka.Message{Topic: "orders", Partition: 1, Offset: 11, Value: []byte("{}"),
+			Headers: []kafka.Header{{Key: "event_type", Value: []byte("order.created")}}}, opts),
+		// Same event id as the first row, in the same statement: skipped.
+		MapMessage(kafka.Message{Topic: "orders", Partition: 2, Offset: 3, Value: []byte("again"),
+			Headers: []kafka.Header{{Key: "event_id", Value: []byte("e1")}, {Key: "event_type", Value: []byte("order.created")}}}, opts),
+		// Same event id from another source: a different event.
+		MapMessage(kafka.Message{Topic: "payments", Partition: 0, Offset: 0, Key: []byte{},
+			Headers: []kafka.Header{{Key: "event_id", Value: []byte("e1")}, {Key: "event_type", Value: []byte("payment.done")}}}, opts),
+	}
+	n, err := w.WriteBatch(ctx, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Errorf("inserted = %d, want 3", n)
+	}
+	n, err = w.WriteBatch(ctx, rows)
+	if err != nil || n != 0 {
+		t.Errorf("writing the batch again: inserted %d, err %v; want 0, nil", n, err)
+	}
+
+	got := readRows(t, db)
+	if len(got) != 3 {
+		t.Fatalf("%d rows, want 3: %v", len(got), got)
+	}
+	e1 := got["orders e1"]
+	if e1.Status != "received" || e1.EventType != "order.created" || !bytes.Equal(e1.Key, []byte("k")) ||
+		!bytes.Equal(e1.Payload, binary) || e1.LastError != nil || e1.Attempts != 0 ||
+		*e1.Topic != "orders" || *e1.Partition != 1 || *e1.Offset != 10 {
+		t.Errorf("row e1 = %+v", e1)
+	}
+	if e1.Headers["event_id"] != "e1" || e1.Headers["bin"].(map[string]any)["base64"] != "AAE=" {
+		t.Errorf("row e1 headers = %v", e1.Headers)
+	}
+	rej := got["orders orders/1/11"]
+	if rej.Status != "rejected" || rej.EventType != "order.created" || rej.Key != nil ||
+		rej.LastError == nil || *rej.LastError != "missing event id (headers event_id, ce_id)" || *rej.Offset != 11 {
+		t.Errorf("rejected row = %+v", rej)
+	}
+	pay := got["payments e1"]
+	if pay.Key == nil || len(pay.Key) != 0 || pay.Payload == nil || len(pay.Payload) != 0 {
+		t.Errorf("payments row: key %v (want empty, not NULL), payload %v (want empty)", pay.Key, pay.Payload)
+	}
+}
+
+// A row the database refuses (here a NUL byte in a text column, which
+// MapMessage would have rejected) is replaced by a rejected placeholder; the
+// rest of the batch is written.
+func TestRefusedRowBecomesPlaceholder(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	c, err := New(Config{Brokers: []string{"127.0.0.1:1"}, Topics: []string{"t"}, Group: "g"},
+		db.Pool, zerolog.New(zerolog.NewTestWriter(t)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := func(off int64, id string) Row {
+		return MapMessage(kafka.Message{Topic: "t", Offset: off, Value: []byte("v"),
+			Headers: []kafka.Header{{Key: "event_id", Value: []byte(id)}, {Key: "event_type", Value: []byte("x")}}}, c.cfg.Mapping)
+	}
+	bad := good(1, "bad")
+	bad.EventType = "nul\x00type"
+	rows := []Row{good(0, "a"), bad, good(2, "b")}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := c.write(ctx, rows)
+	if err != nil || n != 3 {
+		t.Fatalf("write = %d, %v; want 3, nil", n, err)
+	}
+	if rows[1].Reason != RejectRefused {
+		t.Errorf("refused row not replaced in the batch: %+v", rows[1])
+	}
+	got := readRows(t, db)
+	ph, ok := got["t t/0/1"]
+	if !ok || ph.Status != "rejected" || ph.LastError == nil || !bytes.Equal(ph.Payload, []byte("v")) {
+		t.Fatalf("placeholder = %+v (found %t); rows %v", ph, ok, got)
+	}
+	t.Logf("placeholder last_error: %s", *ph.LastError)
+	if _, ok := got["t a"]; !ok {
+		t.Error("row a missing")
+	}
+	if _, ok := got["t b"]; !ok {
+		t.Error("row b missing")
+	}
+}
