@@ -284,6 +284,7 @@ func (c *Consumer) loop(ctx context.Context, r messageReader) error {
 		b           batch
 		deadline    batchDeadline // closes the batch BatchTimeout after its first message
 		fetchErrors int
+		runErr      error
 	)
 	defer deadline.stop()
 
@@ -313,7 +314,8 @@ loop:
 		case len(b.rows) > 0 && deadline.ctx.Err() != nil:
 			// The batch's time is up.
 		case errors.Is(err, io.EOF):
-			return errors.New("kafka reader closed unexpectedly")
+			runErr = errors.New("kafka reader closed unexpectedly")
+			break loop
 		default:
 			// kafka-go retries connections itself and reports errors here
 			// when joining the group keeps failing (broker unreachable,
@@ -350,7 +352,7 @@ loop:
 				Msg("batch not written at shutdown; its offsets are not committed and the messages will be delivered again")
 		}
 	}
-	return nil
+	return runErr
 }
 
 // batchDeadline is a context that ends when the current batch must be
@@ -396,9 +398,14 @@ func (c *Consumer) flush(ctx context.Context, r messageReader, b *batch) error {
 		Int("duplicates", len(b.rows)-inserted).Int("rejected", rejected).Msg("batch written")
 
 	// The rows are committed in the database: now, and only now, the offsets.
-	// The commit gets its own deadline, not ctx's cancellation: the rows are
-	// safe, and committing them spares a redelivery.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
+	// The commit is not cut short by ctx's cancellation (the rows are safe,
+	// and committing them spares a redelivery) but keeps ctx's deadline, the
+	// shutdown budget, when it has one.
+	timeout := c.cfg.CommitTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	err = r.CommitMessages(cctx, b.commits()...)
 	cancel()
 	if err != nil {

@@ -5,8 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Two consumers in one group split the partitions and together ingest every
@@ -95,4 +100,105 @@ func (b *kafkaBundle) assignment(t *testing.T, want map[string]int) (bool, strin
 		}
 	}
 	return true, desc
+}
+
+// closeTimedReader is a *kafka.Reader whose Close reports how long it took.
+type closeTimedReader struct {
+	*kafka.Reader
+	took chan time.Duration
+}
+
+func (r *closeTimedReader) Close() error {
+	start := time.Now()
+	err := r.Reader.Close()
+	r.took <- time.Since(start)
+	return err
+}
+
+// The known trap: a member died without leaving (SIGKILL), so a new
+// member's join waits for it, and kafka-go's Reader.Close blocks while that
+// join is pending. Run must still return within CloseTimeout; nothing is lost
+// since offsets are committed per batch.
+func TestRunReturnsWhileGroupJoinIsPending(t *testing.T) {
+	t.Parallel()
+	b := setupKafka(t, 1)
+	ctx := t.Context()
+
+	// A "killed" member: it joins and syncs, then never heartbeats or
+	// leaves. Its session and rebalance timeouts are long.
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group = b.group
+	join.SessionTimeoutMillis = 60_000
+	join.RebalanceTimeoutMillis = 60_000
+	join.ProtocolType = "consumer"
+	proto := kmsg.NewJoinGroupRequestProtocol()
+	proto.Name = "range"
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Topics = []string{b.topic}
+	proto.Metadata = meta.AppendTo(nil)
+	join.Protocols = append(join.Protocols, proto)
+	joined, err := join.RequestWith(ctx, b.producer)
+	if err == nil && joined.ErrorCode == kerr.MemberIDRequired.Code {
+		join.MemberID = joined.MemberID
+		joined, err = join.RequestWith(ctx, b.producer)
+	}
+	if err == nil {
+		err = kerr.ErrorForCode(joined.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("phantom join: %v", err)
+	}
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Group, sync.Generation, sync.MemberID = b.group, joined.Generation, joined.MemberID
+	sync.ProtocolType, sync.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr("range")
+	assignment := kmsg.NewConsumerMemberAssignment()
+	at := kmsg.NewConsumerMemberAssignmentTopic()
+	at.Topic, at.Partitions = b.topic, []int32{0}
+	assignment.Topics = append(assignment.Topics, at)
+	ga := kmsg.NewSyncGroupRequestGroupAssignment()
+	ga.MemberID, ga.MemberAssignment = joined.MemberID, assignment.AppendTo(nil)
+	sync.GroupAssignment = append(sync.GroupAssignment, ga)
+	synced, err := sync.RequestWith(ctx, b.producer)
+	if err == nil {
+		err = kerr.ErrorForCode(synced.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("phantom sync: %v", err)
+	}
+
+	cfg := b.config()
+	cfg.CloseTimeout = 300 * time.Millisecond
+	c, err := New(cfg, b.db.Pool, zerolog.New(zerolog.NewTestWriter(t)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := make(chan time.Duration, 1)
+	c.newReader = func(rc kafka.ReaderConfig) messageReader {
+		return &closeTimedReader{Reader: kafka.NewReader(rc), took: took}
+	}
+	r := startConsumer(t, c)
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		groups, err := b.admin.DescribeGroups(ctx, b.group)
+		state := groups[b.group].State
+		return err == nil && state == "PreparingRebalance", fmt.Sprintf("group state %q (%v)", state, err)
+	})
+	start := time.Now()
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if ret := time.Since(start); ret > 3*time.Second {
+		t.Errorf("Run took %s to return with a join pending; CloseTimeout is %s", ret, cfg.CloseTimeout)
+	}
+	// Release the pending join (as the group eventually would) so that the
+	// abandoned Close finishes, and check that it really was blocked.
+	b.cluster.Close()
+	select {
+	case d := <-took:
+		t.Logf("kafka-go Reader.Close took %s; Run returned after %s", d.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+		if d < cfg.CloseTimeout {
+			t.Errorf("Reader.Close took %s, less than CloseTimeout: the join was not pending, the test proves nothing", d)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("kafka-go Reader.Close did not return after the cluster closed")
+	}
 }

@@ -5,12 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Messages land in the inbox with every column right; malformed ones become
@@ -169,5 +172,55 @@ func TestRedeliveryAfterRestartIsDeduplicated(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(second.c.metrics.RowsInserted); got != 1 {
 		t.Errorf("rows inserted by the second run = %v, want 1", got)
+	}
+}
+
+// An offset commit refused after the batch was written (as during a
+// rebalance) is logged and counted; ingest goes on and later commits cover
+// the offsets.
+func TestOffsetCommitFailureIsLoggedAndIngestContinues(t *testing.T) {
+	t.Parallel()
+	b := setupKafka(t, 2)
+	var refusing atomic.Bool
+	refusing.Store(true)
+	b.cluster.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if !refusing.Load() {
+			return nil, nil, false // handled normally; the control stays
+		}
+		b.cluster.KeepControl()
+		creq := req.(*kmsg.OffsetCommitRequest)
+		resp := creq.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range creq.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.RebalanceInProgress.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+
+	b.produce(t, b.event(0, "a", "t", []byte("1")), b.event(1, "b", "t", []byte("2")))
+	r := b.start(t, b.config(), "c1")
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		n := testutil.ToFloat64(r.c.metrics.OffsetCommitErrors)
+		return n >= 1 && b.countRows(t, "inbox") == 2, fmt.Sprintf("%v commit errors, %d rows", n, b.countRows(t, "inbox"))
+	})
+	if got := b.committed(t); got[0] != 0 || got[1] != 0 {
+		t.Errorf("committed %v although every commit was refused", got)
+	}
+	if !r.c.Ready() {
+		t.Error("Ready() = false after a failed commit; only failed writes make it false")
+	}
+
+	refusing.Store(false)
+	b.produce(t, b.event(0, "c", "t", []byte("3")), b.event(1, "d", "t", []byte("4")))
+	b.waitCommitted(t, 30*time.Second)
+	if got := b.countRows(t, "inbox"); got != 4 {
+		t.Errorf("%d rows, want 4", got)
 	}
 }
