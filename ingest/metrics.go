@@ -58,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Duplicates: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "duplicates_total", Help: "Messages skipped because their (source, event_id) was already in the inbox."}),
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "rejected_total", Help: "Messages stored as rejected rows, by reason."}, []string{"reason"}),
+			Name: "rejected_total", Help: "Messages turned into rejected rows, by reason (a redelivered one counts again; the row is stored once)."}, []string{"reason"}),
 		BatchWriteDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
 			Name: "batch_write_duration_seconds", Help: "Time to write one batch to the inbox (successful writes).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
