@@ -1,0 +1,379 @@
+// Command inboxd-demo shows inboxd end to end on one machine: it starts an
+// embedded Kafka-protocol broker (franz-go's kfake), creates a demo database
+// on the local PostgreSQL, runs the inboxd daemon against both, serves an
+// HTTP sink for the daemon to deliver to, produces a few thousand sample
+// events — duplicates, an unknown event type, a malformed message and one
+// the sink refuses with 422 — and prints progress and a summary.
+//
+// Run it with `make demo`. The PostgreSQL server is taken from
+// INBOXD_DEMO_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres);
+// the demo database (inboxd_demo, or --database) on it is dropped and
+// recreated.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/inboxd/inboxd/cmd/inboxd/app"
+)
+
+const (
+	topic           = "orders"
+	defaultDatabase = "inboxd_demo"
+	refusedID       = "order-00422" // the sink answers 422 for this one
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+// plan is what the demo sends and what it expects to come out.
+type plan struct {
+	orders     int // unique order.created events
+	duplicates int // order.created events sent a second time
+	audits     int // order.audited events, routed to ignore
+}
+
+func (p plan) sent() int   { return p.orders + p.duplicates + p.audits + 2 } // + unknown type + malformed
+func (p plan) unique() int { return p.orders + p.audits + 2 }
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("inboxd-demo", flag.ContinueOnError)
+	events := fs.Int("events", 3000, "unique order events to send")
+	dbName := fs.String("database", defaultDatabase, "demo database to (re)create")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *events < 500 {
+		return errors.New("--events must be at least 500")
+	}
+	p := plan{orders: *events, duplicates: *events / 10, audits: *events / 20}
+
+	adminURL := os.Getenv("INBOXD_DEMO_DATABASE_URL")
+	if adminURL == "" {
+		adminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	if !validName.MatchString(*dbName) {
+		return fmt.Errorf("--database %q: use lower-case letters, digits and _", *dbName)
+	}
+	dbURL, err := createDatabase(ctx, adminURL, *dbName)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "database   %s recreated on %s\n", *dbName, hostOf(adminURL))
+
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topic))
+	if err != nil {
+		return fmt.Errorf("start embedded Kafka: %w", err)
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+	fmt.Fprintf(out, "kafka      embedded broker (kfake) at %s, topic %q with 4 partitions\n", brokers[0], topic)
+
+	snk, err := startSink()
+	if err != nil {
+		return err
+	}
+	defer snk.server.Close()
+	fmt.Fprintf(out, "sink       HTTP sink at %s (answers 422 for %s)\n", snk.url, refusedID)
+
+	dir, err := os.MkdirTemp("", "inboxd-demo-")
+	if err != nil {
+		return err
+	}
+	routes := filepath.Join(dir, "routes.yaml")
+	if err := os.WriteFile(routes, []byte(fmt.Sprintf(`routes:
+  - type: order.created
+    handler: http
+    url: %s/hooks/inbox
+    timeout: 5s
+  - type: order.audited
+    handler: ignore
+default: dead
+`, snk.url)), 0o600); err != nil {
+		return err
+	}
+	logPath := filepath.Join(dir, "inboxd.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+
+	env := append(os.Environ(),
+		"INBOXD_DATABASE_URL="+dbURL,
+		"INBOXD_KAFKA_BROKERS="+brokers[0],
+		"INBOXD_KAFKA_TOPICS="+topic,
+		"INBOXD_KAFKA_GROUP=inboxd-demo",
+		"INBOXD_ROUTES="+routes,
+		"INBOXD_HTTP_ADDR=127.0.0.1:0",
+		"INBOXD_WORKERS=64",
+		"INBOXD_BACKOFF_BASE=100ms",
+		"INBOXD_BACKOFF_MAX=2s",
+		"INBOXD_SHUTDOWN_TIMEOUT=5s",
+	)
+	if code := app.Main(ctx, []string{"migrate"}, env, io.Discard, logFile, app.Options{}); code != 0 {
+		return fmt.Errorf("inboxd migrate failed (exit %d); see %s", code, logPath)
+	}
+	daemonCtx, stopDaemon := context.WithCancel(ctx)
+	defer stopDaemon()
+	daemonDone := make(chan int, 1)
+	go func() { daemonDone <- app.Main(daemonCtx, []string{"run"}, env, io.Discard, logFile, app.Options{}) }()
+	fmt.Fprintf(out, "inboxd     running (logs: %s)\n", logPath)
+
+	db, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	sentCh := make(chan error, 1)
+	var sent counter
+	go func() { sentCh <- produce(ctx, brokers, p, &sent) }()
+
+	// On a terminal, progress rewrites one line; otherwise one line a tick.
+	lineStart := "\n"
+	if f, ok := out.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			lineStart = "\r"
+		}
+	}
+	start := time.Now()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	var st stats
+	produced := false
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case code := <-daemonDone:
+			return fmt.Errorf("inboxd stopped unexpectedly (exit %d); see %s", code, logPath)
+		case err := <-sentCh:
+			if err != nil {
+				return fmt.Errorf("produce: %w", err)
+			}
+			produced = true
+			sentCh = nil
+		case <-tick.C:
+		}
+		if st, err = readStats(ctx, db); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, lineStart+"%5.1fs  sent %5d  in inbox %5d  processed %5d  dead %d  rejected %d  pending %5d ",
+			time.Since(start).Seconds(), sent.get(), st.total, st.processed, st.dead, st.rejected, st.pending)
+		if produced && st.total == int64(p.unique()) && st.pending == 0 {
+			break
+		}
+		if time.Since(start) > 2*time.Minute {
+			return fmt.Errorf("not finished after 2 minutes; see %s", logPath)
+		}
+	}
+	elapsed := time.Since(start)
+	fmt.Fprintln(out)
+
+	stopDaemon()
+	if code := <-daemonDone; code != 0 {
+		return fmt.Errorf("inboxd exited %d on shutdown; see %s", code, logPath)
+	}
+
+	deliveries, keys := snk.counts()
+	fmt.Fprintf(out, `
+summary (%.1fs)
+  sent to Kafka          %6d  (%d order.created, %d of them sent twice, %d order.audited,
+                                 1 unknown type, 1 without event id)
+  unique rows in inbox   %6d
+  processed              %6d  (order.created delivered to the sink, order.audited ignored)
+  dead                   %6d  (the sink's 422 for %s, and the unknown event type)
+  rejected               %6d  (the message without an event id)
+  duplicates absorbed    %6d  (sent - unique rows)
+  sink deliveries        %6d  for %d distinct Idempotency-Keys
+
+`, elapsed.Seconds(), sent.get(), p.orders, p.duplicates, p.audits,
+		st.total, st.processed, st.dead, refusedID, st.rejected, int64(sent.get())-st.total, deliveries, keys)
+
+	rows, err := db.Query(ctx, `SELECT status, event_id, event_type, last_error FROM inbox
+		WHERE status IN ('dead', 'rejected') ORDER BY id`)
+	if err != nil {
+		return err
+	}
+	failed, err := pgx.CollectRows(rows, pgx.RowToStructByPos[failedRow])
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "dead and rejected rows (inspect with `inboxd dead`, requeue with `inboxd requeue`):")
+	for _, f := range failed {
+		fmt.Fprintf(out, "  %-8s %-18s %-18q %s\n", f.Status, f.EventID, f.EventType, f.LastError)
+	}
+
+	want := stats{total: int64(p.unique()), processed: int64(p.orders - 1 + p.audits), dead: 2, rejected: 1}
+	if st.total != want.total || st.processed != want.processed || st.dead != want.dead || st.rejected != want.rejected {
+		return fmt.Errorf("unexpected outcome: got %+v, want %+v", st, want)
+	}
+	fmt.Fprintln(out, "\nall as expected: every unique event handled once in the inbox, duplicates absorbed, bad input kept with a reason.")
+	return nil
+}
+
+var validName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+type failedRow struct {
+	Status, EventID, EventType, LastError string
+}
+
+// produce sends the demo's events, synchronously, in a handful of batches.
+func produce(ctx context.Context, brokers []string, p plan, sent *counter) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	var recs []*kgo.Record
+	rec := func(id, typ string, payload string) *kgo.Record {
+		r := &kgo.Record{Key: []byte(id), Value: []byte(payload)}
+		if id != "" {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: "event_id", Value: []byte(id)})
+		}
+		if typ != "" {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: "event_type", Value: []byte(typ)})
+		}
+		return r
+	}
+	for i := 1; i <= p.orders; i++ {
+		id := fmt.Sprintf("order-%05d", i)
+		recs = append(recs, rec(id, "order.created", fmt.Sprintf(`{"order_id":%d,"amount":"%d.90"}`, i, i%100)))
+		if i%10 == 0 { // every tenth order is delivered twice (a producer retry)
+			recs = append(recs, rec(id, "order.created", fmt.Sprintf(`{"order_id":%d,"amount":"%d.90"}`, i, i%100)))
+		}
+	}
+	for i := 1; i <= p.audits; i++ {
+		recs = append(recs, rec(fmt.Sprintf("audit-%05d", i), "order.audited", `{}`))
+	}
+	recs = append(recs, rec("teleport-1", "order.teleported", `{"to":"mars"}`))
+	recs = append(recs, rec("", "order.created", `{"oops":"no event id header"}`))
+
+	const chunk = 250
+	for start := 0; start < len(recs); start += chunk {
+		end := min(start+chunk, len(recs))
+		if err := cl.ProduceSync(ctx, recs[start:end]...).FirstErr(); err != nil {
+			return err
+		}
+		sent.add(end - start)
+	}
+	return nil
+}
+
+type stats struct {
+	total, processed, dead, rejected, pending int64
+}
+
+func readStats(ctx context.Context, db *pgxpool.Pool) (stats, error) {
+	var s stats
+	err := db.QueryRow(ctx, `SELECT count(*),
+		count(*) FILTER (WHERE status = 'processed'),
+		count(*) FILTER (WHERE status = 'dead'),
+		count(*) FILTER (WHERE status = 'rejected'),
+		count(*) FILTER (WHERE status IN ('received', 'processing'))
+		FROM inbox`).Scan(&s.total, &s.processed, &s.dead, &s.rejected, &s.pending)
+	return s, err
+}
+
+// createDatabase drops and recreates the demo database and returns its URL.
+func createDatabase(ctx context.Context, adminURL, name string) (string, error) {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "", fmt.Errorf("connect to PostgreSQL at %s (is it running? set INBOXD_DEMO_DATABASE_URL): %w", hostOf(adminURL), err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		return "", fmt.Errorf("drop demo database: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", fmt.Errorf("create demo database: %w", err)
+	}
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return "", fmt.Errorf("INBOXD_DEMO_DATABASE_URL must be a postgres:// URL: %w", err)
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+func hostOf(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Host
+}
+
+// sink is the demo's stand-in for the service behind inboxd.
+type sink struct {
+	server *http.Server
+	url    string
+	mu     sync.Mutex
+	total  int
+	keys   map[string]int
+}
+
+func startSink() (*sink, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &sink{url: "http://" + ln.Addr().String(), keys: make(map[string]int)}
+	s.server = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		key := r.Header.Get("Idempotency-Key")
+		s.mu.Lock()
+		s.total++
+		s.keys[key]++
+		s.mu.Unlock()
+		if key == refusedID {
+			http.Error(w, `{"error":"order total does not match its lines"}`, http.StatusUnprocessableEntity)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	go func() { _ = s.server.Serve(ln) }()
+	return s, nil
+}
+
+func (s *sink) counts() (deliveries, keys int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total, len(s.keys)
+}
+
+type counter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *counter) add(n int) { c.mu.Lock(); c.n += n; c.mu.Unlock() }
+func (c *counter) get() int  { c.mu.Lock(); defer c.mu.Unlock(); return c.n }
