@@ -1,0 +1,37 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/inboxd/inboxd/cmd/inboxd/app"
+	"github.com/inboxd/inboxd/handlers"
+)
+
+// A service runs the inboxd daemon from its own main with Go handlers
+// beside the routes file's.
+func ExampleMain() {
+	reg := handlers.NewRegistry()
+	_ = reg.HandleFunc("email.requested", func(ctx context.Context, ev *handlers.Event) error {
+		if len(ev.Payload) == 0 {
+			return handlers.Permanent(errors.New("empty e-mail request")) // dead at once
+		}
+		// Send, passing ev.EventID as the provider's idempotency key.
+		return nil
+	})
+	_ = reg.HandleTx("payment.captured", handlers.TxHandlerFunc(func(ctx context.Context, tx pgx.Tx, ev *handlers.Event) error {
+		// Commits together with the row's move to processed.
+		_, err := tx.Exec(ctx, `UPDATE orders SET paid = true WHERE payment_event = $1`, ev.EventID)
+		return err
+	}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := app.Main(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr, app.Options{Registry: reg})
+	stop()
+	os.Exit(code)
+}
