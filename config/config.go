@@ -139,8 +139,9 @@ func Load(environ []string) (Config, error) {
 	if err := env.ParseWithOptions(&c, env.Options{Environment: vars}); err != nil {
 		return Config{}, parseErrors(err)
 	}
-	for i := range c.KafkaBrokers {
-		c.KafkaBrokers[i] = strings.TrimSpace(c.KafkaBrokers[i])
+	// Set but empty means "off" here, not "use the default".
+	if v, ok := vars["INBOXD_HTTP_ADDR"]; ok && strings.TrimSpace(v) == "" {
+		c.HTTPAddr = ""
 	}
 	c.KafkaBrokers = dropEmpty(c.KafkaBrokers)
 	c.KafkaTopics = dropEmpty(c.KafkaTopics)

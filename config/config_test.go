@@ -28,6 +28,17 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+func TestEmptyHTTPAddrDisablesTheServer(t *testing.T) {
+	t.Parallel()
+	c, err := Load([]string{dsn, "INBOXD_HTTP_ADDR="})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != "" {
+		t.Fatalf("HTTPAddr = %q, want empty (disabled)", c.HTTPAddr)
+	}
+}
+
 func TestParsesValues(t *testing.T) {
 	t.Parallel()
 	c, err := Load([]string{dsn,

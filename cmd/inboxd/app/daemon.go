@@ -73,6 +73,14 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		}
 	}
 
+	// Everything that can fail at start-up fails before any goroutine runs.
+	var ln net.Listener
+	if cfg.HTTPAddr != "" {
+		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return usageError{fmt.Errorf("INBOXD_HTTP_ADDR: cannot listen on %s: %w", cfg.HTTPAddr, err)}
+		}
+	}
+
 	g, gctx := errgroup.WithContext(ctx)
 	var started atomic.Bool
 	g.Go(func() error {
@@ -89,13 +97,9 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 			return nil
 		})
 	}
-	if cfg.HTTPAddr != "" {
+	if ln != nil {
 		h := &health{db: db, consumer: consumer, started: &started}
-		srv := &http.Server{Addr: cfg.HTTPAddr, Handler: h.mux(metrics), ReadHeaderTimeout: 5 * time.Second}
-		ln, err := net.Listen("tcp", cfg.HTTPAddr)
-		if err != nil {
-			return usageError{fmt.Errorf("INBOXD_HTTP_ADDR: cannot listen on %s: %w", cfg.HTTPAddr, err)}
-		}
+		srv := &http.Server{Handler: h.mux(metrics), ReadHeaderTimeout: 5 * time.Second}
 		log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics, /healthz and /readyz")
 		g.Go(func() error {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
