@@ -232,7 +232,7 @@ summary (%.1fs)
 	}
 
 	want := stats{total: int64(p.unique()), processed: int64(p.orders - 1 + p.audits), dead: 2, rejected: 1}
-	if st.total != want.total || st.processed != want.processed || st.dead != want.dead || st.rejected != want.rejected {
+	if sent.get() != p.sent() || st.total != want.total || st.processed != want.processed || st.dead != want.dead || st.rejected != want.rejected {
 		return fmt.Errorf("unexpected outcome: got %+v, want %+v", st, want)
 	}
 	fmt.Fprintln(out, "\nall as expected: every unique event handled once in the inbox, duplicates absorbed, bad input kept with a reason.")
