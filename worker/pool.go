@@ -211,6 +211,11 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // many rows it claimed.
 func (p *Pool) claim(ctx, workCtx context.Context, n int) (int, error) {
 	token := rand.Int64()
+	// A claim is not cancelled half-way by shutdown: had the UPDATE committed
+	// with its result lost, its rows would sit in processing until their
+	// leases expired. Claimed rows are handled (and drained) normally.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(p.cfg.Lease/2, time.Second))
+	defer cancel()
 	rows, err := p.db.Query(ctx, claimSQL, n, token, p.cfg.Lease.Milliseconds(), p.cfg.ID)
 	if err != nil {
 		return 0, fmt.Errorf("claim batch: %w", err)
