@@ -23,8 +23,10 @@ CREATE TABLE inbox (
     CONSTRAINT inbox_status_check
         CHECK (status IN ('received', 'processing', 'processed', 'dead', 'rejected')),
     CONSTRAINT inbox_attempts_check CHECK (attempts >= 0),
+    -- A row holds a lease exactly while it is processing: completions,
+    -- renewals and rescues fence on lease_token alone.
     CONSTRAINT inbox_lease_check
-        CHECK (status <> 'processing' OR (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
+        CHECK ((status = 'processing') = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
 );
 
 -- Deduplication: the index decides, never a SELECT before the INSERT.

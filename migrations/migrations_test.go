@@ -101,4 +101,11 @@ func TestInboxTableContract(t *testing.T) {
 	if _, err := db.Pool.Exec(ctx, `UPDATE inbox SET status = 'done'`); err == nil {
 		t.Fatal("status check constraint accepted an unknown status")
 	}
+	// The lease invariant the workers' fencing relies on.
+	if _, err := db.Pool.Exec(ctx, `UPDATE inbox SET status = 'processing'`); err == nil {
+		t.Fatal("a processing row without a lease was accepted")
+	}
+	if _, err := db.Pool.Exec(ctx, `UPDATE inbox SET lease_token = 1, lease_expires_at = now()`); err == nil {
+		t.Fatal("a lease on a row that is not processing was accepted")
+	}
 }
