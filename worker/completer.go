@@ -11,25 +11,37 @@ import (
 // maxCompleteBatch caps the rows written by one completion statement.
 const maxCompleteBatch = 1000
 
+// completeLinger is how long a batch of outcomes stays open for more to
+// join it after its first one arrived. Every statement has a fixed cost (a
+// round trip, a commit); with fast handlers outcomes arrive one claim's
+// worth at a time, and waiting a few milliseconds lets one statement write
+// several claims' worth. A row's final state is written at most this much
+// later; its handler's slot is already free, so claiming does not wait.
+const completeLinger = 5 * time.Millisecond
+
 // completeLoop writes handler outcomes in batches until the results channel
 // is closed and drained. ctx carries values only: final states are written
 // even after shutdown began.
 func (p *Pool) completeLoop(ctx context.Context) {
 	batch := make([]result, 0, maxCompleteBatch)
+	linger := time.NewTimer(completeLinger)
+	linger.Stop()
 	for first := range p.results {
 		batch = append(batch[:0], first)
-	drain:
+		linger.Reset(completeLinger)
+	gather:
 		for len(batch) < maxCompleteBatch {
 			select {
 			case r, ok := <-p.results:
 				if !ok {
-					break drain
+					break gather
 				}
 				batch = append(batch, r)
-			default:
-				break drain
+			case <-linger.C:
+				break gather
 			}
 		}
+		linger.Stop()
 		p.flush(ctx, batch)
 	}
 }
