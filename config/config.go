@@ -100,6 +100,9 @@ type Config struct {
 	Workers int `env:"INBOXD_WORKERS" envDefault:"64"`
 	// ClaimBatch caps the rows claimed by one claim statement.
 	ClaimBatch int `env:"INBOXD_CLAIM_BATCH" envDefault:"500"`
+	// Prefetch is how many claimed rows may wait for a free worker; 0 means
+	// min(INBOXD_CLAIM_BATCH, 4 × INBOXD_WORKERS), -1 none.
+	Prefetch int `env:"INBOXD_PREFETCH" envDefault:"0"`
 	// MaxAttempts is the number of attempts before a row goes dead.
 	MaxAttempts int `env:"INBOXD_MAX_ATTEMPTS" envDefault:"10"`
 	// Lease is how long a claimed row belongs to its worker without renewal.
@@ -239,6 +242,9 @@ func (c Config) Validate() error {
 	}
 	if c.ClaimBatch < 1 || c.ClaimBatch > 10000 {
 		bad("INBOXD_CLAIM_BATCH", "must be between 1 and 10000, got %d", c.ClaimBatch)
+	}
+	if c.Prefetch < -1 || c.Prefetch > 100000 {
+		bad("INBOXD_PREFETCH", "must be -1 (none), 0 (automatic) or up to 100000, got %d", c.Prefetch)
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 1000 {
 		bad("INBOXD_MAX_ATTEMPTS", "must be between 1 and 1000, got %d", c.MaxAttempts)

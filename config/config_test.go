@@ -70,6 +70,7 @@ func TestValidationNamesTheVariable(t *testing.T) {
 		{"INBOXD_LEASE=soon", "INBOXD_LEASE: not a duration"},
 		{"INBOXD_BACKOFF_MAX=1ms", "INBOXD_BACKOFF_MAX: must be at least INBOXD_BACKOFF_BASE"},
 		{"INBOXD_POLL_INTERVAL=1h", "INBOXD_POLL_INTERVAL: must be at most 1m"},
+		{"INBOXD_PREFETCH=-2", "INBOXD_PREFETCH: must be -1 (none), 0 (automatic) or up to 100000"},
 		{"INBOXD_CLAIM_BATCH=0", "INBOXD_CLAIM_BATCH: must be between 1 and 10000"},
 		{"INBOXD_KAFKA_BROKERS=k1", "INBOXD_KAFKA_TOPICS: is required when INBOXD_KAFKA_BROKERS is set"},
 		{"INBOXD_KAFKA_START_OFFSET=middle", "INBOXD_KAFKA_START_OFFSET: must be first or last"},

@@ -11,6 +11,10 @@ import (
 // maxCompleteBatch caps the rows written by one completion statement.
 const maxCompleteBatch = 1000
 
+// numCompleters is how many completion statements may run at once: while
+// one waits on its commit, the next batch gathers and goes.
+const numCompleters = 2
+
 // completeLinger is how long a batch of outcomes stays open for more to
 // join it after its first one arrived. Every statement has a fixed cost (a
 // round trip, a commit); with fast handlers outcomes arrive one claim's

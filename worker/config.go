@@ -16,6 +16,12 @@ type Config struct {
 	Workers int
 	// ClaimBatch caps the rows one claim statement takes (default 500).
 	ClaimBatch int
+	// Prefetch is how many claimed rows may wait for a free handler, so
+	// claims are large and handlers never wait for one (0: the default,
+	// min(ClaimBatch, 4·Workers); negative: none). Waiting rows hold their
+	// lease (renewed like running ones); at shutdown they are released at
+	// once.
+	Prefetch int
 	// MaxAttempts is the number of attempts before a failing row goes dead
 	// (default 10).
 	MaxAttempts int
@@ -51,6 +57,7 @@ func ConfigFrom(c config.Config) Config {
 	return Config{
 		Workers:         c.Workers,
 		ClaimBatch:      c.ClaimBatch,
+		Prefetch:        c.Prefetch,
 		MaxAttempts:     c.MaxAttempts,
 		Lease:           c.Lease,
 		RetryPolicy:     ExponentialBackoff{Base: c.BackoffBase, Max: c.BackoffMax},
@@ -66,6 +73,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ClaimBatch == 0 {
 		c.ClaimBatch = 500
+	}
+	switch {
+	case c.Prefetch == 0:
+		c.Prefetch = min(c.ClaimBatch, 4*c.Workers)
+	case c.Prefetch < 0:
+		c.Prefetch = 0
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 10
@@ -120,3 +133,6 @@ func (c Config) validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// capacity is the most rows a pool holds at once: running and waiting.
+func (c Config) capacity() int { return c.Workers + c.Prefetch }

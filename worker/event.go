@@ -38,28 +38,26 @@ func (r *claimedRow) event() *handlers.Event {
 
 // decodeHeaders reads the headers column: an object whose values are strings,
 // or {"base64": "…"} for values that were not valid UTF-8. Anything else is
-// ignored: headers are informational and must not fail a row.
+// ignored: headers are informational and must not fail a row. One decoding
+// pass: this runs for every row handed to a handler.
 func decodeHeaders(raw []byte) map[string]string {
-	if len(raw) == 0 {
+	if len(raw) <= 2 { // NULL, "" or {}
 		return nil
 	}
-	var obj map[string]json.RawMessage
+	var obj map[string]any
 	if err := json.Unmarshal(raw, &obj); err != nil || len(obj) == 0 {
 		return nil
 	}
 	out := make(map[string]string, len(obj))
 	for k, v := range obj {
-		var s string
-		if json.Unmarshal(v, &s) == nil {
-			out[k] = s
-			continue
-		}
-		var b struct {
-			Base64 string `json:"base64"`
-		}
-		if json.Unmarshal(v, &b) == nil {
-			if dec, err := base64.StdEncoding.DecodeString(b.Base64); err == nil {
-				out[k] = string(dec)
+		switch v := v.(type) {
+		case string:
+			out[k] = v
+		case map[string]any:
+			if b, ok := v["base64"].(string); ok {
+				if dec, err := base64.StdEncoding.DecodeString(b); err == nil {
+					out[k] = string(dec)
+				}
 			}
 		}
 	}

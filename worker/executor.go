@@ -19,9 +19,13 @@ import (
 const maxErrorLen = 2000
 
 // execute runs the handler for one claimed row and submits the outcome.
-func (p *Pool) execute(ctx context.Context, j *job) {
-	defer p.handlers.Done()
+func (p *Pool) execute(j *job) {
+	ctx := j.ctx
 	defer j.cancel(nil)
+	if errors.Is(context.Cause(ctx), errLeaseLost) {
+		p.finish(j) // lost while waiting in the queue: not ours to run
+		return
+	}
 
 	ev := j.row.event()
 	route := p.registry.Lookup(ev.EventType)

@@ -29,8 +29,12 @@ type Pool struct {
 	// wake is signalled (without blocking) when rows may be available: a
 	// notification arrived, or a claim came back full.
 	wake chan struct{}
-	// freed is signalled when a handler slot frees up.
+	// freed is signalled when a claimed row is done with, making room for
+	// another.
 	freed chan struct{}
+	// queue holds claimed rows waiting for an executor; its capacity is the
+	// most rows the pool holds (Workers + Prefetch), so sends never block.
+	queue chan *job
 	// results carries handler outcomes to the completer; resultsMu guards
 	// its closing against late senders (handlers that ignored cancellation).
 	results       chan result
@@ -38,8 +42,8 @@ type Pool struct {
 	resultsClosed bool
 
 	mu       sync.Mutex
-	inflight map[int64]*job
-	handlers sync.WaitGroup
+	inflight map[int64]*job // claimed rows, queued or running
+	handlers sync.WaitGroup // the executors
 
 	runOnce sync.Once
 	ready   chan struct{}
@@ -47,6 +51,7 @@ type Pool struct {
 
 // job is one claimed row being handled.
 type job struct {
+	ctx        context.Context // the handler's; cancelled on lease loss or shutdown
 	row        claimedRow
 	token      int64
 	cancel     context.CancelCauseFunc
@@ -65,10 +70,6 @@ type result struct {
 	release   bool // returned unattempted at shutdown: do not count the attempt
 	outcome   string
 }
-
-// claimHold is how long a claim under a backlog waits for the rest of a full
-// claim's worth of slots to free up (see claimLoop).
-const claimHold = 2 * time.Millisecond
 
 var (
 	errShutdown  = errors.New("worker shutting down")
@@ -93,7 +94,8 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg Config, logger zerol
 		metrics:  newMetrics(reg),
 		wake:     make(chan struct{}, 1),
 		freed:    make(chan struct{}, 1),
-		results:  make(chan result, cfg.Workers+cfg.ClaimBatch),
+		queue:    make(chan *job, cfg.capacity()),
+		results:  make(chan result, cfg.capacity()),
 		inflight: make(map[int64]*job),
 		ready:    make(chan struct{}),
 	}, nil
@@ -128,13 +130,29 @@ func (p *Pool) Run(ctx context.Context) error {
 	renewDone := make(chan struct{})
 	go func() { defer close(renewDone); p.renewLoop(renewCtx) }()
 
-	completerDone := make(chan struct{})
-	go func() { defer close(completerDone); p.completeLoop(context.WithoutCancel(ctx)) }()
+	var completers sync.WaitGroup
+	for range numCompleters {
+		completers.Add(1)
+		go func() { defer completers.Done(); p.completeLoop(context.WithoutCancel(ctx)) }()
+	}
+	for range p.cfg.Workers {
+		p.handlers.Add(1)
+		go func() {
+			defer p.handlers.Done()
+			for j := range p.queue {
+				p.execute(j)
+			}
+		}()
+	}
 
 	p.claimLoop(ctx, workCtx)
 
-	// Step 1: let in-flight handlers finish within the budget.
-	p.log.Info().Int("inflight", p.inflightCount()).Dur("budget", p.cfg.ShutdownTimeout).Msg("stopping: no new claims")
+	// Rows claimed but not started go back at once; then, step 1: let the
+	// running handlers finish within the budget.
+	released := p.releaseQueued()
+	close(p.queue)
+	p.log.Info().Int("inflight", p.inflightCount()).Int("released", released).
+		Dur("budget", p.cfg.ShutdownTimeout).Msg("stopping: no new claims")
 	if !p.waitHandlers(p.cfg.ShutdownTimeout) {
 		// Step 2: cancel them; their rows are released by the executor.
 		p.log.Warn().Int("inflight", p.inflightCount()).Msg("shutdown budget spent: cancelling handlers")
@@ -147,54 +165,34 @@ func (p *Pool) Run(ctx context.Context) error {
 	stopRenew()
 	<-renewDone
 	p.closeResults()
-	<-completerDone
+	completers.Wait()
 	_ = bg.Wait()
 	p.log.Info().Msg("stopped")
 	return nil
 }
 
-// claimLoop claims rows while ctx is live and starts a handler per row.
+// claimLoop claims rows while ctx is live and queues them for the
+// executors. The pool holds up to Workers + Prefetch rows: the executors'
+// and a queue that keeps them busy while the next claim runs. Under a
+// backlog it claims once half the room is free, so every statement takes a
+// large batch; after a notification or a poll tick any room is worth a
+// claim.
 func (p *Pool) claimLoop(ctx, workCtx context.Context) {
 	poll := time.NewTicker(p.cfg.PollInterval)
 	defer poll.Stop()
-	// While working through a backlog, wait for a useful number of free
-	// slots instead of claiming one row at a time; after a notification or a
-	// poll tick any free slot is worth a claim. Under a backlog, a claim
-	// that could take more rows is also held for up to claimHold: fast
-	// handlers free their slots within moments of each other, and one claim
-	// for all of them costs one statement (a commit, a walk down the
-	// queue's index) instead of a small one now and another right after.
-	// Slow handlers lose at most claimHold per claim.
-	full := min(p.cfg.Workers, p.cfg.ClaimBatch)
-	batchMin := max(1, full/8)
-	hold := time.NewTimer(claimHold)
-	hold.Stop()
-	var holding <-chan time.Time // non-nil while a claim is held
-	held := false                // the hold ran out: claim what is free
+	capacity := p.cfg.capacity()
+	batchMin := max(1, min(capacity/2, p.cfg.ClaimBatch))
 	pending, urgent := true, true
 	errDelay := 100 * time.Millisecond
 	for {
 		if ctx.Err() != nil {
 			return
 		}
-		free := p.cfg.Workers - p.inflightCount()
-		ready := pending && (free >= batchMin || (urgent && free > 0))
-		if ready && !urgent && !held && free < full {
-			if holding == nil {
-				hold.Reset(claimHold)
-				holding = hold.C
-			}
-			ready = false
-		}
-		if ready {
-			hold.Stop()
-			holding, held = nil, false
+		free := capacity - p.inflightCount()
+		if pending && (free >= batchMin || (urgent && free > 0)) {
 			n := min(free, p.cfg.ClaimBatch)
 			got, err := p.claim(ctx, workCtx, n)
 			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
 				p.metrics.dbErrors.WithLabelValues("claim").Inc()
 				p.log.Error().Err(err).Dur("retry_in", errDelay).Msg("claim failed")
 				if !sleepCtx(ctx, errDelay) {
@@ -215,8 +213,6 @@ func (p *Pool) claimLoop(ctx, workCtx context.Context) {
 		case <-poll.C:
 			pending, urgent = true, true
 		case <-p.freed:
-		case <-holding:
-			holding, held = nil, true
 		}
 	}
 }
@@ -233,8 +229,8 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// claim takes up to n due rows and starts their handlers. It returns how
-// many rows it claimed.
+// claim takes up to n due rows and queues them for the executors. It
+// returns how many rows it claimed.
 func (p *Pool) claim(ctx, workCtx context.Context, n int) (int, error) {
 	token := rand.Int64()
 	// A claim is not cancelled half-way by shutdown: had the UPDATE committed
@@ -256,11 +252,11 @@ func (p *Pool) claim(ctx, workCtx context.Context, n int) (int, error) {
 	for i := range claimed {
 		jctx, cancel := context.WithCancelCause(workCtx)
 		j := &job{row: claimed[i], token: token, cancel: cancel, leaseUntil: now.Add(p.cfg.Lease)}
+		j.ctx = jctx
 		p.mu.Lock()
 		p.inflight[j.row.ID] = j
 		p.mu.Unlock()
-		p.handlers.Add(1)
-		go p.execute(jctx, j)
+		p.queue <- j
 	}
 	p.metrics.inflight.Set(float64(p.inflightCount()))
 	return len(claimed), nil
@@ -298,6 +294,24 @@ func (p *Pool) waitHandlers(d time.Duration) bool {
 		return true
 	case <-t.C:
 		return false
+	}
+}
+
+// releaseQueued releases the rows still waiting in the queue (claimed, no
+// handler started) and reports how many. An executor may take one
+// concurrently; each row is either run or released, never both.
+func (p *Pool) releaseQueued() int {
+	n := 0
+	for {
+		select {
+		case j := <-p.queue:
+			if p.finish(j) {
+				p.submit(p.releaseResult(j))
+				n++
+			}
+		default:
+			return n
+		}
 	}
 }
 

@@ -344,7 +344,11 @@ func TestFencedCompletion(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	slow := (&bundle{db: b.db, reg: slowReg}).start(t, testConfig())
+	// One worker and no prefetch: busy with the row, the slow pool cannot
+	// claim it again once it is rescued; only the fast pool can.
+	slowCfg := testConfig()
+	slowCfg.Workers, slowCfg.Prefetch = 1, -1
+	slow := (&bundle{db: b.db, reg: slowReg}).start(t, slowCfg)
 	b.insert(t, "x", "e-1")
 	<-slowEntered
 

@@ -106,3 +106,46 @@ func TestShutdownReleasesRowsOfStuckHandlers(t *testing.T) {
 		t.Fatalf("row = %+v, want released", r)
 	}
 }
+
+// Rows claimed ahead (prefetched) but not started go back at once when
+// shutdown begins, without waiting for the running handlers.
+func TestShutdownReleasesPrefetchedRowsAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	entered := make(chan struct{}, 3)
+	release := make(chan struct{})
+	if err := b.reg.HandleFunc("x", func(context.Context, *handlers.Event) error {
+		entered <- struct{}{}
+		<-release
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.Workers, cfg.Prefetch = 1, 4
+	b.insert(t, "x", ids("e", 3)...)
+	p := b.start(t, cfg)
+	<-entered
+	waitFor(t, 5*time.Second, "all three rows claimed", func() bool { return b.countStatus(t, "processing") == 3 })
+
+	p.cancel() // shutdown begins; the running handler is still blocked
+	waitFor(t, 5*time.Second, "queued rows released", func() bool { return b.countStatus(t, "received") == 2 })
+	select {
+	case <-p.done:
+		t.Fatal("Run returned while a handler was running within budget")
+	default:
+	}
+	close(release)
+	p.stop(t)
+	if n := b.countStatus(t, "processed"); n != 1 {
+		t.Fatalf("processed = %d, want the one running row", n)
+	}
+	var attempts int
+	if err := b.db.Pool.QueryRow(context.Background(),
+		`SELECT max(attempts) FROM inbox WHERE status = 'received'`).Scan(&attempts); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 0 {
+		t.Fatalf("released rows kept attempts = %d, want 0", attempts)
+	}
+}
