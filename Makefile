@@ -25,7 +25,7 @@ lint:
 
 ## bench: end-to-end and pipeline benchmarks (see README "Performance")
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 20m ./...
+	$(GO) test -run '^$$' -bench 'RawPipeline|Pool|Ingest|EndToEnd' -benchtime 1x -count 1 -timeout 20m ./...
 
 ## demo: embedded Kafka-protocol broker + local PostgreSQL + HTTP sink, a few thousand events
 demo:

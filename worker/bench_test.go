@@ -132,7 +132,7 @@ func BenchmarkPool(b *testing.B) {
 			}
 			return nil
 		})
-		p, err := New(db.Pool, reg, Config{Workers: 256, ClaimBatch: 500}, zerolog.Nop(), prometheus.NewRegistry())
+		p, err := New(db.Pool, reg, Config{}, zerolog.Nop(), prometheus.NewRegistry()) // the defaults
 		if err != nil {
 			b.Fatal(err)
 		}
