@@ -139,6 +139,7 @@ func ensureTemplate(ctx context.Context) (string, error) {
 	if exists {
 		return name, nil
 	}
+	dropStaleTemplates(ctx, admin, name)
 	if _, err := admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s", name)); err != nil {
 		return "", err
 	}
@@ -158,6 +159,29 @@ func ensureTemplate(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return name, nil
+}
+
+// dropStaleTemplates removes templates left by earlier migration sets, so
+// changing a migration does not leave a database behind on the server. A
+// template still in use is left alone.
+func dropStaleTemplates(ctx context.Context, admin *pgx.Conn, keep string) {
+	rows, err := admin.Query(ctx,
+		`SELECT datname FROM pg_database WHERE datname LIKE 'inboxd\_tmpl\_%' AND datname <> $1`, keep)
+	if err != nil {
+		return
+	}
+	stale, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return
+	}
+	for _, db := range stale {
+		if _, err := admin.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s WITH is_template false", db)); err != nil {
+			continue
+		}
+		if _, err := admin.Exec(ctx, fmt.Sprintf("DROP DATABASE %s", db)); err != nil {
+			_, _ = admin.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s WITH is_template true", db))
+		}
+	}
 }
 
 func migrationsDigest() (string, error) {
