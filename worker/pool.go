@@ -251,8 +251,7 @@ func (p *Pool) claim(ctx, workCtx context.Context, n int) (int, error) {
 	now := p.cfg.Now()
 	for i := range claimed {
 		jctx, cancel := context.WithCancelCause(workCtx)
-		j := &job{row: claimed[i], token: token, cancel: cancel, leaseUntil: now.Add(p.cfg.Lease)}
-		j.ctx = jctx
+		j := &job{ctx: jctx, row: claimed[i], token: token, cancel: cancel, leaseUntil: now.Add(p.cfg.Lease)}
 		p.mu.Lock()
 		p.inflight[j.row.ID] = j
 		p.mu.Unlock()
