@@ -365,7 +365,8 @@ func TestFencedCompletion(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// The second worker's rescuer runs at start; its claim loop takes the row.
+	// A rescuer (the second pool's runs at its start) returns the row; only
+	// the second pool has room to claim it.
 	fast := (&bundle{db: b.db, reg: fastReg}).start(t, testConfig())
 	<-fastEntered
 	var fastToken int64
@@ -391,8 +392,11 @@ func TestFencedCompletion(t *testing.T) {
 	if r := b.row(t, "e-1"); !strings.Contains(errString(r.LastError), "second worker's verdict") {
 		t.Fatalf("last_error = %q", errString(r.LastError))
 	}
-	if got := testutil.ToFloat64(fast.metrics.rescued.WithLabelValues("received")); got != 1 {
-		t.Fatalf("rescued = %v, want 1", got)
+	// Either pool's rescuer may have returned the row; exactly one did.
+	rescued := testutil.ToFloat64(fast.metrics.rescued.WithLabelValues("received")) +
+		testutil.ToFloat64(slow.metrics.rescued.WithLabelValues("received"))
+	if rescued != 1 {
+		t.Fatalf("rescued = %v, want 1", rescued)
 	}
 }
 
