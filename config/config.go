@@ -14,8 +14,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
 	"reflect"
 	"strings"
 	"time"
@@ -180,6 +178,8 @@ func (c Config) Validate() error {
 	}
 	if c.DatabaseURL == "" {
 		bad("INBOXD_DATABASE_URL", "is required (or set INBOXD_DATABASE_URL_FILE)")
+	} else if err := checkConnString(c.DatabaseURL); err != nil {
+		bad("INBOXD_DATABASE_URL", "%v", err)
 	} else if _, err := pgx.ParseConfig(c.DatabaseURL); err != nil {
 		// pgx's message may quote the string; never echo it.
 		bad("INBOXD_DATABASE_URL", "is not a valid PostgreSQL connection string")
@@ -300,32 +300,6 @@ func (c Config) PoolConfig(applicationName string) (*pgxpool.Config, error) {
 	}
 	pc.MaxConns = int32(maxConns)
 	return pc, nil
-}
-
-// Redacted returns the database URL with any password removed, for logs.
-// Key=value connection strings are reduced to host and database.
-func (c Config) Redacted() string { return RedactURL(c.DatabaseURL) }
-
-// RedactURL removes credentials from a PostgreSQL connection string.
-func RedactURL(s string) string {
-	cfg, err := pgx.ParseConfig(s)
-	if err != nil {
-		return "(invalid)"
-	}
-	u := url.URL{Scheme: "postgres", Host: fmt.Sprintf("%s:%d", cfg.Host, cfg.Port), Path: "/" + cfg.Database}
-	if cfg.User != "" {
-		u.User = url.User(cfg.User)
-	}
-	return u.String()
-}
-
-func readSecret(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		// The path is not secret; the contents are.
-		return "", fmt.Errorf("cannot read %s: %w", path, errors.Unwrap(err))
-	}
-	return strings.TrimRight(string(b), "\r\n"), nil
 }
 
 func dropEmpty(in []string) []string {
