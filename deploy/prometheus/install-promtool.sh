@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs promtool (for deploy/prometheus/check.sh) from Debian's prometheus package
 # when it is not on PATH already. Only the promtool binary is unpacked into
-# ${PROMTOOL_DIR:-/usr/local/bin}: installing the package itself would pull in
-# the web UI's JavaScript libraries and start a Prometheus server from its
-# maintainer scripts. Needs root (apt-get) on a Debian or Ubuntu machine.
+# ${PROMTOOL_DIR:-/usr/local/bin} (a 19 MB download, one 48 MB binary that
+# needs only libc). `apt-get install prometheus` would also bring a dozen web UI
+# packages (two dozen more with recommends, node-exporter among them) and its
+# postinst starts a Prometheus server wherever policy-rc.d allows services to
+# start. Needs root (apt-get) on a Debian or Ubuntu machine.
 set -euo pipefail
 
 if command -v promtool >/dev/null 2>&1; then
