@@ -625,6 +625,17 @@ func TestK8sConsistency(t *testing.T) {
 		}
 	})
 
+	t.Run("known variables", func(t *testing.T) {
+		known := sdKnownVars()
+		for _, c := range all {
+			for _, e := range c.Env {
+				if strings.HasPrefix(e.Name, "INBOXD_") && !known[e.Name] {
+					t.Errorf("container %q: %s is not a variable inboxd reads", c.Name, e.Name)
+				}
+			}
+		}
+	})
+
 	t.Run("shutdown", func(t *testing.T) {
 		v, ok := k8sEnv(daemon, "INBOXD_SHUTDOWN_TIMEOUT")
 		if !ok {
