@@ -1,0 +1,260 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// rulesRunbookBase is where every alert's runbook_url points: README.md's
+// "Runbook: <alert>" headings, whose GitHub anchors are runbook-<alert in lower case>.
+const rulesRunbookBase = "https://github.com/inboxd/inboxd#runbook-"
+
+// rulesRequired are the alerts the operations docs promise.
+var rulesRequired = []string{
+	"InboxdDown",               // every replica down (absent)
+	"InboxdTargetDown",         // one replica cannot be scraped
+	"InboxdMetricsAbsent",      // up, but no inbox gauges
+	"InboxdStaleReceivedRows",  // received rows older than INBOXD_STALE_AFTER
+	"InboxdWorkersBehind",      // due rows wait for a worker
+	"InboxdDeadRows",           // level of dead rows
+	"InboxdRejectedRows",       // level of rejected rows
+	"InboxdOrderedKeysBlocked", // ordered keys held back by dead rows
+	"InboxdIngestNotReady",     // ingest cannot reach brokers or persist
+	"InboxdConsumerLagGrowing", // Kafka lag grows
+	"InboxdFencedCompletions",  // outcomes fenced
+	"InboxdRescuedRows",        // rows rescued from expired leases
+	"InboxdRetentionNotRunning",
+}
+
+// TestRulesPromtool runs deploy/prometheus/check.sh: promtool check rules and
+// the unit tests in inboxd-rules.test.yaml. Without promtool it fails in CI
+// (CI=true) and is skipped elsewhere.
+func TestRulesPromtool(t *testing.T) {
+	if _, err := exec.LookPath("promtool"); err != nil {
+		msg := "promtool is not on PATH: run deploy/prometheus/install-promtool.sh (Debian's prometheus package, promtool only) to run the alert rule unit tests"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg + " (.ci/run should have installed it)")
+		}
+		t.Skip(msg)
+	}
+	cmd := exec.Command("bash", "prometheus/check.sh")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("deploy/prometheus/check.sh: %v\n%s", err, out)
+	}
+	// Both promtool commands report SUCCESS; make sure both ran.
+	if n := strings.Count(string(out), "SUCCESS"); n != 2 {
+		t.Fatalf("deploy/prometheus/check.sh printed SUCCESS %d times, want 2:\n%s", n, out)
+	}
+	t.Logf("%s", out)
+}
+
+// TestRulesPrometheusRuleMatches checks that the PrometheusRule carries
+// exactly the groups of the plain rules file.
+func TestRulesPrometheusRuleMatches(t *testing.T) {
+	diff, err := rulesGroupsDiff(embeddedRules, embeddedPrometheusRule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff != "" {
+		t.Errorf("kubernetes/prometheusrule.yaml spec.groups differ from prometheus/inboxd-rules.yaml groups "+
+			"(regenerate it with deploy/prometheus/prometheusrule.sh): %s", diff)
+	}
+}
+
+// TestRulesPrometheusRuleMismatchDetected makes sure the comparison can fail:
+// a changed threshold, a renamed alert, an annotation and a changed kind are all reported.
+func TestRulesPrometheusRuleMismatchDetected(t *testing.T) {
+	for _, tc := range []struct{ name, old, new string }{
+		{"threshold", "> 300", "> 301"},
+		{"renamed alert", "      - alert: InboxdDown\n", "      - alert: InboxdDown2\n"},
+		{"annotation", "runbook-inboxddeadrows", "runbook-dead"},
+	} {
+		changed := bytes.Replace(embeddedPrometheusRule, []byte(tc.old), []byte(tc.new), 1)
+		if bytes.Equal(changed, embeddedPrometheusRule) {
+			t.Fatalf("%s: the PrometheusRule has no %q to change", tc.name, tc.old)
+		}
+		if diff, err := rulesGroupsDiff(embeddedRules, changed); err == nil && diff == "" {
+			t.Errorf("%s: %q -> %q went unnoticed", tc.name, tc.old, tc.new)
+		}
+	}
+	wrongKind := bytes.Replace(embeddedPrometheusRule, []byte("kind: PrometheusRule"), []byte("kind: ConfigMap"), 1)
+	if _, err := rulesGroupsDiff(embeddedRules, wrongKind); err == nil {
+		t.Error("a PrometheusRule of kind ConfigMap went unnoticed")
+	}
+}
+
+// rulesGroupsDiff compares the groups of a plain rules file with the
+// spec.groups of a PrometheusRule. It returns "" when they are equal, else
+// the first differing line; an error when either does not parse or the
+// second is not a named monitoring.coreos.com/v1 PrometheusRule.
+func rulesGroupsDiff(plainYAML, promRuleYAML []byte) (string, error) {
+	var plain struct {
+		Groups any `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(plainYAML, &plain); err != nil {
+		return "", fmt.Errorf("prometheus/inboxd-rules.yaml: %w", err)
+	}
+	if plain.Groups == nil {
+		return "", fmt.Errorf("prometheus/inboxd-rules.yaml has no groups")
+	}
+	var pr struct {
+		APIVersion string `yaml:"apiVersion"`
+		Kind       string `yaml:"kind"`
+		Metadata   struct {
+			Name string `yaml:"name"`
+		} `yaml:"metadata"`
+		Spec struct {
+			Groups any `yaml:"groups"`
+		} `yaml:"spec"`
+	}
+	if err := yaml.Unmarshal(promRuleYAML, &pr); err != nil {
+		return "", fmt.Errorf("kubernetes/prometheusrule.yaml: %w", err)
+	}
+	if pr.APIVersion != "monitoring.coreos.com/v1" || pr.Kind != "PrometheusRule" || pr.Metadata.Name == "" {
+		return "", fmt.Errorf("kubernetes/prometheusrule.yaml is %s %s named %q, want a named monitoring.coreos.com/v1 PrometheusRule",
+			pr.APIVersion, pr.Kind, pr.Metadata.Name)
+	}
+	if reflect.DeepEqual(plain.Groups, pr.Spec.Groups) {
+		return "", nil
+	}
+	a, _ := yaml.Marshal(plain.Groups)
+	b, _ := yaml.Marshal(pr.Spec.Groups)
+	al, bl := strings.Split(string(a), "\n"), strings.Split(string(b), "\n")
+	for i := 0; i < len(al) || i < len(bl); i++ {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			return fmt.Sprintf("line %d of the groups: rules file %q, PrometheusRule %q", i+1, x, y), nil
+		}
+	}
+	return "the groups differ in types only", nil
+}
+
+// TestRulesAnnotations checks every alert: unique name, an expression that
+// parses, a severity, summary, description, and a runbook_url at its README anchor.
+func TestRulesAnnotations(t *testing.T) {
+	rf, err := parseRuleFile(embeddedRules)
+	if err != nil {
+		t.Fatalf("prometheus/inboxd-rules.yaml: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				t.Errorf("group %s: rule %q is not an alert", g.Name, r.Record)
+				continue
+			}
+			if seen[r.Alert] {
+				t.Errorf("alert %s is defined twice", r.Alert)
+			}
+			seen[r.Alert] = true
+			if _, err := metricNames(r.Expr); err != nil {
+				t.Errorf("alert %s: expr: %v", r.Alert, err)
+			}
+			if s := r.Labels["severity"]; s != "critical" && s != "warning" {
+				t.Errorf("alert %s: severity %q, want critical or warning", r.Alert, s)
+			}
+			for _, a := range []string{"summary", "description"} {
+				if strings.TrimSpace(r.Annotations[a]) == "" {
+					t.Errorf("alert %s: no %s annotation", r.Alert, a)
+				}
+			}
+			if got, want := r.Annotations["runbook_url"], rulesRunbookBase+strings.ToLower(r.Alert); got != want {
+				t.Errorf("alert %s: runbook_url %q, want %q", r.Alert, got, want)
+			}
+			for k := range r.Annotations {
+				if k != "summary" && k != "description" && k != "runbook_url" {
+					t.Errorf("alert %s: unexpected annotation %q", r.Alert, k)
+				}
+			}
+		}
+	}
+	for _, name := range rulesRequired {
+		if !seen[name] {
+			t.Errorf("alert %s is missing", name)
+		}
+	}
+}
+
+// TestRulesRunbookAnchorsInREADME checks that README.md has a heading for
+// every alert's runbook_url anchor once README.md has runbook headings at all.
+func TestRulesRunbookAnchorsInREADME(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := rulesHeadingAnchors(readme)
+	has := false
+	for a := range anchors {
+		if strings.HasPrefix(a, "runbook-") {
+			has = true
+		}
+	}
+	if !has {
+		t.Skip("README.md has no \"Runbook: <alert>\" headings yet; the runbook_url anchors are not checked")
+	}
+	rf, err := parseRuleFile(embeddedRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			u := r.Annotations["runbook_url"]
+			_, anchor, ok := strings.Cut(u, "#")
+			if !ok || !anchors[anchor] {
+				t.Errorf("alert %s: README.md has no heading with anchor %q (want a heading \"Runbook: %s\")", r.Alert, anchor, r.Alert)
+			}
+		}
+	}
+}
+
+// rulesHeadingPunct is what GitHub drops from a heading to make its anchor.
+var rulesHeadingPunct = regexp.MustCompile(`[^\p{L}\p{N}\- _]`)
+
+// rulesHeadingAnchors returns the GitHub anchors of a Markdown document's
+// ATX headings (outside fenced code blocks).
+func rulesHeadingAnchors(md []byte) map[string]bool {
+	out := map[string]bool{}
+	inFence := false
+	sc := bufio.NewScanner(bytes.NewReader(md))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "```") {
+			inFence = !inFence
+			continue
+		}
+		if inFence || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		text := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		text = strings.ReplaceAll(text, "`", "")
+		anchor := strings.ReplaceAll(rulesHeadingPunct.ReplaceAllString(strings.ToLower(text), ""), " ", "-")
+		out[anchor] = true
+	}
+	return out
+}
+
+// TestRulesHeadingAnchors pins the anchor computation to GitHub's.
+func TestRulesHeadingAnchors(t *testing.T) {
+	md := []byte("# inboxd\n## Operations\n#### Runbook: InboxdDown\n```\n# not a heading\n```\n### Runbook: `InboxdDeadRows`\n")
+	got := rulesHeadingAnchors(md)
+	want := map[string]bool{"inboxd": true, "operations": true, "runbook-inboxddown": true, "runbook-inboxddeadrows": true}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("anchors %v, want %v", got, want)
+	}
+}
