@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -279,7 +280,11 @@ func parseRoutes(name string, data []byte) (*Routes, error) {
 			continue
 		}
 		if seen[key.Value] {
-			p.errorf("line %d: %s: given twice", key.Line, key.Value)
+			name := key.Value
+			if name != "routes" && name != "default" {
+				name = strconv.Quote(name) // unknown: may hold a newline
+			}
+			p.errorf("line %d: %s: given twice", key.Line, name)
 			continue
 		}
 		seen[key.Value] = true

@@ -123,6 +123,11 @@ var badRoutes = []struct {
 		`route 1 (type "order.created"): url: required for handler http`,
 	}},
 	{"unknown_top_field.bad.yml", []string{`line 2: unknown field "defaults" (want routes, default)`}},
+	{"duplicate_top_key.bad.yml", []string{
+		`line 4: unknown field "x\ny" (want routes, default)`,
+		`line 5: routes: given twice`,
+		`line 6: "x\ny": given twice`,
+	}},
 	{"bad_default.bad.yml", []string{`default: must be dead or ignore, not "http"`}},
 	{"empty.bad.yml", []string{"file is empty"}},
 	{"routes_not_list.bad.yml", []string{"line 2: routes: must be a list"}},
