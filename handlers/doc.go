@@ -7,7 +7,10 @@
 // A Handler runs outside any database transaction and may take as long as it
 // needs: the worker renews the row's lease while it runs. It is at-least-once:
 // after a crash the same event can be handed over again, so a Handler that
-// calls another system passes Event.EventID as that system's idempotency key.
+// calls another system passes it an idempotency key unique per row. An event
+// id is unique only within its source (rows are unique on (source,
+// event_id)), so the key must carry both: IdempotencyKeyFor(ev) gives
+// "<source>/<event id>".
 //
 // A TxHandler runs inside the transaction that marks the row processed: its
 // database writes commit together with the row, or not at all. It should do
@@ -21,5 +24,8 @@
 // Operators route event types to the built-in handlers with a YAML routes
 // file (INBOXD_ROUTES): LoadRoutes parses it and Routes.Register puts its
 // routes on a Registry, beside any handlers registered in Go. The http
-// handler (NewHTTP) POSTs each payload with the event id as Idempotency-Key.
+// handler (NewHTTP) POSTs each payload with Idempotency-Key
+// "<source>/<event id>" (a route's idempotency_key: event_id, or
+// HTTPConfig.IdempotencyKey, sends the bare event id instead), and the event
+// id and source in Inbox-Event-Id and Inbox-Source.
 package handlers

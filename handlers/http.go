@@ -22,10 +22,12 @@ import (
 // The request headers the http handler sets on every POST besides
 // Content-Type and User-Agent.
 const (
-	// HeaderIdempotencyKey carries Event.EventID, for the receiver to
-	// deduplicate redeliveries.
+	// HeaderIdempotencyKey carries a key unique per inbox row, for the
+	// receiver to deduplicate redeliveries: "<source>/<event id>" by default
+	// (see HTTPConfig.IdempotencyKey and IdempotencyKeyFor).
 	HeaderIdempotencyKey = "Idempotency-Key"
-	// HeaderEventID carries Event.EventID as well.
+	// HeaderEventID carries Event.EventID, the producer's id, unique only
+	// within Event.Source.
 	HeaderEventID = "Inbox-Event-Id"
 	// HeaderEventType carries Event.EventType.
 	HeaderEventType = "Inbox-Event-Type"
@@ -33,6 +35,19 @@ const (
 	HeaderSource = "Inbox-Source"
 	// HeaderAttempt carries Event.Attempt in decimal, starting at 1.
 	HeaderAttempt = "Inbox-Attempt"
+)
+
+// The values of HTTPConfig.IdempotencyKey, and of a route's
+// idempotency_key in the routes file.
+const (
+	// IdempotencyKeySourceEventID makes the Idempotency-Key
+	// "<source>/<event id>", unique per inbox row since rows are unique on
+	// (source, event_id). It is the default.
+	IdempotencyKeySourceEventID = "source_event_id"
+	// IdempotencyKeyEventID makes the Idempotency-Key the bare event id, as
+	// Inbox-Event-Id. Use it only when event ids are unique across every
+	// source the route receives.
+	IdempotencyKeyEventID = "event_id"
 )
 
 const (
@@ -62,13 +77,30 @@ type HTTPConfig struct {
 	// ask for. Zero means no cap (the worker still caps every delay at
 	// INBOXD_BACKOFF_MAX).
 	MaxRetryAfter time.Duration
+	// IdempotencyKey chooses the Idempotency-Key header:
+	// IdempotencyKeySourceEventID ("<source>/<event id>", also when empty)
+	// or IdempotencyKeyEventID (the bare event id).
+	IdempotencyKey string
 }
+
+// IdempotencyKeyFor returns the Idempotency-Key that the http handler sends
+// for ev by default: "<source>/<event id>", unique per inbox row. A "%" or
+// "/" in the source is percent-encoded (%25, %2F), so that no two rows share
+// a key however their sources and event ids are spelled; Kafka topic names
+// hold neither.
+func IdempotencyKeyFor(ev *Event) string {
+	return sourceEscaper.Replace(ev.Source) + "/" + ev.EventID
+}
+
+var sourceEscaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
 // NewHTTP returns the built-in http handler: it POSTs each event's payload,
 // byte for byte, to cfg.URL and turns the response into the row's outcome.
 //
-// The request carries the headers Idempotency-Key and Inbox-Event-Id (both
-// Event.EventID), Inbox-Event-Type, Inbox-Source and Inbox-Attempt, and a
+// The request carries the headers Idempotency-Key (IdempotencyKeyFor(ev),
+// "<source>/<event id>", unique per inbox row; the bare event id with
+// cfg.IdempotencyKey set to IdempotencyKeyEventID), Inbox-Event-Id
+// (Event.EventID), Inbox-Event-Type, Inbox-Source and Inbox-Attempt, and a
 // Content-Type taken from the event's content-type header (matched without
 // regard to case), or else application/json when the payload is valid JSON,
 // or else application/octet-stream.
@@ -93,6 +125,11 @@ func NewHTTP(cfg HTTPConfig) (Handler, error) {
 	if cfg.MaxRetryAfter < 0 {
 		return nil, errors.New("max retry after: must not be negative")
 	}
+	switch cfg.IdempotencyKey {
+	case "", IdempotencyKeySourceEventID, IdempotencyKeyEventID:
+	default:
+		return nil, fmt.Errorf("idempotency_key: must be %s or %s, not %q", IdempotencyKeySourceEventID, IdempotencyKeyEventID, cfg.IdempotencyKey)
+	}
 	client := sharedHTTPClient()
 	if cfg.Client != nil {
 		c := *cfg.Client
@@ -104,6 +141,7 @@ func NewHTTP(cfg HTTPConfig) (Handler, error) {
 		target:        (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}).String(),
 		timeout:       cfg.Timeout,
 		maxRetryAfter: cfg.MaxRetryAfter,
+		bareEventID:   cfg.IdempotencyKey == IdempotencyKeyEventID,
 		client:        client,
 	}, nil
 }
@@ -148,6 +186,7 @@ type httpHandler struct {
 	target        string // url without user info, query or fragment, for errors
 	timeout       time.Duration
 	maxRetryAfter time.Duration
+	bareEventID   bool // Idempotency-Key is the event id alone
 	client        *http.Client
 }
 
@@ -169,7 +208,11 @@ func (h *httpHandler) Handle(ctx context.Context, ev *Event) error {
 	}
 	req.Header.Set("Content-Type", contentType(ev))
 	req.Header.Set("User-Agent", "inboxd")
-	req.Header.Set(HeaderIdempotencyKey, ev.EventID)
+	if h.bareEventID {
+		req.Header.Set(HeaderIdempotencyKey, ev.EventID)
+	} else {
+		req.Header.Set(HeaderIdempotencyKey, IdempotencyKeyFor(ev))
+	}
 	req.Header.Set(HeaderEventID, ev.EventID)
 	req.Header.Set(HeaderEventType, ev.EventType)
 	req.Header.Set(HeaderSource, ev.Source)

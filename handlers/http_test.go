@@ -304,7 +304,7 @@ func TestHTTPRequest(t *testing.T) {
 				t.Errorf("body = %q, want %q", got.body, tt.payload)
 			}
 			for name, want := range map[string]string{
-				"Idempotency-Key":  "0f8e-77",
+				"Idempotency-Key":  "orders.v1/0f8e-77",
 				"Inbox-Event-Id":   "0f8e-77",
 				"Inbox-Event-Type": "order.created",
 				"Inbox-Source":     "orders.v1",
@@ -477,5 +477,75 @@ func TestNewHTTPValidation(t *testing.T) {
 		case tt.want != "" && (err == nil || err.Error() != tt.want):
 			t.Errorf("NewHTTP(%+v) error = %v, want %q", tt.cfg, err, tt.want)
 		}
+	}
+}
+
+// Rows are unique on (source, event id), so two rows can share an event id.
+// Each must reach the sink with its own Idempotency-Key, or a receiver that
+// deduplicates on it drops one of them.
+func TestHTTPIdempotencyKeyUniquePerRow(t *testing.T) {
+	t.Parallel()
+	b := setupHTTP(t, handlers.HTTPConfig{}, status(http.StatusOK, ""))
+	keys := map[string]string{}
+	for _, source := range []string{"orders", "returns"} {
+		ev := testEvent()
+		ev.Source, ev.EventID = source, "42"
+		if err := b.handler.Handle(context.Background(), ev); err != nil {
+			t.Fatalf("Handle(%s): %v", source, err)
+		}
+		got := <-b.requests
+		key := got.header.Get(handlers.HeaderIdempotencyKey)
+		if other, ok := keys[key]; ok {
+			t.Fatalf("rows (%s, 42) and (%s, 42) both sent Idempotency-Key %q", other, source, key)
+		}
+		keys[key] = source
+		if id, src := got.header.Get(handlers.HeaderEventID), got.header.Get(handlers.HeaderSource); id != "42" || src != source {
+			t.Errorf("Inbox-Event-Id %q, Inbox-Source %q; want 42, %s", id, src, source)
+		}
+	}
+	if _, ok := keys["orders/42"]; !ok {
+		t.Errorf("Idempotency-Keys %q, want orders/42 among them", keys)
+	}
+}
+
+// The Idempotency-Key for every setting of HTTPConfig.IdempotencyKey, and a
+// source holding "/" or "%", which must not make two rows share a key.
+func TestHTTPIdempotencyKeyOption(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		option, source, eventID, want string
+	}{
+		{"", "orders", "42", "orders/42"},
+		{handlers.IdempotencyKeySourceEventID, "orders", "42", "orders/42"},
+		{handlers.IdempotencyKeyEventID, "orders", "42", "42"},
+		{"", "a/b", "c", "a%2Fb/c"},
+		{"", "a", "b/c", "a/b/c"},
+		{"", "50%/x", "id", "50%25%2Fx/id"},
+		{"", "", "id", "/id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.option+" "+tt.source+" "+tt.eventID, func(t *testing.T) {
+			t.Parallel()
+			b := setupHTTP(t, handlers.HTTPConfig{IdempotencyKey: tt.option}, status(http.StatusOK, ""))
+			ev := testEvent()
+			ev.Source, ev.EventID = tt.source, tt.eventID
+			if err := b.handler.Handle(context.Background(), ev); err != nil {
+				t.Fatal(err)
+			}
+			got := <-b.requests
+			if k := got.header.Get(handlers.HeaderIdempotencyKey); k != tt.want {
+				t.Errorf("Idempotency-Key = %q, want %q", k, tt.want)
+			}
+			if tt.option == "" && handlers.IdempotencyKeyFor(ev) != tt.want {
+				t.Errorf("IdempotencyKeyFor = %q, want %q", handlers.IdempotencyKeyFor(ev), tt.want)
+			}
+			if id := got.header.Get(handlers.HeaderEventID); id != tt.eventID {
+				t.Errorf("Inbox-Event-Id = %q, want %q", id, tt.eventID)
+			}
+		})
+	}
+	_, err := handlers.NewHTTP(handlers.HTTPConfig{URL: "http://h/x", Timeout: time.Second, IdempotencyKey: "uuid"})
+	if err == nil || err.Error() != `idempotency_key: must be source_event_id or event_id, not "uuid"` {
+		t.Fatalf("NewHTTP with a bad IdempotencyKey: %v", err)
 	}
 }

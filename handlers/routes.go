@@ -40,12 +40,14 @@ const (
 //	    handler: http              # http, ignore or dead; required
 //	    url: http://orders.internal/hooks/inbox  # http only; required there
 //	    timeout: 10s               # http only; Go duration, > 0 and <= 10m; default 10s
+//	    idempotency_key: source_event_id  # http only; or event_id; default source_event_id
 //	  - type: order.audited
 //	    handler: ignore            # processed, nothing done
 //	default: dead                  # unmatched types: dead (when omitted) or ignore
 //
-// Parsing is strict: unknown fields, a url or timeout on a route whose
-// handler is not http, repeated types and a default other than dead or
+// Parsing is strict: unknown fields, a url, timeout or idempotency_key on a
+// route whose handler is not http, an idempotency_key other than
+// source_event_id or event_id (see HTTPConfig.IdempotencyKey), repeated types and a default other than dead or
 // ignore are errors. A file with no YAML document at all (empty, or only
 // comments) is an error, since that is far more often a broken mount than
 // an intent; a file that says so explicitly, such as "routes: []" or just
@@ -82,6 +84,11 @@ type RouteConfig struct {
 	// kinds. The parser sets DefaultHTTPTimeout when an http route names
 	// none; Register treats zero the same way.
 	Timeout time.Duration
+	// IdempotencyKey is the HTTPConfig.IdempotencyKey of an http route:
+	// IdempotencyKeySourceEventID, IdempotencyKeyEventID, or empty (the
+	// file names none) for IdempotencyKeySourceEventID. It is empty for
+	// other kinds.
+	IdempotencyKey string
 }
 
 // RouteOptions carries the settings that Register passes to every handler
@@ -192,13 +199,16 @@ func (rc RouteConfig) build(opts RouteOptions) (Handler, error) {
 		if timeout > MaxHTTPTimeout {
 			return nil, fmt.Errorf("timeout: must be at most %s", MaxHTTPTimeout)
 		}
-		return NewHTTP(HTTPConfig{URL: rc.URL, Timeout: timeout, Client: opts.Client, MaxRetryAfter: opts.MaxRetryAfter})
+		return NewHTTP(HTTPConfig{URL: rc.URL, Timeout: timeout, Client: opts.Client, MaxRetryAfter: opts.MaxRetryAfter, IdempotencyKey: rc.IdempotencyKey})
 	case HandlerIgnore, HandlerDead:
 		if rc.URL != "" {
 			return nil, fmt.Errorf("url: not allowed for handler %s", rc.Handler)
 		}
 		if rc.Timeout != 0 {
 			return nil, fmt.Errorf("timeout: not allowed for handler %s", rc.Handler)
+		}
+		if rc.IdempotencyKey != "" {
+			return nil, fmt.Errorf("idempotency_key: not allowed for handler %s", rc.Handler)
 		}
 		if rc.Handler == HandlerIgnore {
 			return Ignore(), nil
@@ -345,7 +355,7 @@ func (p *routesParser) parseList(r *Routes, list *yaml.Node) {
 
 // routeFields are the fields of a route, in the order its errors are
 // reported.
-var routeFields = [...]string{"type", "handler", "url", "timeout"}
+var routeFields = [...]string{"type", "handler", "url", "timeout", "idempotency_key"}
 
 // parseRoute parses one route. It returns what it could read, its type
 // included (for the error label), and the errors found, each without the
@@ -353,7 +363,7 @@ var routeFields = [...]string{"type", "handler", "url", "timeout"}
 func parseRoute(item *yaml.Node) (RouteConfig, []string) {
 	var rc RouteConfig
 	if item.Kind != yaml.MappingNode {
-		return rc, []string{"must be a mapping with type, handler, url, timeout"}
+		return rc, []string{"must be a mapping with type, handler, url, timeout, idempotency_key"}
 	}
 	var (
 		errs   []string
@@ -370,7 +380,7 @@ func parseRoute(item *yaml.Node) (RouteConfig, []string) {
 		case key.Kind != yaml.ScalarNode:
 			errs = append(errs, "keys must be plain names")
 		case !known:
-			errs = append(errs, fmt.Sprintf("unknown field %q (want type, handler, url, timeout)", key.Value))
+			errs = append(errs, fmt.Sprintf("unknown field %q (want type, handler, url, timeout, idempotency_key)", key.Value))
 		default:
 			if _, dup := values[key.Value]; dup {
 				errs = append(errs, fmt.Sprintf("%s: given twice", key.Value))
@@ -385,7 +395,7 @@ func parseRoute(item *yaml.Node) (RouteConfig, []string) {
 		}
 	}
 
-	rc.Type, rc.Handler, rc.URL = values["type"], values["handler"], values["url"]
+	rc.Type, rc.Handler, rc.URL, rc.IdempotencyKey = values["type"], values["handler"], values["url"], values["idempotency_key"]
 	timeout := values["timeout"]
 	if rc.Type == "" && !bad["type"] {
 		errs = append(errs, "type: required")
@@ -416,12 +426,20 @@ func parseRoute(item *yaml.Node) (RouteConfig, []string) {
 				rc.Timeout = d
 			}
 		}
+		switch rc.IdempotencyKey {
+		case "", IdempotencyKeySourceEventID, IdempotencyKeyEventID:
+		default:
+			errs = append(errs, fmt.Sprintf("idempotency_key: must be %s or %s, not %q", IdempotencyKeySourceEventID, IdempotencyKeyEventID, rc.IdempotencyKey))
+		}
 	case rc.Handler == HandlerIgnore || rc.Handler == HandlerDead:
 		if rc.URL != "" {
 			errs = append(errs, fmt.Sprintf("url: not allowed for handler %s", rc.Handler))
 		}
 		if timeout != "" {
 			errs = append(errs, fmt.Sprintf("timeout: not allowed for handler %s", rc.Handler))
+		}
+		if rc.IdempotencyKey != "" {
+			errs = append(errs, fmt.Sprintf("idempotency_key: not allowed for handler %s", rc.Handler))
 		}
 	case rc.Handler == "":
 		errs = append(errs, "handler: required (http, ignore or dead)")

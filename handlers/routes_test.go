@@ -22,8 +22,8 @@ func TestLoadRoutesGood(t *testing.T) {
 		t.Fatalf("LoadRoutes: %v", err)
 	}
 	want := []handlers.RouteConfig{
-		{Type: "order.created", Handler: "http", URL: "http://orders.internal/hooks/inbox", Timeout: 2 * time.Second},
-		{Type: "order.paid", Handler: "http", URL: "https://user:secret@payments.internal:8443/inbox?token=abc", Timeout: handlers.DefaultHTTPTimeout},
+		{Type: "order.created", Handler: "http", URL: "http://orders.internal/hooks/inbox", Timeout: 2 * time.Second, IdempotencyKey: handlers.IdempotencyKeySourceEventID},
+		{Type: "order.paid", Handler: "http", URL: "https://user:secret@payments.internal:8443/inbox?token=abc", Timeout: handlers.DefaultHTTPTimeout, IdempotencyKey: handlers.IdempotencyKeyEventID},
 		{Type: "order.audited", Handler: "ignore"},
 		{Type: "order.broken", Handler: "dead"},
 	}
@@ -115,11 +115,13 @@ var badRoutes = []struct {
 	{"bad_url_scheme.bad.yml", []string{`route 1 (type "order.created"): url: must be an absolute http or https URL`}},
 	{"url_on_ignore.bad.yml", []string{`route 1 (type "order.audited"): url: not allowed for handler ignore`}},
 	{"timeout_on_dead.bad.yml", []string{`route 1 (type "order.audited"): timeout: not allowed for handler dead`}},
+	{"bad_idempotency_key.bad.yml", []string{`route 1 (type "order.created"): idempotency_key: must be source_event_id or event_id, not "uuid"`}},
+	{"idempotency_key_on_ignore.bad.yml", []string{`route 1 (type "order.audited"): idempotency_key: not allowed for handler ignore`}},
 	{"bad_timeout.bad.yml", []string{`route 1 (type "order.created"): timeout: "10" is not a Go duration such as 10s or 1m30s`}},
 	{"zero_timeout.bad.yml", []string{`route 1 (type "order.created"): timeout: must be greater than 0`}},
 	{"long_timeout.bad.yml", []string{`route 1 (type "order.created"): timeout: must be at most 10m0s`}},
 	{"unknown_field.bad.yml", []string{
-		`route 1 (type "order.created"): unknown field "urll" (want type, handler, url, timeout)`,
+		`route 1 (type "order.created"): unknown field "urll" (want type, handler, url, timeout, idempotency_key)`,
 		`route 1 (type "order.created"): url: required for handler http`,
 	}},
 	{"unknown_top_field.bad.yml", []string{`line 2: unknown field "defaults" (want routes, default)`}},
@@ -131,7 +133,7 @@ var badRoutes = []struct {
 	{"bad_default.bad.yml", []string{`default: must be dead or ignore, not "http"`}},
 	{"empty.bad.yml", []string{"file is empty"}},
 	{"routes_not_list.bad.yml", []string{"line 2: routes: must be a list"}},
-	{"route_not_mapping.bad.yml", []string{"route 1: must be a mapping with type, handler, url, timeout"}},
+	{"route_not_mapping.bad.yml", []string{"route 1: must be a mapping with type, handler, url, timeout, idempotency_key"}},
 	{"type_not_string.bad.yml", []string{"route 1: type: must be a string"}},
 	{"top_not_mapping.bad.yml", []string{"line 1: want a mapping with routes and default"}},
 	{"two_documents.bad.yml", []string{"line 2: more than one YAML document"}},
@@ -328,6 +330,8 @@ func TestRoutesRegisterHandBuilt(t *testing.T) {
 			{Type: "c", Handler: "ignore", URL: "http://h/x"},
 			{Type: "", Handler: "dead"},
 			{Type: "d", Handler: "smtp"},
+			{Type: "e", Handler: "http", URL: "http://h/x", IdempotencyKey: "uuid"},
+			{Type: "f", Handler: "dead", IdempotencyKey: "event_id"},
 		},
 		Default: "http",
 	}
@@ -338,6 +342,8 @@ func TestRoutesRegisterHandBuilt(t *testing.T) {
 		`routes: route 3 (type "c"): url: not allowed for handler ignore`,
 		`routes: route 4: type: required`,
 		`routes: route 5 (type "d"): handler: unknown handler "smtp" (want http, ignore or dead)`,
+		`routes: route 6 (type "e"): idempotency_key: must be source_event_id or event_id, not "uuid"`,
+		`routes: route 7 (type "f"): idempotency_key: not allowed for handler dead`,
 		`routes: default: must be dead or ignore, not "http"`,
 	}
 	if err == nil || err.Error() != strings.Join(want, "\n") {
@@ -383,3 +389,32 @@ func TestRoutesRegisterOptions(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// A route's idempotency_key reaches the http handler it builds.
+func TestRoutesIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	b := setupHTTP(t, handlers.HTTPConfig{}, status(http.StatusOK, ""))
+	routes, err := handlers.ParseRoutes([]byte(fmt.Sprintf(`
+routes:
+  - {type: a, handler: http, url: %[1]q}
+  - {type: b, handler: http, url: %[1]q, idempotency_key: source_event_id}
+  - {type: c, handler: http, url: %[1]q, idempotency_key: event_id}
+`, b.srv.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := handlers.NewRegistryFromRoutes(routes, handlers.RouteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for eventType, want := range map[string]string{"a": "orders/evt-42", "b": "orders/evt-42", "c": "evt-42"} {
+		ev := testEvent()
+		ev.EventType = eventType
+		if err := reg.Lookup(eventType).Handler.Handle(context.Background(), ev); err != nil {
+			t.Fatalf("%s: %v", eventType, err)
+		}
+		if got := (<-b.requests).header.Get("Idempotency-Key"); got != want {
+			t.Errorf("route %s: Idempotency-Key %q, want %q", eventType, got, want)
+		}
+	}
+}
