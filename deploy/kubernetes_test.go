@@ -776,6 +776,9 @@ func TestK8sConsistency(t *testing.T) {
 		if !labels.SelectorFromSet(svc.Spec.Selector).Matches(podLabels) || len(svc.Spec.Selector) == 0 {
 			t.Errorf("Service selector %v does not select the pods %v", svc.Spec.Selector, podLabels)
 		}
+		if !svc.Spec.PublishNotReadyAddresses {
+			t.Error("Service inboxd: publishNotReadyAddresses must be true, or Prometheus stops scraping a pod while /readyz fails, just when its metrics matter")
+		}
 		var svcPort *corev1.ServicePort
 		for i := range svc.Spec.Ports {
 			if svc.Spec.Ports[i].Name == "http" {
