@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxd/inboxd/migrations"
@@ -50,10 +52,25 @@ type DB struct {
 }
 
 var (
-	templateOnce sync.Once
+	templateMu   sync.Mutex
 	templateName string
-	templateErr  error
 )
+
+// template returns the migrated template database's name, making it if
+// needed (again, when remake is set).
+func template(ctx context.Context, t testing.TB, remake bool) string {
+	t.Helper()
+	templateMu.Lock()
+	defer templateMu.Unlock()
+	if templateName == "" || remake {
+		name, err := ensureTemplate(ctx)
+		if err != nil {
+			t.Fatalf("pgtest: prepare template database: %v", err)
+		}
+		templateName = name
+	}
+	return templateName
+}
 
 // New creates a migrated database for t, and drops it when t ends.
 func New(t testing.TB) *DB {
@@ -70,11 +87,7 @@ func NewEmpty(t testing.TB, migrated bool) *DB {
 
 	tmpl := "template0"
 	if migrated {
-		templateOnce.Do(func() { templateName, templateErr = ensureTemplate(ctx) })
-		if templateErr != nil {
-			t.Fatalf("pgtest: prepare template database: %v", templateErr)
-		}
-		tmpl = templateName
+		tmpl = template(ctx, t, false)
 	}
 
 	admin, err := pgx.Connect(ctx, AdminURL())
@@ -84,7 +97,16 @@ func NewEmpty(t testing.TB, migrated bool) *DB {
 	defer admin.Close(ctx)
 
 	name := "inboxd_test_" + randomHex(6)
-	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl)); err != nil {
+	_, err = admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl))
+	var pgErr *pgconn.PgError
+	if migrated && errors.As(err, &pgErr) && pgErr.Code == "3D000" {
+		// A test binary built from another migration set (another checkout
+		// testing at the same time) dropped our template as stale: make it
+		// again.
+		tmpl = template(ctx, t, true)
+		_, err = admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl))
+	}
+	if err != nil {
 		t.Fatalf("pgtest: create database: %v", err)
 	}
 	dbURL := withDatabase(AdminURL(), name)
