@@ -31,7 +31,11 @@ type Config struct {
 	// DatabaseURLFile names a file holding the connection string; it is used
 	// when DatabaseURL is empty.
 	DatabaseURLFile string `env:"INBOXD_DATABASE_URL_FILE"`
-	// DatabaseMaxConns caps the connection pool; 0 means workers/4 + 8.
+	// DatabaseMaxConns caps the daemon's connections in all: EngineConns of
+	// them for the engine's own statements (claims, completions, lease
+	// renewals, ingest, health), the rest for transactional handlers; 0
+	// means EngineConns + max(2, workers/4). The notification listener holds
+	// one more.
 	DatabaseMaxConns int `env:"INBOXD_DATABASE_MAX_CONNS" envDefault:"0"`
 	// StatementTimeout is set as statement_timeout on every session.
 	StatementTimeout time.Duration `env:"INBOXD_STATEMENT_TIMEOUT" envDefault:"30s"`
@@ -80,6 +84,10 @@ type Config struct {
 	IngestBatchSize int `env:"INBOXD_INGEST_BATCH_SIZE" envDefault:"500"`
 	// IngestBatchTimeout closes a non-empty ingest batch after this long.
 	IngestBatchTimeout time.Duration `env:"INBOXD_INGEST_BATCH_TIMEOUT" envDefault:"50ms"`
+	// IngestBatchBytes closes an ingest batch when its payloads add up to
+	// this many bytes; it also bounds the messages the Kafka reader buffers
+	// ahead (this many bytes' worth of INBOXD_MAX_PAYLOAD messages).
+	IngestBatchBytes int `env:"INBOXD_INGEST_BATCH_BYTES" envDefault:"16777216"`
 	// MaxPayload is the largest payload stored, in bytes; bigger messages
 	// become rejected rows. The Kafka reader's MaxBytes is set to match.
 	MaxPayload int `env:"INBOXD_MAX_PAYLOAD" envDefault:"1048576"`
@@ -98,6 +106,9 @@ type Config struct {
 	Workers int `env:"INBOXD_WORKERS" envDefault:"64"`
 	// ClaimBatch caps the rows claimed by one claim statement.
 	ClaimBatch int `env:"INBOXD_CLAIM_BATCH" envDefault:"500"`
+	// ClaimBytes caps the payload bytes of the rows a replica holds claimed
+	// and not yet handled (a row bigger than that is claimed alone).
+	ClaimBytes int64 `env:"INBOXD_CLAIM_BYTES" envDefault:"33554432"`
 	// Prefetch is how many claimed rows may wait for a free worker; 0 means
 	// min(INBOXD_CLAIM_BATCH, 4 × INBOXD_WORKERS), -1 none.
 	Prefetch int `env:"INBOXD_PREFETCH" envDefault:"0"`
@@ -184,8 +195,9 @@ func (c Config) Validate() error {
 		// pgx's message may quote the string; never echo it.
 		bad("INBOXD_DATABASE_URL", "is not a valid PostgreSQL connection string")
 	}
-	if c.DatabaseMaxConns < 0 {
-		bad("INBOXD_DATABASE_MAX_CONNS", "must be 0 (automatic) or more, got %d", c.DatabaseMaxConns)
+	if c.DatabaseMaxConns < 0 || (c.DatabaseMaxConns > 0 && c.DatabaseMaxConns <= EngineConns) {
+		bad("INBOXD_DATABASE_MAX_CONNS", "must be 0 (automatic) or more than %d (the engine's own connections), got %d",
+			EngineConns, c.DatabaseMaxConns)
 	}
 	minDur(&errs, "INBOXD_STATEMENT_TIMEOUT", c.StatementTimeout, time.Second)
 	minDur(&errs, "INBOXD_IDLE_IN_TRANSACTION_TIMEOUT", c.IdleInTxTimeout, time.Second)
@@ -227,8 +239,11 @@ func (c Config) Validate() error {
 		bad("INBOXD_INGEST_BATCH_SIZE", "must be between 1 and 10000, got %d", c.IngestBatchSize)
 	}
 	minDur(&errs, "INBOXD_INGEST_BATCH_TIMEOUT", c.IngestBatchTimeout, time.Millisecond)
-	if c.MaxPayload < 1024 || c.MaxPayload > 512<<20 {
-		bad("INBOXD_MAX_PAYLOAD", "must be between 1024 and 536870912 bytes, got %d", c.MaxPayload)
+	if c.MaxPayload < 1024 || c.MaxPayload > MaxPayloadLimit {
+		bad("INBOXD_MAX_PAYLOAD", "must be between 1024 and %d bytes, got %d", MaxPayloadLimit, c.MaxPayload)
+	}
+	if c.IngestBatchBytes < 1024 || c.IngestBatchBytes > 1<<30 {
+		bad("INBOXD_INGEST_BATCH_BYTES", "must be between 1024 and 1073741824 bytes, got %d", c.IngestBatchBytes)
 	}
 	if len(c.EventIDHeaders) == 0 && c.EventIDJSONField == "" {
 		bad("INBOXD_EVENT_ID_HEADERS", "must name at least one header (or set INBOXD_EVENT_ID_JSON_FIELD)")
@@ -242,6 +257,9 @@ func (c Config) Validate() error {
 	}
 	if c.ClaimBatch < 1 || c.ClaimBatch > 10000 {
 		bad("INBOXD_CLAIM_BATCH", "must be between 1 and 10000, got %d", c.ClaimBatch)
+	}
+	if c.ClaimBytes < 1024 || c.ClaimBytes > 1<<30 {
+		bad("INBOXD_CLAIM_BYTES", "must be between 1024 and 1073741824 bytes, got %d", c.ClaimBytes)
 	}
 	if c.Prefetch < -1 || c.Prefetch > 100000 {
 		bad("INBOXD_PREFETCH", "must be -1 (none), 0 (automatic) or up to 100000, got %d", c.Prefetch)
@@ -279,11 +297,31 @@ func minDur(errs *[]error, name string, d, lowest time.Duration) {
 // IngestEnabled reports whether Kafka ingest runs (INBOXD_KAFKA_BROKERS set).
 func (c Config) IngestEnabled() bool { return len(c.KafkaBrokers) > 0 }
 
-// PoolConfig builds the pgx pool configuration: the session settings that
-// keep transactions short (statement_timeout,
-// idle_in_transaction_session_timeout), an application_name, and a pool size
-// that fits the worker count.
-func (c Config) PoolConfig(applicationName string) (*pgxpool.Config, error) {
+// EngineConns is how many connections the engine's own statements get,
+// whatever transactional handlers do: claims, two completers, lease
+// renewals, the rescuer and statistics, ingest, and the readiness ping.
+const EngineConns = 8
+
+// MaxPayloadLimit is the largest INBOXD_MAX_PAYLOAD accepted. Memory grows
+// with a few times the payload size (a message buffered by the Kafka reader,
+// the batch being written, rows claimed), so gigantic payloads belong in
+// object storage with a reference in the event.
+const MaxPayloadLimit = 32 << 20
+
+// PoolSizes returns the connection pool sizes: the engine's (EngineConns)
+// and the transactional handlers' (the rest of INBOXD_DATABASE_MAX_CONNS).
+func (c Config) PoolSizes() (engine, tx int) {
+	total := c.DatabaseMaxConns
+	if total == 0 {
+		total = EngineConns + max(2, c.Workers/4)
+	}
+	return EngineConns, total - EngineConns
+}
+
+// PoolConfig builds a pgx pool configuration of maxConns connections with
+// the session settings that keep transactions short (statement_timeout,
+// idle_in_transaction_session_timeout) and an application_name.
+func (c Config) PoolConfig(applicationName string, maxConns int) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(c.DatabaseURL)
 	if err != nil {
 		return nil, errors.New("INBOXD_DATABASE_URL: is not a valid PostgreSQL connection string")
@@ -294,11 +332,7 @@ func (c Config) PoolConfig(applicationName string) (*pgxpool.Config, error) {
 	}
 	rp["statement_timeout"] = fmt.Sprint(c.StatementTimeout.Milliseconds())
 	rp["idle_in_transaction_session_timeout"] = fmt.Sprint(c.IdleInTxTimeout.Milliseconds())
-	maxConns := c.DatabaseMaxConns
-	if maxConns == 0 {
-		maxConns = c.Workers/4 + 8
-	}
-	pc.MaxConns = int32(maxConns)
+	pc.MaxConns = int32(max(1, maxConns))
 	return pc, nil
 }
 
@@ -339,7 +373,7 @@ func describe(pe env.ParseError) string {
 	switch pe.Type {
 	case reflect.TypeFor[time.Duration]():
 		return "not a duration (use Go syntax such as 250ms, 30s, 5m)"
-	case reflect.TypeFor[int]():
+	case reflect.TypeFor[int](), reflect.TypeFor[int64]():
 		return "not a whole number"
 	case reflect.TypeFor[bool]():
 		return "not a boolean (use true or false)"

@@ -78,7 +78,7 @@ func TestValidationNamesTheVariable(t *testing.T) {
 		{"INBOXD_KAFKA_SASL_MECHANISM=PLAIN", "INBOXD_KAFKA_SASL_USERNAME: is required"},
 		{"INBOXD_KAFKA_TLS_CERT_FILE=/c.pem", "INBOXD_KAFKA_TLS_CERT_FILE: and INBOXD_KAFKA_TLS_KEY_FILE must be set together"},
 		{"INBOXD_KAFKA_TLS=maybe", "INBOXD_KAFKA_TLS: not a boolean"},
-		{"INBOXD_MAX_PAYLOAD=10", "INBOXD_MAX_PAYLOAD: must be between 1024 and 536870912 bytes"},
+		{"INBOXD_MAX_PAYLOAD=10", "INBOXD_MAX_PAYLOAD: must be between 1024 and 33554432 bytes"},
 		{"INBOXD_INGEST_BATCH_SIZE=0", "INBOXD_INGEST_BATCH_SIZE: must be between 1 and 10000"},
 		{"INBOXD_EVENT_ID_HEADERS=,", "INBOXD_EVENT_ID_HEADERS: must name at least one header"},
 		{"INBOXD_LOG_LEVEL=loud", "INBOXD_LOG_LEVEL: must be debug, info, warn or error"},
@@ -155,7 +155,11 @@ func TestRedactedAndPoolConfig(t *testing.T) {
 	if got := c.Redacted(); strings.Contains(got, "s3cret") || got != "postgres://inboxd@db.internal:5432/app" {
 		t.Fatalf("Redacted() = %q", got)
 	}
-	pc, err := c.PoolConfig("inboxd")
+	engine, tx := c.PoolSizes()
+	if engine != EngineConns || tx != 40/4 {
+		t.Fatalf("pool sizes = %d engine + %d tx, want %d + 10", engine, tx, EngineConns)
+	}
+	pc, err := c.PoolConfig("inboxd", engine)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +167,20 @@ func TestRedactedAndPoolConfig(t *testing.T) {
 	if rp["statement_timeout"] != "15000" || rp["idle_in_transaction_session_timeout"] != "60000" || rp["application_name"] != "inboxd" {
 		t.Fatalf("runtime params = %v", rp)
 	}
-	if pc.MaxConns != 40/4+8 {
+	if pc.MaxConns != EngineConns {
 		t.Fatalf("MaxConns = %d", pc.MaxConns)
+	}
+	// An explicit total keeps the engine's share and gives handlers the rest;
+	// a total that leaves handlers nothing is refused, naming the variable.
+	c2, err := Load([]string{dsn, "INBOXD_DATABASE_MAX_CONNS=20"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if engine, tx := c2.PoolSizes(); engine != EngineConns || tx != 20-EngineConns {
+		t.Fatalf("pool sizes with a total of 20 = %d + %d", engine, tx)
+	}
+	if _, err := Load([]string{dsn, "INBOXD_DATABASE_MAX_CONNS=8"}); err == nil ||
+		!strings.HasPrefix(err.Error(), "INBOXD_DATABASE_MAX_CONNS:") {
+		t.Fatalf("a total of 8 = %v, want an error naming INBOXD_DATABASE_MAX_CONNS", err)
 	}
 }

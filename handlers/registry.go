@@ -87,6 +87,18 @@ func (r *Registry) Lookup(eventType string) Route {
 	return r.fallback
 }
 
+// Clone returns a new Registry with the same routes and default. Changes to
+// either do not affect the other.
+func (r *Registry) Clone() *Registry {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	c := &Registry{routes: make(map[string]Route, len(r.routes)), fallback: r.fallback}
+	for t, route := range r.routes {
+		c.routes[t] = route
+	}
+	return c
+}
+
 // Types returns the number of event types registered.
 func (r *Registry) Types() int {
 	r.mu.RLock()

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
+
+	"github.com/inboxd/inboxd/internal/backoff"
 )
 
 // maxCompleteBatch caps the rows written by one completion statement.
@@ -21,12 +24,16 @@ const numCompleters = 2
 // worth at a time, and waiting a few milliseconds lets one statement write
 // several claims' worth. A row's final state is written at most this much
 // later; its handler's slot is already free, so claiming does not wait.
+//
+// The time from a handler's success to its outcome's commit is the window
+// in which a crash re-runs a handler that already succeeded: the outcome-
+// write delay histogram measures it.
 const completeLinger = 5 * time.Millisecond
 
-// completeLoop writes handler outcomes in batches until the results channel
-// is closed and drained. ctx carries values only: final states are written
-// even after shutdown began.
-func (p *Pool) completeLoop(ctx context.Context) {
+// completeLoop writes outcomes in batches until the results channel is
+// closed and drained. stop ends at the hard shutdown deadline: until then
+// final states are written even after shutdown began.
+func (p *Pool) completeLoop(stop context.Context) {
 	batch := make([]result, 0, maxCompleteBatch)
 	linger := time.NewTimer(completeLinger)
 	linger.Stop()
@@ -46,50 +53,51 @@ func (p *Pool) completeLoop(ctx context.Context) {
 			}
 		}
 		linger.Stop()
-		p.flush(ctx, batch)
+		p.flush(stop, batch)
 	}
 }
 
-// flush writes one batch, retrying on database errors with backoff. It gives
-// up after about a minute: the rows keep their leases, which expire, and the
-// rescuer returns them (at-least-once, never lost).
-func (p *Pool) flush(ctx context.Context, batch []result) {
-	n := len(batch)
-	ids := make([]int64, n)
-	tokens := make([]int64, n)
-	statuses := make([]string, n)
-	delays := make([]int64, n)
-	errs := make([]*string, n)
-	deltas := make([]int32, n)
-	released := false
-	for i, r := range batch {
-		ids[i], tokens[i], statuses[i], delays[i], errs[i] = r.id, r.token, r.status, r.delay.Milliseconds(), r.lastError
-		if r.release {
-			deltas[i] = -1
-			released = true
-		}
-	}
-
-	delay := 50 * time.Millisecond
-	deadline := time.Now().Add(time.Minute)
+// flush writes one batch, retrying on database errors with backoff until
+// it succeeds or stop ends. Meanwhile the rows keep their leases (renewal
+// goes on for every job until it is forgotten), so a stall shorter than the
+// renewals' own failure cannot hand a finished row to another worker. If
+// stop ends first, the rows' leases expire and the rescuer returns them
+// (at-least-once, never lost).
+func (p *Pool) flush(stop context.Context, batch []result) {
+	retry := backoff.NewRetrier(backoff.Exponential{Base: 50 * time.Millisecond, Max: 5 * time.Second})
 	var applied map[int64]bool
 	for {
 		var err error
-		applied, err = p.writeOutcomes(ctx, ids, tokens, statuses, delays, errs, deltas, released)
+		applied, err = p.writeOutcomes(stop, batch)
 		if err == nil {
 			break
 		}
 		p.metrics.dbErrors.WithLabelValues("complete").Inc()
-		if time.Now().After(deadline) {
-			p.log.Error().Err(err).Int("rows", n).Msg("giving up on writing outcomes; the rows' leases will expire and be rescued")
+		if stop.Err() != nil {
+			p.log.Error().Err(err).Int("rows", len(batch)).
+				Msg("shutdown deadline reached with outcomes unwritten; these rows return when their leases expire")
+			for _, r := range batch {
+				p.forget(r.job)
+			}
 			return
 		}
-		p.log.Error().Err(err).Int("rows", n).Dur("retry_in", delay).Msg("writing outcomes failed")
-		sleepCtx(ctx, delay)
-		delay = min(delay*2, 5*time.Second)
+		delay := retry.Failed()
+		p.log.Error().Err(err).Int("rows", len(batch)).Int("attempt", retry.Failures()).Dur("retry_in", delay).
+			Msg("writing outcomes failed; retrying, leases are kept meanwhile")
+		backoff.Sleep(stop, delay)
 	}
 
+	now := p.cfg.Now()
 	for _, r := range batch {
+		if r.job != nil {
+			p.mu.Lock()
+			doneAt := r.job.doneAt
+			p.mu.Unlock()
+			if !doneAt.IsZero() {
+				p.metrics.outcomeWriteDelay.Observe(now.Sub(doneAt).Seconds())
+			}
+		}
+		p.forget(r.job)
 		if !applied[r.id] {
 			p.metrics.fenced.Inc()
 			p.rowLog(zerolog.WarnLevel, r).Str("outcome", r.outcome).
@@ -105,35 +113,47 @@ func (p *Pool) flush(ctx context.Context, batch []result) {
 		case outcomeDead:
 			p.rowLog(zerolog.ErrorLevel, r).Msg("dead")
 		case outcomeReleased:
-			p.rowLog(zerolog.InfoLevel, r).Msg("released at shutdown")
+			p.rowLog(zerolog.InfoLevel, r).Msg("released")
 		}
 	}
 }
 
 // writeOutcomes runs the fenced batch completion and returns the ids it
 // applied. Released rows are announced so other workers take them at once.
-func (p *Pool) writeOutcomes(ctx context.Context, ids, tokens []int64, statuses []string, delays []int64,
-	errs []*string, deltas []int32, notify bool,
-) (map[int64]bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+func (p *Pool) writeOutcomes(ctx context.Context, batch []result) (map[int64]bool, error) {
+	n := len(batch)
+	ids := make([]int64, n)
+	tokens := make([]int64, n)
+	statuses := make([]string, n)
+	delays := make([]int64, n)
+	errs := make([]*string, n)
+	deltas := make([]int32, n)
+	released := false
+	for i, r := range batch {
+		ids[i], tokens[i], statuses[i], delays[i], errs[i] = r.id, r.token, r.status, r.delay.Milliseconds(), r.lastError
+		if r.release {
+			deltas[i] = -1
+			released = true
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
 	defer cancel()
-	rows, err := p.db.Query(ctx, completeSQL, ids, tokens, statuses, delays, errs, deltas)
+	rows, err := p.db.Query(ctx, completeSQL, pgx.NamedArgs{
+		"ids": ids, "tokens": tokens, "statuses": statuses, "delays_ms": delays,
+		"errors": errs, "attempts_delta": deltas,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("complete batch: %w", err)
 	}
-	applied := make(map[int64]bool, len(ids))
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("complete batch: %w", err)
-		}
-		applied[id] = true
-	}
-	if err := rows.Err(); err != nil {
+	got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
 		return nil, fmt.Errorf("complete batch: %w", err)
 	}
-	if notify {
+	applied := make(map[int64]bool, len(got))
+	for _, id := range got {
+		applied[id] = true
+	}
+	if released {
 		if _, err := p.db.Exec(ctx, notifySQL); err != nil {
 			p.log.Warn().Err(err).Msg("notify after release failed; other workers will poll")
 		}

@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/inboxd/inboxd/config"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Config configures a Pool. Zero values take the defaults documented on
@@ -16,6 +16,10 @@ type Config struct {
 	Workers int
 	// ClaimBatch caps the rows one claim statement takes (default 500).
 	ClaimBatch int
+	// ClaimBytes caps the payload and key bytes of the rows the pool holds
+	// claimed and not yet handled, running or waiting (default 32 MiB). A
+	// row bigger than the whole budget is still claimed, alone.
+	ClaimBytes int64
 	// Prefetch is how many claimed rows may wait for a free handler, so
 	// claims are large and handlers never wait for one (0: the default,
 	// min(ClaimBatch, 4·Workers); negative: none). Waiting rows hold their
@@ -26,8 +30,13 @@ type Config struct {
 	// (default 10).
 	MaxAttempts int
 	// Lease is how long a claimed row belongs to this worker without renewal
-	// (default 30s). Leases of long handlers are renewed every Lease/3.
+	// (default 30s). Leases are renewed while a row is held: waiting,
+	// running, or finished with its outcome not yet written.
 	Lease time.Duration
+	// StatementTimeout bounds each of the engine's statements: claims,
+	// outcome writes, rescues (default 30s). Lease renewals are bounded by
+	// the lease instead: a renewal that takes longer is useless.
+	StatementTimeout time.Duration
 	// RetryPolicy spaces the attempts (default ExponentialBackoff from 1s to
 	// 5m).
 	RetryPolicy RetryPolicy
@@ -43,29 +52,36 @@ type Config struct {
 	// 15s).
 	StatsInterval time.Duration
 	// ShutdownTimeout is how long in-flight handlers may run after Run's
-	// context is cancelled before they are cancelled too (default 20s).
+	// context is cancelled before they are cancelled too (default 20s). Run
+	// returns within ShutdownTimeout + ShutdownMargin.
 	ShutdownTimeout time.Duration
+	// TxDB is the pool transactional handlers take their connections from,
+	// apart from the engine's own, so that handlers holding transactions
+	// open can never starve claims, renewals and completions. Nil: Run
+	// opens one on the engine pool's configuration with TxConns
+	// connections, and closes it when it returns.
+	TxDB *pgxpool.Pool
+	// TxConns is the size of the pool Run opens when TxDB is nil (default
+	// max(2, Workers/4)). Transactional handlers beyond it wait for a
+	// connection; their leases are renewed meanwhile.
+	TxConns int
 	// ID names this worker in the locked_by column (default host-pid).
 	ID string
 	// Now returns the current time; nil uses time.Now. It drives lease
-	// renewal scheduling.
+	// bookkeeping.
 	Now func() time.Time
 }
 
-// ConfigFrom maps the daemon configuration onto a worker Config.
-func ConfigFrom(c config.Config) Config {
-	return Config{
-		Workers:         c.Workers,
-		ClaimBatch:      c.ClaimBatch,
-		Prefetch:        c.Prefetch,
-		MaxAttempts:     c.MaxAttempts,
-		Lease:           c.Lease,
-		RetryPolicy:     ExponentialBackoff{Base: c.BackoffBase, Max: c.BackoffMax},
-		MaxRetryDelay:   c.BackoffMax,
-		PollInterval:    c.PollInterval,
-		ShutdownTimeout: c.ShutdownTimeout,
-	}
-}
+// ShutdownMargin is how long Run may take, beyond Config.ShutdownTimeout,
+// to cancel handlers that overran the budget and write the final row states.
+// Run returns within ShutdownTimeout + ShutdownMargin of its context's
+// cancellation, whatever the database does.
+const ShutdownMargin = 5 * time.Second
+
+// cancelGrace is how long cancelled handlers get to return at shutdown
+// before their rows are released anyway; the rest of ShutdownMargin is for
+// writing outcomes.
+const cancelGrace = 2 * time.Second
 
 func (c Config) withDefaults() Config {
 	if c.Workers == 0 {
@@ -73,6 +89,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ClaimBatch == 0 {
 		c.ClaimBatch = 500
+	}
+	if c.ClaimBytes == 0 {
+		c.ClaimBytes = 32 << 20
 	}
 	switch {
 	case c.Prefetch == 0:
@@ -85,6 +104,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Lease == 0 {
 		c.Lease = 30 * time.Second
+	}
+	if c.StatementTimeout == 0 {
+		c.StatementTimeout = 30 * time.Second
 	}
 	if c.RetryPolicy == nil {
 		c.RetryPolicy = ExponentialBackoff{Base: time.Second, Max: 5 * time.Minute}
@@ -104,6 +126,9 @@ func (c Config) withDefaults() Config {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 20 * time.Second
 	}
+	if c.TxConns == 0 {
+		c.TxConns = max(2, c.Workers/4)
+	}
 	if c.ID == "" {
 		host, _ := os.Hostname()
 		c.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -122,17 +147,32 @@ func (c Config) validate() error {
 	if c.ClaimBatch < 1 {
 		errs = append(errs, fmt.Errorf("claim batch must be at least 1, got %d", c.ClaimBatch))
 	}
-	if c.MaxAttempts < 1 {
-		errs = append(errs, fmt.Errorf("max attempts must be at least 1, got %d", c.MaxAttempts))
+	if c.ClaimBytes < 1 {
+		errs = append(errs, fmt.Errorf("claim bytes must be at least 1, got %d", c.ClaimBytes))
+	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > maxAttemptsBound {
+		errs = append(errs, fmt.Errorf("max attempts must be between 1 and %d, got %d", maxAttemptsBound, c.MaxAttempts))
 	}
 	if c.Lease < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("lease must be at least 100ms, got %s", c.Lease))
 	}
+	if c.StatementTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("statement timeout must be positive, got %s", c.StatementTimeout))
+	}
 	if c.PollInterval <= 0 || c.RescueInterval <= 0 || c.StatsInterval <= 0 {
 		errs = append(errs, errors.New("poll, rescue and stats intervals must be positive"))
 	}
+	if c.ShutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("shutdown timeout must not be negative, got %s", c.ShutdownTimeout))
+	}
+	if c.TxConns < 1 {
+		errs = append(errs, fmt.Errorf("tx conns must be at least 1, got %d", c.TxConns))
+	}
 	return errors.Join(errs...)
 }
+
+// maxAttemptsBound is the schema's bound on the attempts column.
+const maxAttemptsBound = 1000000
 
 // capacity is the most rows a pool holds at once: running and waiting.
 func (c Config) capacity() int { return c.Workers + c.Prefetch }

@@ -8,8 +8,9 @@ import (
 	"github.com/inboxd/inboxd/handlers"
 )
 
-// claimedRow is a row as returned by the claim statement.
+// claimedRow is a row as returned by the claim statement, column by column.
 type claimedRow struct {
+	Rank       int64 // position in the claim's order, from 1
 	ID         int64
 	Source     string
 	EventID    string
@@ -19,6 +20,7 @@ type claimedRow struct {
 	Headers    []byte
 	Attempts   int
 	ReceivedAt time.Time
+	Started    bool // handed straight to an idle handler: the database counts it started
 }
 
 // event converts the row into what handlers see.

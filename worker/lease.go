@@ -4,12 +4,43 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
-// renewLoop extends the leases of rows whose handlers have run for more than
-// a third of the lease, and cancels handlers whose rows were fenced.
+// renewal is one row in a lease renewal statement.
+type renewal struct {
+	id      int64
+	token   int64
+	started bool // its handler has started: tell the database
+}
+
+// renewState is what a renewal statement found for one row.
+type renewState uint8
+
+const (
+	// renewed: the lease was extended.
+	renewed renewState = iota
+	// renewBusy: still ours, but locked by another statement at that moment
+	// (our own completion or commit, typically); retried at the next tick.
+	renewBusy
+	// renewLost: fenced: rescued or claimed by another worker.
+	renewLost
+)
+
+// renewTick is how often the renewal loop looks for leases to extend and
+// for handlers that started without the database knowing.
+func (c Config) renewTick() time.Duration {
+	return max(min(c.Lease/6, time.Second), 10*time.Millisecond)
+}
+
+// renewLoop extends the leases of every row the pool holds (waiting,
+// running, or finished with the outcome unwritten) once a third of the
+// lease has passed, tells the database which rows started their handler,
+// and cancels handlers whose rows were fenced. It runs until ctx ends,
+// which is after the last outcome is written at shutdown.
 func (p *Pool) renewLoop(ctx context.Context) {
-	t := time.NewTicker(max(p.cfg.Lease/6, 10*time.Millisecond))
+	t := time.NewTicker(p.cfg.renewTick())
 	defer t.Stop()
 	for {
 		select {
@@ -24,60 +55,93 @@ func (p *Pool) renewLoop(ctx context.Context) {
 	}
 }
 
-// renew renews every lease with less than two thirds of its time left.
+// renew renews every lease with less than two thirds of its time left, and
+// every lease whose handler started since its claim without the database
+// knowing (so that a rescue counts that attempt).
 func (p *Pool) renew(ctx context.Context) error {
-	now := p.cfg.Now()
-	threshold := now.Add(p.cfg.Lease * 2 / 3)
+	sent := p.cfg.Now()
+	threshold := sent.Add(p.cfg.Lease * 2 / 3)
 	var due []*job
+	var batch []renewal
 	p.mu.Lock()
-	for _, j := range p.inflight {
-		if j.leaseUntil.Before(threshold) {
+	for _, j := range p.jobs {
+		if j.leaseUntil.Before(threshold) || (j.ran && !j.dbStarted) {
 			due = append(due, j)
+			batch = append(batch, renewal{id: j.row.ID, token: j.token, started: j.ran})
 		}
 	}
 	p.mu.Unlock()
 	if len(due) == 0 {
 		return nil
 	}
-	ids := make([]int64, len(due))
-	tokens := make([]int64, len(due))
-	for i, j := range due {
-		ids[i], tokens[i] = j.row.ID, j.token
-	}
-	ctx, cancel := context.WithTimeout(ctx, max(p.cfg.Lease/3, time.Second))
+	// A renewal that takes longer than a lease is useless; it is not tied
+	// to anything shorter, so a slow database still gets its renewals.
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Lease)
 	defer cancel()
-	rows, err := p.db.Query(ctx, renewSQL, ids, tokens, p.cfg.Lease.Milliseconds())
+	states, err := p.renewRows(ctx, batch)
 	if err != nil {
-		return fmt.Errorf("renew leases: %w", err)
-	}
-	renewed := make(map[int64]bool, len(due))
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return fmt.Errorf("renew leases: %w", err)
-		}
-		renewed[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("renew leases: %w", err)
+		return err
 	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, j := range due {
-		if cur, ok := p.inflight[j.row.ID]; !ok || cur != j {
-			continue // finished meanwhile; its completion is fenced on its own
+	for i, j := range due {
+		if cur, ok := p.jobs[j.row.ID]; !ok || cur != j {
+			continue // outcome written meanwhile
 		}
-		if renewed[j.row.ID] {
-			j.leaseUntil = now.Add(p.cfg.Lease)
+		switch states[j.row.ID] {
+		case renewed:
+			j.leaseUntil = sent.Add(p.cfg.Lease)
+			j.dbStarted = j.dbStarted || batch[i].started
 			p.metrics.renewals.Inc()
-			continue
+		case renewBusy:
+			p.log.Debug().Int64("row_id", j.row.ID).Msg("lease not renewed this time: row locked by another statement")
+		case renewLost:
+			if j.state == jobDone {
+				continue // its outcome write will be fenced (or has just been applied)
+			}
+			p.metrics.leaseLost.Inc()
+			p.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
+				Msg("lease lost: cancelling handler")
+			j.cancel(errLeaseLost)
 		}
-		p.metrics.leaseLost.Inc()
-		p.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
-			Msg("lease lost: cancelling handler")
-		j.cancel(errLeaseLost)
 	}
 	return nil
+}
+
+// renewRows runs one renewal statement and returns what it found for each
+// row.
+func (p *Pool) renewRows(ctx context.Context, batch []renewal) (map[int64]renewState, error) {
+	ids := make([]int64, len(batch))
+	tokens := make([]int64, len(batch))
+	started := make([]bool, len(batch))
+	for i, r := range batch {
+		ids[i], tokens[i], started[i] = r.id, r.token, r.started
+	}
+	rows, err := p.db.Query(ctx, renewSQL, pgx.NamedArgs{
+		"ids": ids, "tokens": tokens, "started": started, "lease_ms": p.cfg.Lease.Milliseconds(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("renew leases: %w", err)
+	}
+	states := make(map[int64]renewState, len(batch))
+	var (
+		id             int64
+		wasRenewed, ok bool
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &wasRenewed, &ok}, func() error {
+		switch {
+		case wasRenewed:
+			states[id] = renewed
+		case ok:
+			states[id] = renewBusy
+		default:
+			states[id] = renewLost
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("renew leases: %w", err)
+	}
+	return states, nil
 }

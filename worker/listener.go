@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/inboxd/inboxd/internal/backoff"
 )
 
 // listen holds a dedicated connection that LISTENs for the inbox trigger's
@@ -20,19 +22,19 @@ func (p *Pool) listen(ctx context.Context) {
 	}
 	defer markReady()
 
-	delay := 100 * time.Millisecond
+	retry := backoff.NewRetrier(backoff.Exponential{Base: 100 * time.Millisecond, Max: 30 * time.Second})
 	for ctx.Err() == nil {
-		err := p.listenOnce(ctx, markReady)
+		err := p.listenOnce(ctx, func() { markReady(); retry.Succeeded() })
 		if ctx.Err() != nil {
 			return
 		}
 		p.metrics.dbErrors.WithLabelValues("listen").Inc()
+		delay := retry.Failed()
 		p.log.Warn().Err(err).Dur("retry_in", delay).Msg("notification listener lost; polling meanwhile")
 		markReady()
-		if !sleepCtx(ctx, delay) {
+		if !backoff.Sleep(ctx, delay) {
 			return
 		}
-		delay = min(delay*2, 30*time.Second)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,32 +50,45 @@ func testConfig() Config {
 // runningPool is a Pool running in the background.
 type runningPool struct {
 	*Pool
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
+	cancel  context.CancelFunc
+	stopped chan struct{} // closed when Run returned
+	err     error         // Run's result, once stopped is closed
+}
+
+// wait waits up to timeout for Run to return and reports whether it did.
+func (r *runningPool) wait(timeout time.Duration) bool {
+	select {
+	case <-r.stopped:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
 }
 
 // stop cancels the pool and waits for Run to return.
 func (r *runningPool) stop(t testing.TB) {
 	t.Helper()
-	r.once.Do(func() {
-		r.cancel()
-		select {
-		case err := <-r.done:
-			if err != nil {
-				t.Errorf("Run returned %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("pool did not stop within 30s")
-		}
-	})
+	r.cancel()
+	if !r.wait(30 * time.Second) {
+		t.Errorf("pool did not stop within 30s")
+		return
+	}
+	if r.err != nil {
+		t.Errorf("Run returned %v", r.err)
+	}
 }
 
 // start runs a pool on its own connection pool (as a separate replica
 // would) until the test ends.
 func (b *bundle) start(t *testing.T, cfg Config) *runningPool {
 	t.Helper()
-	dbPool, err := pgxpool.New(context.Background(), b.db.URL)
+	return b.startOn(t, b.db.URL, cfg)
+}
+
+// startOn is start through the database URL dbURL (a proxy, say).
+func (b *bundle) startOn(t *testing.T, dbURL string, cfg Config) *runningPool {
+	t.Helper()
+	dbPool, err := pgxpool.New(context.Background(), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +97,8 @@ func (b *bundle) start(t *testing.T, cfg Config) *runningPool {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &runningPool{Pool: p, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- p.Run(ctx) }()
+	r := &runningPool{Pool: p, cancel: cancel, stopped: make(chan struct{})}
+	go func() { r.err = p.Run(ctx); close(r.stopped) }()
 	t.Cleanup(func() {
 		r.stop(t)
 		dbPool.Close()
@@ -97,6 +109,17 @@ func (b *bundle) start(t *testing.T, cfg Config) *runningPool {
 		t.Fatal("pool not ready")
 	}
 	return r
+}
+
+// newTestPool returns a Pool on the test's database that is not running, for
+// tests that call its statements directly.
+func newTestPool(t *testing.T, b *bundle) *Pool {
+	t.Helper()
+	p, err := New(b.db.Pool, b.reg, testConfig(), testLogger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func testLogger(t testing.TB) zerolog.Logger {

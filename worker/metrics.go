@@ -25,6 +25,11 @@ type metrics struct {
 	dbErrors        *prometheus.CounterVec
 	rows            *prometheus.GaugeVec
 	oldestReady     prometheus.Gauge
+
+	outcomeWriteDelay prometheus.Histogram
+	heldBytes         prometheus.Gauge
+	leaseAtRisk       prometheus.Counter
+	poisoned          prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -82,6 +87,24 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inboxd_inbox_oldest_ready_age_seconds",
 			Help: "How long the oldest due received row has been waiting; alert when it grows.",
 		}),
+		outcomeWriteDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "inboxd_worker_outcome_write_delay_seconds",
+			Help: "Time from a handler's return until its outcome is committed: the window in which a crash " +
+				"re-runs a handler that already succeeded.",
+			Buckets: []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30},
+		}),
+		heldBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inboxd_worker_held_bytes",
+			Help: "Payload and key bytes of the rows this worker holds claimed and not yet handled.",
+		}),
+		leaseAtRisk: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_worker_lease_at_risk_total",
+			Help: "Rows given back unstarted because their lease could not be renewed in time.",
+		}),
+		poisoned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_worker_poisoned_rows_total",
+			Help: "Rows whose data made every claim fail, dead-lettered (or skipped) so that others go on.",
+		}),
 	}
 	for _, o := range []string{outcomeProcessed, outcomeRetried, outcomeDead, outcomeReleased} {
 		m.completed.WithLabelValues(o)
@@ -91,7 +114,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.claims, m.claimed, m.completed, m.fenced, m.handlerDuration, m.panics,
-			m.inflight, m.renewals, m.leaseLost, m.rescued, m.dbErrors, m.rows, m.oldestReady)
+			m.inflight, m.renewals, m.leaseLost, m.rescued, m.dbErrors, m.rows, m.oldestReady,
+			m.outcomeWriteDelay, m.heldBytes, m.leaseAtRisk, m.poisoned)
 	}
 	return m
 }

@@ -1,33 +1,39 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/backoff"
 )
 
 // Pool claims inbox rows and runs their handlers. Create it with New and
 // start it with Run; a Pool runs once.
 type Pool struct {
 	cfg      Config
-	db       *pgxpool.Pool
-	registry *handlers.Registry
+	db       *pgxpool.Pool // the engine's own statements
+	txdb     *pgxpool.Pool // transactional handlers' transactions; set by Run
+	registry atomic.Pointer[handlers.Registry]
 	log      zerolog.Logger
 	metrics  *metrics
 
 	// wake is signalled (without blocking) when rows may be available: a
-	// notification arrived, or a claim came back full.
+	// notification arrived, a rescue returned rows, or a claim came back full.
 	wake chan struct{}
 	// freed is signalled when a claimed row is done with, making room for
 	// another.
@@ -35,39 +41,36 @@ type Pool struct {
 	// queue holds claimed rows waiting for an executor; its capacity is the
 	// most rows the pool holds (Workers + Prefetch), so sends never block.
 	queue chan *job
-	// results carries handler outcomes to the completer; resultsMu guards
-	// its closing against late senders (handlers that ignored cancellation).
+	// results carries outcomes to the completers; resultsMu guards its
+	// closing against late senders (handlers that ignored cancellation).
 	results       chan result
 	resultsMu     sync.RWMutex
 	resultsClosed bool
 
-	mu       sync.Mutex
-	inflight map[int64]*job // claimed rows, queued or running
-	handlers sync.WaitGroup // the executors
+	mu        sync.Mutex
+	jobs      map[int64]*job // every claimed row until its outcome is written
+	queued    int            // jobs waiting for an executor
+	running   int            // jobs whose handler runs
+	heldBytes int64          // payload and key bytes of queued and running jobs
+	poisoned  []int64        // rows that can be neither claimed nor dead-lettered
+
+	executors sync.WaitGroup
 
 	runOnce sync.Once
 	ready   chan struct{}
 }
 
-// job is one claimed row being handled.
-type job struct {
-	ctx        context.Context // the handler's; cancelled on lease loss or shutdown
-	row        claimedRow
-	token      int64
-	cancel     context.CancelCauseFunc
-	leaseUntil time.Time
-}
-
-// result is the outcome of one job, for the completer.
+// result is the outcome of one job, for the completers.
 type result struct {
+	job       *job // nil in tests that write outcomes directly
 	id        int64
 	token     int64
 	eventID   string
 	eventType string
-	status    string // processed, received or dead
+	status    string // statusProcessed, statusReceived or statusDead
 	delay     time.Duration
 	lastError *string
-	release   bool // returned unattempted at shutdown: do not count the attempt
+	release   bool // returned unattempted: do not count the attempt
 	outcome   string
 }
 
@@ -77,28 +80,42 @@ var (
 )
 
 // New returns a Pool that runs handlers from registry on rows of the inbox
-// table reachable through db. Metrics are registered on reg (nil: none).
+// table reachable through db, which carries the engine's own statements.
+// Metrics are registered on reg (nil: none).
 func New(db *pgxpool.Pool, registry *handlers.Registry, cfg Config, logger zerolog.Logger, reg prometheus.Registerer) (*Pool, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("worker config: %w", err)
 	}
+	if db == nil {
+		return nil, errors.New("worker: nil database pool")
+	}
 	if registry == nil {
 		return nil, errors.New("worker: nil handler registry")
 	}
-	return &Pool{
+	p := &Pool{
 		cfg:      cfg,
 		db:       db,
-		registry: registry,
 		log:      logger.With().Str("component", "worker").Str("worker_id", cfg.ID).Logger(),
 		metrics:  newMetrics(reg),
 		wake:     make(chan struct{}, 1),
 		freed:    make(chan struct{}, 1),
 		queue:    make(chan *job, cfg.capacity()),
 		results:  make(chan result, cfg.capacity()),
-		inflight: make(map[int64]*job),
+		jobs:     make(map[int64]*job),
 		ready:    make(chan struct{}),
-	}, nil
+	}
+	p.registry.Store(registry)
+	return p, nil
+}
+
+// SetRegistry replaces the handler registry, for example after the routes
+// file was reloaded. Rows claimed from then on are handled by the new one;
+// handlers already running finish as they are.
+func (p *Pool) SetRegistry(r *handlers.Registry) {
+	if r != nil {
+		p.registry.Store(r)
+	}
 }
 
 // Ready is closed once Run has started listening for notifications (or
@@ -106,17 +123,50 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg Config, logger zerol
 func (p *Pool) Ready() <-chan struct{} { return p.ready }
 
 // Run claims and handles rows until ctx is cancelled, then shuts down in two
-// steps: it stops claiming and waits up to ShutdownTimeout for in-flight
-// handlers, then cancels the rest and releases their rows so other workers
-// take them at once. Final row states are written even though ctx is done.
-// Run returns nil after a clean shutdown.
+// steps: it stops claiming, gives rows that wait for a handler back at once,
+// and waits up to ShutdownTimeout for running handlers; then it cancels the
+// rest and releases their rows so other workers take them at once. Final
+// row states are written even though ctx is done. Run returns within
+// ShutdownTimeout + ShutdownMargin of ctx's cancellation, whatever the
+// database does, and returns nil after a shutdown.
 func (p *Pool) Run(ctx context.Context) error {
 	started := false
 	p.runOnce.Do(func() { started = true })
 	if !started {
 		return errors.New("worker: pool already ran")
 	}
+	p.txdb = p.cfg.TxDB
+	if p.txdb == nil {
+		pc := p.db.Config().Copy()
+		pc.MaxConns = int32(p.cfg.TxConns)
+		pc.MinConns = 0
+		txdb, err := pgxpool.NewWithConfig(ctx, pc)
+		if err != nil {
+			return fmt.Errorf("worker: open the transactional handlers' pool: %w", err)
+		}
+		defer txdb.Close()
+		p.txdb = txdb
+	}
 
+	// stop is cancelled at the hard deadline, ShutdownTimeout +
+	// ShutdownMargin after ctx: everything that must finish at shutdown
+	// (outcome writes, lease renewals, a claim in flight) runs under it.
+	stop, hardStop := context.WithCancel(context.WithoutCancel(ctx))
+	defer hardStop()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-stop.Done():
+			return
+		}
+		t := time.NewTimer(p.cfg.ShutdownTimeout + ShutdownMargin)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			hardStop()
+		case <-stop.Done():
+		}
+	}()
 	// Handlers run under workCtx, which outlives ctx by the shutdown budget.
 	workCtx, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelWork(errShutdown)
@@ -126,83 +176,108 @@ func (p *Pool) Run(ctx context.Context) error {
 	bg.Go(func() error { p.rescueLoop(bgCtx); return nil })
 	bg.Go(func() error { p.statsLoop(bgCtx); return nil })
 
-	renewCtx, stopRenew := context.WithCancel(context.WithoutCancel(ctx))
+	renewCtx, stopRenew := context.WithCancel(stop)
 	renewDone := make(chan struct{})
 	go func() { defer close(renewDone); p.renewLoop(renewCtx) }()
 
 	var completers sync.WaitGroup
 	for range numCompleters {
 		completers.Add(1)
-		go func() { defer completers.Done(); p.completeLoop(context.WithoutCancel(ctx)) }()
+		go func() { defer completers.Done(); p.completeLoop(stop) }()
 	}
 	for range p.cfg.Workers {
-		p.handlers.Add(1)
+		p.executors.Add(1)
 		go func() {
-			defer p.handlers.Done()
+			defer p.executors.Done()
 			for j := range p.queue {
-				p.execute(j)
+				p.execute(stop, j)
 			}
 		}()
 	}
 
-	p.claimLoop(ctx, workCtx)
+	p.claimLoop(ctx, stop, workCtx)
 
 	// Rows claimed but not started go back at once; then, step 1: let the
 	// running handlers finish within the budget.
+	stopping := time.Now()
 	released := p.releaseQueued()
 	close(p.queue)
-	p.log.Info().Int("inflight", p.inflightCount()).Int("released", released).
+	held, _, _ := p.load()
+	p.log.Info().Int("inflight", held).Int("released", released).
 		Dur("budget", p.cfg.ShutdownTimeout).Msg("stopping: no new claims")
-	if !p.waitHandlers(p.cfg.ShutdownTimeout) {
-		// Step 2: cancel them; their rows are released by the executor.
-		p.log.Warn().Int("inflight", p.inflightCount()).Msg("shutdown budget spent: cancelling handlers")
+	if !p.waitExecutors(time.Until(stopping.Add(p.cfg.ShutdownTimeout))) {
+		// Step 2: cancel them; the executors release their rows.
+		held, _, _ := p.load()
+		p.log.Warn().Int("inflight", held).Msg("shutdown budget spent: cancelling handlers")
 		cancelWork(errShutdown)
-		if !p.waitHandlers(5 * time.Second) {
-			p.log.Error().Int("inflight", p.inflightCount()).Msg("handlers ignore cancellation: releasing their rows anyway")
+		if !p.waitExecutors(cancelGrace) {
+			held, _, _ := p.load()
+			p.log.Error().Int("inflight", held).Msg("handlers ignore cancellation: releasing their rows anyway")
 			p.releaseStuck()
 		}
 	}
-	stopRenew()
-	<-renewDone
+	// Outcomes still waiting are written (retrying until the hard
+	// deadline), with their leases renewed meanwhile.
 	p.closeResults()
 	completers.Wait()
+	stopRenew()
+	<-renewDone
 	_ = bg.Wait()
-	p.log.Info().Msg("stopped")
+	if n := len(p.snapshot()); n > 0 {
+		p.log.Warn().Int("rows", n).
+			Msg("stopped with outcomes unwritten (database unreachable): these rows return when their leases expire")
+	}
+	p.log.Info().Dur("took", time.Since(stopping).Round(time.Millisecond)).Msg("stopped")
 	return nil
 }
 
 // claimLoop claims rows while ctx is live and queues them for the
-// executors. The pool holds up to Workers + Prefetch rows: the executors'
-// and a queue that keeps them busy while the next claim runs. Under a
-// backlog it claims once half the room is free, so every statement takes a
-// large batch; after a notification or a poll tick any room is worth a
-// claim.
-func (p *Pool) claimLoop(ctx, workCtx context.Context) {
+// executors. The pool holds up to Workers + Prefetch rows and ClaimBytes of
+// payload: the executors' and a queue that keeps them busy while the next
+// claim runs. Under a backlog it claims once half the room is free, so
+// every statement takes a large batch; after a notification or a poll tick
+// any room is worth a claim.
+func (p *Pool) claimLoop(ctx, stop, workCtx context.Context) {
 	poll := time.NewTicker(p.cfg.PollInterval)
 	defer poll.Stop()
 	capacity := p.cfg.capacity()
 	batchMin := max(1, min(capacity/2, p.cfg.ClaimBatch))
 	pending, urgent := true, true
-	errDelay := 100 * time.Millisecond
+	retry := backoff.NewRetrier(backoff.Exponential{Base: 100 * time.Millisecond, Max: 5 * time.Second})
+	var bisect poisonSearch
 	for {
 		if ctx.Err() != nil {
 			return
 		}
-		free := capacity - p.inflightCount()
-		if pending && (free >= batchMin || (urgent && free > 0)) {
-			n := min(free, p.cfg.ClaimBatch)
-			got, err := p.claim(ctx, workCtx, n)
+		held, _, bytes := p.load()
+		free, freeBytes := capacity-held, p.cfg.ClaimBytes-bytes
+		roomy := free >= batchMin && freeBytes >= p.cfg.ClaimBytes/2
+		if pending && freeBytes > 0 && (roomy || (urgent && free > 0)) {
+			req := claimRequest{
+				limit:       min(free, p.cfg.ClaimBatch),
+				idle:        max(0, p.cfg.Workers-held),
+				maxBytes:    freeBytes,
+				firstAlways: bytes == 0,
+			}
+			if bisect.active() {
+				req.limit = 1
+			}
+			got, err := p.claim(stop, workCtx, req)
 			if err != nil {
 				p.metrics.dbErrors.WithLabelValues("claim").Inc()
-				p.log.Error().Err(err).Dur("retry_in", errDelay).Msg("claim failed")
-				if !sleepCtx(ctx, errDelay) {
+				if poisonedBy(err) && p.searchPoison(stop, workCtx, &bisect, req.limit, err) {
+					continue
+				}
+				delay := retry.Failed()
+				p.log.Error().Err(err).Dur("retry_in", delay).Msg("claim failed")
+				if !backoff.Sleep(ctx, delay) {
 					return
 				}
-				errDelay = min(errDelay*2, 5*time.Second)
 				continue
 			}
-			errDelay = 100 * time.Millisecond
-			pending, urgent = got == n, false
+			retry.Succeeded()
+			bisect.claimed()
+			pending, urgent = got == req.limit, false
 			continue
 		}
 		select {
@@ -217,28 +292,45 @@ func (p *Pool) claimLoop(ctx, workCtx context.Context) {
 	}
 }
 
-// sleepCtx waits for d or until ctx is done; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+// claimRequest is what one claim statement asks for.
+type claimRequest struct {
+	limit       int   // most rows
+	idle        int   // rows that go straight to idle handlers (marked started)
+	maxBytes    int64 // most payload and key bytes
+	firstAlways bool  // the first row even if it alone exceeds maxBytes
+	only        int64 // just this row (0: any)
 }
 
-// claim takes up to n due rows and queues them for the executors. It
+// claim takes due rows as req says and queues them for the executors. It
 // returns how many rows it claimed.
-func (p *Pool) claim(ctx, workCtx context.Context, n int) (int, error) {
+func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, error) {
 	token := rand.Int64()
+	// The lease is counted from before the statement is sent: the database
+	// starts it at some point during the round trip, never earlier.
+	sent := p.cfg.Now()
 	// A claim is not cancelled half-way by shutdown: had the UPDATE committed
 	// with its result lost, its rows would sit in processing until their
-	// leases expired. Claimed rows are handled (and drained) normally.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(p.cfg.Lease/2, time.Second))
+	// leases expired. Claimed rows are handled (and drained) normally. It is
+	// bounded by the statement timeout and the hard shutdown deadline.
+	ctx, cancel := context.WithTimeout(stop, p.cfg.StatementTimeout)
 	defer cancel()
-	rows, err := p.db.Query(ctx, claimSQL, n, token, p.cfg.Lease.Milliseconds(), p.cfg.ID)
+	p.mu.Lock()
+	skip := slices.Clone(p.poisoned)
+	p.mu.Unlock()
+	if skip == nil {
+		skip = []int64{}
+	}
+	rows, err := p.db.Query(ctx, claimSQL, pgx.NamedArgs{
+		"limit":        req.limit,
+		"idle":         req.idle,
+		"max_bytes":    req.maxBytes,
+		"first_always": req.firstAlways,
+		"only":         req.only,
+		"skip":         skip,
+		"token":        token,
+		"lease_ms":     p.cfg.Lease.Milliseconds(),
+		"worker":       p.cfg.ID,
+	})
 	if err != nil {
 		return 0, fmt.Errorf("claim batch: %w", err)
 	}
@@ -248,52 +340,24 @@ func (p *Pool) claim(ctx, workCtx context.Context, n int) (int, error) {
 	}
 	p.metrics.claims.Inc()
 	p.metrics.claimed.Add(float64(len(claimed)))
-	now := p.cfg.Now()
+	// Rows go to the queue in claim order: the first ones are those marked
+	// started, for the idle executors.
+	slices.SortFunc(claimed, func(a, b claimedRow) int { return cmp.Compare(a.Rank, b.Rank) })
+	jobs := make([]*job, len(claimed))
 	for i := range claimed {
 		jctx, cancel := context.WithCancelCause(workCtx)
-		j := &job{ctx: jctx, row: claimed[i], token: token, cancel: cancel, leaseUntil: now.Add(p.cfg.Lease)}
-		p.mu.Lock()
-		p.inflight[j.row.ID] = j
-		p.mu.Unlock()
+		jobs[i] = &job{
+			ctx: jctx, cancel: cancel, row: claimed[i], token: token,
+			size:       int64(len(claimed[i].Payload) + len(claimed[i].Key)),
+			leaseUntil: sent.Add(p.cfg.Lease),
+			dbStarted:  claimed[i].Started,
+		}
+	}
+	p.track(jobs)
+	for _, j := range jobs {
 		p.queue <- j
 	}
-	p.metrics.inflight.Set(float64(p.inflightCount()))
 	return len(claimed), nil
-}
-
-func (p *Pool) inflightCount() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.inflight)
-}
-
-// finish removes j from the in-flight set and frees its slot.
-func (p *Pool) finish(j *job) bool {
-	p.mu.Lock()
-	cur, ok := p.inflight[j.row.ID]
-	mine := ok && cur == j
-	if mine {
-		delete(p.inflight, j.row.ID)
-	}
-	n := len(p.inflight)
-	p.mu.Unlock()
-	p.metrics.inflight.Set(float64(n))
-	signal(p.freed)
-	return mine
-}
-
-// waitHandlers waits up to d for every handler to return.
-func (p *Pool) waitHandlers(d time.Duration) bool {
-	done := make(chan struct{})
-	go func() { p.handlers.Wait(); close(done) }()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
-	}
 }
 
 // releaseQueued releases the rows still waiting in the queue (claimed, no
@@ -304,8 +368,8 @@ func (p *Pool) releaseQueued() int {
 	for {
 		select {
 		case j := <-p.queue:
-			if p.finish(j) {
-				p.submit(p.releaseResult(j))
+			if p.abandon(j) {
+				p.submit(p.releaseResult(j, "released unstarted at worker shutdown"))
 				n++
 			}
 		default:
@@ -317,16 +381,24 @@ func (p *Pool) releaseQueued() int {
 // releaseStuck releases the rows of handlers that did not return after
 // cancellation. Their eventual completions will be fenced.
 func (p *Pool) releaseStuck() {
-	p.mu.Lock()
-	stuck := make([]*job, 0, len(p.inflight))
-	for _, j := range p.inflight {
-		stuck = append(stuck, j)
-	}
-	p.mu.Unlock()
-	for _, j := range stuck {
-		if p.finish(j) {
-			p.submit(p.releaseResult(j))
+	for _, j := range p.snapshot() {
+		if p.abandon(j) {
+			p.submit(p.releaseResult(j, "released unfinished at worker shutdown"))
 		}
+	}
+}
+
+// waitExecutors waits up to d for every executor to return.
+func (p *Pool) waitExecutors(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { p.executors.Wait(); close(done) }()
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 
@@ -338,12 +410,13 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// submit hands r to the completer. After shutdown it drops r: the row's
+// submit hands r to the completers. After shutdown it drops r: the row's
 // lease expires and the rescuer returns it.
 func (p *Pool) submit(r result) {
 	p.resultsMu.RLock()
 	defer p.resultsMu.RUnlock()
 	if p.resultsClosed {
+		p.forget(r.job)
 		return
 	}
 	p.results <- r
@@ -355,3 +428,76 @@ func (p *Pool) closeResults() {
 	p.resultsClosed = true
 	close(p.results)
 }
+
+// poisonedBy reports whether err is the database refusing a claim because of
+// the data of a row (a data exception, a value out of range, corrupted
+// data), as opposed to the database being unavailable or the schema wrong.
+func poisonedBy(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "22", "54":
+		return true
+	}
+	return pgErr.Code == "XX001" || pgErr.Code == "XX002"
+}
+
+// poisonSearch narrows down which row makes claims fail.
+type poisonSearch struct {
+	singles int // single-row claims left to try before batches resume
+}
+
+func (s *poisonSearch) active() bool { return s.singles > 0 }
+
+func (s *poisonSearch) claimed() {
+	if s.singles > 0 {
+		s.singles--
+	}
+}
+
+// searchPoison handles a claim that failed because of a row's data. A batch
+// failure switches to single-row claims over as many rows as the batch
+// asked for, since the culprit was among them; a single-row failure names
+// the oldest due row as the suspect, confirms it with a claim of that row
+// alone, and dead-letters it (or, if even that fails, skips it until
+// restart). It reports whether to claim again at once.
+func (p *Pool) searchPoison(stop, workCtx context.Context, s *poisonSearch, limit int, claimErr error) bool {
+	if limit > 1 {
+		s.singles = limit
+		p.log.Warn().Err(claimErr).Int("rows", limit).Msg("claim refused because of a row's data: claiming one row at a time to find it")
+		return true
+	}
+	ctx, cancel := context.WithTimeout(stop, p.cfg.StatementTimeout)
+	defer cancel()
+	p.mu.Lock()
+	skip := append([]int64{}, p.poisoned...)
+	p.mu.Unlock()
+	var suspect int64
+	if err := p.db.QueryRow(ctx, poisonCandidateSQL, pgx.NamedArgs{"skip": skip}).Scan(&suspect); err != nil {
+		return false
+	}
+	if _, err := p.claim(stop, workCtx, claimRequest{limit: 1, maxBytes: 1, firstAlways: true, only: suspect}); err == nil || !poisonedBy(err) {
+		return err == nil // not the culprit after all (claimed normally), or the database is unwell
+	}
+	reason := fmt.Sprintf("claim refused by the database because of this row's data: %v", claimErr)
+	p.metrics.poisoned.Inc()
+	tag, err := p.db.Exec(ctx, poisonSQL, pgx.NamedArgs{"id": suspect, "reason": *errText(errors.New(reason))})
+	if err == nil && tag.RowsAffected() == 1 {
+		p.log.Error().Int64("row_id", suspect).Err(claimErr).Msg("row dead-lettered: its data makes every claim fail")
+	} else {
+		p.mu.Lock()
+		if len(p.poisoned) < maxPoisoned {
+			p.poisoned = append(p.poisoned, suspect)
+		}
+		p.mu.Unlock()
+		p.log.Error().Int64("row_id", suspect).Err(claimErr).AnErr("dead_letter_error", err).
+			Msg("row skipped until restart: its data makes every claim fail and it cannot be dead-lettered")
+	}
+	s.singles = 0
+	return true
+}
+
+// maxPoisoned caps the rows skipped in memory.
+const maxPoisoned = 1000

@@ -252,36 +252,14 @@ func TestRetryScheduling(t *testing.T) {
 	}
 }
 
-func TestExponentialBackoffSchedule(t *testing.T) {
+// ExponentialBackoff is the daemon's one backoff rule (internal/backoff,
+// tested there) as a RetryPolicy.
+func TestExponentialBackoffIsTheSharedRule(t *testing.T) {
 	t.Parallel()
-	lo := ExponentialBackoff{Base: time.Second, Max: time.Minute, Rand: func() float64 { return 0 }}
-	hi := ExponentialBackoff{Base: time.Second, Max: time.Minute, Rand: func() float64 { return 0.999999 }}
-	nominal := []time.Duration{1, 2, 4, 8, 16, 32, 60, 60, 60}
-	for i, n := range nominal {
-		attempt := i + 1
-		want := n * time.Second
-		if got := lo.Nominal(attempt); got != want {
-			t.Errorf("Nominal(%d) = %s, want %s", attempt, got, want)
-		}
-		if got := lo.NextRetry(attempt); got != want/2 {
-			t.Errorf("lowest jitter for attempt %d = %s, want %s", attempt, got, want/2)
-		}
-		if got := hi.NextRetry(attempt); got < want-want/1000 || got > want {
-			t.Errorf("highest jitter for attempt %d = %s, want just under %s", attempt, got, want)
-		}
-	}
-	// Large attempt numbers must not overflow.
-	if got := lo.Nominal(500); got != time.Minute {
-		t.Errorf("Nominal(500) = %s, want the cap", got)
-	}
-	// With real randomness every delay stays within [d/2, d].
-	real := ExponentialBackoff{Base: 100 * time.Millisecond, Max: 10 * time.Second}
-	for attempt := 1; attempt < 20; attempt++ {
-		d := real.Nominal(attempt)
-		for range 200 {
-			if got := real.NextRetry(attempt); got < d/2 || got > d {
-				t.Fatalf("attempt %d: delay %s outside [%s, %s]", attempt, got, d/2, d)
-			}
+	b := ExponentialBackoff{Base: time.Second, Max: time.Minute, Rand: func() float64 { return 0 }}
+	for attempt, want := range map[int]time.Duration{1: 500 * time.Millisecond, 3: 2 * time.Second, 50: 30 * time.Second} {
+		if got := b.NextRetry(attempt); got != want {
+			t.Errorf("NextRetry(%d) = %s, want %s", attempt, got, want)
 		}
 	}
 }

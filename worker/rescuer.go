@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // rescueBatch caps the rows one rescue statement returns.
@@ -32,28 +34,33 @@ func (p *Pool) rescueLoop(ctx context.Context) {
 func (p *Pool) Rescue(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		rows, err := p.db.Query(ctx, rescueSQL, rescueBatch, p.cfg.MaxAttempts)
+		qctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
+		rows, err := p.db.Query(qctx, rescueSQL, pgx.NamedArgs{"limit": rescueBatch, "max_attempts": p.cfg.MaxAttempts})
 		if err != nil {
+			cancel()
 			return total, fmt.Errorf("rescue expired leases: %w", err)
 		}
 		n := 0
-		for rows.Next() {
-			var (
-				id                 int64
-				eventID, eventType string
-				status             string
-				attempts           int
-			)
-			if err := rows.Scan(&id, &eventID, &eventType, &status, &attempts); err != nil {
-				rows.Close()
-				return total, fmt.Errorf("rescue expired leases: %w", err)
-			}
+		var (
+			id                 int64
+			eventID, eventType string
+			status             string
+			attempts           int
+			started            bool
+		)
+		_, err = pgx.ForEachRow(rows, []any{&id, &eventID, &eventType, &status, &attempts, &started}, func() error {
 			n++
 			p.metrics.rescued.WithLabelValues(status).Inc()
+			msg := "rescued row with expired lease"
+			if !started {
+				msg = "rescued row whose lease expired before its handler started; the attempt is not counted"
+			}
 			p.log.Warn().Int64("row_id", id).Str("event_id", eventID).Str("event_type", eventType).
-				Str("status", status).Int("attempt", attempts).Msg("rescued row with expired lease")
-		}
-		if err := rows.Err(); err != nil {
+				Str("status", status).Int("attempts", attempts).Bool("started", started).Msg(msg)
+			return nil
+		})
+		cancel()
+		if err != nil {
 			return total, fmt.Errorf("rescue expired leases: %w", err)
 		}
 		total += n
@@ -86,6 +93,8 @@ func (p *Pool) statsLoop(ctx context.Context) {
 func (p *Pool) refreshStats(ctx context.Context) error {
 	var received, processing int64
 	var oldest float64
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
+	defer cancel()
 	if err := p.db.QueryRow(ctx, statsSQL).Scan(&received, &processing, &oldest); err != nil {
 		return fmt.Errorf("inbox stats: %w", err)
 	}

@@ -1,8 +1,9 @@
 package worker
 
 import (
-	"math/rand/v2"
 	"time"
+
+	"github.com/inboxd/inboxd/internal/backoff"
 )
 
 // RetryPolicy decides how long a row waits before its next attempt.
@@ -16,7 +17,8 @@ type RetryPolicy interface {
 // Max, and applies "equal jitter": the delay for attempt n is drawn
 // uniformly from [d/2, d] where d = min(Base·2^(n-1), Max). Half the delay
 // is guaranteed, so retries never stampede back at once, and the other half
-// spreads them out.
+// spreads them out. It is the daemon's one backoff rule (package
+// internal/backoff) as a RetryPolicy.
 type ExponentialBackoff struct {
 	// Base is the nominal delay after the first failed attempt.
 	Base time.Duration
@@ -27,29 +29,13 @@ type ExponentialBackoff struct {
 	Rand func() float64
 }
 
-// NextRetry implements RetryPolicy.
-func (b ExponentialBackoff) NextRetry(attempt int) time.Duration {
-	d := b.Nominal(attempt)
-	r := b.Rand
-	if r == nil {
-		r = rand.Float64
-	}
-	half := d / 2
-	return half + time.Duration(r()*float64(d-half))
+func (b ExponentialBackoff) policy() backoff.Exponential {
+	return backoff.Exponential{Base: b.Base, Max: b.Max, Rand: b.Rand}
 }
+
+// NextRetry implements RetryPolicy.
+func (b ExponentialBackoff) NextRetry(attempt int) time.Duration { return b.policy().Delay(attempt) }
 
 // Nominal returns the delay before jitter for attempt: Base·2^(attempt-1),
 // capped at Max.
-func (b ExponentialBackoff) Nominal(attempt int) time.Duration {
-	if attempt < 1 {
-		attempt = 1
-	}
-	d := b.Base
-	for i := 1; i < attempt; i++ {
-		if d >= b.Max/2 {
-			return b.Max
-		}
-		d *= 2
-	}
-	return min(d, b.Max)
-}
+func (b ExponentialBackoff) Nominal(attempt int) time.Duration { return b.policy().Nominal(attempt) }

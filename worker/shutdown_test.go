@@ -28,10 +28,8 @@ func TestShutdownLetsInFlightFinish(t *testing.T) {
 		<-entered
 	}
 	p.cancel() // stop claiming; handlers still hold their rows
-	select {
-	case <-p.done:
+	if p.wait(100 * time.Millisecond) {
 		t.Fatal("Run returned while handlers were still running within budget")
-	case <-time.After(100 * time.Millisecond):
 	}
 	close(release)
 	p.stop(t)
@@ -130,10 +128,8 @@ func TestShutdownReleasesPrefetchedRowsAtOnce(t *testing.T) {
 
 	p.cancel() // shutdown begins; the running handler is still blocked
 	waitFor(t, 5*time.Second, "queued rows released", func() bool { return b.countStatus(t, "received") == 2 })
-	select {
-	case <-p.done:
+	if p.wait(0) {
 		t.Fatal("Run returned while a handler was running within budget")
-	default:
 	}
 	close(release)
 	p.stop(t)

@@ -2,7 +2,8 @@ package worker
 
 import _ "embed"
 
-// The worker's SQL, one statement per file in sql/.
+// The worker's SQL, one statement per file in sql/, each explaining its
+// locking and fencing.
 var (
 	//go:embed sql/claim.sql
 	claimSQL string
@@ -14,6 +15,10 @@ var (
 	renewSQL string
 	//go:embed sql/rescue.sql
 	rescueSQL string
+	//go:embed sql/poison_candidate.sql
+	poisonCandidateSQL string
+	//go:embed sql/poison.sql
+	poisonSQL string
 	//go:embed sql/stats.sql
 	statsSQL string
 	//go:embed sql/notify.sql

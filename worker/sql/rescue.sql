@@ -1,23 +1,33 @@
--- Return rows whose lease expired (their worker died or hung) to received,
--- or to dead when their attempts are used up. Safe on every replica at once.
--- $1 limit, $2 max attempts.
+-- Return rows whose lease expired (their worker died, hung or lost the
+-- database) to received. Safe on every replica at once (SKIP LOCKED).
+--
+-- A row whose handler had started keeps the attempt the claim counted, and
+-- goes dead when its attempts are used up (@max_attempts). A row whose
+-- lease expired while it waited in a worker's prefetch queue never ran: its
+-- attempt is refunded, and it keeps the last_error of its previous attempt.
 WITH expired AS (
-    SELECT id
+    SELECT id, started
     FROM inbox
     WHERE status = 'processing' AND lease_expires_at < now()
     ORDER BY lease_expires_at
-    LIMIT $1
+    LIMIT @limit
     FOR UPDATE SKIP LOCKED
 )
 UPDATE inbox AS i
-SET status           = CASE WHEN i.attempts >= $2 THEN 'dead' ELSE 'received' END,
+SET status           = CASE WHEN expired.started AND i.attempts >= @max_attempts
+                            THEN 'dead' ELSE 'received' END,
+    attempts         = CASE WHEN expired.started THEN i.attempts
+                            ELSE greatest(i.attempts - 1, 0) END,
     available_at     = now(),
-    last_error       = 'lease expired during attempt ' || i.attempts
-                       || ' (worker ' || coalesce(i.locked_by, 'unknown') || ' lost the row)',
+    last_error       = CASE WHEN expired.started
+                            THEN 'lease expired during attempt ' || i.attempts
+                                 || ' (worker ' || coalesce(i.locked_by, 'unknown') || ' lost the row)'
+                            ELSE i.last_error END,
+    started          = false,
     lease_token      = NULL,
     lease_expires_at = NULL,
     locked_by        = NULL,
     updated_at       = now()
 FROM expired
 WHERE i.id = expired.id
-RETURNING i.id, i.event_id, i.event_type, i.status, i.attempts
+RETURNING i.id, i.event_id, i.event_type, i.status, i.attempts, expired.started

@@ -8,7 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync/atomic"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,17 +22,24 @@ import (
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/migrations"
 	"github.com/inboxd/inboxd/worker"
 )
 
 // runDaemon runs ingest (when configured), the worker pool and the HTTP
 // endpoints until ctx is cancelled or one of them fails.
+//
+// The HTTP endpoints come up first, before the database is reached: the
+// liveness probe never depends on the database, and readiness says
+// "starting" until the workers run.
 func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.Writer, migrateFirst bool) error {
 	log := newLogger(cfg, stderr)
+	engineConns, txConns := cfg.PoolSizes()
 	log.Info().Str("version", versionString()).Str("database", cfg.Redacted()).
 		Bool("ingest", cfg.IngestEnabled()).Strs("topics", cfg.KafkaTopics).Str("group", cfg.KafkaGroup).
 		Int("workers", cfg.Workers).Dur("lease", cfg.Lease).Int("max_attempts", cfg.MaxAttempts).
+		Int("engine_conns", engineConns).Int("tx_conns", txConns).
 		Msg("starting")
 
 	reg, err := buildRegistry(cfg, opts)
@@ -42,47 +50,79 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		log.Warn().Msg("no handlers or routes configured: every event will go to the default route")
 	}
 
-	poolCfg, err := cfg.PoolConfig("inboxd")
-	if err != nil {
-		return usageError{err}
-	}
-	db, err := pgxpool.NewWithConfig(ctx, poolCfg)
-	if err != nil {
-		return fmt.Errorf("database pool: %w", err)
-	}
-	defer db.Close()
-	if err := waitForDatabase(ctx, db, log); err != nil {
-		return nil // cancelled while waiting: a clean stop
-	}
-	if err := checkSchema(ctx, db, migrateFirst, log); err != nil {
-		return err
-	}
-
-	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	pool, err := worker.New(db, reg, worker.ConfigFrom(cfg), log, metrics)
-	if err != nil {
-		return usageError{err}
-	}
-	var consumer *ingest.Consumer
-	if cfg.IngestEnabled() {
-		consumer, err = ingest.New(ingest.ConfigFrom(cfg), db, log, metrics)
-		if err != nil {
-			return usageError{err}
-		}
-	}
-
 	// Everything that can fail at start-up fails before any goroutine runs.
+	engineCfg, err := cfg.PoolConfig("inboxd", engineConns)
+	if err != nil {
+		return usageError{err}
+	}
+	txCfg, err := cfg.PoolConfig("inboxd-handlers", txConns)
+	if err != nil {
+		return usageError{err}
+	}
 	var ln net.Listener
 	if cfg.HTTPAddr != "" {
 		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 			return usageError{fmt.Errorf("INBOXD_HTTP_ADDR: cannot listen on %s: %w", cfg.HTTPAddr, err)}
 		}
 	}
+	// The pools connect lazily: creating them does not reach the database.
+	db, err := pgxpool.NewWithConfig(ctx, engineCfg)
+	if err != nil {
+		return fmt.Errorf("database pool: %w", err)
+	}
+	defer db.Close()
+	txdb, err := pgxpool.NewWithConfig(ctx, txCfg)
+	if err != nil {
+		return fmt.Errorf("database pool: %w", err)
+	}
+	defer txdb.Close()
+
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	wcfg := workerConfig(cfg)
+	wcfg.TxDB = txdb
+	pool, err := worker.New(db, reg, wcfg, log, metrics)
+	if err != nil {
+		return usageError{err}
+	}
+	var consumer *ingest.Consumer
+	if cfg.IngestEnabled() {
+		consumer, err = ingest.New(ingestConfig(cfg), db, log, metrics)
+		if err != nil {
+			return usageError{err}
+		}
+	}
+
+	h := &health{db: db, consumer: consumer}
+	var srv *http.Server
+	serveDone := make(chan error, 1)
+	if ln != nil {
+		srv = &http.Server{Handler: h.mux(metrics), ReadHeaderTimeout: 5 * time.Second}
+		log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics, /healthz and /readyz")
+		go func() { serveDone <- srv.Serve(ln) }()
+		defer func() {
+			// Bounded like the rest of the shutdown: a scrape in progress may
+			// finish, nothing may hold the exit.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+
+	if err := waitForDatabase(ctx, db, log); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting: a clean stop
+		}
+		return err
+	}
+	if err := checkSchema(ctx, db, migrateFirst, log); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	var started atomic.Bool
 	g.Go(func() error {
 		if err := pool.Run(gctx); err != nil {
 			return fmt.Errorf("workers: %w", err)
@@ -97,26 +137,22 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 			return nil
 		})
 	}
-	if ln != nil {
-		h := &health{db: db, consumer: consumer, started: &started}
-		srv := &http.Server{Handler: h.mux(metrics), ReadHeaderTimeout: 5 * time.Second}
-		log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics, /healthz and /readyz")
+	if srv != nil {
 		g.Go(func() error {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("http server: %w", err)
+			select {
+			case err := <-serveDone:
+				if err != nil && !errors.Is(err, http.ErrServerClosed) {
+					return fmt.Errorf("http server: %w", err)
+				}
+			case <-gctx.Done():
 			}
 			return nil
 		})
-		g.Go(func() error {
-			<-gctx.Done()
-			shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(gctx), 5*time.Second)
-			defer cancel()
-			return srv.Shutdown(shutdownCtx)
-		})
 	}
+	g.Go(func() error { reloadRoutes(gctx, cfg, opts, pool, log); return nil })
 	select {
 	case <-pool.Ready():
-		started.Store(true)
+		h.started.Store(true)
 		log.Info().Msg("running")
 	case <-gctx.Done():
 	}
@@ -130,10 +166,12 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 }
 
 // buildRegistry combines the Go handlers from opts with the routes file.
+// The caller's registry is never changed: the routes go on a copy, so the
+// routes file can be loaded again on SIGHUP.
 func buildRegistry(cfg config.Config, opts Options) (*handlers.Registry, error) {
-	reg := opts.Registry
-	if reg == nil {
-		reg = handlers.NewRegistry()
+	reg := handlers.NewRegistry()
+	if opts.Registry != nil {
+		reg = opts.Registry.Clone()
 	}
 	if cfg.Routes == "" {
 		return reg, nil
@@ -148,10 +186,47 @@ func buildRegistry(cfg config.Config, opts Options) (*handlers.Registry, error) 
 	return reg, nil
 }
 
+// reloadRoutes loads the routes file again on every SIGHUP and hands the
+// new registry to the pool. A file that does not load keeps the old routes,
+// and the log says why.
+func reloadRoutes(ctx context.Context, cfg config.Config, opts Options, pool *worker.Pool, log zerolog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer func() {
+		// Stop alone would give SIGHUP back its default action, which
+		// kills the process, in the middle of the shutdown.
+		signal.Stop(hup)
+		signal.Ignore(syscall.SIGHUP)
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		reg, err := buildRegistry(cfg, opts)
+		if err != nil {
+			log.Error().Err(err).Msg("SIGHUP: routes not reloaded, the old ones stay in force")
+			continue
+		}
+		pool.SetRegistry(reg)
+		log.Info().Str("routes", cfg.Routes).Int("types", reg.Types()).Msg("SIGHUP: routes reloaded")
+	}
+}
+
+// permanentStartupGrace is how long a permanent connection error (a
+// database or role that does not exist, a refused password) is retried at
+// start-up before run gives up naming it: long enough for an init job
+// creating the database, short enough for a crash loop to show the cause.
+const permanentStartupGrace = 10 * time.Second
+
 // waitForDatabase pings until the database answers or ctx is cancelled, so
-// the daemon can start before its database.
+// the daemon can start before its database. Transient failures (connection
+// refused, timeouts) are retried for as long as it takes; a permanent one
+// is retried for permanentStartupGrace and then returned, named as it is.
 func waitForDatabase(ctx context.Context, db *pgxpool.Pool, log zerolog.Logger) error {
-	delay := 250 * time.Millisecond
+	retry := backoff.NewRetrier(backoff.Exponential{Base: 250 * time.Millisecond, Max: 10 * time.Second})
+	var permanentSince time.Time
 	for {
 		pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := db.Ping(pingCtx)
@@ -162,15 +237,24 @@ func waitForDatabase(ctx context.Context, db *pgxpool.Pool, log zerolog.Logger) 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		log.Warn().Err(err).Dur("retry_in", delay).Msg("database not reachable yet")
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		permanent, reason := classifyConnectError(err)
+		switch {
+		case !permanent:
+			permanentSince = time.Time{}
+		case permanentSince.IsZero():
+			permanentSince = time.Now()
+		case time.Since(permanentSince) >= permanentStartupGrace:
+			return fmt.Errorf("database: %s (giving up after %s: retrying cannot fix this)", reason, permanentStartupGrace)
 		}
-		delay = min(delay*2, 10*time.Second)
+		delay := retry.Failed()
+		msg := "database not reachable yet"
+		if permanent {
+			msg = "database refuses the connection"
+		}
+		log.Warn().Str("error", reason).Bool("permanent", permanent).Dur("retry_in", delay).Msg(msg)
+		if !backoff.Sleep(ctx, delay) {
+			return ctx.Err()
+		}
 	}
 }
 
@@ -221,7 +305,7 @@ func runMigrate(ctx context.Context, cfg config.Config, stdout io.Writer) error 
 
 // connect opens a single connection with the daemon's session settings.
 func connect(ctx context.Context, cfg config.Config) (*pgx.Conn, error) {
-	pc, err := cfg.PoolConfig("inboxd-cli")
+	pc, err := cfg.PoolConfig("inboxd-cli", 1)
 	if err != nil {
 		return nil, usageError{err}
 	}

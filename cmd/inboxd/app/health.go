@@ -18,7 +18,7 @@ import (
 type health struct {
 	db       *pgxpool.Pool
 	consumer *ingest.Consumer // nil without ingest
-	started  *atomic.Bool
+	started  atomic.Bool      // the workers run
 }
 
 func (h *health) mux(reg *prometheus.Registry) *http.ServeMux {

@@ -1,0 +1,61 @@
+package app
+
+import (
+	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/worker"
+)
+
+// workerConfig translates the daemon's configuration into the worker
+// pool's. The engine packages know nothing of environment variables.
+func workerConfig(c config.Config) worker.Config {
+	return worker.Config{
+		Workers:          c.Workers,
+		ClaimBatch:       c.ClaimBatch,
+		ClaimBytes:       c.ClaimBytes,
+		Prefetch:         c.Prefetch,
+		MaxAttempts:      c.MaxAttempts,
+		Lease:            c.Lease,
+		StatementTimeout: c.StatementTimeout,
+		RetryPolicy:      worker.ExponentialBackoff{Base: c.BackoffBase, Max: c.BackoffMax},
+		MaxRetryDelay:    c.BackoffMax,
+		PollInterval:     c.PollInterval,
+		ShutdownTimeout:  c.ShutdownTimeout,
+	}
+}
+
+// ingestConfig translates the daemon's configuration into the Kafka
+// consumer's. Settings that have no INBOXD_* variable keep their defaults.
+func ingestConfig(c config.Config) ingest.Config {
+	return ingest.Config{
+		Brokers:         c.KafkaBrokers,
+		Topics:          c.KafkaTopics,
+		Group:           c.KafkaGroup,
+		ClientID:        c.KafkaClientID,
+		StartFromLatest: c.KafkaStartOffset == "last",
+		SessionTimeout:  c.KafkaSessionTimeout,
+		BatchSize:       c.IngestBatchSize,
+		BatchTimeout:    c.IngestBatchTimeout,
+		BatchBytes:      c.IngestBatchBytes,
+		Mapping: ingest.MapOptions{
+			EventIDHeaders:     c.EventIDHeaders,
+			EventTypeHeaders:   c.EventTypeHeaders,
+			EventIDJSONField:   c.EventIDJSONField,
+			EventTypeJSONField: c.EventTypeJSONField,
+			MaxPayload:         c.MaxPayload,
+		},
+		TLS: ingest.TLSConfig{
+			Enabled:            c.KafkaTLS,
+			CAFile:             c.KafkaTLSCAFile,
+			CertFile:           c.KafkaTLSCertFile,
+			KeyFile:            c.KafkaTLSKeyFile,
+			ServerName:         c.KafkaTLSServerName,
+			InsecureSkipVerify: c.KafkaTLSInsecureSkipVerify,
+		},
+		SASL: ingest.SASLConfig{
+			Mechanism: c.KafkaSASLMechanism,
+			Username:  c.KafkaSASLUsername,
+			Password:  c.KafkaSASLPassword,
+		},
+	}
+}
