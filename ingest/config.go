@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/inboxd/inboxd/config"
 )
 
 // Defaults used by Config.withDefaults for fields left zero.
@@ -28,7 +26,8 @@ const (
 	DefaultWriteTimeout = 30 * time.Second
 	// DefaultCommitTimeout bounds one offset commit.
 	DefaultCommitTimeout = 10 * time.Second
-	// DefaultCloseTimeout bounds the final flush and the closing of the reader.
+	// DefaultCloseTimeout bounds, at shutdown, the final flush and the
+	// closing of the reader together.
 	DefaultCloseTimeout = 5 * time.Second
 	// DefaultStallTimeout is how long a fetch may wait on a known backlog
 	// before Healthy reports the consumer stalled.
@@ -40,8 +39,7 @@ const (
 	readerHeadroom = 256 << 10
 )
 
-// Config configures a Consumer. Zero fields take the defaults above; build it
-// from the daemon's configuration with ConfigFrom.
+// Config configures a Consumer. Zero fields take the defaults above.
 type Config struct {
 	// Brokers lists the bootstrap brokers as host:port.
 	Brokers []string
@@ -69,6 +67,10 @@ type Config struct {
 	// BatchTimeout closes a non-empty batch this long after its first message.
 	BatchTimeout time.Duration
 	// BatchBytes closes a batch when its payloads add up to this many bytes.
+	// It also bounds what the Kafka reader buffers ahead of the batch: its
+	// queue holds BatchBytes / Mapping.MaxPayload messages (at least one, at
+	// most BatchSize), so memory stays bounded in bytes whatever the
+	// message sizes.
 	BatchBytes int
 
 	// Mapping controls how messages become rows.
@@ -84,8 +86,9 @@ type Config struct {
 	WriteTimeout time.Duration
 	// CommitTimeout bounds one offset commit.
 	CommitTimeout time.Duration
-	// CloseTimeout bounds, at shutdown, the final flush and then the closing
-	// of the reader (each).
+	// CloseTimeout bounds, at shutdown, the final flush and the closing of
+	// the reader together: Run returns within CloseTimeout of its context's
+	// cancellation.
 	CloseTimeout time.Duration
 	// StallTimeout is how long a fetch may wait while messages are known to
 	// be waiting before Healthy reports an error.
@@ -133,41 +136,6 @@ func (s SASLConfig) String() string {
 
 // GoString describes the SASL settings without the password, for %#v.
 func (s SASLConfig) GoString() string { return "ingest.SASLConfig{" + s.String() + "}" }
-
-// ConfigFrom builds the ingest configuration from the daemon's configuration.
-// Settings that have no INBOXD_* variable keep their defaults.
-func ConfigFrom(c config.Config) Config {
-	return Config{
-		Brokers:         c.KafkaBrokers,
-		Topics:          c.KafkaTopics,
-		Group:           c.KafkaGroup,
-		ClientID:        c.KafkaClientID,
-		StartFromLatest: c.KafkaStartOffset == "last",
-		SessionTimeout:  c.KafkaSessionTimeout,
-		BatchSize:       c.IngestBatchSize,
-		BatchTimeout:    c.IngestBatchTimeout,
-		Mapping: MapOptions{
-			EventIDHeaders:     c.EventIDHeaders,
-			EventTypeHeaders:   c.EventTypeHeaders,
-			EventIDJSONField:   c.EventIDJSONField,
-			EventTypeJSONField: c.EventTypeJSONField,
-			MaxPayload:         c.MaxPayload,
-		},
-		TLS: TLSConfig{
-			Enabled:            c.KafkaTLS,
-			CAFile:             c.KafkaTLSCAFile,
-			CertFile:           c.KafkaTLSCertFile,
-			KeyFile:            c.KafkaTLSKeyFile,
-			ServerName:         c.KafkaTLSServerName,
-			InsecureSkipVerify: c.KafkaTLSInsecureSkipVerify,
-		},
-		SASL: SASLConfig{
-			Mechanism: c.KafkaSASLMechanism,
-			Username:  c.KafkaSASLUsername,
-			Password:  c.KafkaSASLPassword,
-		},
-	}
-}
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {

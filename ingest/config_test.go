@@ -6,48 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/inboxd/inboxd/config"
 )
 
-func TestConfigFrom(t *testing.T) {
-	t.Parallel()
-	c, err := config.Load([]string{
-		"INBOXD_DATABASE_URL=postgres://u:pw@db/inbox",
-		"INBOXD_KAFKA_BROKERS=k1:9092,k2:9092",
-		"INBOXD_KAFKA_TOPICS=orders,payments",
-		"INBOXD_KAFKA_GROUP=g",
-		"INBOXD_KAFKA_START_OFFSET=last",
-		"INBOXD_KAFKA_SESSION_TIMEOUT=12s",
-		"INBOXD_INGEST_BATCH_SIZE=200",
-		"INBOXD_INGEST_BATCH_TIMEOUT=10ms",
-		"INBOXD_MAX_PAYLOAD=2048",
-		"INBOXD_EVENT_ID_JSON_FIELD=id",
-		"INBOXD_KAFKA_SASL_MECHANISM=SCRAM-SHA-512",
-		"INBOXD_KAFKA_SASL_USERNAME=svc",
-		"INBOXD_KAFKA_SASL_PASSWORD=hunter2",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := ConfigFrom(c).withDefaults()
-	if err := got.Validate(); err != nil {
-		t.Fatalf("Validate: %v", err)
-	}
-	if strings.Join(got.Brokers, ",") != "k1:9092,k2:9092" || strings.Join(got.Topics, ",") != "orders,payments" ||
-		got.Group != "g" || !got.StartFromLatest || got.SessionTimeout != 12*time.Second ||
-		got.BatchSize != 200 || got.BatchTimeout != 10*time.Millisecond || got.Mapping.MaxPayload != 2048 ||
-		got.Mapping.EventIDJSONField != "id" || strings.Join(got.Mapping.EventIDHeaders, ",") != "event_id,ce_id" ||
-		got.SASL.Mechanism != "SCRAM-SHA-512" || got.SASL.Password != "hunter2" {
-		t.Errorf("ConfigFrom = %+v", got)
-	}
-	if got.HeartbeatInterval != 3*time.Second || got.RebalanceTimeout != 12*time.Second {
-		t.Errorf("derived heartbeat %s, rebalance timeout %s", got.HeartbeatInterval, got.RebalanceTimeout)
-	}
-	if s := got.SASL.String(); strings.Contains(s, "hunter2") {
-		t.Errorf("SASLConfig.String shows the password: %s", s)
-	}
-}
 
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()

@@ -186,16 +186,3 @@ func TestCloseIsBounded(t *testing.T) {
 	close(r.closeGate)
 	<-r.closed
 }
-
-func TestExpBackoff(t *testing.T) {
-	t.Parallel()
-	lo, hi := 100*time.Millisecond, 5*time.Second
-	for attempt, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 4: 800 * time.Millisecond, 7: 5 * time.Second, 50: 5 * time.Second} {
-		for range 20 {
-			got := expBackoff(attempt, lo, hi)
-			if got < want/2 || got > want {
-				t.Fatalf("expBackoff(%d) = %s, want in [%s, %s]", attempt, got, want/2, want)
-			}
-		}
-	}
-}

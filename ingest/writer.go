@@ -61,32 +61,36 @@ func (w pgWriter) WriteBatch(ctx context.Context, rows []Row) (int, error) {
 }
 
 // refusedByDatabase reports whether err is the database refusing the data
-// itself (data exception, integrity violation, program limit such as an
-// oversized index row): retrying the same rows cannot succeed. Every other
-// error (connection lost, timeout, missing table, shutdown) may pass.
+// itself: a data exception (class 22: a value it cannot store, such as an
+// untranslatable character on a non-UTF-8 database) or a program limit
+// (class 54, such as an index row too large). Retrying the same rows cannot
+// succeed. Everything else, integrity violations included (an identity
+// clash, a constraint someone added, a missing table), says nothing bad
+// about the message: the batch is retried and ingest pauses meanwhile.
 func refusedByDatabase(err error) (*pgconn.PgError, bool) {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {
 		return nil, false
 	}
 	switch pgErr.Code[:2] {
-	case "22", "23", "54":
+	case "22", "54":
 		return pgErr, true
 	}
 	return nil, false
 }
 
 // placeholderFor is the row stored instead of one the database refused: its
-// position as event id, no type, no headers, status rejected, and the
-// database's message (never the row's content) in last_error. Key and
-// payload are bytea, which the database does not interpret, so they are kept.
+// position as event id, status rejected, and the database's message (never
+// the row's content) in last_error. It keeps what the message carried (key,
+// payload and headers, where the event id and type came from) so that it
+// can be requeued once the cause is fixed.
 func placeholderFor(r Row, pgErr *pgconn.PgError) Row {
 	return Row{
 		Source:    r.Source,
 		EventID:   PositionID(r.Source, int(r.Partition), r.Offset),
 		Key:       r.Key,
 		Payload:   r.Payload,
-		Headers:   []byte("{}"),
+		Headers:   r.Headers,
 		Status:    StatusRejected,
 		LastError: fmt.Sprintf("database refused the row: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code),
 		Reason:    RejectRefused,

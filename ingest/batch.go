@@ -1,0 +1,62 @@
+package ingest
+
+import (
+	"context"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// batch is the messages fetched and not yet written.
+type batch struct {
+	rows  []Row
+	bytes int
+	last  map[topicPartition]int64 // highest offset per partition
+}
+
+func (b *batch) add(m kafka.Message, r Row) {
+	b.rows = append(b.rows, r)
+	b.bytes += len(r.Payload) + len(r.Key)
+	if b.last == nil {
+		b.last = make(map[topicPartition]int64)
+	}
+	tp := topicPartition{m.Topic, m.Partition}
+	if off, ok := b.last[tp]; !ok || m.Offset > off {
+		b.last[tp] = m.Offset
+	}
+}
+
+// commits returns one message per partition, carrying the highest offset:
+// committing it covers every lower offset of the partition.
+func (b *batch) commits() []kafka.Message {
+	msgs := make([]kafka.Message, 0, len(b.last))
+	for tp, off := range b.last {
+		msgs = append(msgs, kafka.Message{Topic: tp.topic, Partition: tp.partition, Offset: off})
+	}
+	return msgs
+}
+
+func (b *batch) reset() {
+	clear(b.rows) // drop references to payloads
+	b.rows = b.rows[:0]
+	b.bytes = 0
+	clear(b.last)
+}
+
+// batchDeadline is a context that ends when the current batch must be
+// written.
+type batchDeadline struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (d *batchDeadline) start(parent context.Context, after time.Duration) {
+	d.stop()
+	d.ctx, d.cancel = context.WithTimeout(parent, after)
+}
+
+func (d *batchDeadline) stop() {
+	if d.cancel != nil {
+		d.cancel()
+	}
+}

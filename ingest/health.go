@@ -1,0 +1,88 @@
+package ingest
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Ready reports whether ingest is running and its last attempt at writing a
+// batch did not fail. It is false before Run, after Run returns, and while the
+// database refuses or fails batch writes.
+func (c *Consumer) Ready() bool { return c.ready.Load() }
+
+// LastProgress returns when a message was last fetched or a batch last
+// written; zero before the first.
+func (c *Consumer) LastProgress() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastProgress
+}
+
+// Healthy returns an error when the consumer looks stuck: the current
+// FetchMessage call has waited longer than Config.StallTimeout although
+// messages are known to be waiting on a partition it reads (from the
+// high-water mark of the last message fetched from that partition). The
+// backlog is forgotten at each rebalance. Healthy returns nil when Run is not
+// running. It is meant for a liveness probe; see the package documentation for
+// what it cannot detect.
+func (c *Consumer) Healthy() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reader == nil {
+		return nil
+	}
+	// Only the consumer calls Stats, so its counters (reset by each call)
+	// count the rebalances since the previous call.
+	if c.reader.Stats().Rebalances > 0 {
+		clear(c.backlog)
+	}
+	if c.fetchingSince.IsZero() {
+		return nil
+	}
+	waited := c.now().Sub(c.fetchingSince)
+	if waited < c.cfg.StallTimeout {
+		return nil
+	}
+	var worst topicPartition
+	var behind int64
+	for tp, lag := range c.backlog {
+		if lag > behind {
+			worst, behind = tp, lag
+		}
+	}
+	if behind == 0 {
+		return nil
+	}
+	return fmt.Errorf("stalled: no message fetched for %s although %d messages wait on topic %s partition %d",
+		waited.Round(time.Second), behind, worst.topic, worst.partition)
+}
+
+func (c *Consumer) setReady(ok bool) {
+	c.ready.Store(ok)
+	if ok {
+		c.metrics.Ready.Set(1)
+	} else {
+		c.metrics.Ready.Set(0)
+	}
+}
+
+func (c *Consumer) fetchStarted() {
+	c.mu.Lock()
+	c.fetchingSince = c.now()
+	c.mu.Unlock()
+}
+
+func (c *Consumer) fetchReturned(m kafka.Message, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fetchingSince = time.Time{}
+	if err != nil {
+		return
+	}
+	c.lastProgress = c.now()
+	if m.HighWaterMark > 0 {
+		c.backlog[topicPartition{m.Topic, m.Partition}] = max(0, m.HighWaterMark-m.Offset-1)
+	}
+}

@@ -1,0 +1,155 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// flush writes b (retrying the same rows until it succeeds or ctx ends), then
+// commits its offsets and empties it. It returns an error only when ctx ended
+// before the rows were written; then nothing is committed and b is kept.
+func (c *Consumer) flush(ctx context.Context, r messageReader, b *batch) error {
+	inserted, err := c.write(ctx, b.rows)
+	if err != nil {
+		return err
+	}
+	c.metrics.RowsInserted.Add(float64(inserted))
+	c.metrics.Duplicates.Add(float64(len(b.rows) - inserted))
+	c.metrics.BatchRows.Observe(float64(len(b.rows)))
+	rejected := 0
+	for _, row := range b.rows {
+		if row.Reason != "" {
+			rejected++
+			c.metrics.Rejected.WithLabelValues(string(row.Reason)).Inc()
+			c.log.Warn().Str("event_id", row.EventID).Str("event_type", row.EventType).
+				Str("reason", string(row.Reason)).Str("last_error", row.LastError).
+				Msg("message stored as rejected")
+		}
+	}
+	c.log.Debug().Int("rows", len(b.rows)).Int("inserted", inserted).
+		Int("duplicates", len(b.rows)-inserted).Int("rejected", rejected).Msg("batch written")
+
+	// The rows are committed in the database: now, and only now, the offsets.
+	// The commit is not cut short by ctx's cancellation (the rows are safe,
+	// and committing them spares a redelivery) but keeps ctx's deadline, the
+	// shutdown budget, when it has one.
+	timeout := c.cfg.CommitTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	err = r.CommitMessages(cctx, b.commits()...)
+	cancel()
+	if err != nil {
+		c.metrics.OffsetCommitErrors.Inc()
+		c.log.Warn().Err(err).Int("rows", len(b.rows)).
+			Msg("committing offsets failed after the batch was written; the messages may be delivered again and will be deduplicated")
+	}
+	c.mu.Lock()
+	c.lastProgress = c.now()
+	c.mu.Unlock()
+	b.reset()
+	return nil
+}
+
+// write writes rows, retrying the same rows with capped exponential backoff
+// until it succeeds or ctx ends. Ready is false from the first failure until
+// a write succeeds.
+func (c *Consumer) write(ctx context.Context, rows []Row) (int, error) {
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		inserted, err := c.writeOnce(ctx, rows)
+		if err == nil {
+			c.metrics.BatchWriteDuration.Observe(time.Since(start).Seconds())
+			if attempt > 1 {
+				c.log.Info().Int("rows", len(rows)).Int("attempts", attempt).Msg("batch written after retries; ingest resumed")
+			}
+			c.setReady(true)
+			return inserted, nil
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		c.metrics.BatchWriteErrors.Inc()
+		c.setReady(false)
+		delay := c.backoff(attempt)
+		c.log.Error().Err(err).Int("rows", len(rows)).Int("attempt", attempt).Dur("retry_in", delay).
+			Msg("writing batch failed; retrying the same batch, offsets stay uncommitted")
+		if !sleep(ctx, delay) {
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// maxIdentityRetries bounds the immediate retries of one write that clashes
+// with ids taken outside the identity sequence; each retry moves the
+// sequence past at least one taken id.
+const maxIdentityRetries = 1000
+
+// writeOnce makes one attempt at writing rows.
+//
+// A clash on the primary key means a third party inserted rows with
+// explicit ids ahead of the identity sequence: the sequence values the
+// failed statement drew are spent, so the same rows are retried at once,
+// and succeed once the sequence has passed the taken ids. The data is not
+// at fault and no row is rejected for it.
+//
+// If the database refuses the data itself, retrying cannot help: the rows
+// are written one by one and a refused row is replaced, in rows, by a
+// rejected placeholder that keeps what the message carried.
+func (c *Consumer) writeOnce(ctx context.Context, rows []Row) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
+	defer cancel()
+	n, err := c.writer.WriteBatch(ctx, rows)
+	for i := 0; i < maxIdentityRetries && identityClash(err); i++ {
+		if i == 0 {
+			c.log.Warn().Err(err).Int("rows", len(rows)).
+				Msg("inbox ids clash with rows inserted with explicit ids; retrying as the identity sequence moves past them " +
+					"(fix it with: SELECT setval(pg_get_serial_sequence('inbox', 'id'), max(id)) FROM inbox)")
+		}
+		n, err = c.writer.WriteBatch(ctx, rows)
+	}
+	if _, refused := refusedByDatabase(err); !refused {
+		return n, err
+	}
+	c.log.Warn().Err(err).Int("rows", len(rows)).Msg("database refused the batch; writing it row by row")
+	total := 0
+	for i := range rows {
+		n, err := c.writer.WriteBatch(ctx, rows[i:i+1])
+		if pgErr, refused := refusedByDatabase(err); refused {
+			c.log.Error().Str("topic", rows[i].Source).Int32("partition", rows[i].Partition).
+				Int64("offset", rows[i].Offset).Str("sqlstate", pgErr.Code).
+				Msg("database refused a row; storing a rejected placeholder instead")
+			placeholder := placeholderFor(rows[i], pgErr)
+			if n, err = c.writer.WriteBatch(ctx, []Row{placeholder}); isRefused(err) {
+				// Even the headers cannot be stored: keep key and payload.
+				placeholder.Headers = []byte("{}")
+				n, err = c.writer.WriteBatch(ctx, []Row{placeholder})
+			}
+			if err == nil {
+				rows[i] = placeholder
+			}
+		}
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// identityClash reports whether err is a unique violation on the inbox's
+// primary key: ids drawn from the identity sequence that a third party had
+// already used explicitly.
+func identityClash(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "inbox_pkey"
+}
+
+func isRefused(err error) bool {
+	_, refused := refusedByDatabase(err)
+	return refused
+}
