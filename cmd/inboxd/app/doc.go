@@ -6,11 +6,14 @@
 // own main, passing a Registry in Options:
 //
 //	reg := handlers.NewRegistry()
-//	_ = reg.HandleTx("payment.captured", capture)
-//	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+//	if err := reg.HandleTx("payment.captured", capture); err != nil {
+//		log.Fatal(err)
+//	}
+//	ctx, stop := app.SignalContext(context.Background(), os.Stderr)
 //	defer stop()
 //	os.Exit(app.Main(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr, app.Options{Registry: reg}))
 //
-// The routes file (INBOXD_ROUTES) adds its routes to that registry; an event
-// type registered in both places is a start-up error.
+// The routes file (INBOXD_ROUTES) adds its routes to a copy of that
+// registry (so SIGHUP can load it again); an event type registered in both
+// places is a start-up error.
 package app
