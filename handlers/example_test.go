@@ -142,8 +142,9 @@ routes:
 	// routes file: route 1 (type "order.created"): url: must be an absolute http or https URL
 }
 
-// The http handler POSTs the payload with the event id as idempotency key,
-// and turns the response status into the row's outcome.
+// The http handler POSTs the payload with "<source>/<event id>" as the
+// idempotency key (unique per inbox row), and turns the response status into
+// the row's outcome.
 func ExampleNewHTTP() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -168,8 +169,8 @@ func ExampleNewHTTP() {
 	})
 	fmt.Println("permanent:", handlers.IsPermanent(err), "error:", err)
 	// Output:
-	// POST /hooks/inbox key=evt-1 type=order.created attempt=1 body={"sku":"A-1"}
+	// POST /hooks/inbox key=orders/evt-1 type=order.created attempt=1 body={"sku":"A-1"}
 	// error: <nil>
-	// POST /hooks/inbox key=evt-2 type=order.bogus attempt=1 body={"sku":"?"}
+	// POST /hooks/inbox key=orders/evt-2 type=order.bogus attempt=1 body={"sku":"?"}
 	// permanent: true error: http 422 Unprocessable Entity: {"error":"bad sku"}
 }

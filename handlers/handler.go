@@ -14,8 +14,9 @@ type Event struct {
 	ID int64
 	// Source is where the event came from (the Kafka topic for ingested rows).
 	Source string
-	// EventID is the producer's id of the event, unique within Source. Use it
-	// as the idempotency key towards other systems.
+	// EventID is the producer's id of the event, unique within Source (the
+	// inbox deduplicates on Source and EventID together). Towards other
+	// systems use IdempotencyKeyFor(ev), which is unique per inbox row.
 	EventID string
 	// EventType selects the handler.
 	EventType string

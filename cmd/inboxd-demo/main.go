@@ -354,7 +354,7 @@ func startSink() (*sink, error) {
 		s.total++
 		s.keys[key]++
 		s.mu.Unlock()
-		if key == refusedID {
+		if r.Header.Get("Inbox-Event-Id") == refusedID {
 			http.Error(w, `{"error":"order total does not match its lines"}`, http.StatusUnprocessableEntity)
 			return
 		}

@@ -22,7 +22,7 @@ func TestPlainInsertDeliveredAcrossSIGKILL(t *testing.T) {
 	unblock := make(chan struct{})
 	var first atomic.Bool
 	s.hook = func(w http.ResponseWriter, r *http.Request, req sinkRequest) bool {
-		if req.IdempotencyKey == "order-1" && first.CompareAndSwap(false, true) {
+		if req.IdempotencyKey == "shop/order-1" && first.CompareAndSwap(false, true) {
 			close(arrived)
 			select { // hold the first delivery until the daemon is dead
 			case <-unblock:
@@ -67,7 +67,7 @@ func TestPlainInsertDeliveredAcrossSIGKILL(t *testing.T) {
 	d2 := startDaemon(t, env...)
 	waitFor(t, 20*time.Second, "both rows processed", func() bool { return countStatus(t, db, "processed") == 2 })
 
-	reqs := s.byKey("order-1")
+	reqs := s.byKey("shop/order-1")
 	if len(reqs) < 2 {
 		t.Fatalf("order-1 delivered %d times, want the killed attempt and the rescued one", len(reqs))
 	}
@@ -78,7 +78,7 @@ func TestPlainInsertDeliveredAcrossSIGKILL(t *testing.T) {
 	if _, attempts := rowStatus(t, db, "order-1"); attempts != 2 {
 		t.Fatalf("order-1 attempts = %d, want 2", attempts)
 	}
-	if got := s.byKey("order-2"); len(got) != 1 {
+	if got := s.byKey("shop/order-2"); len(got) != 1 {
 		t.Fatalf("order-2 delivered %d times, want 1", len(got))
 	}
 	if code := d2.terminate(30 * time.Second); code != 0 {

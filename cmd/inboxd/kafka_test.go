@@ -104,7 +104,7 @@ func TestKafkaToSinkEndToEnd(t *testing.T) {
 		t.Fatalf("rejected reason = %q", reason)
 	}
 	for i := range 220 {
-		key := fmt.Sprintf("o-%03d", i)
+		key := fmt.Sprintf("orders/o-%03d", i)
 		if got := s.byKey(key); len(got) != 1 || got[0].Source != "orders" {
 			t.Fatalf("%s delivered %d times: %+v", key, len(got), got)
 		}
@@ -179,7 +179,7 @@ func TestTwoDaemonsShareTheGroup(t *testing.T) {
 	waitFor(t, 60*time.Second, "every event processed", func() bool { return countStatus(t, db, "processed") == n })
 
 	for i := range n {
-		if got := len(s.byKey(fmt.Sprintf("e-%04d", i))); got != 1 {
+		if got := len(s.byKey(fmt.Sprintf("orders/e-%04d", i))); got != 1 {
 			t.Fatalf("e-%04d delivered %d times", i, got)
 		}
 	}
@@ -248,7 +248,7 @@ func TestSIGKILLMidStreamLosesNothing(t *testing.T) {
 		t.Fatalf("inbox has %d rows, want %d", rows, n)
 	}
 	for i := range n {
-		if len(s.byKey(fmt.Sprintf("k-%05d", i))) == 0 {
+		if len(s.byKey(fmt.Sprintf("orders/k-%05d", i))) == 0 {
 			t.Fatalf("k-%05d never delivered", i)
 		}
 	}
