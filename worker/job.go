@@ -85,12 +85,13 @@ func (p *Pool) begin(j *job) beginAction {
 		action = beginRelease
 	}
 	p.queued--
-	p.heldBytes -= j.size
 	if action == beginRun {
+		// Its bytes stay held until the handler returns.
 		j.state, j.ran = jobRunning, true
 		p.running++
 	} else {
 		j.state = jobDone
+		p.heldBytes -= j.size
 	}
 	p.updateGaugesLocked()
 	return action

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -96,13 +97,18 @@ func (b *bundle) startOn(t *testing.T, dbURL string, cfg Config) *runningPool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(dbPool.Close) // after the pool stopped: cleanups run last-in first-out
+	return runPool(t, p)
+}
+
+// runPool runs p in the background until the test ends, and waits until it
+// is ready.
+func runPool(t *testing.T, p *Pool) *runningPool {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &runningPool{Pool: p, cancel: cancel, stopped: make(chan struct{})}
 	go func() { r.err = p.Run(ctx); close(r.stopped) }()
-	t.Cleanup(func() {
-		r.stop(t)
-		dbPool.Close()
-	})
+	t.Cleanup(func() { r.stop(t) })
 	select {
 	case <-p.Ready():
 	case <-time.After(10 * time.Second):
@@ -201,6 +207,8 @@ func ids(prefix string, n int) []string {
 	}
 	return out
 }
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
 
 func errString(s *string) string {
 	if s == nil {
