@@ -1,0 +1,231 @@
+// Command embedder runs the inboxd daemon through its Go API (app.Main with
+// app.Options{Registry: reg}), the way a service embeds it, with two Go
+// handlers whose side effects the fault-injection suite can audit:
+//
+//   - tx.effect, a transactional handler (handlers.TxHandler): it inserts
+//     (event_id, source, attempt, pid, at) into the table effects, which has
+//     no unique constraint, inside the transaction that marks the row
+//     processed, and may then sleep FAULT_TX_SLEEP holding that
+//     transaction open. A committed effect row per event is the
+//     effectively-once guarantee; two rows for one event id are a
+//     duplicate.
+//   - http.effect, a plain handler (at-least-once): it POSTs the payload to
+//     FAULT_SINK_URL with the built-in http handler, so the request carries
+//     the event id as Idempotency-Key, like an http route.
+//
+// Configuration, besides the daemon's own INBOXD_* variables:
+//
+//	FAULT_SINK_URL     where http.effect POSTs (required for that type to succeed)
+//	FAULT_TX_SLEEP     how long tx.effect holds its transaction after the insert (Go duration, default 0)
+//	FAULT_HTTP_SLEEP   how long http.effect waits before its request (default 0)
+//	FAULT_FAIL_RATE    fraction (0..1) of attempts of either type that fail with a retryable error
+//	                   (tx.effect fails after its insert, so the insert is rolled back)
+//	FAULT_RUNS_FILE    when set, every handler invocation appends a line
+//	                   "<event_type> <event_id> <attempt> <pid>" to this file (O_APPEND, one write per
+//	                   line, so the lines of several processes interleave whole and survive SIGKILL)
+//
+// The effects table is created at start-up when missing. Signals are handled
+// exactly as cmd/inboxd's main does (app.SignalContext).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/inboxd/inboxd/cmd/inboxd/app"
+	"github.com/inboxd/inboxd/handlers"
+)
+
+// effectsDDL creates the audit table; deliberately without a unique
+// constraint, so a duplicate effect is stored and can be counted.
+const effectsDDL = `CREATE TABLE IF NOT EXISTS effects (
+    event_id text        NOT NULL,
+    source   text        NOT NULL,
+    attempt  integer     NOT NULL,
+    pid      integer     NOT NULL,
+    at       timestamptz NOT NULL DEFAULT clock_timestamp()
+)`
+
+func main() {
+	ctx, stop := app.SignalContext(context.Background(), os.Stderr)
+	code := run(ctx)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context) int {
+	cfg, err := loadConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "embedder:", err)
+		return app.ExitUsage
+	}
+	if len(os.Args) > 1 && os.Args[1] == "run" {
+		if err := ensureEffects(ctx, os.Getenv("INBOXD_DATABASE_URL")); err != nil {
+			fmt.Fprintln(os.Stderr, "embedder: create effects table:", err)
+			return app.ExitFailure
+		}
+	}
+	reg := handlers.NewRegistry()
+	if err := reg.HandleTx("tx.effect", handlers.TxHandlerFunc(cfg.txEffect)); err != nil {
+		fmt.Fprintln(os.Stderr, "embedder:", err)
+		return app.ExitFailure
+	}
+	if err := reg.Handle("http.effect", handlers.HandlerFunc(cfg.httpEffect)); err != nil {
+		fmt.Fprintln(os.Stderr, "embedder:", err)
+		return app.ExitFailure
+	}
+	return app.Main(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr, app.Options{Registry: reg})
+}
+
+// config is the embedder's FAULT_* configuration.
+type config struct {
+	txSleep   time.Duration
+	httpSleep time.Duration
+	failRate  float64
+	http      handlers.Handler // nil without FAULT_SINK_URL
+	runs      *os.File         // nil without FAULT_RUNS_FILE
+	runsMu    sync.Mutex
+	pid       int
+}
+
+func loadConfig() (*config, error) {
+	c := &config{pid: os.Getpid()}
+	var errs []error
+	dur := func(name string) time.Duration {
+		v := os.Getenv(name)
+		if v == "" {
+			return 0
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("%s: not a non-negative duration: %q", name, v))
+		}
+		return d
+	}
+	c.txSleep = dur("FAULT_TX_SLEEP")
+	c.httpSleep = dur("FAULT_HTTP_SLEEP")
+	if v := os.Getenv("FAULT_FAIL_RATE"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 || f > 1 {
+			errs = append(errs, fmt.Errorf("FAULT_FAIL_RATE: want a number between 0 and 1, got %q", v))
+		}
+		c.failRate = f
+	}
+	if u := os.Getenv("FAULT_SINK_URL"); u != "" {
+		h, err := handlers.NewHTTP(handlers.HTTPConfig{URL: u, Timeout: 30 * time.Second})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("FAULT_SINK_URL: %w", err))
+		}
+		c.http = h
+	}
+	if p := os.Getenv("FAULT_RUNS_FILE"); p != "" {
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("FAULT_RUNS_FILE: %w", err))
+		}
+		c.runs = f
+	}
+	return c, errors.Join(errs...)
+}
+
+// recordRun appends one line per handler invocation to the runs file.
+func (c *config) recordRun(ev *handlers.Event) {
+	if c.runs == nil {
+		return
+	}
+	line := fmt.Sprintf("%s %s %d %d\n", ev.EventType, ev.EventID, ev.Attempt, c.pid)
+	c.runsMu.Lock()
+	defer c.runsMu.Unlock()
+	_, _ = c.runs.WriteString(line)
+}
+
+// injectFailure reports whether this attempt should fail on purpose.
+func (c *config) injectFailure() bool {
+	return c.failRate > 0 && rand.Float64() < c.failRate
+}
+
+// txEffect is the transactional handler of tx.effect.
+func (c *config) txEffect(ctx context.Context, tx pgx.Tx, ev *handlers.Event) error {
+	c.recordRun(ev)
+	if _, err := tx.Exec(ctx,
+		`INSERT INTO effects (event_id, source, attempt, pid) VALUES ($1, $2, $3, $4)`,
+		ev.EventID, ev.Source, ev.Attempt, c.pid); err != nil {
+		return fmt.Errorf("insert effect: %w", err)
+	}
+	if c.txSleep > 0 {
+		t := time.NewTimer(c.txSleep)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+	}
+	if c.injectFailure() {
+		return errors.New("injected failure (FAULT_FAIL_RATE)")
+	}
+	return nil
+}
+
+// httpEffect is the plain handler of http.effect.
+func (c *config) httpEffect(ctx context.Context, ev *handlers.Event) error {
+	c.recordRun(ev)
+	if c.httpSleep > 0 {
+		t := time.NewTimer(c.httpSleep)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+	}
+	if c.injectFailure() {
+		return errors.New("injected failure (FAULT_FAIL_RATE)")
+	}
+	if c.http == nil {
+		return errors.New("FAULT_SINK_URL is not set")
+	}
+	return c.http.Handle(ctx, ev)
+}
+
+// ensureEffects creates the effects table if it is missing, retrying while
+// the database is not reachable yet. Replicas starting together serialise on
+// an advisory lock (CREATE TABLE IF NOT EXISTS alone can race).
+func ensureEffects(ctx context.Context, url string) error {
+	if url == "" {
+		return nil // the daemon reports the missing setting itself
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := createEffects(ctx, url)
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func createEffects(ctx context.Context, url string) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return pgx.BeginFunc(cctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(cctx, `SELECT pg_advisory_xact_lock(727270777)`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(cctx, effectsDDL)
+		return err
+	})
+}
