@@ -80,3 +80,28 @@ func TestDialerErrors(t *testing.T) {
 		t.Errorf("dialer TLS %+v, SASL %v", d.TLS, d.SASLMechanism)
 	}
 }
+
+// The reader buffers BatchBytes' worth of the largest messages accepted, not
+// a batch's worth of messages: 500 MiB of 1 MiB payloads used to sit in its
+// queue.
+func TestReaderQueueIsBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		batchBytes, maxPayload, batchSize, want int
+	}{
+		{16 << 20, 1 << 20, 500, 16},  // 16 MiB of 1 MiB messages
+		{16 << 20, 1 << 10, 500, 500}, // small messages: a batch's worth
+		{1 << 10, 1 << 20, 500, 1},    // never less than one
+		{32 << 20, 4 << 20, 5, 5},     // never more than a batch
+	} {
+		cfg := Config{BatchBytes: tt.batchBytes, BatchSize: tt.batchSize, Mapping: MapOptions{MaxPayload: tt.maxPayload}}
+		if got := cfg.queueCapacity(); got != tt.want {
+			t.Errorf("queue capacity for %d batch bytes of %d-byte messages (batch %d) = %d, want %d",
+				tt.batchBytes, tt.maxPayload, tt.batchSize, got, tt.want)
+		}
+	}
+	c := Config{Brokers: []string{"b:1"}, Topics: []string{"t"}, Group: "g"}.withDefaults()
+	if got := c.queueCapacity(); got != DefaultBatchBytes/DefaultMaxPayload {
+		t.Errorf("default queue capacity = %d, want %d", got, DefaultBatchBytes/DefaultMaxPayload)
+	}
+}

@@ -20,7 +20,8 @@ import (
 	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
-// binary is the inboxd binary built once for the subprocess tests.
+// binary is the inboxd binary built once (with -race) for the subprocess
+// tests.
 var binary string
 
 func TestMain(m *testing.M) {
@@ -30,7 +31,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "inboxd")
-	build := exec.Command("go", "build", "-o", binary, ".")
+	// The daemon under test is built with the race detector, like the tests.
+	build := exec.Command("go", "build", "-race", "-o", binary, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build inboxd:", err)

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/inboxd/inboxd/migrations/pgtest"
+)
+
+// SIGHUP reloads the routes file: a type that went dead goes to its new
+// route; a file that does not load keeps the old routes, says why, and the
+// daemon goes on.
+func TestSIGHUPReloadsRoutes(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	routes := writeRoutes(t, "routes:\n  - type: known\n    handler: ignore\ndefault: dead\n")
+	d := startDaemon(t, "INBOXD_DATABASE_URL="+db.URL, "INBOXD_ROUTES="+routes)
+	insert := func(id, typ string) {
+		t.Helper()
+		if _, err := db.Pool.Exec(context.Background(),
+			`INSERT INTO inbox (source, event_id, event_type) VALUES ('s', $1, $2)`, id, typ); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func(id string) func() string {
+		return func() string { s, _ := rowStatus(t, db, id); return s }
+	}
+	insert("before", "late.type")
+	waitFor(t, 10*time.Second, "unrouted row dead", func() bool { return status("before")() == "dead" })
+
+	if err := os.WriteFile(routes, []byte("routes:\n  - type: known\n    handler: ignore\n  - type: late.type\n    handler: ignore\ndefault: dead\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "reload logged", func() bool { return strings.Contains(d.logs.String(), "routes reloaded") })
+	insert("after", "late.type")
+	waitFor(t, 10*time.Second, "newly routed row processed", func() bool { return status("after")() == "processed" })
+
+	if err := os.WriteFile(routes, []byte("routes:\n  - type: late.type\n    handler: teleport\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "refusal logged", func() bool { return strings.Contains(d.logs.String(), "routes not reloaded") })
+	if !strings.Contains(d.logs.String(), "teleport") {
+		t.Errorf("the refusal does not say what is wrong with the file:\n%s", d.logs.String())
+	}
+	insert("kept", "late.type")
+	waitFor(t, 10*time.Second, "old routes still in force", func() bool { return status("kept")() == "processed" })
+	if code := d.terminate(30 * time.Second); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d, want 0", code)
+	}
+}
+
+// Permanent database errors at start are named as they are and end the
+// process with a failure, so that a crash loop shows the cause; they used to
+// be retried for ever as "database not reachable yet".
+func TestPermanentDatabaseErrorExits(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(pgtest.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/inboxd_no_such_db"
+	cmd := exec.Command(binary, "run")
+	cmd.Env = append(os.Environ(), "INBOXD_DATABASE_URL="+u.String(), "INBOXD_HTTP_ADDR=")
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(40 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("still running after 40s against a database that does not exist:\n%s", logs.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("exit code %d, want 1", code)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "3D000") || !strings.Contains(out, `database "inboxd_no_such_db" does not exist`) {
+		t.Errorf("the error is not named as it is:\n%s", out)
+	}
+	t.Logf("exited after %s", time.Since(start).Round(time.Millisecond))
+}
