@@ -1,12 +1,14 @@
 # inboxd — see README.md.
+SHELL := /bin/bash
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS     := -s -w -X github.com/inboxd/inboxd/cmd/inboxd/app.Version=$(VERSION)
+IMAGE       ?= ghcr.io/inboxd/inboxd:0.3.0
 # Tests and benchmarks use this server; each test creates its own database.
 export INBOXD_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all build test lint bench demo clean
+.PHONY: all build test lint bench demo clean image alerts fuzz-short fault fault-long
 
 all: lint test build
 
@@ -15,13 +17,36 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/inboxd ./cmd/inboxd
 
 ## test: every test, with the race detector, against the local PostgreSQL
+## (the short fault suite included; needs promtool for the alert rule tests:
+## deploy/prometheus/install-promtool.sh)
 test:
-	$(GO) test -race -count=1 -timeout 8m ./...
+	$(GO) test -race -count=1 -timeout 12m ./...
 
-## lint: go vet and staticcheck
+## lint: go vet, staticcheck, and the systemd unit's verification and security score
 lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	bash deploy/systemd/check.sh
+
+## alerts: promtool check and unit tests of the alert rules
+alerts:
+	bash deploy/prometheus/check.sh
+
+## fuzz-short: every fuzz target for about 10 s (CI runs it; the corpora run in `make test`)
+fuzz-short:
+	$(GO) test -run='^$$' -fuzz='^FuzzRedactURL$$' -fuzztime=10s ./config/
+	$(GO) test -run='^$$' -fuzz='^FuzzConfigLoad$$' -fuzztime=10s ./config/
+	$(GO) test -run='^$$' -fuzz='^FuzzMapMessage$$' -fuzztime=10s ./ingest/
+	$(GO) test -run='^$$' -fuzz='^FuzzParseRoutes$$' -fuzztime=10s ./handlers/
+
+## fault: the fault-injection suite, short variant (CI runs it): real binaries, PostgreSQL restarts,
+## connection cuts and latency, SIGKILL/SIGSTOP, slow handlers, big payloads; invariants on the history
+fault:
+	INBOXD_FAULT=1 $(GO) test -count=1 -timeout 10m -v -run . ./internal/faultsuite/ 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|faultsuite:|\s+[a-z_]+\.go:[0-9]+:)' ; exit $${PIPESTATUS[0]}
+
+## fault-long: the same scenarios at full size (minutes; not in CI)
+fault-long:
+	INBOXD_FAULT_LONG=1 $(GO) test -count=1 -timeout 60m -v -run . ./internal/faultsuite/
 
 ## bench: end-to-end and pipeline benchmarks (see README "Performance")
 bench:
@@ -30,6 +55,10 @@ bench:
 ## demo: embedded Kafka-protocol broker + local PostgreSQL + HTTP sink, a few thousand events
 demo:
 	$(GO) run ./cmd/inboxd-demo
+
+## image: build the container image (needs a Docker engine; not run here)
+image:
+	docker build -f deploy/Dockerfile -t $(IMAGE) .
 
 clean:
 	rm -rf bin
