@@ -2,6 +2,7 @@ package migrations_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,5 +108,115 @@ func TestInboxTableContract(t *testing.T) {
 	}
 	if _, err := db.Pool.Exec(ctx, `UPDATE inbox SET lease_token = 1, lease_expires_at = now()`); err == nil {
 		t.Fatal("a lease on a row that is not processing was accepted")
+	}
+}
+
+// Rollback: a binary older than the schema runs when every migration it does
+// not know keeps it compatible (expand), and refuses otherwise (contract).
+// The newer migration is simulated by bumping the version and recording its
+// compatibility, as a newer binary's Migrate would.
+func TestOlderBinaryOnNewerSchema(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name            string
+		oldestCompat    func(latest int32) int32
+		wantCompatible  bool
+		wantErrContains string
+	}{
+		{"expand migration keeps this binary", func(l int32) int32 { return l }, true, ""},
+		{"contract migration does not", func(l int32) int32 { return l + 1 }, false, "needs inboxd built for schema"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			db := pgtest.New(t)
+			ctx := context.Background()
+			st, err := migrations.Inspect(ctx, db.Pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !st.Compatible() || st.Ahead() {
+				t.Fatalf("freshly migrated: %+v", st)
+			}
+			newer := st.Latest + 1
+			if _, err := db.Pool.Exec(ctx, `UPDATE `+migrations.VersionTable+` SET version = $1`, newer); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Pool.Exec(ctx, `INSERT INTO `+migrations.CompatTable+` VALUES ($1, $2)`,
+				newer, tt.oldestCompat(st.Latest)); err != nil {
+				t.Fatal(err)
+			}
+			st, err = migrations.Inspect(ctx, db.Pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !st.Ahead() || st.Compatible() != tt.wantCompatible {
+				t.Fatalf("state = %+v, want ahead and compatible=%v", st, tt.wantCompatible)
+			}
+			conn, err := pgx.Connect(ctx, db.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			res, err := migrations.Migrate(ctx, conn)
+			if tt.wantCompatible {
+				if err != nil || !res.Ahead || res.From != newer || res.To != newer {
+					t.Fatalf("Migrate = %+v, %v; want a no-op on the newer schema", res, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErrContains) {
+				t.Fatalf("Migrate = %+v, %v; want an error containing %q", res, err, tt.wantErrContains)
+			}
+		})
+	}
+}
+
+// Every migration declares the oldest schema it keeps compatible, and
+// Migrate records them all.
+func TestEveryMigrationDeclaresCompatibility(t *testing.T) {
+	t.Parallel()
+	compat, err := migrations.Compat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := pgtest.New(t)
+	rows, err := db.Pool.Query(context.Background(), `SELECT oldest_compatible FROM `+migrations.CompatTable+` ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(compat) {
+		t.Fatalf("recorded %d migrations' compatibility, want %d", len(got), len(compat))
+	}
+	for i := range got {
+		if got[i] != compat[i] {
+			t.Fatalf("migration %d: recorded %d, declared %d", i+1, got[i], compat[i])
+		}
+	}
+}
+
+// Inspect only reads: on a database without the schema it reports version 0
+// and creates nothing (a runtime role may have no right to).
+func TestInspectCreatesNothing(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewEmpty(t, false)
+	ctx := context.Background()
+	st, err := migrations.Inspect(ctx, db.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Current != 0 || st.Err() == nil {
+		t.Fatalf("empty database: %+v (err %v)", st, st.Err())
+	}
+	var tables int
+	if err := db.Pool.QueryRow(ctx,
+		`SELECT count(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')`).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 {
+		t.Fatalf("Inspect created %d tables", tables)
 	}
 }
