@@ -125,6 +125,20 @@ type Config struct {
 	// ShutdownTimeout is how long in-flight handlers may run after a stop
 	// signal before they are cancelled and their rows released.
 	ShutdownTimeout time.Duration `env:"INBOXD_SHUTDOWN_TIMEOUT" envDefault:"20s"`
+	// Retention is how long processed (and ignored) rows are kept after
+	// processed_at; deduplication holds only while a row exists, so it must
+	// outlast the topics' retention.
+	Retention time.Duration `env:"INBOXD_RETENTION" envDefault:"168h"`
+	// DeadRetention is how long dead and rejected rows are kept after they
+	// went dead (or were rejected); 0 keeps them until requeued or discarded.
+	DeadRetention time.Duration `env:"INBOXD_DEAD_RETENTION" envDefault:"0"`
+	// RetentionInterval is how often each replica deletes expired rows.
+	RetentionInterval time.Duration `env:"INBOXD_RETENTION_INTERVAL" envDefault:"1m"`
+	// StaleAfter is the age (by received_at) past which a received row counts
+	// as stale in inboxd_inbox_stale_rows.
+	StaleAfter time.Duration `env:"INBOXD_STALE_AFTER" envDefault:"5m"`
+	// StatsInterval is how often each replica refreshes the inbox gauges.
+	StatsInterval time.Duration `env:"INBOXD_STATS_INTERVAL" envDefault:"15s"`
 	// Routes names the routes file (YAML); empty means every type goes to the
 	// default route, dead.
 	Routes string `env:"INBOXD_ROUTES"`
@@ -277,6 +291,14 @@ func (c Config) Validate() error {
 		bad("INBOXD_POLL_INTERVAL", "must be at most 1m, got %q", c.PollInterval)
 	}
 	minDur(&errs, "INBOXD_SHUTDOWN_TIMEOUT", c.ShutdownTimeout, 0)
+	minDur(&errs, "INBOXD_RETENTION", c.Retention, time.Second)
+	minDur(&errs, "INBOXD_DEAD_RETENTION", c.DeadRetention, 0)
+	if c.DeadRetention > 0 && c.DeadRetention < time.Second {
+		bad("INBOXD_DEAD_RETENTION", "must be 0 (keep) or at least 1s, got %q", c.DeadRetention)
+	}
+	minDur(&errs, "INBOXD_RETENTION_INTERVAL", c.RetentionInterval, time.Second)
+	minDur(&errs, "INBOXD_STALE_AFTER", c.StaleAfter, time.Second)
+	minDur(&errs, "INBOXD_STATS_INTERVAL", c.StatsInterval, 100*time.Millisecond)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

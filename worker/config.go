@@ -48,9 +48,12 @@ type Config struct {
 	// RescueInterval is how often expired leases are looked for (default
 	// Lease/2, between 1s and 30s).
 	RescueInterval time.Duration
-	// StatsInterval is how often the live-row gauges are refreshed (default
+	// StatsInterval is how often the inbox gauges are refreshed (default
 	// 15s).
 	StatsInterval time.Duration
+	// StaleAfter is the age by received_at past which a received row counts
+	// as stale in the inboxd_inbox_stale_rows gauge (default 5m).
+	StaleAfter time.Duration
 	// ShutdownTimeout is how long in-flight handlers may run after Run's
 	// context is cancelled before they are cancelled too (default 20s). Run
 	// returns within ShutdownTimeout + ShutdownMargin.
@@ -122,6 +125,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StatsInterval == 0 {
 		c.StatsInterval = 15 * time.Second
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = 5 * time.Minute
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 20 * time.Second

@@ -25,6 +25,8 @@ type metrics struct {
 	dbErrors        *prometheus.CounterVec
 	rows            *prometheus.GaugeVec
 	oldestReady     prometheus.Gauge
+	oldestReceived  prometheus.Gauge
+	staleRows       prometheus.Gauge
 
 	outcomeWriteDelay prometheus.Histogram
 	heldBytes         prometheus.Gauge
@@ -81,11 +83,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"op"}),
 		rows: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "inboxd_inbox_rows",
-			Help: "Inbox rows in the live statuses (received, processing), refreshed periodically.",
+			Help: "Inbox rows by status (received, processing, dead, rejected; processed rows are never counted), " +
+				"refreshed every stats interval. Take max() across replicas.",
 		}, []string{"status"}),
 		oldestReady: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "inboxd_inbox_oldest_ready_age_seconds",
-			Help: "How long the oldest due received row has been waiting; alert when it grows.",
+			Help: "How long the oldest due received row has waited since its available_at: are workers keeping up?",
+		}),
+		oldestReceived: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inboxd_inbox_oldest_received_age_seconds",
+			Help: "Age by received_at of the oldest received row, rows waiting in backoff included.",
+		}),
+		staleRows: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inboxd_inbox_stale_rows",
+			Help: "Received rows (waiting in backoff included) older than INBOXD_STALE_AFTER by received_at.",
 		}),
 		outcomeWriteDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "inboxd_worker_outcome_write_delay_seconds",
@@ -109,13 +120,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, o := range []string{outcomeProcessed, outcomeRetried, outcomeDead, outcomeReleased} {
 		m.completed.WithLabelValues(o)
 	}
+	for _, st := range []string{statusReceived, "processing", statusDead, "rejected"} {
+		m.rows.WithLabelValues(st)
+	}
 	for _, op := range []string{"claim", "complete", "renew", "rescue", "listen", "stats", "tx"} {
 		m.dbErrors.WithLabelValues(op)
 	}
 	if reg != nil {
 		reg.MustRegister(m.claims, m.claimed, m.completed, m.fenced, m.handlerDuration, m.panics,
 			m.inflight, m.renewals, m.leaseLost, m.rescued, m.dbErrors, m.rows, m.oldestReady,
-			m.outcomeWriteDelay, m.heldBytes, m.leaseAtRisk, m.poisoned)
+			m.outcomeWriteDelay, m.heldBytes, m.leaseAtRisk, m.poisoned, m.oldestReceived, m.staleRows)
 	}
 	return m
 }

@@ -91,15 +91,18 @@ func (p *Pool) statsLoop(ctx context.Context) {
 }
 
 func (p *Pool) refreshStats(ctx context.Context) error {
-	var received, processing int64
-	var oldest float64
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
 	defer cancel()
-	if err := p.db.QueryRow(ctx, statsSQL).Scan(&received, &processing, &oldest); err != nil {
-		return fmt.Errorf("inbox stats: %w", err)
+	st, err := ReadStats(ctx, p.db, p.cfg.StaleAfter)
+	if err != nil {
+		return err
 	}
-	p.metrics.rows.WithLabelValues("received").Set(float64(received))
-	p.metrics.rows.WithLabelValues("processing").Set(float64(processing))
-	p.metrics.oldestReady.Set(oldest)
+	p.metrics.rows.WithLabelValues(statusReceived).Set(float64(st.Received))
+	p.metrics.rows.WithLabelValues("processing").Set(float64(st.Processing))
+	p.metrics.rows.WithLabelValues(statusDead).Set(float64(st.Dead))
+	p.metrics.rows.WithLabelValues("rejected").Set(float64(st.Rejected))
+	p.metrics.staleRows.Set(float64(st.Stale))
+	p.metrics.oldestReceived.Set(st.OldestReceivedAge.Seconds())
+	p.metrics.oldestReady.Set(st.OldestReadyAge.Seconds())
 	return nil
 }

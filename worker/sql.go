@@ -23,6 +23,12 @@ var (
 	statsSQL string
 	//go:embed sql/notify.sql
 	notifySQL string
+	//go:embed sql/retention_processed.sql
+	retentionProcessedSQL string
+	//go:embed sql/retention_failed.sql
+	retentionFailedSQL string
+	//go:embed sql/retention_count.sql
+	retentionCountSQL string
 )
 
 // notifyChannel is the channel the inbox trigger notifies on.

@@ -85,6 +85,10 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	if err != nil {
 		return usageError{err}
 	}
+	retention, err := worker.NewRetention(db, retentionConfig(cfg), log, metrics)
+	if err != nil {
+		return usageError{err}
+	}
 	var consumer *ingest.Consumer
 	if cfg.IngestEnabled() {
 		consumer, err = ingest.New(ingestConfig(cfg), db, log, metrics)
@@ -129,6 +133,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		}
 		return nil
 	})
+	g.Go(func() error { return retention.Run(gctx) })
 	if consumer != nil {
 		g.Go(func() error {
 			if err := consumer.Run(gctx); err != nil {
@@ -258,8 +263,10 @@ func waitForDatabase(ctx context.Context, db *pgxpool.Pool, log zerolog.Logger) 
 	}
 }
 
-// checkSchema refuses to run on a schema older than this binary's, unless
-// asked to migrate first.
+// checkSchema refuses to run on a schema older than this binary's (unless
+// asked to migrate first) or on a newer one that is not compatible with it;
+// on a newer, compatible one (after a rollback) it warns and goes on. Unless
+// asked to migrate, it only reads.
 func checkSchema(ctx context.Context, db *pgxpool.Pool, migrateFirst bool, log zerolog.Logger) error {
 	conn, err := db.Acquire(ctx)
 	if err != nil {
@@ -271,21 +278,29 @@ func checkSchema(ctx context.Context, db *pgxpool.Pool, migrateFirst bool, log z
 		if err != nil {
 			return err
 		}
+		if res.Ahead {
+			log.Warn().Int32("schema", res.From).Msg("schema is newer than this inboxd and compatible with it: nothing migrated")
+			return nil
+		}
 		log.Info().Int32("from", res.From).Int32("to", res.To).Msg("schema migrated")
 		return nil
 	}
-	current, latest, err := migrations.Status(ctx, conn.Conn())
+	st, err := migrations.Inspect(ctx, conn)
 	if err != nil {
 		return err
 	}
-	if current < latest {
-		return fmt.Errorf("database schema is at version %d, this inboxd needs %d: run `inboxd migrate` first (or `inboxd run --migrate`)", current, latest)
+	if err := st.Err(); err != nil {
+		return err
+	}
+	if st.Ahead() {
+		log.Warn().Int32("schema", st.Current).Int32("binary_schema", st.Latest).Int32("oldest_compatible", st.OldestCompatible).
+			Msg("schema is newer than this inboxd and compatible with it (a rollback?): running")
 	}
 	return nil
 }
 
 // runMigrate applies pending migrations.
-func runMigrate(ctx context.Context, cfg config.Config, stdout io.Writer) error {
+func runMigrate(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
 	conn, err := connect(ctx, cfg)
 	if err != nil {
 		return err
@@ -295,9 +310,13 @@ func runMigrate(ctx context.Context, cfg config.Config, stdout io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if res.From == res.To {
+	switch {
+	case res.Ahead:
+		_, latest, _ := migrations.Status(ctx, conn)
+		fmt.Fprintf(stderr, "inboxd: warning: the schema is at version %d, newer than this inboxd's %d, and compatible with it: nothing to migrate\n", res.To, latest)
+	case res.From == res.To:
 		fmt.Fprintf(stdout, "schema is up to date at version %d\n", res.To)
-	} else {
+	default:
 		fmt.Fprintf(stdout, "schema migrated from version %d to %d\n", res.From, res.To)
 	}
 	return nil

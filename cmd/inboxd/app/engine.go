@@ -20,7 +20,19 @@ func workerConfig(c config.Config) worker.Config {
 		RetryPolicy:      worker.ExponentialBackoff{Base: c.BackoffBase, Max: c.BackoffMax},
 		MaxRetryDelay:    c.BackoffMax,
 		PollInterval:     c.PollInterval,
+		StatsInterval:    c.StatsInterval,
+		StaleAfter:       c.StaleAfter,
 		ShutdownTimeout:  c.ShutdownTimeout,
+	}
+}
+
+// retentionConfig translates the daemon's configuration into retention's.
+func retentionConfig(c config.Config) worker.RetentionConfig {
+	return worker.RetentionConfig{
+		Processed:        c.Retention,
+		Failed:           c.DeadRetention,
+		Interval:         c.RetentionInterval,
+		StatementTimeout: c.StatementTimeout,
 	}
 }
 

@@ -104,7 +104,7 @@ func dispatch(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		migrate := fs.Bool("migrate", false, "apply pending migrations before starting")
 		run = func(cfg config.Config) error { return runDaemon(ctx, cfg, opts, stderr, *migrate) }
 	case "migrate":
-		run = func(cfg config.Config) error { return runMigrate(ctx, cfg, stdout) }
+		run = func(cfg config.Config) error { return runMigrate(ctx, cfg, stdout, stderr) }
 	case "stats":
 		asJSON := fs.Bool("json", false, "print JSON")
 		run = func(cfg config.Config) error { return runStats(ctx, cfg, stdout, *asJSON) }

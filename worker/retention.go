@@ -1,0 +1,225 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/inboxd/inboxd/internal/backoff"
+)
+
+// RetentionConfig configures a Retention. Zero values take the defaults
+// documented on each field.
+type RetentionConfig struct {
+	// Processed is how long processed rows are kept after processed_at
+	// (default 168h). Deduplication holds only while a row exists, so this
+	// must outlast the retention of the topics the rows came from.
+	Processed time.Duration
+	// Failed is how long dead and rejected rows are kept after they went
+	// dead or were rejected (updated_at); 0 keeps them until requeued or
+	// discarded by hand.
+	Failed time.Duration
+	// Interval is the time between passes (default 1m).
+	Interval time.Duration
+	// Batch caps the rows one delete statement removes (default 1000), so
+	// each transaction stays short.
+	Batch int
+	// Pause is the time between two batches of one pass (default 50ms), so
+	// deletions leave room for the rest of the database's work.
+	Pause time.Duration
+	// StatementTimeout bounds each statement (default 30s).
+	StatementTimeout time.Duration
+}
+
+func (c RetentionConfig) withDefaults() RetentionConfig {
+	if c.Processed == 0 {
+		c.Processed = 168 * time.Hour
+	}
+	if c.Interval == 0 {
+		c.Interval = time.Minute
+	}
+	if c.Batch == 0 {
+		c.Batch = 1000
+	}
+	if c.Pause == 0 {
+		c.Pause = 50 * time.Millisecond
+	}
+	if c.StatementTimeout == 0 {
+		c.StatementTimeout = 30 * time.Second
+	}
+	return c
+}
+
+func (c RetentionConfig) validate() error {
+	var errs []error
+	if c.Processed < time.Second {
+		errs = append(errs, fmt.Errorf("processed retention must be at least 1s, got %s", c.Processed))
+	}
+	if c.Failed < 0 {
+		errs = append(errs, fmt.Errorf("failed retention must not be negative, got %s", c.Failed))
+	}
+	if c.Interval <= 0 || c.Batch < 1 || c.Pause < 0 || c.StatementTimeout <= 0 {
+		errs = append(errs, errors.New("retention interval, batch, pause and statement timeout must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Retention deletes expired rows: processed rows after RetentionConfig.
+// Processed, dead and rejected rows after RetentionConfig.Failed. Every
+// replica may run one: batches are small, each its own short transaction,
+// and taken with SKIP LOCKED so that replicas never fight over rows.
+type Retention struct {
+	cfg     RetentionConfig
+	db      *pgxpool.Pool
+	log     zerolog.Logger
+	metrics *retentionMetrics
+}
+
+// PruneResult says what one retention pass deleted, or would delete.
+type PruneResult struct {
+	// Processed is the number of processed rows.
+	Processed int64
+	// Failed is the number of dead and rejected rows.
+	Failed int64
+}
+
+// NewRetention returns a Retention on the inbox reachable through db.
+// Metrics are registered on reg (nil: none).
+func NewRetention(db *pgxpool.Pool, cfg RetentionConfig, logger zerolog.Logger, reg prometheus.Registerer) (*Retention, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("retention config: %w", err)
+	}
+	if db == nil {
+		return nil, errors.New("retention: nil database pool")
+	}
+	return &Retention{
+		cfg:     cfg,
+		db:      db,
+		log:     logger.With().Str("component", "retention").Logger(),
+		metrics: newRetentionMetrics(reg),
+	}, nil
+}
+
+// Run prunes once at start and then every Interval, until ctx is cancelled.
+// A failed pass is logged and counted; the next one tries again.
+func (r *Retention) Run(ctx context.Context) error {
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		start := time.Now()
+		res, err := r.Prune(ctx, false)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			r.metrics.errors.Inc()
+			r.log.Error().Err(err).Int64("deleted_processed", res.Processed).Int64("deleted_failed", res.Failed).
+				Msg("retention pass failed; the next one tries again")
+		default:
+			r.metrics.lastSuccess.SetToCurrentTime()
+			r.metrics.duration.Observe(time.Since(start).Seconds())
+			if res.Processed+res.Failed > 0 {
+				r.log.Info().Int64("deleted_processed", res.Processed).Int64("deleted_failed", res.Failed).
+					Dur("took", time.Since(start).Round(time.Millisecond)).Msg("retention pass")
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Prune runs one retention pass: it deletes expired rows batch by batch
+// until none is left, and reports how many it deleted. With dryRun it
+// deletes nothing and reports how many rows a pass would delete now.
+func (r *Retention) Prune(ctx context.Context, dryRun bool) (PruneResult, error) {
+	if dryRun {
+		var res PruneResult
+		qctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
+		defer cancel()
+		err := r.db.QueryRow(qctx, retentionCountSQL, pgx.NamedArgs{
+			"processed_ms": r.cfg.Processed.Milliseconds(), "failed_ms": r.cfg.Failed.Milliseconds(),
+		}).Scan(&res.Processed, &res.Failed)
+		if err != nil {
+			return PruneResult{}, fmt.Errorf("count expired rows: %w", err)
+		}
+		return res, nil
+	}
+	var res PruneResult
+	n, err := r.deleteAll(ctx, retentionProcessedSQL, r.cfg.Processed, "processed")
+	res.Processed = n
+	if err != nil || r.cfg.Failed == 0 {
+		return res, err
+	}
+	res.Failed, err = r.deleteAll(ctx, retentionFailedSQL, r.cfg.Failed, "failed")
+	return res, err
+}
+
+// deleteAll runs the delete statement sql batch after batch, pausing in
+// between, until a batch comes back short.
+func (r *Retention) deleteAll(ctx context.Context, sql string, retention time.Duration, label string) (int64, error) {
+	var total int64
+	for {
+		qctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
+		tag, err := r.db.Exec(qctx, sql, pgx.NamedArgs{"retention_ms": retention.Milliseconds(), "batch": r.cfg.Batch})
+		cancel()
+		if err != nil {
+			return total, fmt.Errorf("delete expired %s rows: %w", label, err)
+		}
+		n := tag.RowsAffected()
+		total += n
+		r.metrics.deleted.WithLabelValues(label).Add(float64(n))
+		if n < int64(r.cfg.Batch) {
+			return total, nil
+		}
+		if !backoff.Sleep(ctx, r.cfg.Pause) {
+			return total, ctx.Err()
+		}
+	}
+}
+
+// retentionMetrics are the retention's Prometheus metrics.
+type retentionMetrics struct {
+	deleted     *prometheus.CounterVec
+	lastSuccess prometheus.Gauge
+	duration    prometheus.Histogram
+	errors      prometheus.Counter
+}
+
+func newRetentionMetrics(reg prometheus.Registerer) *retentionMetrics {
+	m := &retentionMetrics{
+		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inboxd_retention_deleted_rows_total",
+			Help: "Rows deleted by retention, by status group (processed; failed: dead and rejected).",
+		}, []string{"status"}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inboxd_retention_last_success_timestamp_seconds",
+			Help: "When this replica's last retention pass succeeded (Unix time; 0 before the first).",
+		}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "inboxd_retention_run_duration_seconds",
+			Help:    "How long successful retention passes took.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_retention_errors_total",
+			Help: "Retention passes that failed.",
+		}),
+	}
+	for _, s := range []string{"processed", "failed"} {
+		m.deleted.WithLabelValues(s)
+	}
+	if reg != nil {
+		reg.MustRegister(m.deleted, m.lastSuccess, m.duration, m.errors)
+	}
+	return m
+}
