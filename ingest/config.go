@@ -29,6 +29,9 @@ const (
 	// DefaultCloseTimeout bounds, at shutdown, the final flush and the
 	// closing of the reader together.
 	DefaultCloseTimeout = 5 * time.Second
+	// DefaultLagInterval is how often the brokers are asked for the group's
+	// lag (and whether they can be reached).
+	DefaultLagInterval = 15 * time.Second
 	// DefaultStallTimeout is how long a fetch may wait on a known backlog
 	// before Healthy reports the consumer stalled.
 	DefaultStallTimeout = 2 * time.Minute
@@ -93,6 +96,15 @@ type Config struct {
 	// StallTimeout is how long a fetch may wait while messages are known to
 	// be waiting before Healthy reports an error.
 	StallTimeout time.Duration
+
+	// LagInterval is how often the brokers are asked for the consumer
+	// group's lag per partition; while they do not answer, ingest is not
+	// ready.
+	LagInterval time.Duration
+	// DedupWindow is how long processed rows are kept (INBOXD_RETENTION).
+	// When set, Run warns about every topic whose retention.ms is longer:
+	// deduplication holds only while a row exists. Zero skips the check.
+	DedupWindow time.Duration
 
 	// TLS configures TLS to the brokers.
 	TLS TLSConfig
@@ -162,6 +174,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.CommitTimeout, DefaultCommitTimeout)
 	setDur(&c.CloseTimeout, DefaultCloseTimeout)
 	setDur(&c.StallTimeout, DefaultStallTimeout)
+	setDur(&c.LagInterval, DefaultLagInterval)
 	if c.ClientID == "" {
 		c.ClientID = "inboxd"
 	}
@@ -208,7 +221,7 @@ func (c Config) Validate() error {
 		{"heartbeat interval", c.HeartbeatInterval}, {"rebalance timeout", c.RebalanceTimeout},
 		{"retry backoff min", c.RetryBackoffMin}, {"write timeout", c.WriteTimeout},
 		{"commit timeout", c.CommitTimeout}, {"close timeout", c.CloseTimeout},
-		{"stall timeout", c.StallTimeout},
+		{"stall timeout", c.StallTimeout}, {"lag interval", c.LagInterval},
 	} {
 		if d.d <= 0 {
 			bad("ingest: %s must be positive, got %s", d.name, d.d)

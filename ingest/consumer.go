@@ -30,8 +30,11 @@ type Consumer struct {
 	backoff   func(attempt int) time.Duration
 	newReader func(kafka.ReaderConfig) messageReader
 
-	running atomic.Bool
-	ready   atomic.Bool
+	probe brokerProbe
+
+	running   atomic.Bool
+	writesOK  atomic.Bool // the last batch write succeeded
+	reachable atomic.Bool // the brokers answered the last probe
 
 	mu            sync.Mutex
 	reader        messageReader // nil unless Run is running
@@ -76,6 +79,7 @@ func newConsumer(cfg Config, w inboxWriter, logger zerolog.Logger, reg prometheu
 		metrics: metrics,
 		now:     time.Now,
 		backlog: make(map[topicPartition]int64),
+		probe:   newAdminProbe(cfg, dialer),
 		newReader: func(rc kafka.ReaderConfig) messageReader {
 			return kafka.NewReader(rc)
 		},
@@ -94,14 +98,22 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("ingest: Run is already running")
 	}
-	defer c.running.Store(false)
+	defer func() {
+		c.running.Store(false)
+		c.updateReady()
+	}()
 
 	r := c.newReader(c.readerConfig())
 	c.mu.Lock()
 	c.reader = r
 	clear(c.backlog)
 	c.mu.Unlock()
+	c.reachable.Store(false) // until the brokers answer
 	c.setReady(true)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); c.watchBrokers(watchCtx) }()
+	defer func() { stopWatch(); <-watched; c.probe.close() }()
 	c.log.Info().
 		Strs("brokers", c.cfg.Brokers).Strs("topics", c.cfg.Topics).Str("group", c.cfg.Group).
 		Bool("tls", c.cfg.TLS.Enabled).Str("sasl_mechanism", c.cfg.SASL.Mechanism).
@@ -111,6 +123,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 	deadline, err := c.loop(ctx, r)
 
+	stopWatch()
 	c.setReady(false)
 	c.mu.Lock()
 	c.reader = nil

@@ -136,6 +136,7 @@ func unitConsumer(t *testing.T, w inboxWriter, r *fakeReader, mutate func(*Confi
 		t.Fatal(err)
 	}
 	c.newReader = func(kafka.ReaderConfig) messageReader { return r }
+	c.probe = &fakeProbe{}
 	c.backoff = func(int) time.Duration { return time.Millisecond }
 	return c, func() func() error {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -174,4 +175,32 @@ func waitFor(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// fakeProbe answers broker probes from fields the test sets.
+type fakeProbe struct {
+	mu        sync.Mutex
+	err       error
+	lags      map[topicPartition]int64
+	retention map[string]time.Duration
+}
+
+func (f *fakeProbe) set(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+}
+
+func (f *fakeProbe) lag(context.Context) (map[topicPartition]int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lags, f.err
+}
+
+func (f *fakeProbe) close() {}
+
+func (f *fakeProbe) topicRetention(context.Context, []string) (map[string]time.Duration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.retention, f.err
 }

@@ -7,10 +7,17 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// Ready reports whether ingest is running and its last attempt at writing a
-// batch did not fail. It is false before Run, after Run returns, and while the
-// database refuses or fails batch writes.
-func (c *Consumer) Ready() bool { return c.ready.Load() }
+// Ready reports whether ingest is running, its last attempt at writing a
+// batch did not fail, and the brokers answered its last probe. It is false
+// before Run, after Run returns, while the database refuses or fails batch
+// writes, and while the brokers cannot be reached (including at start,
+// until they first answer).
+func (c *Consumer) Ready() bool {
+	return c.running.Load() && c.writesOK.Load() && c.reachable.Load()
+}
+
+// Reachable reports whether the brokers answered the consumer's last probe.
+func (c *Consumer) Reachable() bool { return c.reachable.Load() }
 
 // LastProgress returns when a message was last fetched or a batch last
 // written; zero before the first.
@@ -59,9 +66,15 @@ func (c *Consumer) Healthy() error {
 		waited.Round(time.Second), behind, worst.topic, worst.partition)
 }
 
+// setReady records whether the last batch write succeeded.
 func (c *Consumer) setReady(ok bool) {
-	c.ready.Store(ok)
-	if ok {
+	c.writesOK.Store(ok)
+	c.updateReady()
+}
+
+// updateReady publishes Ready on the gauge.
+func (c *Consumer) updateReady() {
+	if c.Ready() {
 		c.metrics.Ready.Set(1)
 	} else {
 		c.metrics.Ready.Set(0)

@@ -110,6 +110,7 @@ func (b *kafkaBundle) config() Config {
 		RetryBackoffMin:   10 * time.Millisecond,
 		RetryBackoffMax:   200 * time.Millisecond,
 		CloseTimeout:      10 * time.Second,
+		LagInterval:       100 * time.Millisecond,
 		Mapping:           MapOptions{MaxPayload: 1024},
 	}
 }

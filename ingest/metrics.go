@@ -29,8 +29,14 @@ type Metrics struct {
 	// OffsetCommitErrors counts offset commits that failed after their batch
 	// was written.
 	OffsetCommitErrors prometheus.Counter
-	// Ready is 1 while ingest runs and its last write succeeded, else 0.
+	// Ready is 1 while ingest runs, its last write succeeded and the brokers
+	// answered its last probe, else 0.
 	Ready prometheus.Gauge
+	// Lag is the consumer group's lag per partition, in messages: the
+	// high-water mark minus the committed offset.
+	Lag *prometheus.GaugeVec
+	// BrokerErrors counts probes of the brokers that failed.
+	BrokerErrors prometheus.Counter
 }
 
 // NewMetrics creates the ingest metrics and registers them with reg (nil
@@ -46,6 +52,8 @@ type Metrics struct {
 //	inboxd_ingest_fetch_errors_total
 //	inboxd_ingest_offset_commit_errors_total
 //	inboxd_ingest_ready
+//	inboxd_ingest_consumer_lag{topic, partition}
+//	inboxd_ingest_broker_probe_errors_total
 //
 // A metric already registered with reg (by another Consumer) is shared.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
@@ -72,7 +80,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		OffsetCommitErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "offset_commit_errors_total", Help: "Offset commits that failed after their batch was written."}),
 		Ready: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
-			Name: "ready", Help: "1 while ingest runs and its last batch write succeeded."}),
+			Name: "ready", Help: "1 while ingest runs, its last batch write succeeded and the brokers answer."}),
+		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "consumer_lag", Help: "Messages the consumer group has left to read, per partition (high-water mark minus committed offset)."},
+			[]string{"topic", "partition"}),
+		BrokerErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "broker_probe_errors_total", Help: "Probes of the brokers (metadata, offsets) that failed."}),
 	}
 	for _, r := range []RejectReason{RejectMissingID, RejectInvalidID, RejectMissingType, RejectInvalidType, RejectOversize, RejectRefused} {
 		m.Rejected.WithLabelValues(string(r))
@@ -91,6 +104,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.FetchErrors = register(reg, m.FetchErrors, &err)
 	m.OffsetCommitErrors = register(reg, m.OffsetCommitErrors, &err)
 	m.Ready = register(reg, m.Ready, &err)
+	m.Lag = register(reg, m.Lag, &err)
+	m.BrokerErrors = register(reg, m.BrokerErrors, &err)
 	if err != nil {
 		return nil, err
 	}

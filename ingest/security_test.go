@@ -175,6 +175,14 @@ func TestKafkaUnreachableAtStart(t *testing.T) {
 		n := testutil.ToFloat64(c.metrics.FetchErrors)
 		return n >= 1 && strings.Contains(logs.String(), `"level":"warn"`), fmt.Sprintf("%v fetch errors, logs %s", n, logs.String())
 	})
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		n := testutil.ToFloat64(c.metrics.BrokerErrors)
+		return n >= 2, fmt.Sprintf("%v failed broker probes", n)
+	})
+	// Unreachable brokers: not ready (it was 1 before).
+	if c.Ready() || testutil.ToFloat64(c.metrics.Ready) != 0 {
+		t.Fatal("ingest reports ready while no broker can be reached")
+	}
 
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.SeedTopics(2, b.topic),
 		kfake.GroupMinSessionTimeout(100*time.Millisecond))
@@ -189,4 +197,5 @@ func TestKafkaUnreachableAtStart(t *testing.T) {
 	if got := b.countRows(t, "inbox"); got != 2 {
 		t.Errorf("%d rows, want 2", got)
 	}
+	waitFor(t, 10*time.Second, func() (bool, string) { return c.Ready(), "ready once the brokers answer" })
 }

@@ -49,6 +49,7 @@ func ingestConfig(c config.Config) ingest.Config {
 		BatchSize:       c.IngestBatchSize,
 		BatchTimeout:    c.IngestBatchTimeout,
 		BatchBytes:      c.IngestBatchBytes,
+		DedupWindow:     c.Retention,
 		Mapping: ingest.MapOptions{
 			EventIDHeaders:     c.EventIDHeaders,
 			EventTypeHeaders:   c.EventTypeHeaders,
