@@ -24,136 +24,144 @@ import (
 )
 
 // Config is the whole daemon configuration. The env tag of each field is the
-// environment variable it is read from; envDefault is its default.
+// environment variable it is read from; envDefault is its default; help is
+// the one line `inboxd help` shows for it (see Variables). A new field needs
+// all three.
 type Config struct {
 	// DatabaseURL is the PostgreSQL connection string (URL or key=value form).
-	DatabaseURL string `env:"INBOXD_DATABASE_URL"`
+	DatabaseURL string `env:"INBOXD_DATABASE_URL" help:"PostgreSQL connection string, URL or key=value form (required, or INBOXD_DATABASE_URL_FILE)"`
 	// DatabaseURLFile names a file holding the connection string; it is used
 	// when DatabaseURL is empty.
-	DatabaseURLFile string `env:"INBOXD_DATABASE_URL_FILE"`
+	DatabaseURLFile string `env:"INBOXD_DATABASE_URL_FILE" help:"file holding the connection string, used when INBOXD_DATABASE_URL is empty"`
 	// DatabaseMaxConns caps the daemon's connections in all: EngineConns of
 	// them for the engine's own statements (claims, completions, lease
 	// renewals, ingest, health), the rest for transactional handlers; 0
 	// means EngineConns + max(2, workers/4). The notification listener holds
 	// one more.
-	DatabaseMaxConns int `env:"INBOXD_DATABASE_MAX_CONNS" envDefault:"0"`
+	DatabaseMaxConns int `env:"INBOXD_DATABASE_MAX_CONNS" envDefault:"0" help:"connections in all: 8 for the engine, the rest for transactional handlers; 0 = 8 + max(2, workers/4)"`
 	// StatementTimeout is set as statement_timeout on every session.
-	StatementTimeout time.Duration `env:"INBOXD_STATEMENT_TIMEOUT" envDefault:"30s"`
+	StatementTimeout time.Duration `env:"INBOXD_STATEMENT_TIMEOUT" envDefault:"30s" help:"statement_timeout of every session"`
 	// IdleInTxTimeout is set as idle_in_transaction_session_timeout on every
 	// session, so a stuck transaction cannot hold vacuum back.
-	IdleInTxTimeout time.Duration `env:"INBOXD_IDLE_IN_TRANSACTION_TIMEOUT" envDefault:"60s"`
+	IdleInTxTimeout time.Duration `env:"INBOXD_IDLE_IN_TRANSACTION_TIMEOUT" envDefault:"60s" help:"idle_in_transaction_session_timeout of every session"`
 
 	// KafkaBrokers lists the bootstrap brokers; empty runs workers only.
-	KafkaBrokers []string `env:"INBOXD_KAFKA_BROKERS" envSeparator:","`
+	KafkaBrokers []string `env:"INBOXD_KAFKA_BROKERS" envSeparator:"," help:"comma list of bootstrap brokers (host:port); empty = no ingest, workers only"`
 	// KafkaTopics lists the topics to consume.
-	KafkaTopics []string `env:"INBOXD_KAFKA_TOPICS" envSeparator:","`
+	KafkaTopics []string `env:"INBOXD_KAFKA_TOPICS" envSeparator:"," help:"comma list of topics to consume; required with brokers"`
 	// KafkaGroup is the consumer group id.
-	KafkaGroup string `env:"INBOXD_KAFKA_GROUP" envDefault:"inboxd"`
+	KafkaGroup string `env:"INBOXD_KAFKA_GROUP" envDefault:"inboxd" help:"consumer group"`
 	// KafkaClientID is sent to the brokers to identify this daemon.
-	KafkaClientID string `env:"INBOXD_KAFKA_CLIENT_ID" envDefault:"inboxd"`
+	KafkaClientID string `env:"INBOXD_KAFKA_CLIENT_ID" envDefault:"inboxd" help:"client id sent to the brokers"`
 	// KafkaStartOffset is where a group with no committed offset starts:
 	// "first" or "last".
-	KafkaStartOffset string `env:"INBOXD_KAFKA_START_OFFSET" envDefault:"first"`
+	KafkaStartOffset string `env:"INBOXD_KAFKA_START_OFFSET" envDefault:"first" help:"where a group without committed offsets starts: first or last"`
 	// KafkaSessionTimeout is the group session timeout: how long the group
 	// waits for a member that died without leaving.
-	KafkaSessionTimeout time.Duration `env:"INBOXD_KAFKA_SESSION_TIMEOUT" envDefault:"10s"`
+	KafkaSessionTimeout time.Duration `env:"INBOXD_KAFKA_SESSION_TIMEOUT" envDefault:"10s" help:"how long the group waits for a member that died without leaving"`
 	// KafkaTLS enables TLS to the brokers.
-	KafkaTLS bool `env:"INBOXD_KAFKA_TLS" envDefault:"false"`
+	KafkaTLS bool `env:"INBOXD_KAFKA_TLS" envDefault:"false" help:"TLS to the brokers"`
 	// KafkaTLSCAFile is a PEM bundle of CAs to trust; empty uses the system pool.
-	KafkaTLSCAFile string `env:"INBOXD_KAFKA_TLS_CA_FILE"`
+	KafkaTLSCAFile string `env:"INBOXD_KAFKA_TLS_CA_FILE" help:"PEM bundle of CAs to trust; empty = the system pool"`
 	// KafkaTLSCertFile is the client certificate (PEM) for mutual TLS.
-	KafkaTLSCertFile string `env:"INBOXD_KAFKA_TLS_CERT_FILE"`
+	KafkaTLSCertFile string `env:"INBOXD_KAFKA_TLS_CERT_FILE" help:"client certificate (PEM) for mutual TLS, with INBOXD_KAFKA_TLS_KEY_FILE"`
 	// KafkaTLSKeyFile is the client key (PEM) for mutual TLS.
-	KafkaTLSKeyFile string `env:"INBOXD_KAFKA_TLS_KEY_FILE"`
+	KafkaTLSKeyFile string `env:"INBOXD_KAFKA_TLS_KEY_FILE" help:"client key (PEM) for mutual TLS"`
 	// KafkaTLSServerName overrides the server name checked in the broker's
 	// certificate.
-	KafkaTLSServerName string `env:"INBOXD_KAFKA_TLS_SERVER_NAME"`
+	KafkaTLSServerName string `env:"INBOXD_KAFKA_TLS_SERVER_NAME" help:"server name checked in the brokers' certificates"`
 	// KafkaTLSInsecureSkipVerify disables certificate verification (tests only).
-	KafkaTLSInsecureSkipVerify bool `env:"INBOXD_KAFKA_TLS_INSECURE_SKIP_VERIFY" envDefault:"false"`
+	KafkaTLSInsecureSkipVerify bool `env:"INBOXD_KAFKA_TLS_INSECURE_SKIP_VERIFY" envDefault:"false" help:"skip certificate verification (tests only)"`
 	// KafkaSASLMechanism is empty (no SASL), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
-	KafkaSASLMechanism string `env:"INBOXD_KAFKA_SASL_MECHANISM"`
+	KafkaSASLMechanism string `env:"INBOXD_KAFKA_SASL_MECHANISM" help:"empty (no SASL), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"`
 	// KafkaSASLUsername is the SASL user name.
-	KafkaSASLUsername string `env:"INBOXD_KAFKA_SASL_USERNAME"`
+	KafkaSASLUsername string `env:"INBOXD_KAFKA_SASL_USERNAME" help:"SASL user name"`
 	// KafkaSASLPassword is the SASL password.
-	KafkaSASLPassword string `env:"INBOXD_KAFKA_SASL_PASSWORD"`
+	KafkaSASLPassword string `env:"INBOXD_KAFKA_SASL_PASSWORD" help:"SASL password (or INBOXD_KAFKA_SASL_PASSWORD_FILE)"`
 	// KafkaSASLPasswordFile names a file holding the SASL password; it is used
 	// when KafkaSASLPassword is empty.
-	KafkaSASLPasswordFile string `env:"INBOXD_KAFKA_SASL_PASSWORD_FILE"`
+	KafkaSASLPasswordFile string `env:"INBOXD_KAFKA_SASL_PASSWORD_FILE" help:"file holding the SASL password, used when INBOXD_KAFKA_SASL_PASSWORD is empty"`
 
 	// IngestBatchSize closes an ingest batch when it holds this many messages.
-	IngestBatchSize int `env:"INBOXD_INGEST_BATCH_SIZE" envDefault:"500"`
+	IngestBatchSize int `env:"INBOXD_INGEST_BATCH_SIZE" envDefault:"500" help:"messages that close an ingest batch"`
 	// IngestBatchTimeout closes a non-empty ingest batch after this long.
-	IngestBatchTimeout time.Duration `env:"INBOXD_INGEST_BATCH_TIMEOUT" envDefault:"50ms"`
+	IngestBatchTimeout time.Duration `env:"INBOXD_INGEST_BATCH_TIMEOUT" envDefault:"50ms" help:"a non-empty ingest batch is written at the latest after this"`
 	// IngestBatchBytes closes an ingest batch when its payloads add up to
 	// this many bytes; it also bounds the messages the Kafka reader buffers
 	// ahead (this many bytes' worth of INBOXD_MAX_PAYLOAD messages).
-	IngestBatchBytes int `env:"INBOXD_INGEST_BATCH_BYTES" envDefault:"16777216"`
+	IngestBatchBytes int `env:"INBOXD_INGEST_BATCH_BYTES" envDefault:"16777216" help:"payload bytes that close an ingest batch; also bounds what the Kafka reader buffers"`
 	// MaxPayload is the largest payload stored, in bytes; bigger messages
 	// become rejected rows. The Kafka reader's MaxBytes is set to match.
-	MaxPayload int `env:"INBOXD_MAX_PAYLOAD" envDefault:"1048576"`
+	MaxPayload int `env:"INBOXD_MAX_PAYLOAD" envDefault:"1048576" help:"largest payload stored, in bytes; bigger messages become rejected rows"`
 	// EventIDHeaders are the headers tried, in order, for the event id.
-	EventIDHeaders []string `env:"INBOXD_EVENT_ID_HEADERS" envSeparator:"," envDefault:"event_id,ce_id"`
+	EventIDHeaders []string `env:"INBOXD_EVENT_ID_HEADERS" envSeparator:"," envDefault:"event_id,ce_id" help:"headers tried, in order, for the event id"`
 	// EventTypeHeaders are the headers tried, in order, for the event type.
-	EventTypeHeaders []string `env:"INBOXD_EVENT_TYPE_HEADERS" envSeparator:"," envDefault:"event_type,ce_type"`
+	EventTypeHeaders []string `env:"INBOXD_EVENT_TYPE_HEADERS" envSeparator:"," envDefault:"event_type,ce_type" help:"headers tried, in order, for the event type"`
 	// EventIDJSONField, when set, is a top-level JSON field of the payload used
 	// for the event id when no header carries it.
-	EventIDJSONField string `env:"INBOXD_EVENT_ID_JSON_FIELD"`
+	EventIDJSONField string `env:"INBOXD_EVENT_ID_JSON_FIELD" help:"top-level JSON field of the payload used when no header carries the event id"`
 	// EventTypeJSONField, when set, is a top-level JSON field of the payload
 	// used for the event type when no header carries it.
-	EventTypeJSONField string `env:"INBOXD_EVENT_TYPE_JSON_FIELD"`
+	EventTypeJSONField string `env:"INBOXD_EVENT_TYPE_JSON_FIELD" help:"top-level JSON field of the payload used when no header carries the event type"`
 
 	// Workers is the number of handlers run concurrently.
-	Workers int `env:"INBOXD_WORKERS" envDefault:"64"`
+	Workers int `env:"INBOXD_WORKERS" envDefault:"64" help:"handlers run concurrently"`
 	// ClaimBatch caps the rows claimed by one claim statement.
-	ClaimBatch int `env:"INBOXD_CLAIM_BATCH" envDefault:"500"`
+	ClaimBatch int `env:"INBOXD_CLAIM_BATCH" envDefault:"500" help:"most rows one claim statement takes"`
 	// ClaimBytes caps the payload bytes of the rows a replica holds claimed
 	// and not yet handled (a row bigger than that is claimed alone).
-	ClaimBytes int64 `env:"INBOXD_CLAIM_BYTES" envDefault:"33554432"`
+	ClaimBytes int64 `env:"INBOXD_CLAIM_BYTES" envDefault:"33554432" help:"payload bytes a replica may hold claimed and not yet handled"`
 	// Prefetch is how many claimed rows may wait for a free worker; 0 means
 	// min(INBOXD_CLAIM_BATCH, 4 × INBOXD_WORKERS), -1 none.
-	Prefetch int `env:"INBOXD_PREFETCH" envDefault:"0"`
+	Prefetch int `env:"INBOXD_PREFETCH" envDefault:"0" help:"claimed rows that may wait for a free worker; 0 = min(claim batch, 4 x workers), -1 = none"`
 	// MaxAttempts is the number of attempts before a row goes dead.
-	MaxAttempts int `env:"INBOXD_MAX_ATTEMPTS" envDefault:"10"`
+	MaxAttempts int `env:"INBOXD_MAX_ATTEMPTS" envDefault:"10" help:"attempts before a failing row goes dead"`
 	// Lease is how long a claimed row belongs to its worker without renewal.
-	Lease time.Duration `env:"INBOXD_LEASE" envDefault:"30s"`
+	Lease time.Duration `env:"INBOXD_LEASE" envDefault:"30s" help:"how long a claimed row belongs to its worker; renewed every lease/3 while its handler runs"`
 	// BackoffBase is the delay before the first retry.
-	BackoffBase time.Duration `env:"INBOXD_BACKOFF_BASE" envDefault:"1s"`
+	BackoffBase time.Duration `env:"INBOXD_BACKOFF_BASE" envDefault:"1s" help:"delay after the first failed attempt"`
 	// BackoffMax caps the delay between retries.
-	BackoffMax time.Duration `env:"INBOXD_BACKOFF_MAX" envDefault:"5m"`
+	BackoffMax time.Duration `env:"INBOXD_BACKOFF_MAX" envDefault:"5m" help:"cap on the retry delay (and on Retry-After)"`
 	// PollInterval is the fallback polling period when no notification comes.
-	PollInterval time.Duration `env:"INBOXD_POLL_INTERVAL" envDefault:"500ms"`
+	PollInterval time.Duration `env:"INBOXD_POLL_INTERVAL" envDefault:"500ms" help:"polling fallback when no notification arrives"`
 	// ShutdownTimeout is how long in-flight handlers may run after a stop
 	// signal before they are cancelled and their rows released.
-	ShutdownTimeout time.Duration `env:"INBOXD_SHUTDOWN_TIMEOUT" envDefault:"20s"`
+	ShutdownTimeout time.Duration `env:"INBOXD_SHUTDOWN_TIMEOUT" envDefault:"20s" help:"how long in-flight handlers may finish after SIGTERM"`
 	// Retention is how long processed (and ignored) rows are kept after
 	// processed_at; deduplication holds only while a row exists, so it must
 	// outlast the topics' retention.
-	Retention time.Duration `env:"INBOXD_RETENTION" envDefault:"168h"`
+	Retention time.Duration `env:"INBOXD_RETENTION" envDefault:"168h" help:"processed rows are deleted this long after processed_at; must outlast the topics' retention"`
 	// DeadRetention is how long dead and rejected rows are kept after they
 	// went dead (or were rejected); 0 keeps them until requeued or discarded.
-	DeadRetention time.Duration `env:"INBOXD_DEAD_RETENTION" envDefault:"0"`
+	DeadRetention time.Duration `env:"INBOXD_DEAD_RETENTION" envDefault:"0" help:"dead and rejected rows are deleted this long after they failed; 0 = kept"`
 	// RetentionInterval is how often each replica deletes expired rows.
-	RetentionInterval time.Duration `env:"INBOXD_RETENTION_INTERVAL" envDefault:"1m"`
+	RetentionInterval time.Duration `env:"INBOXD_RETENTION_INTERVAL" envDefault:"1m" help:"time between two retention passes"`
 	// StaleAfter is the age (by received_at) past which a received row counts
 	// as stale in inboxd_inbox_stale_rows.
-	StaleAfter time.Duration `env:"INBOXD_STALE_AFTER" envDefault:"5m"`
+	StaleAfter time.Duration `env:"INBOXD_STALE_AFTER" envDefault:"5m" help:"received rows older than this (by received_at) count as stale"`
 	// StatsInterval is how often each replica refreshes the inbox gauges.
-	StatsInterval time.Duration `env:"INBOXD_STATS_INTERVAL" envDefault:"15s"`
+	StatsInterval time.Duration `env:"INBOXD_STATS_INTERVAL" envDefault:"15s" help:"how often the inbox gauges are refreshed"`
 	// Routes names the routes file (YAML); empty means every type goes to the
 	// default route, dead.
-	Routes string `env:"INBOXD_ROUTES"`
+	Routes string `env:"INBOXD_ROUTES" help:"routes file (YAML); empty = every type goes to the default route, dead"`
 
 	// HTTPAddr is where /metrics, /healthz and /readyz are served; empty
 	// disables the server.
-	HTTPAddr string `env:"INBOXD_HTTP_ADDR" envDefault:":8080"`
+	HTTPAddr string `env:"INBOXD_HTTP_ADDR" envDefault:":8080" help:"address of /metrics, /healthz and /readyz; empty disables them"`
 	// LogLevel is debug, info, warn or error.
-	LogLevel string `env:"INBOXD_LOG_LEVEL" envDefault:"info"`
+	LogLevel string `env:"INBOXD_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 	// LogFormat is json or console.
-	LogFormat string `env:"INBOXD_LOG_FORMAT" envDefault:"json"`
+	LogFormat string `env:"INBOXD_LOG_FORMAT" envDefault:"json" help:"json or console"`
 }
 
 // Load reads the configuration from environ (a list of KEY=value pairs as
 // returned by os.Environ), resolves *_FILE secrets and validates the result.
+//
+// Every problem is reported, one line per bad variable: values that do not
+// parse (a bad duration or number) and values that parse but are out of
+// range come together in one error. A variable that did not parse takes its
+// default while the others are validated, and no validation line about it
+// or mentioning it is added to its parse error.
 func Load(environ []string) (Config, error) {
 	vars := make(map[string]string, len(environ))
 	for _, kv := range environ {
@@ -161,9 +169,29 @@ func Load(environ []string) (Config, error) {
 			vars[k] = v
 		}
 	}
+	var errs []error
+	failed := make(map[string]bool) // variables already reported
 	var c Config
 	if err := env.ParseWithOptions(&c, env.Options{Environment: vars}); err != nil {
-		return Config{}, parseErrors(err)
+		perrs, names := parseErrors(err)
+		errs = append(errs, perrs...)
+		// Parse again without the variables that failed, so that they take
+		// their defaults and the rest is validated against sane values.
+		rest := make(map[string]string, len(vars))
+		for k, v := range vars {
+			if !names[k] {
+				rest[k] = v
+			}
+		}
+		c = Config{}
+		if err := env.ParseWithOptions(&c, env.Options{Environment: rest}); err != nil {
+			// Only an error without a variable name is left (none is known).
+			more, _ := parseErrors(err)
+			return Config{}, errors.Join(append(errs, more...)...)
+		}
+		for k := range names {
+			failed[k] = true
+		}
 	}
 	// Set but empty means "off" here, not "use the default".
 	if v, ok := vars["INBOXD_HTTP_ADDR"]; ok && strings.TrimSpace(v) == "" {
@@ -177,21 +205,61 @@ func Load(environ []string) (Config, error) {
 	if c.DatabaseURL == "" && c.DatabaseURLFile != "" {
 		s, err := readSecret(c.DatabaseURLFile)
 		if err != nil {
-			return Config{}, fmt.Errorf("INBOXD_DATABASE_URL_FILE: %w", err)
+			errs = append(errs, fmt.Errorf("INBOXD_DATABASE_URL_FILE: %w", err))
+			failed["INBOXD_DATABASE_URL_FILE"], failed["INBOXD_DATABASE_URL"] = true, true
 		}
 		c.DatabaseURL = s
 	}
 	if c.KafkaSASLPassword == "" && c.KafkaSASLPasswordFile != "" {
 		s, err := readSecret(c.KafkaSASLPasswordFile)
 		if err != nil {
-			return Config{}, fmt.Errorf("INBOXD_KAFKA_SASL_PASSWORD_FILE: %w", err)
+			errs = append(errs, fmt.Errorf("INBOXD_KAFKA_SASL_PASSWORD_FILE: %w", err))
+			failed["INBOXD_KAFKA_SASL_PASSWORD_FILE"], failed["INBOXD_KAFKA_SASL_PASSWORD"] = true, true
 		}
 		c.KafkaSASLPassword = s
 	}
 	if err := c.Validate(); err != nil {
-		return Config{}, err
+		for _, e := range splitJoined(err) {
+			if !mentionsAny(e.Error(), failed) {
+				errs = append(errs, e)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// splitJoined returns the errors joined in err (by errors.Join), or err.
+func splitJoined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// mentionsAny reports whether line names one of the variables in names as a
+// whole word (INBOXD_LEASE, not INBOXD_LEASE_X).
+func mentionsAny(line string, names map[string]bool) bool {
+	for name := range names {
+		for i := 0; ; {
+			j := strings.Index(line[i:], name)
+			if j < 0 {
+				break
+			}
+			end := i + j + len(name)
+			if end == len(line) || !isNameByte(line[end]) {
+				return true
+			}
+			i = end
+		}
+	}
+	return false
+}
+
+func isNameByte(b byte) bool {
+	return b == '_' || ('A' <= b && b <= 'Z') || ('0' <= b && b <= '9')
 }
 
 // Validate checks every setting and returns one error line per bad value,
@@ -368,11 +436,13 @@ func dropEmpty(in []string) []string {
 	return out
 }
 
-// parseErrors rewrites the env library's errors into one line per variable.
-func parseErrors(err error) error {
+// parseErrors rewrites the env library's errors into one error per
+// variable, and returns the names of the variables that failed.
+func parseErrors(err error) ([]error, map[string]bool) {
+	names := make(map[string]bool)
 	var agg env.AggregateError
 	if !errors.As(err, &agg) {
-		return err
+		return []error{err}, names
 	}
 	t := reflect.TypeFor[Config]()
 	var out []error
@@ -383,12 +453,13 @@ func parseErrors(err error) error {
 			if f, ok := t.FieldByName(pe.Name); ok {
 				name, _, _ = strings.Cut(f.Tag.Get("env"), ",")
 			}
+			names[name] = true
 			out = append(out, fmt.Errorf("%s: %s", name, describe(pe)))
 			continue
 		}
 		out = append(out, e)
 	}
-	return errors.Join(out...)
+	return out, names
 }
 
 func describe(pe env.ParseError) string {

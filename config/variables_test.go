@@ -1,0 +1,182 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Parse errors (bad durations, bad numbers) and validation errors of the
+// other variables are reported together, one line per variable, and a
+// variable that did not parse gets no second line from validation.
+func TestLoadReportsEveryProblemAtOnce(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  []string
+		want []string // the error's lines, in order
+	}{
+		{"parse and validation errors together",
+			[]string{dsn, "INBOXD_LEASE=5", "INBOXD_WORKERS=0", "INBOXD_MAX_ATTEMPTS=lots", "INBOXD_KAFKA_START_OFFSET=middle"},
+			[]string{
+				"INBOXD_MAX_ATTEMPTS: not a whole number",
+				"INBOXD_LEASE: not a duration (use Go syntax such as 250ms, 30s, 5m)",
+				`INBOXD_KAFKA_START_OFFSET: must be first or last, got "middle"`,
+				"INBOXD_WORKERS: must be between 1 and 10000, got 0",
+			}},
+		{"missing database url and a bad boolean",
+			[]string{"INBOXD_KAFKA_TLS=maybe", "INBOXD_LOG_LEVEL=loud"},
+			[]string{
+				"INBOXD_KAFKA_TLS: not a boolean (use true or false)",
+				"INBOXD_DATABASE_URL: is required (or set INBOXD_DATABASE_URL_FILE)",
+				`INBOXD_LOG_LEVEL: must be debug, info, warn or error, got "loud"`,
+			}},
+		// The cross-field check of INBOXD_BACKOFF_MAX would compare against
+		// INBOXD_BACKOFF_BASE's default: it waits until the base parses.
+		{"a check that names a variable that did not parse is left out",
+			[]string{dsn, "INBOXD_BACKOFF_BASE=soon", "INBOXD_BACKOFF_MAX=1ms", "INBOXD_STATEMENT_TIMEOUT=0s"},
+			[]string{
+				"INBOXD_BACKOFF_BASE: not a duration (use Go syntax such as 250ms, 30s, 5m)",
+				`INBOXD_STATEMENT_TIMEOUT: must be at least 1s, got "0s"`,
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Load(tt.env)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, tt.want) {
+				t.Fatalf("error lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+// A secret file that cannot be read is reported with the other problems,
+// and INBOXD_DATABASE_URL is not also called missing.
+func TestLoadReportsSecretFileWithTheRest(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "missing")
+	_, err := Load([]string{"INBOXD_DATABASE_URL_FILE=" + missing, "INBOXD_WORKERS=0"})
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "INBOXD_DATABASE_URL_FILE: cannot read") ||
+		!strings.HasPrefix(lines[1], "INBOXD_WORKERS: must be between") {
+		t.Fatalf("error lines: %q", lines)
+	}
+}
+
+func TestWarningsNameTheClosestVariable(t *testing.T) {
+	t.Parallel()
+	got := Warnings([]string{
+		dsn,
+		"INBOXD_ROUTE=routes.yaml",      // one letter short
+		"INBOXD_WOKRERS=8",              // transposed
+		"INBOXD_STATEMENT_TIMOUT=5s",    // a letter missing in a long name
+		"INBOXD_TOPICS=orders",          // the suffix of exactly one variable
+		"inboxd_workers=8",              // wrong case
+		"INBOXD_SOMETHING_ELSE=1",       // nothing close
+		"INBOXD_ROUTE=again",            // warned once
+		"INBOXD_TEST_DATABASE_URL=x",    // tests
+		"INBOXD_FAULT=1",                // fault suite
+		"INBOXD_FAULT_LONG=1",           //
+		"INBOXD_DEMO_DATABASE_URL=x",    // demo
+		"INBOXD_BENCH_EVENTS=1000",      // benchmarks
+		"INBOXD_MIGRATE_DATABASE_URL=x", // read by migrate
+		"PATH=/bin",
+		"INBOXD_LEASE=30s",
+	})
+	want := []string{
+		"INBOXD_ROUTE is not an inboxd variable and is ignored; did you mean INBOXD_ROUTES?",
+		"INBOXD_WOKRERS is not an inboxd variable and is ignored; did you mean INBOXD_WORKERS?",
+		"INBOXD_STATEMENT_TIMOUT is not an inboxd variable and is ignored; did you mean INBOXD_STATEMENT_TIMEOUT?",
+		"INBOXD_TOPICS is not an inboxd variable and is ignored; did you mean INBOXD_KAFKA_TOPICS?",
+		"inboxd_workers is not an inboxd variable and is ignored; variable names are case-sensitive: did you mean INBOXD_WORKERS?",
+		"INBOXD_SOMETHING_ELSE is not an inboxd variable and is ignored",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if w := Warnings(os.Environ()); len(w) > 0 {
+		t.Logf("this process's own environment has warnings (not an error): %q", w)
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"ROUTE", "ROUTES", 1}, {"LAESE", "LEASE", 1}, {"LEASE", "LEASE", 0},
+		{"KITTEN", "SITTING", 3}, {"", "ABC", 3}, {"ABC", "", 3},
+	} {
+		if got := editDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+// Every variable Load reads has a one-line help text, and Variables lists
+// each exactly once, with its default.
+func TestVariablesDescribeEveryField(t *testing.T) {
+	t.Parallel()
+	vars := Variables()
+	byName := make(map[string]Variable, len(vars))
+	for _, v := range vars {
+		if _, dup := byName[v.Name]; dup {
+			t.Errorf("%s listed twice", v.Name)
+		}
+		byName[v.Name] = v
+		if v.Help == "" || strings.ContainsAny(v.Help, "\n\t") {
+			t.Errorf("%s: help %q must be one non-empty line (add a help:\"…\" tag to its field)", v.Name, v.Help)
+		}
+	}
+	ct := reflect.TypeFor[Config]()
+	for i := range ct.NumField() {
+		f := ct.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+		v, ok := byName[name]
+		if !ok {
+			t.Errorf("field %s (%s) missing from Variables", f.Name, name)
+			continue
+		}
+		if v.Default != f.Tag.Get("envDefault") {
+			t.Errorf("%s: default %q, want %q", name, v.Default, f.Tag.Get("envDefault"))
+		}
+	}
+	if byName["INBOXD_LEASE"].Default != "30s" {
+		t.Errorf("INBOXD_LEASE default = %q", byName["INBOXD_LEASE"].Default)
+	}
+	if _, ok := byName["INBOXD_MIGRATE_DATABASE_URL"]; !ok {
+		t.Error("INBOXD_MIGRATE_DATABASE_URL missing")
+	}
+}
+
+func TestMigrateEnviron(t *testing.T) {
+	t.Parallel()
+	base := []string{"INBOXD_DATABASE_URL=postgres://rt@h/db", "INBOXD_WORKERS=4"}
+	if got := MigrateEnviron(base); !slices.Equal(got, base) {
+		t.Errorf("without a migrate URL: %q", got)
+	}
+	got := MigrateEnviron(append(slices.Clone(base), "INBOXD_MIGRATE_DATABASE_URL=postgres://mig@h/db"))
+	c, err := Load(got)
+	if err != nil || c.DatabaseURL != "postgres://mig@h/db" || c.Workers != 4 {
+		t.Errorf("with a migrate URL: %q → %v %q", got, err, c.DatabaseURL)
+	}
+	file := filepath.Join(t.TempDir(), "url")
+	if err := os.WriteFile(file, []byte("postgres://mig2@h/db\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = Load(MigrateEnviron(append(slices.Clone(base), "INBOXD_MIGRATE_DATABASE_URL_FILE="+file)))
+	if err != nil || c.DatabaseURL != "postgres://mig2@h/db" {
+		t.Errorf("with a migrate URL file: %v %q", err, c.DatabaseURL)
+	}
+}
