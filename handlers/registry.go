@@ -99,6 +99,14 @@ func (r *Registry) Clone() *Registry {
 	return c
 }
 
+// Routed reports whether eventType has a route of its own (not the default).
+func (r *Registry) Routed(eventType string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.routes[eventType]
+	return ok
+}
+
 // Types returns the number of event types registered.
 func (r *Registry) Types() int {
 	r.mu.RLock()

@@ -104,7 +104,11 @@ func (p *Pool) flush(stop context.Context, batch []result) {
 				Msg("fenced: lease lost before completion, outcome not applied")
 			continue
 		}
-		p.metrics.completed.WithLabelValues(r.outcome).Inc()
+		label := r.typeLabel
+		if label == "" {
+			label = otherEventTypes
+		}
+		p.metrics.completed.WithLabelValues(r.outcome, label).Inc()
 		switch r.outcome {
 		case outcomeProcessed:
 			p.rowLog(zerolog.DebugLevel, r).Msg("processed")

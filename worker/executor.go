@@ -52,8 +52,9 @@ func (p *Pool) execute(stop context.Context, j *job) {
 			p.handlerReturned(j)
 			p.forget(j)
 			if committed {
-				p.metrics.handlerDuration.WithLabelValues(outcomeProcessed).Observe(time.Since(start).Seconds())
-				p.metrics.completed.WithLabelValues(outcomeProcessed).Inc()
+				label := p.typeLabel(ev.EventType)
+				p.metrics.handlerDuration.WithLabelValues(outcomeProcessed, label).Observe(time.Since(start).Seconds())
+				p.metrics.completed.WithLabelValues(outcomeProcessed, label).Inc()
 				p.rowLog(zerolog.DebugLevel, result{id: j.row.ID, eventID: ev.EventID, eventType: ev.EventType}).Msg("processed")
 			}
 			return
@@ -63,7 +64,7 @@ func (p *Pool) execute(stop context.Context, j *job) {
 	}
 	p.handlerReturned(j)
 	r := p.outcome(ctx, j, ev, err)
-	p.metrics.handlerDuration.WithLabelValues(r.outcome).Observe(time.Since(start).Seconds())
+	p.metrics.handlerDuration.WithLabelValues(r.outcome, r.typeLabel).Observe(time.Since(start).Seconds())
 	p.submit(r)
 }
 
@@ -136,7 +137,8 @@ func (p *Pool) recoverPanic(ev *handlers.Event, err *error) {
 
 // outcome turns a handler's error into the row's next state.
 func (p *Pool) outcome(ctx context.Context, j *job, ev *handlers.Event, err error) result {
-	r := result{job: j, id: j.row.ID, token: j.token, eventID: ev.EventID, eventType: ev.EventType}
+	r := result{job: j, id: j.row.ID, token: j.token, eventID: ev.EventID, eventType: ev.EventType,
+		typeLabel: p.typeLabel(ev.EventType)}
 	switch {
 	case err == nil:
 		r.status, r.outcome = statusProcessed, outcomeProcessed
@@ -164,7 +166,8 @@ func (p *Pool) outcome(ctx context.Context, j *job, ev *handlers.Event, err erro
 func (p *Pool) releaseResult(j *job, why string) result {
 	return result{
 		job: j, id: j.row.ID, token: j.token, eventID: j.row.EventID, eventType: j.row.EventType,
-		status: statusReceived, release: true, outcome: outcomeReleased,
+		typeLabel: p.typeLabel(j.row.EventType),
+		status:    statusReceived, release: true, outcome: outcomeReleased,
 		lastError: errText(errors.New(why)),
 	}
 }

@@ -10,6 +10,10 @@ const (
 	outcomeReleased  = "released"
 )
 
+// otherEventTypes is the event_type label of every type without a route of
+// its own: label values stay bounded by the routes, whatever types arrive.
+const otherEventTypes = "other"
+
 // metrics are the worker's Prometheus metrics.
 type metrics struct {
 	claims          prometheus.Counter
@@ -46,17 +50,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		completed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inboxd_worker_completed_total",
-			Help: "Row outcomes written, by outcome (processed, retried, dead, released).",
-		}, []string{"outcome"}),
+			Help: "Row outcomes written, by outcome (processed, retried, dead, released) and event type " +
+				"(the routed types; every other type is \"other\").",
+		}, []string{"outcome", "event_type"}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_worker_fenced_total",
 			Help: "Completions not applied because the row's lease token had changed.",
 		}),
 		handlerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "inboxd_worker_handler_duration_seconds",
-			Help:    "Time spent in handlers, by outcome.",
+			Help:    "Time spent in handlers, by outcome and event type (the routed types; every other type is \"other\").",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-		}, []string{"outcome"}),
+		}, []string{"outcome", "event_type"}),
 		panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_worker_handler_panics_total",
 			Help: "Handler panics recovered (each counts as a failed attempt).",
@@ -116,9 +121,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inboxd_worker_poisoned_rows_total",
 			Help: "Rows whose data made every claim fail, dead-lettered (or skipped) so that others go on.",
 		}),
-	}
-	for _, o := range []string{outcomeProcessed, outcomeRetried, outcomeDead, outcomeReleased} {
-		m.completed.WithLabelValues(o)
 	}
 	for _, st := range []string{statusReceived, "processing", statusDead, "rejected"} {
 		m.rows.WithLabelValues(st)

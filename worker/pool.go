@@ -67,6 +67,7 @@ type result struct {
 	token     int64
 	eventID   string
 	eventType string
+	typeLabel string // event_type metric label: the type if routed, else "other"
 	status    string // statusProcessed, statusReceived or statusDead
 	delay     time.Duration
 	lastError *string
@@ -107,6 +108,15 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg Config, logger zerol
 	}
 	p.registry.Store(registry)
 	return p, nil
+}
+
+// typeLabel is the event_type metric label for eventType: itself when the
+// registry routes it, "other" otherwise (label values stay bounded).
+func (p *Pool) typeLabel(eventType string) string {
+	if p.registry.Load().Routed(eventType) {
+		return eventType
+	}
+	return otherEventTypes
 }
 
 // SetRegistry replaces the handler registry, for example after the routes

@@ -361,7 +361,7 @@ func TestFencedCompletion(t *testing.T) {
 	if r.Status != "processing" || r.LeaseToken == nil || *r.LeaseToken != fastToken || r.Attempts != 2 {
 		t.Fatalf("fenced completion changed the row: %+v", r)
 	}
-	if got := testutil.ToFloat64(slow.metrics.completed.WithLabelValues(outcomeProcessed)); got != 0 {
+	if got := testutil.ToFloat64(slow.metrics.completed.WithLabelValues(outcomeProcessed, "x")); got != 0 {
 		t.Fatalf("fenced completion counted as processed %v times", got)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -78,7 +79,8 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	defer txdb.Close()
 
 	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfo())
 	wcfg := workerConfig(cfg)
 	wcfg.TxDB = txdb
 	pool, err := worker.New(db, reg, wcfg, log, metrics)
@@ -168,6 +170,17 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// buildInfo is the inboxd_build_info gauge: 1, labelled with the version
+// and the Go version the binary was built with.
+func buildInfo() prometheus.Collector {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "inboxd_build_info",
+		Help: "Always 1; its labels say which inboxd runs.",
+	}, []string{"version", "goversion"})
+	g.WithLabelValues(versionString(), runtime.Version()).Set(1)
+	return g
 }
 
 // buildRegistry combines the Go handlers from opts with the routes file.
