@@ -55,6 +55,7 @@ type Pool struct {
 	poisoned  []int64        // rows that can be neither claimed nor dead-lettered
 
 	executors sync.WaitGroup
+	lastLoop  atomic.Int64 // unix nanoseconds when the claim loop last went round
 
 	runOnce sync.Once
 	ready   chan struct{}
@@ -117,6 +118,18 @@ func (p *Pool) typeLabel(eventType string) string {
 		return eventType
 	}
 	return otherEventTypes
+}
+
+// Progress returns when the claim loop last went round: it does at least
+// every PollInterval while idle, and after each claim (bounded by
+// StatementTimeout) or failed claim's backoff. A watchdog uses it to tell a
+// stuck daemon from an idle one. Zero before Run starts claiming.
+func (p *Pool) Progress() time.Time {
+	ns := p.lastLoop.Load()
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }
 
 // SetRegistry replaces the handler registry, for example after the routes
@@ -259,6 +272,7 @@ func (p *Pool) claimLoop(ctx, stop, workCtx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		p.lastLoop.Store(p.cfg.Now().UnixNano())
 		held, _, bytes := p.load()
 		free, freeBytes := capacity-held, p.cfg.ClaimBytes-bytes
 		roomy := free >= batchMin && freeBytes >= p.cfg.ClaimBytes/2

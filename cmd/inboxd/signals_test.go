@@ -72,7 +72,8 @@ func TestPermanentDatabaseErrorExits(t *testing.T) {
 	}
 	u.Path = "/inboxd_no_such_db"
 	cmd := exec.Command(binary, "run")
-	cmd.Env = append(os.Environ(), "INBOXD_DATABASE_URL="+u.String(), "INBOXD_HTTP_ADDR=")
+	cmd.Env = append(os.Environ(), "INBOXD_DATABASE_URL="+u.String(), "INBOXD_HTTP_ADDR=",
+		"INBOXD_ROUTES="+writeRoutes(t, "default: ignore\n"))
 	var logs syncBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	start := time.Now()

@@ -21,12 +21,13 @@ type health struct {
 	started  atomic.Bool      // the workers run
 }
 
-func (h *health) mux(reg *prometheus.Registry) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+// register adds /healthz, /readyz and (with a gatherer) /metrics to mux.
+func (h *health) register(mux *http.ServeMux, metrics prometheus.Gatherer) {
+	if metrics != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+	}
 	mux.HandleFunc("GET /healthz", h.live)
 	mux.HandleFunc("GET /readyz", h.ready)
-	return mux
 }
 
 // live fails only when restarting the process would help: the Kafka fetch

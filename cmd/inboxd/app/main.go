@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/inboxd/inboxd/config"
-	"github.com/inboxd/inboxd/handlers"
 )
 
 // Version is the release version, set at build time with
@@ -27,13 +26,6 @@ const (
 	// ExitUsage means bad arguments or configuration.
 	ExitUsage = 2
 )
-
-// Options customises the daemon when it is run from another program's main.
-type Options struct {
-	// Registry holds Go handlers to run beside the routes file's; nil starts
-	// from an empty registry.
-	Registry *handlers.Registry
-}
 
 // usageError marks errors that should exit with ExitUsage.
 type usageError struct{ err error }
