@@ -74,7 +74,10 @@ func StartDaemon(t testing.TB, spec DaemonSpec) *Daemon {
 		args = []string{"run"}
 	}
 	d.cmd = exec.Command(spec.Binary, args...)
-	d.cmd.Env = append(append(cleanEnv(), "INBOXD_HTTP_ADDR="+addr, "GORACE=halt_on_error=0 exitcode=66"), spec.Env...)
+	// atexit_sleep_ms=0: the race runtime otherwise sleeps 1s in os.Exit
+	// (for late reports from other threads), which would count against
+	// every measured exit time.
+	d.cmd.Env = append(append(cleanEnv(), "INBOXD_HTTP_ADDR="+addr, "GORACE=atexit_sleep_ms=0"), spec.Env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
 	// Its own process group: a signal to the test's group (Ctrl-C) does
 	// not reach it, and it never outlives the test by accident.
@@ -223,6 +226,21 @@ func (d *Daemon) Kill() {
 	case <-d.done:
 	case <-time.After(30 * time.Second):
 		d.t.Fatalf("%s still running 30s after SIGKILL", d.label())
+	}
+}
+
+// DumpGoroutines sends SIGQUIT: the Go runtime writes every goroutine's
+// stack to the log and exits (status 2). Use it on a process that does not
+// exit when it should, to see where it hangs. It waits up to 30s for the
+// exit.
+func (d *Daemon) DumpGoroutines() {
+	d.t.Helper()
+	_ = d.cmd.Process.Signal(syscall.SIGCONT)
+	_ = d.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		d.Kill()
 	}
 }
 

@@ -2,15 +2,23 @@ package faultsuite
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Scenario j: a row with attempts = 2147483647 (the int4 maximum), inserted
 // by SQL, must not stop the other rows from being processed. (A claim that
 // computes attempts + 1 for it overflows; if that row is in every claim
-// batch, nothing is ever claimed again.)
+// batch, nothing is ever claimed again.) When the schema refuses such a
+// row (a check constraint bounding attempts), the row goes in with the
+// largest value the schema accepts instead: it must not block anything
+// either.
 func TestMaxAttemptsRowDoesNotBlockOthers(t *testing.T) {
 	scenario(t, light)
 	db := sharedDB(t)
@@ -19,10 +27,24 @@ func TestMaxAttemptsRowDoesNotBlockOthers(t *testing.T) {
 	run := NewRun(t, db.Pool, sink, lease)
 	ctx := context.Background()
 
-	if _, err := db.Pool.Exec(ctx, `INSERT INTO inbox (source, event_id, event_type, payload, attempts, available_at)
-		VALUES ('sql', 'poison-maxint', 'http.effect', '{}', 2147483647, now() - interval '1 hour')`); err != nil {
-		t.Fatal(err)
+	insertPoison := func(attempts int64) error {
+		_, err := db.Pool.Exec(ctx, `INSERT INTO inbox (source, event_id, event_type, payload, attempts, available_at)
+			VALUES ('sql', 'poison-maxint', 'http.effect', '{}', $1, now() - interval '1 hour')`, attempts)
+		return err
 	}
+	poison := int64(math.MaxInt32)
+	if err := insertPoison(poison); err != nil {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "23514" {
+			t.Fatal(err)
+		}
+		poison = largestAccepted(t, db.Pool)
+		run.Note("schema_refuses_maxint=%s", pgErr.ConstraintName)
+		if err := insertPoison(poison); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run.Note("poison_attempts=%d", poison)
 	routes := writeRoutes(t, httpRoute(sink, "http.effect"))
 	StartDaemon(t, DaemonSpec{Name: "a", Binary: bins.Inboxd, Env: baseEnv(db.URL, lease, 8, "INBOXD_ROUTES="+routes)})
 
@@ -47,6 +69,33 @@ func TestMaxAttemptsRowDoesNotBlockOthers(t *testing.T) {
 	if err := db.Pool.QueryRow(ctx, `SELECT status, attempts FROM inbox WHERE event_id = 'poison-maxint'`).Scan(&status, &attempts); err == nil {
 		run.Note("poison_row=%s/%d", status, attempts)
 	}
+}
+
+// largestAccepted finds, by bisection, the largest attempts value the
+// inbox table accepts (each probe inserts in a transaction that is rolled
+// back).
+func largestAccepted(t *testing.T, db *pgxpool.Pool) int64 {
+	t.Helper()
+	ctx := context.Background()
+	accepts := func(v int64) bool {
+		tx, err := db.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck
+		_, err = tx.Exec(ctx, `INSERT INTO inbox (source, event_id, event_type, attempts) VALUES ('probe', 'probe', 'probe', $1)`, v)
+		return err == nil
+	}
+	lo, hi := int64(0), int64(math.MaxInt32) // accepts(lo), !accepts(hi)
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if accepts(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }
 
 // Scenario i: a third party inserts rows with explicit ids ahead of the

@@ -69,6 +69,9 @@ func TestSIGKILLStorm(t *testing.T) {
 	if run.Ledger.Count() > 0 {
 		run.Note("dups_per_kill=%.1f", float64(sink.Duplicates())/float64(run.Ledger.Count()))
 	}
+	var rerun int
+	_ = db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM inbox WHERE attempts > 1`).Scan(&rerun)
+	run.Note("rows_attempted_twice=%d", rerun)
 }
 
 // Scenario f: a zombie replica. Replica a is SIGSTOPped while it holds rows
