@@ -4,41 +4,56 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/migrations"
+	"github.com/inboxd/inboxd/worker"
 )
 
-var (
-	//go:embed sql/stats.sql
-	statsSQL string
-	//go:embed sql/oldest.sql
-	oldestSQL string
-	//go:embed sql/failed_list.sql
-	failedListSQL string
-	//go:embed sql/requeue.sql
-	requeueSQL string
-)
+//go:embed sql/failed_list.sql
+var failedListSQL string
 
-// statuses in the order operators read them.
-var statuses = []string{"received", "processing", "processed", "dead", "rejected"}
-
-// statsReport is the stats command's output.
+// statsReport is the stats command's output: the figures of the inbox
+// gauges (worker.ReadStats, through the partial indexes on the live
+// statuses; processed rows are not counted) and the schema version.
 type statsReport struct {
-	Rows                  map[string]int64 `json:"rows"`
-	OldestReadyAgeSeconds float64          `json:"oldest_ready_age_seconds"`
-	SchemaVersion         int32            `json:"schema_version"`
-	LatestSchemaVersion   int32            `json:"latest_schema_version"`
+	// Rows counts the rows of each live status: received, processing,
+	// dead, rejected.
+	Rows map[string]int64 `json:"rows"`
+	// StaleRows counts received rows (waiting in backoff included) received
+	// more than StaleAfterSeconds ago.
+	StaleRows         int64   `json:"stale_rows"`
+	StaleAfterSeconds float64 `json:"stale_after_seconds"`
+	// OldestReceivedAgeSeconds is the age by received_at of the oldest
+	// received row, backoff included.
+	OldestReceivedAgeSeconds float64 `json:"oldest_received_age_seconds"`
+	// OldestReadyAgeSeconds is how long the oldest due received row has
+	// waited since its available_at.
+	OldestReadyAgeSeconds float64 `json:"oldest_ready_age_seconds"`
+	// SchemaVersion is the database's schema version, LatestSchemaVersion
+	// the newest this binary knows.
+	SchemaVersion       int32 `json:"schema_version"`
+	LatestSchemaVersion int32 `json:"latest_schema_version"`
+	// SchemaCompatible says whether this binary can run on the schema;
+	// SchemaAhead whether the schema is newer than the binary.
+	SchemaCompatible bool `json:"schema_compatible"`
+	SchemaAhead      bool `json:"schema_ahead"`
+	// OldestCompatibleSchema is, for a newer schema, the oldest schema
+	// version whose binaries it keeps working (0: unknown or not newer).
+	OldestCompatibleSchema int32 `json:"oldest_compatible_schema,omitempty"`
 }
+
+// liveStatuses in the order operators read them.
+var liveStatuses = []string{"received", "processing", "dead", "rejected"}
 
 func runStats(ctx context.Context, cfg config.Config, stdout io.Writer, asJSON bool) error {
 	conn, err := connect(ctx, cfg)
@@ -47,50 +62,76 @@ func runStats(ctx context.Context, cfg config.Config, stdout io.Writer, asJSON b
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 
-	rep := statsReport{Rows: make(map[string]int64, len(statuses))}
-	for _, s := range statuses {
-		rep.Rows[s] = 0
-	}
-	if rep.SchemaVersion, rep.LatestSchemaVersion, err = migrations.Status(ctx, conn); err != nil {
+	st, err := migrations.Inspect(ctx, conn)
+	if err != nil {
 		return err
 	}
-	if rep.SchemaVersion == 0 {
-		return errors.New("the inbox table does not exist yet: run `inboxd migrate`")
+	if st.Current == 0 {
+		return st.Err()
 	}
-	rows, err := conn.Query(ctx, statsSQL)
+	s, err := worker.ReadStats(ctx, conn, cfg.StaleAfter)
 	if err != nil {
-		return fmt.Errorf("count rows: %w", err)
+		return err
 	}
-	for rows.Next() {
-		var status string
-		var n int64
-		if err := rows.Scan(&status, &n); err != nil {
-			rows.Close()
-			return fmt.Errorf("count rows: %w", err)
-		}
-		rep.Rows[status] = n
+	rep := statsReport{
+		Rows: map[string]int64{
+			"received": s.Received, "processing": s.Processing, "dead": s.Dead, "rejected": s.Rejected,
+		},
+		StaleRows:                s.Stale,
+		StaleAfterSeconds:        cfg.StaleAfter.Seconds(),
+		OldestReceivedAgeSeconds: s.OldestReceivedAge.Seconds(),
+		OldestReadyAgeSeconds:    s.OldestReadyAge.Seconds(),
+		SchemaVersion:            st.Current,
+		LatestSchemaVersion:      st.Latest,
+		SchemaCompatible:         st.Compatible(),
+		SchemaAhead:              st.Ahead(),
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("count rows: %w", err)
+	if st.Ahead() {
+		rep.OldestCompatibleSchema = st.OldestCompatible
 	}
-	if err := conn.QueryRow(ctx, oldestSQL).Scan(&rep.OldestReadyAgeSeconds); err != nil {
-		return fmt.Errorf("oldest row: %w", err)
-	}
-
 	if asJSON {
 		return json.NewEncoder(stdout).Encode(rep)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATUS\tROWS")
-	for _, s := range statuses {
-		fmt.Fprintf(tw, "%s\t%d\n", s, rep.Rows[s])
+	for _, status := range liveStatuses {
+		fmt.Fprintf(tw, "%s\t%d\n", status, rep.Rows[status])
 	}
+	fmt.Fprintf(tw, "stale\t%d\t(received more than %s ago)\n", s.Stale, cfg.StaleAfter)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "oldest due received row: %s\n", time.Duration(rep.OldestReadyAgeSeconds*float64(time.Second)).Round(time.Millisecond))
-	fmt.Fprintf(stdout, "schema version: %d (this binary: %d)\n", rep.SchemaVersion, rep.LatestSchemaVersion)
+	fmt.Fprintf(stdout, "oldest received row: %s (backoff included)\n", s.OldestReceivedAge.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "oldest due row:      %s waiting\n", s.OldestReadyAge.Round(time.Millisecond))
+	var schema string
+	switch {
+	case st.Current == st.Latest:
+		schema = "up to date"
+	case st.Compatible():
+		schema = fmt.Sprintf("newer than this inboxd and compatible with it (oldest compatible: %d)", st.OldestCompatible)
+	default:
+		schema = "NOT compatible: " + st.Err().Error()
+	}
+	fmt.Fprintf(stdout, "schema version:      %d (this inboxd: %d): %s\n", st.Current, st.Latest, schema)
 	return nil
+}
+
+// connectSchema connects and checks that this binary can work on the
+// database's schema (the same version, or a newer compatible one).
+func connectSchema(ctx context.Context, cfg config.Config) (*pgx.Conn, error) {
+	conn, err := connect(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st, err := migrations.Inspect(ctx, conn)
+	if err == nil {
+		err = st.Err()
+	}
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return conn, nil
 }
 
 // listFlags are the dead command's flags.
@@ -101,18 +142,6 @@ type listFlags struct {
 	json      bool
 }
 
-// failedRow is one row of the dead command's output.
-type failedRow struct {
-	ID        int64     `json:"id"`
-	Status    string    `json:"status"`
-	Source    string    `json:"source"`
-	EventID   string    `json:"event_id"`
-	EventType string    `json:"event_type"`
-	Attempts  int       `json:"attempts"`
-	UpdatedAt time.Time `json:"updated_at"`
-	LastError string    `json:"last_error"`
-}
-
 func runList(ctx context.Context, cfg config.Config, stdout io.Writer, f listFlags) error {
 	if f.status != "dead" && f.status != "rejected" {
 		return usageError{fmt.Errorf("dead: --status must be dead or rejected, got %q", f.status)}
@@ -120,7 +149,7 @@ func runList(ctx context.Context, cfg config.Config, stdout io.Writer, f listFla
 	if f.limit < 1 {
 		return usageError{fmt.Errorf("dead: --limit must be at least 1, got %d", f.limit)}
 	}
-	conn, err := connect(ctx, cfg)
+	conn, err := connectSchema(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -145,55 +174,22 @@ func runList(ctx context.Context, cfg config.Config, stdout io.Writer, f listFla
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tSOURCE\tEVENT_ID\tEVENT_TYPE\tATTEMPTS\tUPDATED_AT\tLAST_ERROR")
 	for _, r := range list {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Status, r.Source, r.EventID, r.EventType,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Status, safeText(r.Source), safeText(r.EventID), safeText(r.EventType),
 			r.Attempts, r.UpdatedAt.UTC().Format(time.RFC3339), oneLine(r.LastError, 100))
 	}
 	return tw.Flush()
 }
 
-// requeueFlags are the requeue command's flags.
-type requeueFlags struct {
-	ids       string
-	eventType string
-	all       bool
-}
-
-func runRequeue(ctx context.Context, cfg config.Config, stdout io.Writer, f requeueFlags) error {
-	if f.ids == "" && f.eventType == "" && !f.all {
-		return usageError{errors.New("requeue: say which dead rows: --id 1,2,3, --type T, or --all")}
-	}
-	var ids []int64
-	if f.ids != "" {
-		for _, s := range strings.Split(f.ids, ",") {
-			id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-			if err != nil {
-				return usageError{fmt.Errorf("requeue: --id: %q is not a row id", s)}
-			}
-			ids = append(ids, id)
-		}
-	}
-	conn, err := connect(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	tag, err := conn.Exec(ctx, requeueSQL, ids, f.eventType)
-	if err != nil {
-		return fmt.Errorf("requeue: %w", err)
-	}
-	if tag.RowsAffected() > 0 {
-		// Wake the workers now rather than at their next poll.
-		if _, err := conn.Exec(ctx, "SELECT pg_notify('inboxd_received', '')"); err != nil {
-			return fmt.Errorf("requeue: notify workers: %w", err)
-		}
-	}
-	fmt.Fprintf(stdout, "requeued %d dead rows\n", tag.RowsAffected())
-	return nil
-}
-
-// oneLine flattens s to one line of at most n runes for table output.
+// oneLine flattens s to one line of at most n runes for table output;
+// control characters become U+FFFD.
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, s)
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}

@@ -33,23 +33,112 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
-const usage = `usage: inboxd <command> [flags]
+// command is one subcommand of inboxd. The table of commands drives both
+// the dispatch and the help text, so the help cannot miss a flag.
+type command struct {
+	// name is what the user types.
+	name string
+	// args names the positional arguments in the usage line ("" = none).
+	args string
+	// summary says in one line what the command does.
+	summary string
+	// noConfig commands run without loading the configuration.
+	noConfig bool
+	// setup registers the command's flags on fs and returns the function
+	// that runs it once the flags, the positional arguments (in a.args) and
+	// the configuration are parsed.
+	setup func(fs *flag.FlagSet, a *invocation) func(cfg config.Config) error
+}
 
-commands:
-  run [--migrate]          run the daemon (ingest when INBOXD_KAFKA_BROKERS is set, and workers)
-  migrate                  apply pending schema migrations (safe to run from several replicas)
-  stats [--json]           row counts by status, oldest due row, schema version
-  dead [flags]             list dead (or rejected) rows: --status, --type, --limit, --json
-  requeue [flags]          return dead rows to received: --id 1,2,3 | --type T | --all
-  version                  print the version
+// invocation is what a command runs with.
+type invocation struct {
+	ctx            context.Context
+	stdout, stderr io.Writer
+	opts           Options
+	// args are the positional arguments.
+	args []string
+}
 
-Configuration is read from INBOXD_* environment variables; see README.md.
-`
+// commands lists every subcommand in the order help shows them.
+var commands []command
+
+func init() {
+	commands = []command{
+		{name: "run", summary: "run the daemon: ingest (when INBOXD_KAFKA_BROKERS is set), workers, retention, /metrics, /healthz, /readyz",
+			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
+				migrate := fs.Bool("migrate", false, "apply pending migrations before starting")
+				ctx, opts, stderr := a.ctx, a.opts, a.stderr
+				return func(cfg config.Config) error { return runDaemon(ctx, cfg, opts, stderr, *migrate) }
+			}},
+		{name: "migrate", summary: "apply pending schema migrations under an advisory lock (as INBOXD_MIGRATE_DATABASE_URL's role when set)",
+			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
+				return func(cfg config.Config) error { return runMigrate(a.ctx, cfg, a.stdout, a.stderr) }
+			}},
+		{name: "stats", summary: "rows by live status, stale rows, oldest received and due rows, schema version",
+			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
+				asJSON := fs.Bool("json", false, "print one JSON object")
+				return func(cfg config.Config) error { return runStats(a.ctx, cfg, a.stdout, *asJSON) }
+			}},
+		{name: "dead", summary: "list dead (or rejected) rows, newest first, with their last_error",
+			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
+				var f listFlags
+				fs.StringVar(&f.status, "status", "dead", "`status` of the rows listed: dead or rejected")
+				fs.StringVar(&f.eventType, "type", "", "only rows of this event `type`")
+				fs.IntVar(&f.limit, "limit", 50, "at most `N` rows")
+				fs.BoolVar(&f.json, "json", false, "print JSON lines")
+				return func(cfg config.Config) error { return runList(a.ctx, cfg, a.stdout, f) }
+			}},
+		{name: "show", args: "ID", summary: "print one row, every column, with its headers and payload",
+			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
+				var f showFlags
+				fs.BoolVar(&f.json, "json", false, "print one JSON object (key and payload in base64)")
+				fs.BoolVar(&f.full, "full", false, "print the whole payload, however long")
+				return func(cfg config.Config) error { return runShow(a.ctx, cfg, a.stdout, a.args, f) }
+			}},
+		{name: "requeue", summary: "return dead (or rejected, re-mapped with the current configuration) rows to received and wake the workers",
+			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
+				var f requeueFlags
+				f.filter.register(fs, "requeue")
+				fs.BoolVar(&f.dryRun, "dry-run", false, "list what would be requeued; change nothing")
+				fs.BoolVar(&f.dropDuplicates, "drop-duplicates", false,
+					"with --status rejected: delete a rejected row whose event is already in the inbox")
+				return func(cfg config.Config) error { return runRequeue(a.ctx, cfg, a.stdout, f) }
+			}},
+		{name: "discard", summary: "delete dead (or rejected) rows; logs what it deleted",
+			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
+				var f discardFlags
+				f.filter.register(fs, "discard")
+				fs.BoolVar(&f.dryRun, "dry-run", false, "list what would be deleted; delete nothing")
+				return func(cfg config.Config) error { return runDiscard(a.ctx, cfg, a.stdout, a.stderr, f) }
+			}},
+		{name: "prune", summary: "run one retention pass now (INBOXD_RETENTION, INBOXD_DEAD_RETENTION)",
+			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
+				dryRun := fs.Bool("dry-run", false, "count what a pass would delete; delete nothing")
+				return func(cfg config.Config) error { return runPrune(a.ctx, cfg, a.stdout, a.stderr, *dryRun) }
+			}},
+		{name: "help", summary: "print every command with its flags and every INBOXD_* variable", noConfig: true,
+			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
+				return func(config.Config) error { return writeHelp(a.stdout) }
+			}},
+		{name: "version", summary: "print the version", noConfig: true,
+			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
+				return func(config.Config) error {
+					_, err := fmt.Fprintln(a.stdout, "inboxd", versionString())
+					return err
+				}
+			}},
+	}
+}
 
 // Main runs the inboxd command line with args (without the program name)
 // and the environment environ, and returns the process exit code. Command
-// output goes to stdout; logs and errors go to stderr.
+// output goes to stdout; logs and errors go to stderr. Every command first
+// warns, on stderr, about INBOXD_* variables that inboxd does not read (a
+// misspelling, most likely), naming the closest known one.
 func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer, opts Options) int {
+	for _, w := range config.Warnings(environ) {
+		fmt.Fprintf(stderr, "inboxd: warning: %s\n", w)
+	}
 	err := dispatch(ctx, args, environ, stdout, stderr, opts)
 	switch {
 	case err == nil:
@@ -75,62 +164,79 @@ func printError(w io.Writer, err error) {
 
 func dispatch(ctx context.Context, args, environ []string, stdout, stderr io.Writer, opts Options) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		writeShortUsage(stderr)
 		return usageError{errors.New("no command given")}
 	}
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	case "version", "--version":
-		fmt.Fprintln(stdout, "inboxd", versionString())
-		return nil
+	name, rest := args[0], args[1:]
+	switch name {
+	case "-h", "--help":
+		name = "help"
+	case "--version":
+		name = "version"
 	}
-
-	fs := flag.NewFlagSet("inboxd "+cmd, flag.ContinueOnError)
+	cmd, ok := lookupCommand(name)
+	if !ok {
+		writeShortUsage(stderr)
+		return usageError{fmt.Errorf("unknown command %q", name)}
+	}
+	inv := &invocation{ctx: ctx, stdout: stdout, stderr: stderr, opts: opts}
+	fs := flag.NewFlagSet("inboxd "+cmd.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var run func(cfg config.Config) error
-	switch cmd {
-	case "run":
-		migrate := fs.Bool("migrate", false, "apply pending migrations before starting")
-		run = func(cfg config.Config) error { return runDaemon(ctx, cfg, opts, stderr, *migrate) }
-	case "migrate":
-		run = func(cfg config.Config) error { return runMigrate(ctx, cfg, stdout, stderr) }
-	case "stats":
-		asJSON := fs.Bool("json", false, "print JSON")
-		run = func(cfg config.Config) error { return runStats(ctx, cfg, stdout, *asJSON) }
-	case "dead":
-		var f listFlags
-		fs.StringVar(&f.status, "status", "dead", "dead or rejected")
-		fs.StringVar(&f.eventType, "type", "", "only this event type")
-		fs.IntVar(&f.limit, "limit", 50, "at most this many rows")
-		fs.BoolVar(&f.json, "json", false, "print JSON lines")
-		run = func(cfg config.Config) error { return runList(ctx, cfg, stdout, f) }
-	case "requeue":
-		var f requeueFlags
-		fs.StringVar(&f.ids, "id", "", "comma-separated row ids")
-		fs.StringVar(&f.eventType, "type", "", "every dead row of this event type")
-		fs.BoolVar(&f.all, "all", false, "every dead row")
-		run = func(cfg config.Config) error { return runRequeue(ctx, cfg, stdout, f) }
-	default:
-		fmt.Fprint(stderr, usage)
-		return usageError{fmt.Errorf("unknown command %q", cmd)}
-	}
-	if err := fs.Parse(rest); err != nil {
+	run := cmd.setup(fs, inv)
+	fs.Usage = func() { writeCommandHelp(stderr, cmd, fs) }
+	pos, err := parseInterspersed(fs, rest)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return usageError{err}
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("%s: unexpected arguments %q", cmd, strings.Join(fs.Args(), " "))}
+	if cmd.args == "" && len(pos) > 0 {
+		return usageError{fmt.Errorf("%s: unexpected arguments %q", cmd.name, strings.Join(pos, " "))}
+	}
+	inv.args = pos
+	if cmd.noConfig {
+		return run(config.Config{})
+	}
+	if cmd.name == "migrate" {
+		environ = config.MigrateEnviron(environ)
 	}
 	cfg, err := config.Load(environ)
 	if err != nil {
 		return usageError{err}
 	}
 	return run(cfg)
+}
+
+func lookupCommand(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// parseInterspersed parses flags that come before, between and after the
+// positional arguments (`inboxd show 42 --json`), and returns the
+// positional arguments. Everything after "--" is positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		// fs.Parse stops at the first non-flag, or after "--".
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
 }
 
 func versionString() string {

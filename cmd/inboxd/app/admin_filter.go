@@ -1,0 +1,247 @@
+package app
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed sql/failed_match.sql
+	failedMatchSQL string
+	//go:embed sql/rows_by_id.sql
+	rowsByIDSQL string
+)
+
+// failedFilter selects dead or rejected rows for requeue and discard. Its
+// conditions combine with AND; --all selects every row of the status when
+// no other condition is given.
+type failedFilter struct {
+	status    string
+	ids       string
+	eventType string
+	source    string
+	since     string
+	until     string
+	all       bool
+
+	// Parsed by parse.
+	idList     []int64
+	sinceTime  *time.Time
+	untilTime  *time.Time
+	parsedFrom string // the command name, for messages
+}
+
+// register adds the filter's flags to fs.
+func (f *failedFilter) register(fs *flag.FlagSet, verb string) {
+	fs.StringVar(&f.status, "status", "dead", "`status` of the rows to "+verb+": dead or rejected")
+	fs.StringVar(&f.ids, "id", "", "only the rows with these `IDS` (comma-separated)")
+	fs.StringVar(&f.eventType, "type", "", "only rows of this event `type`")
+	fs.StringVar(&f.source, "source", "", "only rows of this `source` (the Kafka topic for ingested rows)")
+	fs.StringVar(&f.since, "since", "", "only rows that failed (updated_at) at or after `TIME`: RFC 3339, or a Go duration meaning that long ago (90m, 24h)")
+	fs.StringVar(&f.until, "until", "", "only rows that failed (updated_at) before `TIME`, as --since")
+	fs.BoolVar(&f.all, "all", false, "every row of the status (the other filters narrow it)")
+}
+
+// parse checks the flags and resolves ids and times; now anchors durations.
+func (f *failedFilter) parse(cmd string, now time.Time) error {
+	f.parsedFrom = cmd
+	if f.status != "dead" && f.status != "rejected" {
+		return usageError{fmt.Errorf("%s: --status must be dead or rejected, got %q", cmd, f.status)}
+	}
+	if f.ids == "" && f.eventType == "" && f.source == "" && f.since == "" && f.until == "" && !f.all {
+		return usageError{fmt.Errorf("%s: say which %s rows: --id 1,2,3, --type T, --source S, --since/--until, or --all", cmd, f.status)}
+	}
+	if f.ids != "" {
+		for _, s := range strings.Split(f.ids, ",") {
+			id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+			if err != nil || id < 1 {
+				return usageError{fmt.Errorf("%s: --id: %q is not a row id", cmd, s)}
+			}
+			if !slices.Contains(f.idList, id) {
+				f.idList = append(f.idList, id)
+			}
+		}
+	}
+	var err error
+	if f.sinceTime, err = parseSince(f.since, now); err != nil {
+		return usageError{fmt.Errorf("%s: --since: %w", cmd, err)}
+	}
+	if f.untilTime, err = parseSince(f.until, now); err != nil {
+		return usageError{fmt.Errorf("%s: --until: %w", cmd, err)}
+	}
+	if f.sinceTime != nil && f.untilTime != nil && !f.sinceTime.Before(*f.untilTime) {
+		return usageError{fmt.Errorf("%s: --since (%s) must be before --until (%s)", cmd,
+			f.sinceTime.Format(time.RFC3339), f.untilTime.Format(time.RFC3339))}
+	}
+	return nil
+}
+
+// parseSince reads an RFC 3339 time, or a duration meaning that long before
+// now; "" is no bound.
+func parseSince(s string, now time.Time) (*time.Time, error) {
+	if s == "" {
+		return nil, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return &t, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return nil, fmt.Errorf("%q is neither an RFC 3339 time (2024-05-01T12:00:00Z) nor a duration (90m, 24h)", s)
+	}
+	if d < 0 {
+		return nil, fmt.Errorf("%q: a duration means that long ago and must not be negative", s)
+	}
+	t := now.Add(-d)
+	return &t, nil
+}
+
+// args are the named arguments of the filter's SQL.
+func (f *failedFilter) args() pgx.NamedArgs {
+	return pgx.NamedArgs{
+		"status":     f.status,
+		"ids":        f.idList, // nil: any
+		"event_type": f.eventType,
+		"source":     f.source,
+		"since":      f.sinceTime,
+		"until":      f.untilTime,
+	}
+}
+
+// describe renders the filter for messages and logs.
+func (f *failedFilter) describe() string {
+	var parts []string
+	if len(f.idList) > 0 {
+		parts = append(parts, "--id "+f.ids)
+	}
+	if f.eventType != "" {
+		parts = append(parts, "--type "+strconv.Quote(f.eventType))
+	}
+	if f.source != "" {
+		parts = append(parts, "--source "+strconv.Quote(f.source))
+	}
+	if f.sinceTime != nil {
+		parts = append(parts, "--since "+f.sinceTime.UTC().Format(time.RFC3339))
+	}
+	if f.untilTime != nil {
+		parts = append(parts, "--until "+f.untilTime.UTC().Format(time.RFC3339))
+	}
+	if len(parts) == 0 {
+		return "--all"
+	}
+	return strings.Join(parts, " ")
+}
+
+// failedRow is one dead or rejected row, without its payload.
+type failedRow struct {
+	ID        int64     `json:"id"`
+	Status    string    `json:"status"`
+	Source    string    `json:"source"`
+	EventID   string    `json:"event_id"`
+	EventType string    `json:"event_type"`
+	Attempts  int       `json:"attempts"`
+	UpdatedAt time.Time `json:"updated_at"`
+	LastError string    `json:"last_error"`
+}
+
+// matching returns the rows the filter selects now.
+func (f *failedFilter) matching(ctx context.Context, conn *pgx.Conn) ([]failedRow, error) {
+	rows, err := conn.Query(ctx, failedMatchSQL, f.args())
+	if err != nil {
+		return nil, fmt.Errorf("%s: select %s rows: %w", f.parsedFrom, f.status, err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[failedRow])
+	if err != nil {
+		return nil, fmt.Errorf("%s: select %s rows: %w", f.parsedFrom, f.status, err)
+	}
+	return list, nil
+}
+
+// unmatched explains, for every id given with --id that is not in matched,
+// why the filter did not select it, in the order the ids were given:
+// "id 1: processed, not dead", "id 9999: no such row".
+func (f *failedFilter) unmatched(ctx context.Context, conn *pgx.Conn, matched map[int64]bool) ([]string, error) {
+	var missing []int64
+	for _, id := range f.idList {
+		if !matched[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	type idRow struct {
+		ID        int64
+		Status    string
+		Source    string
+		EventType string
+		UpdatedAt time.Time
+	}
+	rows, err := conn.Query(ctx, rowsByIDSQL, pgx.NamedArgs{"ids": missing})
+	if err != nil {
+		return nil, fmt.Errorf("%s: look up ids: %w", f.parsedFrom, err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[idRow])
+	if err != nil {
+		return nil, fmt.Errorf("%s: look up ids: %w", f.parsedFrom, err)
+	}
+	byID := make(map[int64]idRow, len(found))
+	for _, r := range found {
+		byID[r.ID] = r
+	}
+	out := make([]string, 0, len(missing))
+	for _, id := range missing {
+		r, ok := byID[id]
+		var why string
+		switch {
+		case !ok:
+			why = "no such row"
+		case r.Status != f.status:
+			why = fmt.Sprintf("%s, not %s", r.Status, f.status)
+			if r.Status == "dead" || r.Status == "rejected" {
+				why += fmt.Sprintf(" (use --status %s)", r.Status)
+			}
+		default:
+			var not []string
+			if f.eventType != "" && r.EventType != f.eventType {
+				not = append(not, fmt.Sprintf("its type is %q, not %q", r.EventType, f.eventType))
+			}
+			if f.source != "" && r.Source != f.source {
+				not = append(not, fmt.Sprintf("its source is %q, not %q", r.Source, f.source))
+			}
+			if f.sinceTime != nil && r.UpdatedAt.Before(*f.sinceTime) {
+				not = append(not, "it failed before --since ("+r.UpdatedAt.UTC().Format(time.RFC3339)+")")
+			}
+			if f.untilTime != nil && !r.UpdatedAt.Before(*f.untilTime) {
+				not = append(not, "it failed at or after --until ("+r.UpdatedAt.UTC().Format(time.RFC3339)+")")
+			}
+			if len(not) == 0 {
+				not = append(not, "it changed while this command ran")
+			}
+			why = r.Status + ", but " + strings.Join(not, " and ")
+		}
+		out = append(out, fmt.Sprintf("id %d: %s", id, why))
+	}
+	return out, nil
+}
+
+// errNothingMatched is returned (exit code 1) by requeue and discard when
+// no row matched.
+var errNothingMatched = errors.New("nothing matched")
+
+// plural returns "1 row" or "n rows".
+func plural(n int64, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.FormatInt(n, 10) + " " + word + "s"
+}

@@ -1,0 +1,169 @@
+package app
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/migrations/pgtest"
+)
+
+// ingestMessage maps m with opts as ingest does and stores the row with the
+// columns ingest's batch insert writes (insert_batch.sql), returning its id.
+func ingestMessage(t *testing.T, db *pgtest.DB, m kafka.Message, opts ingest.MapOptions) (int64, ingest.Row) {
+	t.Helper()
+	r := ingest.MapMessage(m, opts)
+	var id int64
+	err := db.Pool.QueryRow(context.Background(), `
+		INSERT INTO inbox (source, event_id, event_type, key, payload, headers, status,
+		                   last_error, kafka_topic, kafka_partition, kafka_offset)
+		VALUES ($1, $2, $3, $4, $5, $6::text::jsonb, $7, NULLIF($8, ''), $1, $9, $10)
+		RETURNING id`,
+		r.Source, r.EventID, r.EventType, r.Key, r.Payload, string(r.Headers), r.Status, r.LastError, r.Partition, r.Offset).Scan(&id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, r
+}
+
+func headers(kv ...string) []kafka.Header {
+	var hs []kafka.Header
+	for i := 0; i < len(kv); i += 2 {
+		hs = append(hs, kafka.Header{Key: kv[i], Value: []byte(kv[i+1])})
+	}
+	return hs
+}
+
+// Rejected rows are re-mapped with the current configuration: the ones that
+// now map get their event id and type and go to received; one whose event
+// is already in the inbox stays rejected (or is deleted with
+// --drop-duplicates); one that still does not map, or whose payload was not
+// stored, stays rejected and the output says why.
+func TestRequeueRejectedRemapsWithTheCurrentConfiguration(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	strict := ingest.MapOptions{MaxPayload: 1024} // the default headers only
+	msg := func(offset int64, value string, hs ...kafka.Header) kafka.Message {
+		return kafka.Message{Topic: "orders", Partition: 2, Offset: offset, Key: []byte("k"), Value: []byte(value), Headers: hs}
+	}
+	// The producer sent the type in a header called "kind", and a binary
+	// trace header that must come back byte for byte.
+	binary := string([]byte{0, 0xff, 'x'})
+	kindID, kindRow := ingestMessage(t, db, msg(10, `{"n":1}`, append(headers("event_id", "ev-10", "kind", "order.created"),
+		kafka.Header{Key: "trace", Value: []byte(binary)})...), strict)
+	// Id and type only in the JSON payload.
+	jsonID, _ := ingestMessage(t, db, msg(11, `{"id":"ev-11","type":"order.paid"}`), strict)
+	// The event arrived again, accepted, before the requeue.
+	dupID, _ := ingestMessage(t, db, msg(12, `{}`, headers("event_id", "ev-12", "kind", "order.created")...), strict)
+	ingestMessage(t, db, msg(13, `{}`, headers("event_id", "ev-12", "event_type", "order.created")...), strict)
+	dup2ID, _ := ingestMessage(t, db, msg(14, `{}`, headers("event_id", "ev-12", "kind", "order.created")...), strict)
+	// Nothing to find an id in, whatever the configuration.
+	hopelessID, _ := ingestMessage(t, db, msg(15, `not json`), strict)
+	// The event id header holds a NUL byte: base64 in the headers column,
+	// decoded back, still invalid.
+	nulID, _ := ingestMessage(t, db, msg(16, `{}`, headers("event_id", "a\x00b", "kind", "t")...), strict)
+	// Oversize: the payload was not stored.
+	bigID, _ := ingestMessage(t, db, msg(17, strings.Repeat("x", 2000), headers("event_id", "ev-17", "event_type", "t")...), strict)
+	if kindRow.Status != ingest.StatusRejected || kindRow.EventID != "orders/2/10" {
+		t.Fatalf("setup: %+v", kindRow)
+	}
+	var stored string
+	if err := db.Pool.QueryRow(context.Background(), `SELECT headers->'trace'->>'base64' FROM inbox WHERE id = $1`, kindID).Scan(&stored); err != nil || stored == "" {
+		t.Fatalf("setup: the binary header is not stored as base64: %q %v", stored, err)
+	}
+
+	fixed := []string{"INBOXD_DATABASE_URL=" + db.URL,
+		"INBOXD_EVENT_TYPE_HEADERS=event_type,kind",
+		"INBOXD_EVENT_ID_JSON_FIELD=id", "INBOXD_EVENT_TYPE_JSON_FIELD=type",
+		"INBOXD_MAX_PAYLOAD=1024"}
+
+	// Before the fix nothing maps: exit 1, every row says why.
+	code, out, _ := runMain(t, []string{"INBOXD_DATABASE_URL=" + db.URL, "INBOXD_MAX_PAYLOAD=1024"}, "requeue", "--status", "rejected", "--all")
+	if code != ExitFailure || !strings.Contains(out, "id "+itoa(kindID)+": still rejected with the current configuration: missing event type") {
+		t.Fatalf("requeue with the old configuration: exit %d\n%s", code, out)
+	}
+
+	// A dry run with the fixed configuration says what would happen and
+	// changes nothing.
+	code, out, _ = runMain(t, fixed, "requeue", "--status", "rejected", "--all", "--dry-run")
+	if code != ExitOK || !strings.Contains(out, "id "+itoa(kindID)+": would requeue as event id ev-10, type order.created") {
+		t.Fatalf("dry run: exit %d\n%s", code, out)
+	}
+	if st := stateOf(t, db, kindID); st.Status != "rejected" {
+		t.Fatalf("dry run changed row %d to %s", kindID, st.Status)
+	}
+
+	code, out, stderr := runMain(t, fixed, "requeue", "--status", "rejected", "--all")
+	if code != ExitOK {
+		t.Fatalf("requeue --status rejected: exit %d\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{
+		"id " + itoa(kindID) + ": requeued as event id ev-10, type order.created",
+		"id " + itoa(jsonID) + ": requeued as event id ev-11, type order.paid",
+		"id " + itoa(dupID) + ": maps to event id ev-12, type order.created, which row ",
+		"already holds: left rejected (--drop-duplicates deletes it)",
+		"id " + itoa(hopelessID) + ": still rejected with the current configuration: missing event id",
+		"id " + itoa(nulID) + ": still rejected with the current configuration: invalid event id in header event_id: contains a NUL byte",
+		"id " + itoa(bigID) + ": cannot be requeued: its payload was not stored (payload of 2000 bytes exceeds INBOXD_MAX_PAYLOAD",
+		"requeued 2 of 7 rejected rows: 2 already in the inbox (left rejected), 2 still rejected, 1 oversize, payload not stored",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	var eventID, eventType, status string
+	var key, payload []byte
+	var trace string
+	if err := db.Pool.QueryRow(context.Background(), `
+		SELECT event_id, event_type, status, key, payload, headers->'trace'->>'base64' FROM inbox WHERE id = $1`, kindID).
+		Scan(&eventID, &eventType, &status, &key, &payload, &trace); err != nil {
+		t.Fatal(err)
+	}
+	if eventID != "ev-10" || eventType != "order.created" || status != "received" || string(key) != "k" ||
+		string(payload) != `{"n":1}` || trace != stored {
+		t.Fatalf("requeued rejected row: %s %s %s key %q payload %q trace %q", eventID, eventType, status, key, payload, trace)
+	}
+	if st := stateOf(t, db, kindID); st.Attempts != 0 || !st.DueNow || st.LastError == nil || !strings.Contains(*st.LastError, "missing event type") {
+		t.Fatalf("requeued rejected row: %+v, last_error %s", st, deref(st.LastError))
+	}
+
+	// --drop-duplicates deletes the rejected copies of an event already in
+	// the inbox; what is left still does not map: nothing to requeue, but
+	// something was done.
+	code, out, _ = runMain(t, fixed, "requeue", "--status", "rejected", "--all", "--drop-duplicates")
+	if code != ExitOK || !strings.Contains(out, "id "+itoa(dupID)+": maps to event id ev-12, type order.created, which row ") ||
+		!strings.Contains(out, "2 already in the inbox (deleted)") {
+		t.Fatalf("--drop-duplicates: exit %d\n%s", code, out)
+	}
+	var left int
+	if err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM inbox WHERE id = ANY ($1)`, []int64{dupID, dup2ID}).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("duplicates left: %d %v", left, err)
+	}
+	if code, _, stderr := runMain(t, fixed, "requeue", "--all", "--drop-duplicates"); code != ExitUsage || !strings.Contains(stderr, "--status rejected") {
+		t.Fatalf("--drop-duplicates on dead rows: exit %d %s", code, stderr)
+	}
+}
+
+func TestDecodeHeaders(t *testing.T) {
+	t.Parallel()
+	hs, err := decodeHeaders([]byte(`{"b":{"base64":"AP8="},"a":"text","n":5,"o":{"x":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []kafka.Header{{Key: "a", Value: []byte("text")}, {Key: "b", Value: []byte{0, 0xff}},
+		{Key: "n", Value: []byte("5")}, {Key: "o", Value: []byte(`{"x":1}`)}}
+	if len(hs) != len(want) {
+		t.Fatalf("got %q", hs)
+	}
+	for i := range want {
+		if hs[i].Key != want[i].Key || string(hs[i].Value) != string(want[i].Value) {
+			t.Errorf("header %d = %q %q, want %q %q", i, hs[i].Key, hs[i].Value, want[i].Key, want[i].Value)
+		}
+	}
+	if _, err := decodeHeaders([]byte(`{"b":{"base64":"!!"}}`)); err == nil {
+		t.Error("bad base64 accepted")
+	}
+}

@@ -1,0 +1,359 @@
+package app
+
+import (
+	"context"
+	_ "embed"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/ingest"
+)
+
+var (
+	//go:embed sql/requeue.sql
+	requeueSQL string
+	//go:embed sql/rejected_row.sql
+	rejectedRowSQL string
+	//go:embed sql/requeue_rejected.sql
+	requeueRejectedSQL string
+	//go:embed sql/event_owner.sql
+	eventOwnerSQL string
+	//go:embed sql/notify.sql
+	notifySQL string
+)
+
+// requeueFlags are the requeue command's flags.
+type requeueFlags struct {
+	filter         failedFilter
+	dryRun         bool
+	dropDuplicates bool
+}
+
+// runRequeue returns the dead rows the filter selects to received, or
+// re-maps the rejected ones (--status rejected), and says what matched and
+// what did not. It fails (exit 1) when nothing was requeued.
+func runRequeue(ctx context.Context, cfg config.Config, stdout io.Writer, f requeueFlags) error {
+	if err := f.filter.parse("requeue", time.Now()); err != nil {
+		return err
+	}
+	if f.dropDuplicates && f.filter.status != "rejected" {
+		return usageError{errors.New("requeue: --drop-duplicates applies to --status rejected only")}
+	}
+	conn, err := connectSchema(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if f.filter.status == "rejected" {
+		return requeueRejected(ctx, cfg, conn, stdout, f)
+	}
+	return requeueDead(ctx, conn, stdout, f)
+}
+
+// requeueDead requeues the matching dead rows in one statement.
+func requeueDead(ctx context.Context, conn *pgx.Conn, stdout io.Writer, f requeueFlags) error {
+	matched := make(map[int64]bool)
+	var n int64
+	if f.dryRun {
+		list, err := f.filter.matching(ctx, conn)
+		if err != nil {
+			return err
+		}
+		for _, r := range list {
+			matched[r.ID] = true
+			fmt.Fprintf(stdout, "would requeue id %d: %s %s %s, %s, last error: %s\n", r.ID, safeText(r.Source),
+				safeText(r.EventID), safeText(r.EventType), plural(int64(r.Attempts), "attempt"), oneLine(r.LastError, 100))
+		}
+		n = int64(len(list))
+	} else {
+		rows, err := conn.Query(ctx, requeueSQL, f.filter.args())
+		if err != nil {
+			return fmt.Errorf("requeue: %w", err)
+		}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return fmt.Errorf("requeue: %w", err)
+			}
+			if f.filter.idList != nil {
+				matched[id] = true
+			}
+			n++
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("requeue: %w", err)
+		}
+		if n > 0 {
+			if _, err := conn.Exec(ctx, notifySQL); err != nil {
+				return fmt.Errorf("requeue: %s requeued, but waking the workers failed (they find the rows at their next poll): %w",
+					plural(n, "row"), err)
+			}
+		}
+	}
+	why, err := f.filter.unmatched(ctx, conn, matched)
+	if err != nil {
+		return err
+	}
+	for _, line := range why {
+		fmt.Fprintln(stdout, line)
+	}
+	verb := "requeued"
+	if f.dryRun {
+		verb = "would requeue"
+	}
+	fmt.Fprintf(stdout, "%s %s\n", verb, plural(n, "dead row"))
+	if n == 0 {
+		return fmt.Errorf("requeue: %w: no dead row matches %s", errNothingMatched, f.filter.describe())
+	}
+	return nil
+}
+
+// oversizeError matches the last_error ingest writes for a payload over
+// INBOXD_MAX_PAYLOAD, whose payload it does not store.
+var oversizeError = regexp.MustCompile(`^payload of \d+ bytes exceeds INBOXD_MAX_PAYLOAD`)
+
+// rejectedOutcome is what became of one rejected row.
+type rejectedOutcome int
+
+const (
+	outcomeRequeued rejectedOutcome = iota
+	outcomeDuplicate
+	outcomeDropped
+	outcomeStillRejected
+	outcomeOversize
+	outcomeGone
+)
+
+// requeueRejected re-maps every matching rejected row with the current
+// mapping configuration, one row at a time (rejected rows are few, and a
+// row that clashes must not stop the others).
+func requeueRejected(ctx context.Context, cfg config.Config, conn *pgx.Conn, stdout io.Writer, f requeueFlags) error {
+	list, err := f.filter.matching(ctx, conn)
+	if err != nil {
+		return err
+	}
+	mapping := ingestConfig(cfg).Mapping
+	matched := make(map[int64]bool, len(list))
+	counts := make(map[rejectedOutcome]int64)
+	for _, r := range list {
+		matched[r.ID] = true
+		outcome, line, err := requeueOneRejected(ctx, conn, r.ID, mapping, f.dryRun, f.dropDuplicates)
+		if err != nil {
+			return err
+		}
+		counts[outcome]++
+		fmt.Fprintf(stdout, "id %d: %s\n", r.ID, line)
+	}
+	if counts[outcomeRequeued] > 0 && !f.dryRun {
+		if _, err := conn.Exec(ctx, notifySQL); err != nil {
+			return fmt.Errorf("requeue: %s requeued, but waking the workers failed (they find the rows at their next poll): %w",
+				plural(counts[outcomeRequeued], "row"), err)
+		}
+	}
+	why, err := f.filter.unmatched(ctx, conn, matched)
+	if err != nil {
+		return err
+	}
+	for _, line := range why {
+		fmt.Fprintln(stdout, line)
+	}
+	verb := "requeued"
+	if f.dryRun {
+		verb = "would requeue"
+	}
+	summary := fmt.Sprintf("%s %d of %s", verb, counts[outcomeRequeued], plural(int64(len(list)), "rejected row"))
+	var rest []string
+	for _, o := range []struct {
+		o    rejectedOutcome
+		word string
+	}{
+		{outcomeDuplicate, "already in the inbox (left rejected)"},
+		{outcomeDropped, "already in the inbox (deleted)"},
+		{outcomeStillRejected, "still rejected"},
+		{outcomeOversize, "oversize, payload not stored"},
+		{outcomeGone, "no longer rejected"},
+	} {
+		if counts[o.o] > 0 {
+			rest = append(rest, fmt.Sprintf("%d %s", counts[o.o], o.word))
+		}
+	}
+	if len(rest) > 0 {
+		summary += ": " + strings.Join(rest, ", ")
+	}
+	fmt.Fprintln(stdout, summary)
+	switch {
+	case len(list) == 0:
+		return fmt.Errorf("requeue: %w: no rejected row matches %s", errNothingMatched, f.filter.describe())
+	case counts[outcomeRequeued] == 0 && counts[outcomeDropped] == 0:
+		return fmt.Errorf("requeue: %w: none of the %s could be requeued", errNothingMatched, plural(int64(len(list)), "matching rejected row"))
+	}
+	return nil
+}
+
+// storedRejected is a rejected row as rejected_row.sql reads it.
+type storedRejected struct {
+	source, eventID string
+	key, payload    []byte
+	headers         string
+	topic           *string
+	partition       *int32
+	offset          *int64
+	lastError       string
+}
+
+// requeueOneRejected re-maps the rejected row id and, unless dryRun, hands
+// it to the workers under its new event id. It returns the outcome and a
+// line for the operator.
+func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping ingest.MapOptions, dryRun, dropDuplicates bool) (rejectedOutcome, string, error) {
+	var s storedRejected
+	err := conn.QueryRow(ctx, rejectedRowSQL, pgx.NamedArgs{"id": id}).Scan(&s.source, &s.eventID, &s.key, &s.payload,
+		&s.headers, &s.topic, &s.partition, &s.offset, &s.lastError)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return outcomeGone, "no longer rejected (changed while this command ran)", nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("requeue: read rejected row %d: %w", id, err)
+	}
+	if len(s.payload) == 0 && oversizeError.MatchString(s.lastError) {
+		return outcomeOversize, fmt.Sprintf("cannot be requeued: its payload was not stored (%s); the event must be produced again",
+			oneLine(s.lastError, 200)), nil
+	}
+	msg, err := s.message()
+	if err != nil {
+		return outcomeStillRejected, fmt.Sprintf("still rejected: %v", err), nil
+	}
+	row := ingest.MapMessage(msg, mapping)
+	if row.Status != ingest.StatusReceived {
+		return outcomeStillRejected, "still rejected with the current configuration: " + oneLine(row.LastError, 200), nil
+	}
+	target := fmt.Sprintf("event id %s, type %s", safeText(row.EventID), safeText(row.EventType))
+	owner := func() (string, error) {
+		var ownerID int64
+		var ownerStatus string
+		err := conn.QueryRow(ctx, eventOwnerSQL, pgx.NamedArgs{"source": s.source, "event_id": row.EventID}).Scan(&ownerID, &ownerStatus)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return "", nil
+		case err != nil:
+			return "", fmt.Errorf("requeue: look up %s: %w", target, err)
+		}
+		return fmt.Sprintf("row %d (%s)", ownerID, ownerStatus), nil
+	}
+	if dryRun {
+		dup, err := owner()
+		switch {
+		case err != nil:
+			return 0, "", err
+		case dup != "" && dropDuplicates:
+			return outcomeDropped, fmt.Sprintf("maps to %s, which %s already holds: would be deleted", target, dup), nil
+		case dup != "":
+			return outcomeDuplicate, fmt.Sprintf("maps to %s, which %s already holds: would stay rejected (--drop-duplicates deletes it)", target, dup), nil
+		}
+		return outcomeRequeued, "would requeue as " + target, nil
+	}
+	tag, err := conn.Exec(ctx, requeueRejectedSQL, pgx.NamedArgs{"id": id, "event_id": row.EventID, "event_type": row.EventType})
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "23505": // unique_violation: the event arrived again
+		dup, err := owner()
+		if err != nil {
+			return 0, "", err
+		}
+		if dup == "" {
+			dup = "another row"
+		}
+		if !dropDuplicates {
+			return outcomeDuplicate, fmt.Sprintf("maps to %s, which %s already holds: left rejected (--drop-duplicates deletes it)", target, dup), nil
+		}
+		del, err := conn.Exec(ctx, discardSQL, discardArgs("rejected", id))
+		if err != nil {
+			return 0, "", fmt.Errorf("requeue: delete duplicate rejected row %d: %w", id, err)
+		}
+		if del.RowsAffected() == 0 {
+			return outcomeGone, "no longer rejected (changed while this command ran)", nil
+		}
+		return outcomeDropped, fmt.Sprintf("maps to %s, which %s already holds: deleted", target, dup), nil
+	case err != nil:
+		return 0, "", fmt.Errorf("requeue: rejected row %d: %w", id, err)
+	case tag.RowsAffected() == 0:
+		return outcomeGone, "no longer rejected (changed while this command ran)", nil
+	}
+	return outcomeRequeued, "requeued as " + target, nil
+}
+
+// message rebuilds the Kafka message a rejected row was made from: its
+// position (the source and zeros for a row that did not come from Kafka),
+// key, payload and headers, with {"base64": "…"} header values decoded.
+func (s storedRejected) message() (kafka.Message, error) {
+	m := kafka.Message{Topic: s.source, Key: s.key, Value: s.payload}
+	if s.topic != nil {
+		m.Topic = *s.topic
+	}
+	if s.partition != nil {
+		m.Partition = int(*s.partition)
+	}
+	if s.offset != nil {
+		m.Offset = *s.offset
+	}
+	hs, err := decodeHeaders([]byte(s.headers))
+	if err != nil {
+		return kafka.Message{}, err
+	}
+	m.Headers = hs
+	return m, nil
+}
+
+// decodeHeaders turns the headers column back into Kafka headers: a string
+// value is the header's bytes, {"base64": "…"} is decoded, any other JSON
+// value (written by hand) is taken as its JSON text. Names are sorted, so
+// the result does not depend on jsonb's key order (ingest keeps the last
+// value of a repeated name, so each name is there once).
+func decodeHeaders(raw []byte) ([]kafka.Header, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, fmt.Errorf("headers are not a JSON object: %v", err)
+	}
+	names := make([]string, 0, len(obj))
+	for name := range obj {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	hs := make([]kafka.Header, 0, len(names))
+	for _, name := range names {
+		v := obj[name]
+		var str string
+		if err := json.Unmarshal(v, &str); err == nil {
+			hs = append(hs, kafka.Header{Key: name, Value: []byte(str)})
+			continue
+		}
+		var b64 map[string]string
+		if err := json.Unmarshal(v, &b64); err == nil && len(b64) == 1 {
+			if enc, ok := b64["base64"]; ok {
+				dec, err := base64.StdEncoding.DecodeString(enc)
+				if err != nil {
+					return nil, fmt.Errorf("header %s: bad base64 value: %v", safeText(name), err)
+				}
+				hs = append(hs, kafka.Header{Key: name, Value: dec})
+				continue
+			}
+		}
+		hs = append(hs, kafka.Header{Key: name, Value: []byte(v)})
+	}
+	return hs, nil
+}

@@ -1,0 +1,264 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/inboxd/inboxd/config"
+)
+
+//go:embed sql/show.sql
+var showSQL string
+
+// showFlags are the show command's flags.
+type showFlags struct {
+	json bool
+	full bool
+}
+
+// Without --full, show prints at most this much of a payload: text up to
+// showTextLimit bytes, a hex dump of up to showBinaryLimit bytes.
+const (
+	showTextLimit   = 4096
+	showBinaryLimit = 1024
+)
+
+// column is one column of the row show prints.
+type column struct {
+	name  string
+	value any
+}
+
+// runShow prints one row, every column the table has, with its key,
+// headers and payload.
+func runShow(ctx context.Context, cfg config.Config, stdout io.Writer, args []string, f showFlags) error {
+	if len(args) != 1 {
+		return usageError{fmt.Errorf("show: give exactly one row id (inboxd show 42), got %d arguments", len(args))}
+	}
+	id, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || id < 1 {
+		return usageError{fmt.Errorf("show: %q is not a row id", args[0])}
+	}
+	conn, err := connectSchema(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+
+	// SELECT *: a column a later migration adds is shown too.
+	rows, err := conn.Query(ctx, showSQL, pgx.NamedArgs{"id": id})
+	if err != nil {
+		return fmt.Errorf("show: %w", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("show: %w", err)
+		}
+		return fmt.Errorf("show: no row with id %d", id)
+	}
+	values, err := rows.Values()
+	if err != nil {
+		return fmt.Errorf("show: %w", err)
+	}
+	fields := rows.FieldDescriptions()
+	cols := make([]column, len(fields))
+	for i, fd := range fields {
+		cols[i] = column{name: fd.Name, value: values[i]}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("show: %w", err)
+	}
+	if f.json {
+		return showJSON(stdout, cols)
+	}
+	return showText(stdout, cols, f.full)
+}
+
+// showJSON prints the row as one JSON object, columns in table order:
+// bytea (key, payload) in base64, jsonb (headers) as JSON, times in RFC 3339.
+func showJSON(w io.Writer, cols []column) error {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		name, _ := json.Marshal(c.name)
+		value, err := json.Marshal(c.value)
+		if err != nil {
+			return fmt.Errorf("show: column %s: %w", c.name, err)
+		}
+		b.Write(name)
+		b.WriteByte(':')
+		b.Write(value)
+	}
+	b.WriteString("}\n")
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// showText prints the row for a person: one column a line, then the key,
+// the headers and the payload.
+func showText(w io.Writer, cols []column, full bool) error {
+	var b bytes.Buffer
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	var key, payload []byte
+	var haveKey bool
+	var headers any
+	for _, c := range cols {
+		switch c.name {
+		case "key":
+			key, _ = c.value.([]byte)
+			haveKey = c.value != nil
+			continue
+		case "payload":
+			payload, _ = c.value.([]byte)
+			continue
+		case "headers":
+			headers = c.value
+			continue
+		}
+		fmt.Fprintf(tw, "%s:\t%s\n", c.name, textValue(c.value))
+	}
+	switch {
+	case !haveKey:
+		fmt.Fprintf(tw, "key:\t-\n")
+	case isText(key):
+		fmt.Fprintf(tw, "key:\t%s\n", strconv.Quote(string(key)))
+	default:
+		fmt.Fprintf(tw, "key:\t%s (hex; %s, not UTF-8 text)\n", hex.EncodeToString(key), plural(int64(len(key)), "byte"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	b.WriteString("headers:")
+	hs, _ := headers.(map[string]any)
+	if len(hs) == 0 {
+		b.WriteString(" none\n")
+	} else {
+		b.WriteByte('\n')
+		names := make([]string, 0, len(hs))
+		for n := range hs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		htw := tabwriter.NewWriter(&b, 0, 4, 1, ' ', 0)
+		for _, n := range names {
+			fmt.Fprintf(htw, "  %s:\t%s\n", safeText(n), headerValue(hs[n]))
+		}
+		if err := htw.Flush(); err != nil {
+			return err
+		}
+	}
+
+	shown := payload
+	if isText(payload) {
+		if !full && len(shown) > showTextLimit {
+			cut := showTextLimit
+			for cut > 0 && !utf8.RuneStart(shown[cut]) {
+				cut--
+			}
+			shown = shown[:cut]
+		}
+		fmt.Fprintf(&b, "payload (%s, UTF-8 text):\n", plural(int64(len(payload)), "byte"))
+		b.Write(shown)
+		if len(shown) > 0 && shown[len(shown)-1] != '\n' {
+			b.WriteByte('\n')
+		}
+	} else {
+		if !full && len(shown) > showBinaryLimit {
+			shown = shown[:showBinaryLimit]
+		}
+		fmt.Fprintf(&b, "payload (%s, not UTF-8 text: hex dump; --json gives it in base64):\n", plural(int64(len(payload)), "byte"))
+		b.WriteString(hex.Dump(shown))
+	}
+	if len(shown) < len(payload) {
+		fmt.Fprintf(&b, "… %s more (--full prints the whole payload)\n", plural(int64(len(payload)-len(shown)), "byte"))
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// textValue renders a column value on one line.
+func textValue(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "-"
+	case string:
+		return safeText(v)
+	case time.Time:
+		return v.UTC().Format(time.RFC3339Nano)
+	case []byte:
+		return hex.EncodeToString(v)
+	case map[string]any, []any:
+		b, _ := json.Marshal(v)
+		return string(b)
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// headerValue renders one stored header value: a string as itself (quoted
+// when it holds control characters), {"base64": "…"} as such with a note.
+func headerValue(v any) string {
+	switch v := v.(type) {
+	case string:
+		return safeText(v)
+	case map[string]any:
+		if s, ok := v["base64"].(string); ok && len(v) == 1 {
+			return "base64 " + s + " (not UTF-8 text, or holds a NUL byte)"
+		}
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// isText reports whether b can be printed as it is: valid UTF-8 without
+// control characters other than newline, carriage return and tab (no
+// terminal escape sequences, no NUL bytes).
+func isText(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' {
+			return false
+		}
+	}
+	return true
+}
+
+// safeText returns s as it is when it is printable on one line, else
+// quoted with Go escapes, so that no value can move the cursor or forge a
+// line of output.
+func safeText(s string) string {
+	if s == "" {
+		return `""`
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) || r == utf8.RuneError || unicode.Is(unicode.Zl, r) || unicode.Is(unicode.Zp, r) {
+			return strconv.Quote(s)
+		}
+	}
+	if strings.TrimSpace(s) != s {
+		return strconv.Quote(s)
+	}
+	return s
+}

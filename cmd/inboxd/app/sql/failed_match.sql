@@ -1,0 +1,15 @@
+-- The dead or rejected rows that match a requeue or discard filter, oldest
+-- id first, without their payloads: what --dry-run lists, and the rejected
+-- rows `requeue --status rejected` re-maps one by one.
+-- Index: inbox_failed_idx (status, id), partial on dead and rejected rows;
+-- with @ids, the primary key.
+-- @status 'dead' or 'rejected'; the other parameters as in requeue.sql.
+SELECT id, status, source, event_id, event_type, attempts, updated_at, coalesce(last_error, '')
+FROM inbox
+WHERE status = @status::text AND status IN ('dead', 'rejected')
+  AND (@ids::bigint[] IS NULL OR id = ANY (@ids::bigint[]))
+  AND (@event_type::text = '' OR event_type = @event_type::text)
+  AND (@source::text = '' OR source = @source::text)
+  AND (@since::timestamptz IS NULL OR updated_at >= @since::timestamptz)
+  AND (@until::timestamptz IS NULL OR updated_at < @until::timestamptz)
+ORDER BY status, id

@@ -1,0 +1,6 @@
+-- One row, every column (whatever the schema version adds), for `inboxd
+-- show`.
+-- Index: the primary key.
+SELECT *
+FROM inbox
+WHERE id = @id
