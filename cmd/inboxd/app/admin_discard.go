@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/config"
 )
@@ -68,7 +69,9 @@ func runDiscard(ctx context.Context, cfg config.Config, stdout, stderr io.Writer
 		}
 	}
 
-	log := newLogger(cfg, stderr).With().Str("component", "admin").Str("command", "discard").Logger()
+	// At info whatever INBOXD_LOG_LEVEL says: deleted rows always leave a
+	// trace.
+	log := newLogger(cfg, stderr).Level(zerolog.InfoLevel).With().Str("component", "admin").Str("command", "discard").Logger()
 	ev := log.Info().Str("status", f.filter.status).Str("filter", f.filter.describe()).Bool("dry_run", f.dryRun)
 	if f.filter.idList != nil {
 		ev = ev.Ints64("ids", f.filter.idList)

@@ -286,6 +286,11 @@ func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping i
 			return outcomeGone, "no longer rejected (changed while this command ran)", nil
 		}
 		return outcomeDropped, fmt.Sprintf("maps to %s, which %s already holds: deleted", target, dup), nil
+	case errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "54")):
+		// A data error (as ingest's refused rows): this row stays, the
+		// others go on.
+		return outcomeStillRejected, fmt.Sprintf("still rejected: the database refuses %s: %s (SQLSTATE %s)",
+			target, pgErr.Message, pgErr.Code), nil
 	case err != nil:
 		return 0, "", fmt.Errorf("requeue: rejected row %d: %w", id, err)
 	case tag.RowsAffected() == 0:

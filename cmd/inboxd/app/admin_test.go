@@ -176,7 +176,8 @@ func TestDiscard(t *testing.T) {
 	if code, _, stderr := runMain(t, env, "discard"); code != ExitUsage || !strings.Contains(stderr, "say which dead rows") {
 		t.Fatalf("discard without a filter: %d %s", code, stderr)
 	}
-	code, out, stderr := runMain(t, env, "discard", "--type", "order.created", "--dry-run")
+	// Logged whatever the log level.
+	code, out, stderr := runMain(t, append(env, "INBOXD_LOG_LEVEL=error"), "discard", "--type", "order.created", "--dry-run")
 	if code != 0 || !strings.Contains(out, "would discard 2 dead rows") || count() != 5 {
 		t.Fatalf("dry run: %d\n%s%s", code, out, stderr)
 	}
