@@ -121,7 +121,7 @@ default: dead
 	if err != nil {
 		log.Fatal(err)
 	}
-	reg, err := handlers.NewRegistryFromRoutes(routes, handlers.RouteOptions{MaxRetryAfter: 5 * time.Minute})
+	reg, err := handlers.NewRegistryFromRoutes(routes, handlers.RegisterOptions{MaxRetryAfter: 5 * time.Minute})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,13 +24,16 @@ const (
 	HandlerIgnore = "ignore"
 	// HandlerDead dead-letters the event at once; see Dead.
 	HandlerDead = "dead"
+	// HandlerRiver enqueues a River job in the transaction that marks the
+	// row processed; see NewJobRoute.
+	HandlerRiver = "river"
 )
 
 const (
 	// DefaultHTTPTimeout is the timeout of an http route that names none.
 	DefaultHTTPTimeout = 10 * time.Second
 	// MaxHTTPTimeout is the longest timeout an http route may name.
-	MaxHTTPTimeout = 10 * time.Minute
+	MaxHTTPTimeout = MaxTimeout
 )
 
 // Routes is a parsed routes file, the operator's map from event types to
@@ -37,17 +41,28 @@ const (
 //
 //	routes:
 //	  - type: order.created        # exact event type; required, unique
-//	    handler: http              # http, ignore or dead; required
+//	    handler: http              # http, ignore, dead or river; required
 //	    url: http://orders.internal/hooks/inbox  # http only; required there
-//	    timeout: 10s               # http only; Go duration, > 0 and <= 10m; default 10s
+//	    timeout: 10s               # bounds each attempt (http: each request; default 10s there)
 //	    idempotency_key: source_event_id  # http only; or event_id; default source_event_id
+//	    concurrency: 8             # most rows of the route in handlers at once (default INBOXD_WORKERS)
+//	    max_attempts: 5            # default INBOXD_MAX_ATTEMPTS (river: the River job's max attempts)
+//	    backoff_base: 2s           # default INBOXD_BACKOFF_BASE
+//	    backoff_max: 10m           # default INBOXD_BACKOFF_MAX
+//	    ordered: true              # rows with the same (source, key) in arrival order, one at a time
+//	    on_dead: block             # ordered only: block (default) or skip
+//	  - type: payment.captured
+//	    handler: river             # a River job, enqueued with the row's move to processed
+//	    kind: payment_captured     # river only; required there
+//	    queue: default             # river only; default "default"
+//	    priority: 1                # river only; 1 (highest) to 4; default 1
 //	  - type: order.audited
 //	    handler: ignore            # processed, nothing done
 //	default: dead                  # unmatched types: dead (when omitted) or ignore
 //
-// Parsing is strict: unknown fields, a url, timeout or idempotency_key on a
-// route whose handler is not http, an idempotency_key other than
-// source_event_id or event_id (see HTTPConfig.IdempotencyKey), repeated types and a default other than dead or
+// Parsing is strict: unknown fields, a field that does not belong to the
+// route's handler (url on ignore, kind on http, on_dead without ordered),
+// values out of range, repeated types and a default other than dead or
 // ignore are errors. A file with no YAML document at all (empty, or only
 // comments) is an error, since that is far more often a broken mount than
 // an intent; a file that says so explicitly, such as "routes: []" or just
@@ -75,30 +90,109 @@ type Routes struct {
 type RouteConfig struct {
 	// Type is the exact event type routed.
 	Type string
-	// Handler is the handler kind: HandlerHTTP, HandlerIgnore or
-	// HandlerDead.
+	// Handler is the handler kind: HandlerHTTP, HandlerIgnore, HandlerDead
+	// or HandlerRiver.
 	Handler string
 	// URL is where an http route POSTs events; it is empty for other kinds.
 	URL string
-	// Timeout bounds each request of an http route; it is zero for other
-	// kinds. The parser sets DefaultHTTPTimeout when an http route names
-	// none; Register treats zero the same way.
+	// Timeout bounds each attempt (for http, each request). The parser sets
+	// DefaultHTTPTimeout for an http route that names none; zero means no
+	// bound for the other kinds.
 	Timeout time.Duration
-	// IdempotencyKey is the HTTPConfig.IdempotencyKey of an http route:
-	// IdempotencyKeySourceEventID, IdempotencyKeyEventID, or empty (the
-	// file names none) for IdempotencyKeySourceEventID. It is empty for
-	// other kinds.
+	// IdempotencyKey selects the Idempotency-Key header of an http route
+	// (see HTTPConfig.IdempotencyKey); empty for other kinds.
 	IdempotencyKey string
+	// Concurrency, MaxAttempts, BackoffBase and BackoffMax override the
+	// engine's defaults for the route (zero: the default); see Policy. On a
+	// river route MaxAttempts is the River job's max attempts instead.
+	Concurrency, MaxAttempts int
+	// BackoffBase and BackoffMax space the route's retries.
+	BackoffBase, BackoffMax time.Duration
+	// Ordered and OnDead make the route ordered; see Policy.
+	Ordered bool
+	// OnDead is block or skip (ordered routes only).
+	OnDead string
+	// Kind, Queue and Priority describe the River job of a river route.
+	Kind, Queue string
+	// Priority is the River job's priority, 1 (highest) to 4.
+	Priority int
 }
 
-// RouteOptions carries the settings that Register passes to every handler
+// Policy returns the engine policy the route asks for.
+func (rc RouteConfig) Policy() Policy {
+	p := Policy{
+		Concurrency: rc.Concurrency, BackoffBase: rc.BackoffBase, BackoffMax: rc.BackoffMax,
+		Timeout: rc.Timeout, Ordered: rc.Ordered, OnDead: OnDead(rc.OnDead),
+	}
+	if rc.Handler != HandlerRiver {
+		p.MaxAttempts = rc.MaxAttempts
+	}
+	return p
+}
+
+// problems checks every rule of a route, once, for both the parser and
+// Register; each error names its field, without the file and route prefix.
+func (rc RouteConfig) problems() []string {
+	var errs []string
+	if rc.Type == "" {
+		errs = append(errs, "type: required")
+	}
+	notFor := func(field string, set bool) {
+		if set {
+			errs = append(errs, fmt.Sprintf("%s: not allowed for handler %s", field, rc.Handler))
+		}
+	}
+	switch rc.Handler {
+	case HandlerHTTP:
+		switch _, err := checkHTTPURL(rc.URL); {
+		case rc.URL == "":
+			errs = append(errs, "url: required for handler http")
+		case err != nil:
+			errs = append(errs, "url: "+err.Error())
+		}
+		switch rc.IdempotencyKey {
+		case "", IdempotencyKeySourceEventID, IdempotencyKeyEventID:
+		default:
+			errs = append(errs, fmt.Sprintf("idempotency_key: must be %s or %s, not %q",
+				IdempotencyKeySourceEventID, IdempotencyKeyEventID, rc.IdempotencyKey))
+		}
+		notFor("kind", rc.Kind != "")
+		notFor("queue", rc.Queue != "")
+		notFor("priority", rc.Priority != 0)
+	case HandlerIgnore, HandlerDead, HandlerRiver:
+		notFor("url", rc.URL != "")
+		notFor("idempotency_key", rc.IdempotencyKey != "")
+		if rc.Handler == HandlerRiver {
+			if rc.Kind == "" {
+				errs = append(errs, "kind: required for handler river")
+			}
+			if rc.Priority < 0 || rc.Priority > 4 {
+				errs = append(errs, fmt.Sprintf("priority: must be between 1 and 4, got %d", rc.Priority))
+			}
+		} else {
+			notFor("kind", rc.Kind != "")
+			notFor("queue", rc.Queue != "")
+			notFor("priority", rc.Priority != 0)
+		}
+	case "":
+		errs = append(errs, "handler: required (http, ignore, dead or river)")
+	default:
+		errs = append(errs, fmt.Sprintf("handler: unknown handler %q (want http, ignore, dead or river)", rc.Handler))
+	}
+	return append(errs, rc.Policy().validate()...)
+}
+
+// RegisterOptions carries the settings that Register passes to the handlers
 // it builds, beyond what the routes file says.
-type RouteOptions struct {
+type RegisterOptions struct {
 	// Client is the HTTPConfig.Client of every http route; nil means the
 	// shared client.
 	Client *http.Client
 	// MaxRetryAfter is the HTTPConfig.MaxRetryAfter of every http route.
 	MaxRetryAfter time.Duration
+	// Jobs enqueues the jobs of river routes; required when the file has
+	// one (the daemon provides it).
+	Jobs JobInserter
 }
 
 // LoadRoutes reads and parses the routes file at path; its errors name the
@@ -119,7 +213,7 @@ func ParseRoutes(data []byte) (*Routes, error) {
 
 // NewRegistryFromRoutes returns a new Registry with r registered on it, as
 // Register does.
-func NewRegistryFromRoutes(r *Routes, opts RouteOptions) (*Registry, error) {
+func NewRegistryFromRoutes(r *Routes, opts RegisterOptions) (*Registry, error) {
 	reg := NewRegistry()
 	if err := r.Register(reg, opts); err != nil {
 		return nil, err
@@ -127,27 +221,41 @@ func NewRegistryFromRoutes(r *Routes, opts RouteOptions) (*Registry, error) {
 	return reg, nil
 }
 
+// HasRiverRoutes reports whether r has a river route.
+func (r *Routes) HasRiverRoutes() bool {
+	for _, rc := range r.Routes {
+		if rc.Handler == HandlerRiver {
+			return true
+		}
+	}
+	return false
+}
+
 // Register registers a handler for every route of r on reg and sets reg's
 // default to r.Default, replacing any default set before (call
 // Registry.SetDefault afterwards to override it). It registers all or
 // nothing: if a route cannot be built, or its type is already registered on
 // reg, it returns every such error, one per line, and leaves reg unchanged.
-func (r *Routes) Register(reg *Registry, opts RouteOptions) error {
-	type built struct {
-		eventType string
-		handler   Handler
-	}
+func (r *Routes) Register(reg *Registry, opts RegisterOptions) error {
 	var (
-		errs   []error
-		routes = make([]built, 0, len(r.Routes))
+		errs    []error
+		entries = make(map[string]*entry, len(r.Routes))
+		dups    = duplicates(r.Routes)
 	)
 	for i, rc := range r.Routes {
-		h, err := rc.build(opts)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %s: %w", r.fileName(), routeLabel(i+1, rc.Type), err))
+		prefix := fmt.Sprintf("%s: %s", r.fileName(), routeLabel(i+1, rc.Type))
+		if first, dup := dups[i]; dup {
+			errs = append(errs, fmt.Errorf("%s: type: duplicate of route %d", prefix, first))
 			continue
 		}
-		routes = append(routes, built{rc.Type, h})
+		e, err := rc.build(opts)
+		if err != nil {
+			for _, line := range strings.Split(err.Error(), "\n") {
+				errs = append(errs, fmt.Errorf("%s: %s", prefix, line))
+			}
+			continue
+		}
+		entries[rc.Type] = e
 	}
 	var fallback Handler
 	switch r.Default {
@@ -158,67 +266,74 @@ func (r *Routes) Register(reg *Registry, opts RouteOptions) error {
 	default:
 		errs = append(errs, fmt.Errorf("%s: default: must be dead or ignore, not %q", r.fileName(), r.Default))
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
 
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
-	seen := make(map[string]int, len(r.Routes))
 	for i, rc := range r.Routes {
-		if j, ok := seen[rc.Type]; ok {
-			errs = append(errs, fmt.Errorf("%s: %s: type: duplicate of route %d", r.fileName(), routeLabel(i+1, rc.Type), j))
-			continue
-		}
-		seen[rc.Type] = i + 1
-		if _, ok := reg.routes[rc.Type]; ok {
+		if _, ok := reg.routes[rc.Type]; ok && entries[rc.Type] != nil {
 			errs = append(errs, fmt.Errorf("%s: %s: event type %q: %w", r.fileName(), routeLabel(i+1, rc.Type), rc.Type, ErrDuplicate))
 		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	for _, b := range routes {
-		reg.routes[b.eventType] = Route{Handler: b.handler}
+	for t, e := range entries {
+		e.wrapped = Chain(e.handler, reg.middleware...)
+		reg.routes[t] = e
 	}
-	reg.fallback = Route{Handler: fallback}
+	reg.fallback = &entry{handler: fallback, wrapped: Chain(fallback, reg.middleware...)}
 	return nil
 }
 
-// build makes the handler rc names.
-func (rc RouteConfig) build(opts RouteOptions) (Handler, error) {
-	if rc.Type == "" {
-		return nil, errors.New("type: required")
+// duplicates maps the index of every route whose type an earlier route
+// already has to that earlier route's number (from 1).
+func duplicates(routes []RouteConfig) map[int]int {
+	first := make(map[string]int, len(routes))
+	dups := make(map[int]int)
+	for i, rc := range routes {
+		if rc.Type == "" {
+			continue
+		}
+		if n, ok := first[rc.Type]; ok {
+			dups[i] = n
+			continue
+		}
+		first[rc.Type] = i + 1
 	}
+	return dups
+}
+
+// build checks rc and makes its route entry.
+func (rc RouteConfig) build(opts RegisterOptions) (*entry, error) {
+	if errs := rc.problems(); len(errs) > 0 {
+		return nil, errors.New(strings.Join(errs, "\n"))
+	}
+	e := &entry{policy: rc.Policy()}
 	switch rc.Handler {
 	case HandlerHTTP:
 		timeout := rc.Timeout
 		if timeout == 0 {
 			timeout = DefaultHTTPTimeout
 		}
-		if timeout > MaxHTTPTimeout {
-			return nil, fmt.Errorf("timeout: must be at most %s", MaxHTTPTimeout)
+		h, err := NewHTTP(HTTPConfig{URL: rc.URL, Timeout: timeout, Client: opts.Client,
+			MaxRetryAfter: opts.MaxRetryAfter, IdempotencyKey: rc.IdempotencyKey})
+		if err != nil {
+			return nil, err
 		}
-		return NewHTTP(HTTPConfig{URL: rc.URL, Timeout: timeout, Client: opts.Client, MaxRetryAfter: opts.MaxRetryAfter, IdempotencyKey: rc.IdempotencyKey})
-	case HandlerIgnore, HandlerDead:
-		if rc.URL != "" {
-			return nil, fmt.Errorf("url: not allowed for handler %s", rc.Handler)
+		e.handler = h
+	case HandlerIgnore:
+		e.handler = Ignore()
+	case HandlerDead:
+		e.handler = Dead()
+	case HandlerRiver:
+		if opts.Jobs == nil {
+			return nil, errors.New("handler: river routes need the daemon's River connection (RegisterOptions.Jobs)")
 		}
-		if rc.Timeout != 0 {
-			return nil, fmt.Errorf("timeout: not allowed for handler %s", rc.Handler)
-		}
-		if rc.IdempotencyKey != "" {
-			return nil, fmt.Errorf("idempotency_key: not allowed for handler %s", rc.Handler)
-		}
-		if rc.Handler == HandlerIgnore {
-			return Ignore(), nil
-		}
-		return Dead(), nil
-	case "":
-		return nil, errors.New("handler: required (http, ignore or dead)")
-	default:
-		return nil, fmt.Errorf("handler: unknown handler %q (want http, ignore or dead)", rc.Handler)
+		e.handler, e.tx = txAdapter{NewJobRoute(opts.Jobs, Job{
+			Kind: rc.Kind, Queue: rc.Queue, Priority: rc.Priority, MaxAttempts: rc.MaxAttempts,
+		})}, true
 	}
+	return e, nil
 }
 
 // fileName names r's file in error messages.
@@ -332,18 +447,17 @@ func (p *routesParser) parseList(r *Routes, list *yaml.Node) {
 		p.errorf("line %d: routes: must be a list", list.Line)
 		return
 	}
-	byType := make(map[string]int)
+	parsed := make([]RouteConfig, len(list.Content))
+	errsOf := make([][]string, len(list.Content))
 	for i, item := range list.Content {
-		n := i + 1
-		rc, errs := parseRoute(resolve(item))
-		label := routeLabel(n, rc.Type)
-		if rc.Type != "" {
-			if first, ok := byType[rc.Type]; ok {
-				errs = append(errs, fmt.Sprintf("type: duplicate of route %d", first))
-			} else {
-				byType[rc.Type] = n
-			}
-		}
+		parsed[i], errsOf[i] = parseRoute(resolve(item))
+	}
+	for i, first := range duplicates(parsed) {
+		errsOf[i] = append([]string{fmt.Sprintf("type: duplicate of route %d", first)}, errsOf[i]...)
+	}
+	for i, rc := range parsed {
+		errs := errsOf[i]
+		label := routeLabel(i+1, rc.Type)
 		for _, e := range errs {
 			p.errs = append(p.errs, fmt.Errorf("%s: %s: %s", p.name, label, e))
 		}
@@ -355,20 +469,25 @@ func (p *routesParser) parseList(r *Routes, list *yaml.Node) {
 
 // routeFields are the fields of a route, in the order its errors are
 // reported.
-var routeFields = [...]string{"type", "handler", "url", "timeout", "idempotency_key"}
+var routeFields = [...]string{
+	"type", "handler", "url", "timeout", "idempotency_key", "concurrency", "max_attempts",
+	"backoff_base", "backoff_max", "ordered", "on_dead", "kind", "queue", "priority",
+}
 
-// parseRoute parses one route. It returns what it could read, its type
-// included (for the error label), and the errors found, each without the
-// file and route prefix.
+// parseRoute parses one route: it reads the fields into a RouteConfig
+// (reporting what is not of the right shape: unknown, repeated, not a
+// string, not a number, not a duration) and then checks its rules with
+// RouteConfig.problems. It returns what it could read, its type included
+// (for the error label), and the errors found, each without the file and
+// route prefix.
 func parseRoute(item *yaml.Node) (RouteConfig, []string) {
 	var rc RouteConfig
 	if item.Kind != yaml.MappingNode {
-		return rc, []string{"must be a mapping with type, handler, url, timeout, idempotency_key"}
+		return rc, []string{"must be a mapping with " + strings.Join(routeFields[:], ", ")}
 	}
 	var (
 		errs   []string
 		values = make(map[string]string)
-		bad    = make(map[string]bool) // present but not a string
 	)
 	for i := 0; i+1 < len(item.Content); i += 2 {
 		key, val := resolve(item.Content[i]), resolve(item.Content[i+1])
@@ -380,7 +499,7 @@ func parseRoute(item *yaml.Node) (RouteConfig, []string) {
 		case key.Kind != yaml.ScalarNode:
 			errs = append(errs, "keys must be plain names")
 		case !known:
-			errs = append(errs, fmt.Sprintf("unknown field %q (want type, handler, url, timeout, idempotency_key)", key.Value))
+			errs = append(errs, fmt.Sprintf("unknown field %q (want %s)", key.Value, strings.Join(routeFields[:], ", ")))
 		default:
 			if _, dup := values[key.Value]; dup {
 				errs = append(errs, fmt.Sprintf("%s: given twice", key.Value))
@@ -389,64 +508,88 @@ func parseRoute(item *yaml.Node) (RouteConfig, []string) {
 			s, ok := scalarValue(val)
 			if !ok {
 				errs = append(errs, fmt.Sprintf("%s: must be a string", key.Value))
-				bad[key.Value] = true
+				s = "\x00bad"
 			}
 			values[key.Value] = s
 		}
 	}
-
-	rc.Type, rc.Handler, rc.URL, rc.IdempotencyKey = values["type"], values["handler"], values["url"], values["idempotency_key"]
-	timeout := values["timeout"]
-	if rc.Type == "" && !bad["type"] {
-		errs = append(errs, "type: required")
-	}
-	switch {
-	case bad["handler"]:
-		// Reported above.
-	case rc.Handler == HandlerHTTP:
-		switch _, err := checkHTTPURL(rc.URL); {
-		case bad["url"]:
-			// Reported above.
-		case rc.URL == "":
-			errs = append(errs, "url: required for handler http")
-		case err != nil:
-			errs = append(errs, "url: "+err.Error())
+	bad := func(field string) bool { return values[field] == "\x00bad" }
+	str := func(field string) string {
+		if bad(field) {
+			return ""
 		}
-		rc.Timeout = DefaultHTTPTimeout
-		if timeout != "" {
-			d, err := time.ParseDuration(timeout)
+		return values[field]
+	}
+	rc.Type, rc.Handler, rc.URL = str("type"), str("handler"), str("url")
+	rc.IdempotencyKey, rc.OnDead, rc.Kind, rc.Queue = str("idempotency_key"), str("on_dead"), str("kind"), str("queue")
+	duration := func(field string, dst *time.Duration) {
+		if s := str(field); s != "" {
+			d, err := time.ParseDuration(s)
 			switch {
 			case err != nil:
-				errs = append(errs, fmt.Sprintf("timeout: %q is not a Go duration such as 10s or 1m30s", timeout))
+				errs = append(errs, fmt.Sprintf("%s: %q is not a Go duration such as 10s or 1m30s", field, s))
 			case d <= 0:
-				errs = append(errs, "timeout: must be greater than 0")
-			case d > MaxHTTPTimeout:
-				errs = append(errs, fmt.Sprintf("timeout: must be at most %s", MaxHTTPTimeout))
+				errs = append(errs, fmt.Sprintf("%s: must be greater than 0", field))
 			default:
-				rc.Timeout = d
+				*dst = d
 			}
 		}
-		switch rc.IdempotencyKey {
-		case "", IdempotencyKeySourceEventID, IdempotencyKeyEventID:
-		default:
-			errs = append(errs, fmt.Sprintf("idempotency_key: must be %s or %s, not %q", IdempotencyKeySourceEventID, IdempotencyKeyEventID, rc.IdempotencyKey))
-		}
-	case rc.Handler == HandlerIgnore || rc.Handler == HandlerDead:
-		if rc.URL != "" {
-			errs = append(errs, fmt.Sprintf("url: not allowed for handler %s", rc.Handler))
-		}
-		if timeout != "" {
-			errs = append(errs, fmt.Sprintf("timeout: not allowed for handler %s", rc.Handler))
-		}
-		if rc.IdempotencyKey != "" {
-			errs = append(errs, fmt.Sprintf("idempotency_key: not allowed for handler %s", rc.Handler))
-		}
-	case rc.Handler == "":
-		errs = append(errs, "handler: required (http, ignore or dead)")
-	default:
-		errs = append(errs, fmt.Sprintf("handler: unknown handler %q (want http, ignore or dead)", rc.Handler))
 	}
+	number := func(field string, dst *int) {
+		if s := str(field); s != "" {
+			n, err := strconv.Atoi(s)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Sprintf("%s: %q is not a whole number", field, s))
+			case n < 1:
+				errs = append(errs, fmt.Sprintf("%s: must be at least 1, got %d", field, n))
+			default:
+				*dst = n
+			}
+		}
+	}
+	duration("timeout", &rc.Timeout)
+	duration("backoff_base", &rc.BackoffBase)
+	duration("backoff_max", &rc.BackoffMax)
+	number("concurrency", &rc.Concurrency)
+	number("max_attempts", &rc.MaxAttempts)
+	number("priority", &rc.Priority)
+	switch s := str("ordered"); s {
+	case "", "false":
+	case "true":
+		rc.Ordered = true
+	default:
+		errs = append(errs, fmt.Sprintf("ordered: must be true or false, not %q", s))
+	}
+	if rc.Handler == HandlerHTTP && rc.Timeout == 0 && values["timeout"] == "" {
+		rc.Timeout = DefaultHTTPTimeout
+	}
+	if bad("handler") {
+		// The handler's own rules cannot be checked; report the shape only.
+		return rc, errs
+	}
+	for _, p := range rc.problems() {
+		field, _, _ := strings.Cut(p, ":")
+		if bad(field) {
+			continue // its shape is already reported
+		}
+		errs = append(errs, p)
+	}
+	// Report in field order, whichever check found the error.
+	slices.SortStableFunc(errs, func(a, b string) int { return fieldRank(a) - fieldRank(b) })
 	return rc, errs
+}
+
+// fieldRank is the position of the field an error names in routeFields
+// (errors about no single field come first).
+func fieldRank(err string) int {
+	field, _, _ := strings.Cut(err, ":")
+	for i, f := range routeFields {
+		if f == field {
+			return i + 1
+		}
+	}
+	return 0
 }
 
 // resolve follows an alias to the node it names.

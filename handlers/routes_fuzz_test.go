@@ -79,7 +79,7 @@ func FuzzParseRoutes(f *testing.F) {
 			}
 		}
 		reg := handlers.NewRegistry()
-		if err := r.Register(reg, handlers.RouteOptions{}); err != nil {
+		if err := r.Register(reg, handlers.RegisterOptions{}); err != nil {
 			t.Fatalf("parsed routes do not register: %v\nroutes: %+v", err, r.Routes)
 		}
 		if reg.Types() != len(r.Routes) {

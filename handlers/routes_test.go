@@ -108,20 +108,25 @@ var badRoutes = []struct {
 	{"missing_type.bad.yml", []string{"route 2: type: required"}},
 	{"empty_type.bad.yml", []string{"route 1: type: required"}},
 	{"duplicate_type.bad.yml", []string{`route 2 (type "order.created"): type: duplicate of route 1`}},
-	{"missing_handler.bad.yml", []string{`route 1 (type "order.created"): handler: required (http, ignore or dead)`}},
-	{"unknown_handler.bad.yml", []string{`route 1 (type "order.created"): handler: unknown handler "grpc" (want http, ignore or dead)`}},
+	{"missing_handler.bad.yml", []string{`route 1 (type "order.created"): handler: required (http, ignore, dead or river)`}},
+	{"unknown_handler.bad.yml", []string{`route 1 (type "order.created"): handler: unknown handler "grpc" (want http, ignore, dead or river)`}},
 	{"http_without_url.bad.yml", []string{`route 1 (type "order.created"): url: required for handler http`}},
 	{"bad_url.bad.yml", []string{`route 2 (type "order.paid"): url: must be an absolute http or https URL`}},
 	{"bad_url_scheme.bad.yml", []string{`route 1 (type "order.created"): url: must be an absolute http or https URL`}},
 	{"url_on_ignore.bad.yml", []string{`route 1 (type "order.audited"): url: not allowed for handler ignore`}},
-	{"timeout_on_dead.bad.yml", []string{`route 1 (type "order.audited"): timeout: not allowed for handler dead`}},
+	{"on_dead_unordered.bad.yml", []string{`route 1 (type "order.created"): on_dead: only for ordered routes (ordered: true)`}},
+	{"bad_concurrency.bad.yml", []string{`route 1 (type "order.created"): concurrency: must be at least 1, got 0`}},
+	{"river_without_kind.bad.yml", []string{`route 1 (type "payment.captured"): kind: required for handler river`}},
+	{"kind_on_http.bad.yml", []string{`route 1 (type "order.created"): kind: not allowed for handler http`}},
+	{"bad_ordered.bad.yml", []string{`route 1 (type "order.created"): ordered: must be true or false, not "yes please"`}},
+	{"bad_backoff.bad.yml", []string{`route 1 (type "order.created"): backoff_max: must be at least backoff_base`}},
 	{"bad_idempotency_key.bad.yml", []string{`route 1 (type "order.created"): idempotency_key: must be source_event_id or event_id, not "uuid"`}},
 	{"idempotency_key_on_ignore.bad.yml", []string{`route 1 (type "order.audited"): idempotency_key: not allowed for handler ignore`}},
 	{"bad_timeout.bad.yml", []string{`route 1 (type "order.created"): timeout: "10" is not a Go duration such as 10s or 1m30s`}},
 	{"zero_timeout.bad.yml", []string{`route 1 (type "order.created"): timeout: must be greater than 0`}},
 	{"long_timeout.bad.yml", []string{`route 1 (type "order.created"): timeout: must be at most 10m0s`}},
 	{"unknown_field.bad.yml", []string{
-		`route 1 (type "order.created"): unknown field "urll" (want type, handler, url, timeout, idempotency_key)`,
+		`route 1 (type "order.created"): unknown field "urll" (want type, handler, url, timeout, idempotency_key, concurrency, max_attempts, backoff_base, backoff_max, ordered, on_dead, kind, queue, priority)`,
 		`route 1 (type "order.created"): url: required for handler http`,
 	}},
 	{"unknown_top_field.bad.yml", []string{`line 2: unknown field "defaults" (want routes, default)`}},
@@ -237,7 +242,7 @@ routes:
 			if err != nil {
 				t.Fatalf("LoadRoutes: %v", err)
 			}
-			reg, err := handlers.NewRegistryFromRoutes(routes, handlers.RouteOptions{})
+			reg, err := handlers.NewRegistryFromRoutes(routes, handlers.RegisterOptions{})
 			if err != nil {
 				t.Fatalf("NewRegistryFromRoutes: %v", err)
 			}
@@ -247,7 +252,7 @@ routes:
 			handle := func(eventType string) error {
 				t.Helper()
 				route := reg.Lookup(eventType)
-				if route.Handler == nil || route.TxHandler != nil {
+				if route.Handler == nil || route.Tx {
 					t.Fatalf("Lookup(%q) = %+v, want a plain handler", eventType, route)
 				}
 				ev := testEvent()
@@ -304,7 +309,7 @@ default: ignore
 	if err := reg.HandleFunc("b", func(context.Context, *handlers.Event) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	err = routes.Register(reg, handlers.RouteOptions{})
+	err = routes.Register(reg, handlers.RegisterOptions{})
 	if !errors.Is(err, handlers.ErrDuplicate) || !strings.Contains(err.Error(), `routes file: route 2 (type "b"): `) {
 		t.Fatalf("Register: %v, want ErrDuplicate naming route 2", err)
 	}
@@ -335,13 +340,13 @@ func TestRoutesRegisterHandBuilt(t *testing.T) {
 		},
 		Default: "http",
 	}
-	err := bad.Register(handlers.NewRegistry(), handlers.RouteOptions{})
+	err := bad.Register(handlers.NewRegistry(), handlers.RegisterOptions{})
 	want := []string{
 		`routes: route 1 (type "a"): url: must be an absolute http or https URL`,
 		`routes: route 2 (type "b"): timeout: must be at most 10m0s`,
 		`routes: route 3 (type "c"): url: not allowed for handler ignore`,
 		`routes: route 4: type: required`,
-		`routes: route 5 (type "d"): handler: unknown handler "smtp" (want http, ignore or dead)`,
+		`routes: route 5 (type "d"): handler: unknown handler "smtp" (want http, ignore, dead or river)`,
 		`routes: route 6 (type "e"): idempotency_key: must be source_event_id or event_id, not "uuid"`,
 		`routes: route 7 (type "f"): idempotency_key: not allowed for handler dead`,
 		`routes: default: must be dead or ignore, not "http"`,
@@ -351,13 +356,13 @@ func TestRoutesRegisterHandBuilt(t *testing.T) {
 	}
 
 	dup := &handlers.Routes{Routes: []handlers.RouteConfig{{Type: "a", Handler: "dead"}, {Type: "a", Handler: "ignore"}}}
-	err = dup.Register(handlers.NewRegistry(), handlers.RouteOptions{})
+	err = dup.Register(handlers.NewRegistry(), handlers.RegisterOptions{})
 	if err == nil || err.Error() != `routes: route 2 (type "a"): type: duplicate of route 1` {
 		t.Fatalf("Register duplicate: %v", err)
 	}
 
 	ok := &handlers.Routes{Routes: []handlers.RouteConfig{{Type: "a", Handler: "http", URL: "http://h/x"}}}
-	if _, err := handlers.NewRegistryFromRoutes(ok, handlers.RouteOptions{MaxRetryAfter: time.Minute}); err != nil {
+	if _, err := handlers.NewRegistryFromRoutes(ok, handlers.RegisterOptions{MaxRetryAfter: time.Minute}); err != nil {
 		t.Fatalf("NewRegistryFromRoutes: %v", err)
 	}
 }
@@ -373,7 +378,7 @@ func TestRoutesRegisterOptions(t *testing.T) {
 		return http.DefaultTransport.RoundTrip(req)
 	})}
 	routes := &handlers.Routes{Routes: []handlers.RouteConfig{{Type: "a", Handler: "http", URL: b.srv.URL}}}
-	reg, err := handlers.NewRegistryFromRoutes(routes, handlers.RouteOptions{Client: client, MaxRetryAfter: 42 * time.Second})
+	reg, err := handlers.NewRegistryFromRoutes(routes, handlers.RegisterOptions{Client: client, MaxRetryAfter: 42 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +408,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := handlers.NewRegistryFromRoutes(routes, handlers.RouteOptions{})
+	reg, err := handlers.NewRegistryFromRoutes(routes, handlers.RegisterOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

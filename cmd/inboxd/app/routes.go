@@ -29,7 +29,7 @@ func buildRegistry(cfg config.Config, opts Options) (*handlers.Registry, error) 
 	if err != nil {
 		return nil, fmt.Errorf("INBOXD_ROUTES: %w", err)
 	}
-	if err := routes.Register(reg, handlers.RouteOptions{MaxRetryAfter: cfg.BackoffMax}); err != nil {
+	if err := routes.Register(reg, handlers.RegisterOptions{MaxRetryAfter: cfg.BackoffMax}); err != nil {
 		return nil, fmt.Errorf("INBOXD_ROUTES: %w", err)
 	}
 	return reg, nil

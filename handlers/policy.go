@@ -1,0 +1,105 @@
+package handlers
+
+import (
+	"fmt"
+	"time"
+)
+
+// OnDead says what an ordered route does with a key whose row went dead.
+type OnDead string
+
+const (
+	// OnDeadBlock keeps the key stopped until the dead row is requeued or
+	// discarded: later rows of the key wait (the default).
+	OnDeadBlock OnDead = "block"
+	// OnDeadSkip lets the key move on to its next row.
+	OnDeadSkip OnDead = "skip"
+)
+
+// Policy is how the engine runs one route's rows. Zero fields take the
+// engine's defaults (INBOXD_WORKERS, INBOXD_MAX_ATTEMPTS, INBOXD_BACKOFF_BASE,
+// INBOXD_BACKOFF_MAX; no timeout; unordered).
+type Policy struct {
+	// Concurrency is the most rows of the route in handlers at once in one
+	// replica. Claims never take a row the route has no room for, so a
+	// saturated route cannot hold the others back.
+	Concurrency int
+	// MaxAttempts is the number of attempts before a failing row goes dead.
+	MaxAttempts int
+	// BackoffBase is the delay after the first failed attempt.
+	BackoffBase time.Duration
+	// BackoffMax caps the delay between attempts (and Retry-After).
+	BackoffMax time.Duration
+	// Timeout bounds each attempt: the handler's context is cancelled after
+	// it, and the attempt counts as failed.
+	Timeout time.Duration
+	// Ordered hands rows with the same (source, key) to their handlers
+	// strictly in arrival order, one at a time per key; different keys run
+	// in parallel. Rows without a key are not ordered. Ordering holds
+	// across every ordered route: an order's created, paid and shipped
+	// events keep their order even when their types have routes of their
+	// own.
+	Ordered bool
+	// OnDead says what happens to an ordered key when one of its rows goes
+	// dead (default OnDeadBlock).
+	OnDead OnDead
+}
+
+// validate checks the policy's values; every error names its field as the
+// routes file does.
+func (p Policy) validate() []string {
+	var errs []string
+	if p.Concurrency < 0 || p.Concurrency > 10000 {
+		errs = append(errs, fmt.Sprintf("concurrency: must be between 1 and 10000, got %d", p.Concurrency))
+	}
+	if p.MaxAttempts < 0 || p.MaxAttempts > 1000 {
+		errs = append(errs, fmt.Sprintf("max_attempts: must be between 1 and 1000, got %d", p.MaxAttempts))
+	}
+	if p.BackoffBase < 0 {
+		errs = append(errs, "backoff_base: must be positive")
+	}
+	if p.BackoffMax < 0 || (p.BackoffMax > 0 && p.BackoffBase > p.BackoffMax) {
+		errs = append(errs, "backoff_max: must be at least backoff_base")
+	}
+	switch {
+	case p.Timeout < 0:
+		errs = append(errs, "timeout: must be greater than 0")
+	case p.Timeout > MaxTimeout:
+		errs = append(errs, fmt.Sprintf("timeout: must be at most %s", MaxTimeout))
+	}
+	switch p.OnDead {
+	case "", OnDeadBlock, OnDeadSkip:
+	default:
+		errs = append(errs, fmt.Sprintf("on_dead: must be block or skip, not %q", p.OnDead))
+	}
+	if p.OnDead != "" && !p.Ordered {
+		errs = append(errs, "on_dead: only for ordered routes (ordered: true)")
+	}
+	return errs
+}
+
+// MaxTimeout is the longest per-route timeout accepted.
+const MaxTimeout = 10 * time.Minute
+
+// Option sets part of a route's Policy when it is registered in Go.
+type Option func(*Policy)
+
+// Concurrency sets Policy.Concurrency.
+func Concurrency(n int) Option { return func(p *Policy) { p.Concurrency = n } }
+
+// MaxAttempts sets Policy.MaxAttempts.
+func MaxAttempts(n int) Option { return func(p *Policy) { p.MaxAttempts = n } }
+
+// Backoff sets Policy.BackoffBase and Policy.BackoffMax.
+func Backoff(base, max time.Duration) Option {
+	return func(p *Policy) { p.BackoffBase, p.BackoffMax = base, max }
+}
+
+// Timeout sets Policy.Timeout.
+func Timeout(d time.Duration) Option { return func(p *Policy) { p.Timeout = d } }
+
+// Ordered makes the route ordered (Policy.Ordered) with onDead for keys whose
+// row goes dead ("" means OnDeadBlock).
+func Ordered(onDead OnDead) Option {
+	return func(p *Policy) { p.Ordered, p.OnDead = true, onDead }
+}
