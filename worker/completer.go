@@ -142,9 +142,10 @@ func (p *Pool) writeOutcomes(ctx context.Context, batch []result) (map[int64]boo
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
 	defer cancel()
+	ordered, blocking := p.orderedTypes()
 	rows, err := p.db.Query(ctx, completeSQL, pgx.NamedArgs{
 		"ids": ids, "tokens": tokens, "statuses": statuses, "delays_ms": delays,
-		"errors": errs, "attempts_delta": deltas,
+		"errors": errs, "attempts_delta": deltas, "ordered_types": ordered, "blocking_types": blocking,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("complete batch: %w", err)
@@ -156,6 +157,9 @@ func (p *Pool) writeOutcomes(ctx context.Context, batch []result) (map[int64]boo
 	applied := make(map[int64]bool, len(got))
 	for _, id := range got {
 		applied[id] = true
+	}
+	if len(ordered) > 0 {
+		signal(p.wake) // the next rows of finished keys were unparked
 	}
 	if released {
 		if _, err := p.db.Exec(ctx, notifySQL); err != nil {

@@ -25,54 +25,44 @@ const (
 	statusDead      = "dead"
 )
 
-// execute runs the handler for one claimed row and submits the outcome.
-// stop ends at the hard shutdown deadline.
-func (p *Pool) execute(stop context.Context, j *job) {
+// execute runs the handler for one claimed row, started by its route's
+// dispatch, and submits the outcome.
+func (p *Pool) execute(j *job) {
 	defer j.cancel(nil)
-	switch p.begin(j) {
-	case beginSkip:
-		return
-	case beginRelease:
-		p.metrics.leaseAtRisk.Inc()
-		p.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
-			Msg("lease not renewed in time: giving the row back unstarted")
-		p.submit(p.releaseResult(j, "released unstarted: its lease could not be renewed in time"))
-		return
-	}
-
-	ctx := j.ctx
 	ev := j.row.event()
 	route := p.registry.Load().Lookup(ev.EventType)
-	start := time.Now()
+	policy := j.route.policy
+	h := handlers.Chain(route.Handler, p.engineMiddleware(ev.EventType)...)
+
+	ctx := j.ctx
+	if policy.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, policy.Timeout, errAttemptTimeout)
+		defer cancel()
+	}
 	var err error
-	if route.TxHandler != nil {
+	if route.Tx {
 		var committed, fenced bool
-		committed, fenced, err = p.runTx(stop, j, ev, route.TxHandler)
+		committed, fenced, err = p.runTx(ctx, j, ev, h, policy)
 		if committed || fenced {
 			p.handlerReturned(j)
 			p.forget(j)
 			if committed {
-				label := p.typeLabel(ev.EventType)
-				p.metrics.handlerDuration.WithLabelValues(outcomeProcessed, label).Observe(time.Since(start).Seconds())
-				p.metrics.completed.WithLabelValues(outcomeProcessed, label).Inc()
+				p.metrics.completed.WithLabelValues(outcomeProcessed, p.typeLabel(ev.EventType)).Inc()
 				p.rowLog(zerolog.DebugLevel, result{id: j.row.ID, eventID: ev.EventID, eventType: ev.EventType}).Msg("processed")
 			}
 			return
 		}
 	} else {
-		err = p.runPlain(ctx, ev, route.Handler)
+		err = h.Handle(ctx, ev)
 	}
 	p.handlerReturned(j)
-	r := p.outcome(ctx, j, ev, err)
-	p.metrics.handlerDuration.WithLabelValues(r.outcome, r.typeLabel).Observe(time.Since(start).Seconds())
-	p.submit(r)
+	p.submit(p.outcome(ctx, j, ev, err, policy))
 }
 
-// runPlain calls a plain handler, turning a panic into an error.
-func (p *Pool) runPlain(ctx context.Context, ev *handlers.Event, h handlers.Handler) (err error) {
-	defer p.recoverPanic(ev, &err)
-	return h.Handle(ctx, ev)
-}
+// errAttemptTimeout is the cause of a handler's context ending at its
+// route's timeout.
+var errAttemptTimeout = errors.New("attempt timed out (the route's timeout)")
 
 // runTx runs a transactional handler in a transaction on the handlers' own
 // pool and, if it succeeds, marks the row processed in the same
@@ -80,8 +70,7 @@ func (p *Pool) runPlain(ctx context.Context, ev *handlers.Event, h handlers.Hand
 // that the row is processed with the handler's writes; fenced that the
 // lease was lost (everything rolled back). Otherwise err is the attempt's
 // failure, and nothing was written.
-func (p *Pool) runTx(stop context.Context, j *job, ev *handlers.Event, h handlers.TxHandler) (committed, fenced bool, err error) {
-	ctx := j.ctx
+func (p *Pool) runTx(ctx context.Context, j *job, ev *handlers.Event, h handlers.Handler, policy handlers.Policy) (committed, fenced bool, err error) {
 	tx, err := p.txdb.Begin(ctx)
 	if err != nil {
 		p.metrics.dbErrors.WithLabelValues("tx").Inc()
@@ -90,21 +79,29 @@ func (p *Pool) runTx(stop context.Context, j *job, ev *handlers.Event, h handler
 	// Whatever happens below, an unfinished transaction is rolled back;
 	// after a commit Rollback does nothing.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := p.callTx(ctx, tx, ev, h); err != nil {
+	if err := h.Handle(handlers.ContextWithTx(ctx, tx), ev); err != nil {
 		return false, false, err
 	}
 	// The handler succeeded: mark and commit even if shutdown cancels the
 	// handler's context now (the work is done), within the statement
 	// timeout and the hard deadline. A lost lease still fences the mark.
 	done := p.cfg.Now()
-	wctx, cancel := context.WithTimeout(stop, p.cfg.StatementTimeout)
+	wctx, cancel := context.WithTimeout(p.stop, p.cfg.StatementTimeout)
 	defer cancel()
-	tag, err := tx.Exec(wctx, completeTxSQL, pgx.NamedArgs{"id": j.row.ID, "token": j.token})
+	ordered, blocking := p.orderedTypes()
+	rows, err := tx.Query(wctx, completeTxSQL, pgx.NamedArgs{
+		"id": j.row.ID, "token": j.token, "ordered_types": ordered, "blocking_types": blocking,
+	})
 	if err != nil {
 		p.metrics.dbErrors.WithLabelValues("tx").Inc()
 		return false, false, fmt.Errorf("mark processed: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
+	marked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		p.metrics.dbErrors.WithLabelValues("tx").Inc()
+		return false, false, fmt.Errorf("mark processed: %w", err)
+	}
+	if len(marked) == 0 {
 		p.metrics.fenced.Inc()
 		p.log.Warn().Int64("row_id", ev.ID).Str("event_id", ev.EventID).Str("event_type", ev.EventType).
 			Msg("fenced: lease lost while the transactional handler ran; its writes are rolled back")
@@ -118,25 +115,69 @@ func (p *Pool) runTx(stop context.Context, j *job, ev *handlers.Event, h handler
 		return false, false, fmt.Errorf("commit: %w", err)
 	}
 	p.metrics.outcomeWriteDelay.Observe(p.cfg.Now().Sub(done).Seconds())
+	p.signalOrdered(ev.EventType)
 	return true, false, nil
 }
 
-func (p *Pool) callTx(ctx context.Context, tx pgx.Tx, ev *handlers.Event, h handlers.TxHandler) (err error) {
-	defer p.recoverPanic(ev, &err)
-	return h.HandleTx(ctx, tx, ev)
+// engineMiddleware is the engine's own middleware around every handler,
+// outermost first: metrics (the handler's duration by result and event
+// type), logging (a debug line per attempt), and recovery (a panic becomes
+// the attempt's error). The registry's middleware runs inside them.
+func (p *Pool) engineMiddleware(eventType string) []handlers.Middleware {
+	label := p.typeLabel(eventType)
+	return []handlers.Middleware{
+		func(next handlers.Handler) handlers.Handler {
+			return handlers.HandlerFunc(func(ctx context.Context, ev *handlers.Event) error {
+				start := time.Now()
+				err := next.Handle(ctx, ev)
+				result := "ok"
+				switch {
+				case errors.Is(err, errPanicked):
+					result = "panic"
+				case err != nil:
+					result = "error"
+				}
+				p.metrics.handlerDuration.WithLabelValues(result, label).Observe(time.Since(start).Seconds())
+				return err
+			})
+		},
+		func(next handlers.Handler) handlers.Handler {
+			return handlers.HandlerFunc(func(ctx context.Context, ev *handlers.Event) error {
+				start := time.Now()
+				err := next.Handle(ctx, ev)
+				e := p.log.Debug()
+				if err != nil {
+					e = e.Err(err)
+				}
+				e.Int64("row_id", ev.ID).Str("event_id", ev.EventID).Str("event_type", ev.EventType).
+					Int("attempt", ev.Attempt).Dur("took", time.Since(start)).Msg("handler returned")
+				return err
+			})
+		},
+		func(next handlers.Handler) handlers.Handler {
+			return handlers.HandlerFunc(func(ctx context.Context, ev *handlers.Event) (err error) {
+				defer p.recoverPanic(ev, &err)
+				return next.Handle(ctx, ev)
+			})
+		},
+	}
 }
+
+// errPanicked marks a handler's panic turned into an error.
+var errPanicked = errors.New("handler panicked")
 
 func (p *Pool) recoverPanic(ev *handlers.Event, err *error) {
 	if v := recover(); v != nil {
 		p.metrics.panics.Inc()
 		p.log.Error().Int64("row_id", ev.ID).Str("event_id", ev.EventID).Str("event_type", ev.EventType).
 			Str("panic", fmt.Sprint(v)).Str("stack", string(debug.Stack())).Msg("handler panicked")
-		*err = fmt.Errorf("handler panicked: %v", v)
+		*err = fmt.Errorf("%w: %v", errPanicked, v)
 	}
 }
 
-// outcome turns a handler's error into the row's next state.
-func (p *Pool) outcome(ctx context.Context, j *job, ev *handlers.Event, err error) result {
+// outcome turns a handler's error into the row's next state, by its
+// route's policy.
+func (p *Pool) outcome(ctx context.Context, j *job, ev *handlers.Event, err error, policy handlers.Policy) result {
 	r := result{job: j, id: j.row.ID, token: j.token, eventID: ev.EventID, eventType: ev.EventType,
 		typeLabel: p.typeLabel(ev.EventType)}
 	switch {
@@ -147,16 +188,33 @@ func (p *Pool) outcome(ctx context.Context, j *job, ev *handlers.Event, err erro
 	case handlers.IsPermanent(err):
 		r.status, r.outcome = statusDead, outcomeDead
 		r.lastError = errText(err)
-	case ev.Attempt >= p.cfg.MaxAttempts:
+	case ev.Attempt >= policy.MaxAttempts:
 		r.status, r.outcome = statusDead, outcomeDead
-		r.lastError = errText(fmt.Errorf("attempt %d of %d: %w", ev.Attempt, p.cfg.MaxAttempts, err))
+		r.lastError = errText(fmt.Errorf("attempt %d of %d: %w", ev.Attempt, policy.MaxAttempts, err))
 	default:
 		r.status, r.outcome = statusReceived, outcomeRetried
-		r.delay = p.cfg.RetryPolicy.NextRetry(ev.Attempt)
-		if d, ok := handlers.RetryDelay(err); ok {
-			r.delay = min(max(d, 0), p.cfg.MaxRetryDelay)
+		retry, maxDelay := p.cfg.RetryPolicy, p.cfg.MaxRetryDelay
+		if policy.BackoffBase > 0 || policy.BackoffMax > 0 {
+			eb := ExponentialBackoff{Base: policy.BackoffBase, Max: policy.BackoffMax}
+			if def, ok := p.cfg.RetryPolicy.(ExponentialBackoff); ok {
+				eb.Rand = def.Rand
+				if eb.Base == 0 {
+					eb.Base = def.Base
+				}
+				if eb.Max == 0 {
+					eb.Max = max(def.Max, eb.Base)
+				}
+			}
+			retry, maxDelay = eb, eb.Max
 		}
-		r.lastError = errText(fmt.Errorf("attempt %d of %d: %w", ev.Attempt, p.cfg.MaxAttempts, err))
+		r.delay = retry.NextRetry(ev.Attempt)
+		if d, ok := handlers.RetryDelay(err); ok {
+			r.delay = min(max(d, 0), maxDelay)
+		}
+		if context.Cause(ctx) == errAttemptTimeout {
+			err = fmt.Errorf("%w after %s: %w", errAttemptTimeout, policy.Timeout, err)
+		}
+		r.lastError = errText(fmt.Errorf("attempt %d of %d: %w", ev.Attempt, policy.MaxAttempts, err))
 	}
 	return r
 }

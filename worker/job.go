@@ -3,13 +3,15 @@ package worker
 import (
 	"context"
 	"time"
+
+	"github.com/inboxd/inboxd/handlers"
 )
 
 // jobState is where a claimed row is in this worker.
 type jobState uint8
 
 const (
-	// jobQueued: claimed, waiting in the prefetch queue for a handler.
+	// jobQueued: claimed, waiting in its route's queue for a handler.
 	jobQueued jobState = iota
 	// jobRunning: its handler runs.
 	jobRunning
@@ -27,7 +29,8 @@ type job struct {
 	cancel context.CancelCauseFunc
 	row    claimedRow
 	token  int64
-	size   int64 // payload and key bytes, counted against ClaimBytes until the handler returns
+	size   int64       // payload and key bytes, counted against ClaimBytes until the handler returns
+	route  *routeState // the route it runs on
 
 	// Guarded by Pool.mu.
 	state      jobState
@@ -37,79 +40,176 @@ type job struct {
 	doneAt     time.Time // when the handler returned; outcome-write delay starts here
 }
 
-// beginAction says what an executor does with a job it dequeued.
-type beginAction uint8
+// routeState is one route's share of the pool: how many of its rows may
+// run at once and wait claimed, and those it holds. The key is the routed
+// event type, or "" for the default route (every other type).
+type routeState struct {
+	key      string
+	policy   handlers.Policy // with the pool's defaults filled in
+	limit    int             // most rows in handlers at once (Policy.Concurrency)
+	prefetch int             // most rows claimed and waiting beyond limit
+	queue    []*job          // claimed, waiting for a handler, in claim order
+	running  int
+}
 
-const (
-	// beginRun: run the handler.
-	beginRun beginAction = iota
-	// beginSkip: not this executor's (released at shutdown, or its lease was
-	// lost while it waited: the row is another worker's now).
-	beginSkip
-	// beginRelease: the lease is at risk (renewals are failing): give the
-	// row back unattempted instead of running it.
-	beginRelease
-)
+func (rs *routeState) held() int { return len(rs.queue) + rs.running }
 
-// track adds claimed jobs to the pool's books.
+// room is how many more rows the route may claim now.
+func (rs *routeState) room() int { return max(0, rs.limit+rs.prefetch-rs.held()) }
+
+// idle is how many of the rows claimed now would start at once.
+func (rs *routeState) idle() int { return max(0, rs.limit-rs.held()) }
+
+// routeFor returns the route state for eventType: its own route's if the
+// registry routes it, else the default route's. Pool.mu must be held.
+func (p *Pool) routeForLocked(eventType string) *routeState {
+	if rs, ok := p.routes[eventType]; ok {
+		return rs
+	}
+	return p.routes[""]
+}
+
+// syncRoutesLocked makes the route states follow the registry: new routes
+// get a state, changed ones their new policy; routes that are gone keep
+// their state while they still hold rows. Pool.mu must be held.
+func (p *Pool) syncRoutesLocked(reg *handlers.Registry) {
+	if p.routes == nil {
+		p.routes = make(map[string]*routeState)
+	}
+	want := append(reg.Routes(), reg.Default())
+	seen := make(map[string]bool, len(want))
+	for _, r := range want {
+		seen[r.Type] = true
+		rs := p.routes[r.Type]
+		if rs == nil {
+			rs = &routeState{key: r.Type}
+			p.routes[r.Type] = rs
+		}
+		rs.policy = p.resolvePolicy(r.Policy)
+		rs.limit = rs.policy.Concurrency
+		rs.prefetch = p.prefetchFor(rs.limit)
+	}
+	for k, rs := range p.routes {
+		if !seen[k] && rs.held() == 0 {
+			delete(p.routes, k)
+		}
+	}
+}
+
+// resolvePolicy fills a route's policy in with the pool's defaults.
+func (p *Pool) resolvePolicy(pol handlers.Policy) handlers.Policy {
+	if pol.Concurrency == 0 {
+		pol.Concurrency = p.cfg.Workers
+	}
+	if pol.MaxAttempts == 0 {
+		pol.MaxAttempts = p.cfg.MaxAttempts
+	}
+	if pol.Ordered && pol.OnDead == "" {
+		pol.OnDead = handlers.OnDeadBlock
+	}
+	return pol
+}
+
+// prefetchFor is a route's prefetch: Config.Prefetch for a route of the
+// default concurrency, in proportion for others, at least one when
+// prefetching at all.
+func (p *Pool) prefetchFor(limit int) int {
+	if p.cfg.Prefetch <= 0 {
+		return 0
+	}
+	return min(p.cfg.ClaimBatch, max(1, p.cfg.Prefetch*limit/p.cfg.Workers))
+}
+
+// track adds claimed jobs to the books and their routes' queues, in claim
+// order, and starts what may start.
 func (p *Pool) track(jobs []*job) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	var releases []*job
+	touched := make(map[*routeState]bool)
 	for _, j := range jobs {
+		j.route = p.routeForLocked(j.row.EventType)
 		p.jobs[j.row.ID] = j
 		p.queued++
 		p.heldBytes += j.size
+		j.route.queue = append(j.route.queue, j)
+		touched[j.route] = true
 	}
-	p.metrics.inflight.Set(float64(p.queued + p.running))
-	p.metrics.heldBytes.Set(float64(p.heldBytes))
-}
-
-// begin moves a dequeued job to running, unless it must not run.
-func (p *Pool) begin(j *job) beginAction {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if j.state != jobQueued {
-		return beginSkip
-	}
-	if context.Cause(j.ctx) == errLeaseLost {
-		// Fenced while waiting: the row is someone else's; no outcome to write.
-		p.dropLocked(j)
-		p.updateGaugesLocked()
-		return beginSkip
-	}
-	action := beginRun
-	if p.cfg.Now().Add(p.cfg.Lease / 3).After(j.leaseUntil) {
-		// Healthy renewals keep at least half a lease ahead; this one has
-		// not been renewed for a while. Running it now could overlap with a
-		// rescuer's claim, so the row goes back instead.
-		action = beginRelease
-	}
-	p.queued--
-	if action == beginRun {
-		// Its bytes stay held until the handler returns.
-		j.state, j.ran = jobRunning, true
-		p.running++
-	} else {
-		j.state = jobDone
-		p.heldBytes -= j.size
+	for rs := range touched {
+		releases = append(releases, p.dispatchLocked(rs)...)
 	}
 	p.updateGaugesLocked()
-	return action
+	p.mu.Unlock()
+	p.releaseAtRisk(releases)
 }
 
-// handlerReturned marks j's handler finished: its slot and bytes are free,
-// its lease is kept until the outcome is written.
+// dispatchLocked starts handlers for rs's queued jobs while the route has
+// room, unless the pool is stopping. It returns the jobs whose leases are
+// at risk, to be given back by the caller once Pool.mu is released.
+func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
+	for !p.stopping && rs.running < rs.limit && len(rs.queue) > 0 {
+		j := rs.queue[0]
+		rs.queue[0] = nil
+		rs.queue = rs.queue[1:]
+		p.queued--
+		if context.Cause(j.ctx) == errLeaseLost {
+			// Fenced while waiting: the row is someone else's; no outcome
+			// to write.
+			p.heldBytes -= j.size
+			j.state = jobDone
+			delete(p.jobs, j.row.ID)
+			continue
+		}
+		if p.cfg.Now().Add(p.cfg.Lease / 3).After(j.leaseUntil) {
+			// Healthy renewals keep at least half a lease ahead; this one has
+			// not been renewed for a while. Running it now could overlap with
+			// a rescuer's claim, so the row goes back instead.
+			p.heldBytes -= j.size
+			j.state = jobDone
+			atRisk = append(atRisk, j)
+			continue
+		}
+		// Its bytes stay held until the handler returns.
+		j.state, j.ran = jobRunning, true
+		rs.running++
+		p.running++
+		p.executors.Add(1)
+		go func() {
+			defer p.executors.Done()
+			p.execute(j)
+		}()
+	}
+	return atRisk
+}
+
+// releaseAtRisk gives back, unattempted, rows whose leases could not be
+// renewed in time.
+func (p *Pool) releaseAtRisk(jobs []*job) {
+	for _, j := range jobs {
+		p.metrics.leaseAtRisk.Inc()
+		p.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
+			Msg("lease not renewed in time: giving the row back unstarted")
+		p.submit(p.releaseResult(j, "released unstarted: its lease could not be renewed in time"))
+	}
+}
+
+// handlerReturned marks j's handler finished: its slot and bytes are free
+// (the route may start its next row), its lease is kept until the outcome
+// is written.
 func (p *Pool) handlerReturned(j *job) {
 	p.mu.Lock()
+	var releases []*job
 	if j.state == jobRunning {
 		j.state = jobDone
 		j.doneAt = p.cfg.Now()
+		j.route.running--
 		p.running--
 		p.heldBytes -= j.size
+		releases = p.dispatchLocked(j.route)
 	}
 	p.updateGaugesLocked()
 	p.mu.Unlock()
 	j.row.Payload, j.row.Key = nil, nil // the handler is done with them
+	p.releaseAtRisk(releases)
 	signal(p.freed)
 }
 
@@ -122,8 +222,15 @@ func (p *Pool) abandon(j *job) bool {
 	switch j.state {
 	case jobQueued:
 		p.queued--
+		for i, q := range j.route.queue {
+			if q == j {
+				j.route.queue = append(j.route.queue[:i], j.route.queue[i+1:]...)
+				break
+			}
+		}
 	case jobRunning:
 		p.running--
+		j.route.running--
 	default:
 		return false
 	}
@@ -139,27 +246,12 @@ func (p *Pool) forget(j *job) {
 		return
 	}
 	p.mu.Lock()
-	p.dropLocked(j)
+	if cur, ok := p.jobs[j.row.ID]; ok && cur == j {
+		delete(p.jobs, j.row.ID)
+	}
 	p.updateGaugesLocked()
 	p.mu.Unlock()
 	signal(p.freed)
-}
-
-// dropLocked removes j from the books whatever its state.
-func (p *Pool) dropLocked(j *job) {
-	if cur, ok := p.jobs[j.row.ID]; !ok || cur != j {
-		return
-	}
-	delete(p.jobs, j.row.ID)
-	switch j.state {
-	case jobQueued:
-		p.queued--
-		p.heldBytes -= j.size
-	case jobRunning:
-		p.running--
-		p.heldBytes -= j.size
-	}
-	j.state = jobDone
 }
 
 func (p *Pool) updateGaugesLocked() {
@@ -167,12 +259,12 @@ func (p *Pool) updateGaugesLocked() {
 	p.metrics.heldBytes.Set(float64(p.heldBytes))
 }
 
-// load reports the rows held (queued and running), the handlers running and
-// the bytes held.
-func (p *Pool) load() (held, running int, bytes int64) {
+// load reports the rows held (queued and running) and the handlers
+// running, across routes.
+func (p *Pool) load() (held, running int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.queued + p.running, p.running, p.heldBytes
+	return p.queued + p.running, p.running
 }
 
 // snapshot returns every job the pool holds, in any state.

@@ -38,9 +38,6 @@ type Pool struct {
 	// freed is signalled when a claimed row is done with, making room for
 	// another.
 	freed chan struct{}
-	// queue holds claimed rows waiting for an executor; its capacity is the
-	// most rows the pool holds (Workers + Prefetch), so sends never block.
-	queue chan *job
 	// results carries outcomes to the completers; resultsMu guards its
 	// closing against late senders (handlers that ignored cancellation).
 	results       chan result
@@ -48,13 +45,16 @@ type Pool struct {
 	resultsClosed bool
 
 	mu        sync.Mutex
-	jobs      map[int64]*job // every claimed row until its outcome is written
-	queued    int            // jobs waiting for an executor
-	running   int            // jobs whose handler runs
-	heldBytes int64          // payload and key bytes of queued and running jobs
-	poisoned  []int64        // rows that can be neither claimed nor dead-lettered
+	jobs      map[int64]*job         // every claimed row until its outcome is written
+	routes    map[string]*routeState // by route ("" for the default route)
+	queued    int                    // jobs waiting for a handler, all routes
+	running   int                    // jobs whose handler runs, all routes
+	heldBytes int64                  // payload and key bytes of queued and running jobs
+	poisoned  []int64                // rows that can be neither claimed nor dead-lettered
+	stopping  bool                   // no handler starts any more
 
-	executors sync.WaitGroup
+	executors sync.WaitGroup // the handlers' goroutines
+	stop      context.Context // ends at the hard shutdown deadline; set by Run
 	lastLoop  atomic.Int64 // unix nanoseconds when the claim loop last went round
 
 	runOnce sync.Once
@@ -102,12 +102,12 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg Config, logger zerol
 		metrics:  newMetrics(reg),
 		wake:     make(chan struct{}, 1),
 		freed:    make(chan struct{}, 1),
-		queue:    make(chan *job, cfg.capacity()),
 		results:  make(chan result, cfg.capacity()),
 		jobs:     make(map[int64]*job),
 		ready:    make(chan struct{}),
 	}
 	p.registry.Store(registry)
+	p.syncRoutesLocked(registry)
 	return p, nil
 }
 
@@ -136,9 +136,19 @@ func (p *Pool) Progress() time.Time {
 // file was reloaded. Rows claimed from then on are handled by the new one;
 // handlers already running finish as they are.
 func (p *Pool) SetRegistry(r *handlers.Registry) {
-	if r != nil {
-		p.registry.Store(r)
+	if r == nil {
+		return
 	}
+	p.registry.Store(r)
+	p.mu.Lock()
+	p.syncRoutesLocked(r)
+	var releases []*job
+	for _, rs := range p.routes {
+		releases = append(releases, p.dispatchLocked(rs)...)
+	}
+	p.mu.Unlock()
+	p.releaseAtRisk(releases)
+	signal(p.wake) // limits may have grown
 }
 
 // Ready is closed once Run has started listening for notifications (or
@@ -208,15 +218,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		completers.Add(1)
 		go func() { defer completers.Done(); p.completeLoop(stop) }()
 	}
-	for range p.cfg.Workers {
-		p.executors.Add(1)
-		go func() {
-			defer p.executors.Done()
-			for j := range p.queue {
-				p.execute(stop, j)
-			}
-		}()
-	}
+	p.stop = stop
 
 	p.claimLoop(ctx, stop, workCtx)
 
@@ -224,17 +226,16 @@ func (p *Pool) Run(ctx context.Context) error {
 	// running handlers finish within the budget.
 	stopping := time.Now()
 	released := p.releaseQueued()
-	close(p.queue)
-	held, _, _ := p.load()
+	held, _ := p.load()
 	p.log.Info().Int("inflight", held).Int("released", released).
 		Dur("budget", p.cfg.ShutdownTimeout).Msg("stopping: no new claims")
 	if !p.waitExecutors(time.Until(stopping.Add(p.cfg.ShutdownTimeout))) {
 		// Step 2: cancel them; the executors release their rows.
-		held, _, _ := p.load()
+		held, _ := p.load()
 		p.log.Warn().Int("inflight", held).Msg("shutdown budget spent: cancelling handlers")
 		cancelWork(errShutdown)
 		if !p.waitExecutors(cancelGrace) {
-			held, _, _ := p.load()
+			held, _ := p.load()
 			p.log.Error().Int("inflight", held).Msg("handlers ignore cancellation: releasing their rows anyway")
 			p.releaseStuck()
 		}
@@ -254,17 +255,14 @@ func (p *Pool) Run(ctx context.Context) error {
 	return nil
 }
 
-// claimLoop claims rows while ctx is live and queues them for the
-// executors. The pool holds up to Workers + Prefetch rows and ClaimBytes of
-// payload: the executors' and a queue that keeps them busy while the next
-// claim runs. Under a backlog it claims once half the room is free, so
-// every statement takes a large batch; after a notification or a poll tick
-// any room is worth a claim.
+// claimLoop claims rows while ctx is live and queues them on their routes.
+// Each route holds up to its concurrency plus its prefetch; the pool holds
+// up to ClaimBytes of payload. Under a backlog it claims once half the room
+// is free, so every statement takes a large batch; after a notification or
+// a poll tick any room is worth a claim.
 func (p *Pool) claimLoop(ctx, stop, workCtx context.Context) {
 	poll := time.NewTicker(p.cfg.PollInterval)
 	defer poll.Stop()
-	capacity := p.cfg.capacity()
-	batchMin := max(1, min(capacity/2, p.cfg.ClaimBatch))
 	pending, urgent := true, true
 	retry := backoff.NewRetrier(backoff.Exponential{Base: 100 * time.Millisecond, Max: 5 * time.Second})
 	var bisect poisonSearch
@@ -273,23 +271,17 @@ func (p *Pool) claimLoop(ctx, stop, workCtx context.Context) {
 			return
 		}
 		p.lastLoop.Store(p.cfg.Now().UnixNano())
-		held, _, bytes := p.load()
-		free, freeBytes := capacity-held, p.cfg.ClaimBytes-bytes
-		roomy := free >= batchMin && freeBytes >= p.cfg.ClaimBytes/2
-		if pending && freeBytes > 0 && (roomy || (urgent && free > 0)) {
-			req := claimRequest{
-				limit:       min(free, p.cfg.ClaimBatch),
-				idle:        max(0, p.cfg.Workers-held),
-				maxBytes:    freeBytes,
-				firstAlways: bytes == 0,
-			}
+		req, capacity := p.claimPlan()
+		batchMin := max(1, min(capacity/2, p.cfg.ClaimBatch))
+		roomy := req.limit >= batchMin && req.maxBytes >= p.cfg.ClaimBytes/2
+		if pending && req.maxBytes > 0 && (roomy || (urgent && req.limit > 0)) {
 			if bisect.active() {
 				req.limit = 1
 			}
 			got, err := p.claim(stop, workCtx, req)
 			if err != nil {
 				p.metrics.dbErrors.WithLabelValues("claim").Inc()
-				if poisonedBy(err) && p.searchPoison(stop, workCtx, &bisect, req.limit, err) {
+				if poisonedBy(err) && p.searchPoison(stop, workCtx, &bisect, req, err) {
 					continue
 				}
 				delay := retry.Failed()
@@ -316,13 +308,63 @@ func (p *Pool) claimLoop(ctx, stop, workCtx context.Context) {
 	}
 }
 
+// claimPlan says what the next claim may take: each route's room and the
+// rows that would start at once, the types to leave out, and the byte
+// budget left. It also returns the pool's full capacity in rows.
+func (p *Pool) claimPlan() (claimRequest, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	req := claimRequest{
+		maxBytes:    p.cfg.ClaimBytes - p.heldBytes,
+		firstAlways: p.heldBytes == 0,
+	}
+	capacity := 0
+	for key, rs := range p.routes {
+		capacity += rs.limit + rs.prefetch
+		room := rs.room()
+		if key != "" {
+			req.routed = append(req.routed, key)
+			if room > 0 {
+				req.open = append(req.open, key)
+			} else {
+				req.full = append(req.full, key)
+			}
+			if rs.policy.Ordered {
+				req.ordered = append(req.ordered, key)
+				if rs.policy.OnDead == handlers.OnDeadBlock {
+					req.blocking = append(req.blocking, key)
+				}
+			}
+		} else {
+			req.defaultOpen = room > 0
+		}
+		if room > 0 {
+			req.rooms = append(req.rooms, routeRoom{route: key, room: room, idle: rs.idle()})
+			req.limit += room
+		}
+	}
+	req.limit = min(req.limit, p.cfg.ClaimBatch)
+	return req, capacity
+}
+
 // claimRequest is what one claim statement asks for.
 type claimRequest struct {
-	limit       int   // most rows
-	idle        int   // rows that go straight to idle handlers (marked started)
-	maxBytes    int64 // most payload and key bytes
-	firstAlways bool  // the first row even if it alone exceeds maxBytes
-	only        int64 // just this row (0: any)
+	limit       int         // most rows
+	rooms       []routeRoom // per route with room: how many rows, and how many start at once
+	routed      []string    // the event types with a route of their own
+	open, full  []string    // routed types with room, and without
+	defaultOpen bool        // the default route (every other type) has room
+	ordered     []string    // types of ordered routes
+	blocking    []string    // types of ordered routes whose dead rows block their key
+	maxBytes    int64       // most payload and key bytes
+	firstAlways bool        // the first row even if it alone exceeds maxBytes
+	only        int64       // just this row (0: any)
+}
+
+// routeRoom is one route's room in a claim.
+type routeRoom struct {
+	route      string
+	room, idle int
 }
 
 // claim takes due rows as req says and queues them for the executors. It
@@ -344,16 +386,30 @@ func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, erro
 	if skip == nil {
 		skip = []int64{}
 	}
+	roomRoutes := make([]string, len(req.rooms))
+	roomCounts := make([]int32, len(req.rooms))
+	idleCounts := make([]int32, len(req.rooms))
+	for i, r := range req.rooms {
+		roomRoutes[i], roomCounts[i], idleCounts[i] = r.route, int32(r.room), int32(r.idle)
+	}
 	rows, err := p.db.Query(ctx, claimSQL, pgx.NamedArgs{
-		"limit":        req.limit,
-		"idle":         req.idle,
-		"max_bytes":    req.maxBytes,
-		"first_always": req.firstAlways,
-		"only":         req.only,
-		"skip":         skip,
-		"token":        token,
-		"lease_ms":     p.cfg.Lease.Milliseconds(),
-		"worker":       p.cfg.ID,
+		"limit":          req.limit,
+		"room_routes":    roomRoutes,
+		"room_counts":    roomCounts,
+		"idle_counts":    idleCounts,
+		"routed_types":   nonNil(req.routed),
+		"open_types":     nonNil(req.open),
+		"full_types":     nonNil(req.full),
+		"default_open":   req.defaultOpen,
+		"ordered_types":  nonNil(req.ordered),
+		"blocking_types": nonNil(req.blocking),
+		"max_bytes":      req.maxBytes,
+		"first_always":   req.firstAlways,
+		"only":           req.only,
+		"skip":           skip,
+		"token":          token,
+		"lease_ms":       p.cfg.Lease.Milliseconds(),
+		"worker":         p.cfg.ID,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("claim batch: %w", err)
@@ -378,28 +434,81 @@ func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, erro
 		}
 	}
 	p.track(jobs)
-	for _, j := range jobs {
-		p.queue <- j
-	}
 	return len(claimed), nil
 }
 
-// releaseQueued releases the rows still waiting in the queue (claimed, no
-// handler started) and reports how many. An executor may take one
-// concurrently; each row is either run or released, never both.
-func (p *Pool) releaseQueued() int {
-	n := 0
-	for {
-		select {
-		case j := <-p.queue:
-			if p.abandon(j) {
-				p.submit(p.releaseResult(j, "released unstarted at worker shutdown"))
-				n++
+// orderedTypes returns the types of ordered routes, and those among them
+// whose dead rows block their key.
+func (p *Pool) orderedTypes() (ordered, blocking []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ordered, blocking = []string{}, []string{}
+	for key, rs := range p.routes {
+		if key != "" && rs.policy.Ordered {
+			ordered = append(ordered, key)
+			if rs.policy.OnDead == handlers.OnDeadBlock {
+				blocking = append(blocking, key)
 			}
-		default:
-			return n
 		}
 	}
+	return ordered, blocking
+}
+
+// maxAttemptsByType returns the routes whose max attempts differ from the
+// pool's, for the rescuer.
+func (p *Pool) maxAttemptsByType() (types []string, max []int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	types, max = []string{}, []int32{}
+	for key, rs := range p.routes {
+		if key != "" && rs.policy.MaxAttempts != p.cfg.MaxAttempts {
+			types = append(types, key)
+			max = append(max, int32(rs.policy.MaxAttempts))
+		}
+	}
+	return types, max
+}
+
+// signalOrdered wakes the claim loop when a row of an ordered route
+// finished: the next row of its key was just unparked.
+func (p *Pool) signalOrdered(eventType string) {
+	p.mu.Lock()
+	rs, ok := p.routes[eventType]
+	ordered := ok && rs.policy.Ordered
+	p.mu.Unlock()
+	if ordered {
+		signal(p.wake)
+	}
+}
+
+// nonNil returns s, or an empty slice for nil (a NULL array would make
+// `= ANY` unknown).
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// releaseQueued stops handlers from starting and releases the rows still
+// waiting in the routes' queues (claimed, no handler started); it reports
+// how many.
+func (p *Pool) releaseQueued() int {
+	p.mu.Lock()
+	p.stopping = true
+	var queued []*job
+	for _, rs := range p.routes {
+		queued = append(queued, rs.queue...)
+	}
+	p.mu.Unlock()
+	n := 0
+	for _, j := range queued {
+		if p.abandon(j) {
+			p.submit(p.releaseResult(j, "released unstarted at worker shutdown"))
+			n++
+		}
+	}
+	return n
 }
 
 // releaseStuck releases the rows of handlers that did not return after
@@ -412,7 +521,7 @@ func (p *Pool) releaseStuck() {
 	}
 }
 
-// waitExecutors waits up to d for every executor to return.
+// waitExecutors waits up to d for every running handler to return.
 func (p *Pool) waitExecutors(d time.Duration) bool {
 	done := make(chan struct{})
 	go func() { p.executors.Wait(); close(done) }()
@@ -487,8 +596,8 @@ func (s *poisonSearch) claimed() {
 // the oldest due row as the suspect, confirms it with a claim of that row
 // alone, and dead-letters it (or, if even that fails, skips it until
 // restart). It reports whether to claim again at once.
-func (p *Pool) searchPoison(stop, workCtx context.Context, s *poisonSearch, limit int, claimErr error) bool {
-	if limit > 1 {
+func (p *Pool) searchPoison(stop, workCtx context.Context, s *poisonSearch, req claimRequest, claimErr error) bool {
+	if limit := req.limit; limit > 1 {
 		s.singles = limit
 		p.log.Warn().Err(claimErr).Int("rows", limit).Msg("claim refused because of a row's data: claiming one row at a time to find it")
 		return true
@@ -502,7 +611,9 @@ func (p *Pool) searchPoison(stop, workCtx context.Context, s *poisonSearch, limi
 	if err := p.db.QueryRow(ctx, poisonCandidateSQL, pgx.NamedArgs{"skip": skip}).Scan(&suspect); err != nil {
 		return false
 	}
-	if _, err := p.claim(stop, workCtx, claimRequest{limit: 1, maxBytes: 1, firstAlways: true, only: suspect}); err == nil || !poisonedBy(err) {
+	one := req
+	one.limit, one.maxBytes, one.firstAlways, one.only = 1, 1, true, suspect
+	if _, err := p.claim(stop, workCtx, one); err == nil || !poisonedBy(err) {
 		return err == nil // not the culprit after all (claimed normally), or the database is unwell
 	}
 	reason := fmt.Sprintf("claim refused by the database because of this row's data: %v", claimErr)

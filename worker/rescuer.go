@@ -11,14 +11,26 @@ import (
 // rescueBatch caps the rows one rescue statement returns.
 const rescueBatch = 1000
 
-// rescueLoop periodically returns rows with expired leases.
+// unparkEvery is how many rescue rounds pass between two unpark sweeps.
+const unparkEvery = 10
+
+// rescueLoop periodically returns rows with expired leases, and every few
+// rounds unparks ordered rows that wait for nothing any more.
 func (p *Pool) rescueLoop(ctx context.Context) {
 	t := time.NewTicker(p.cfg.RescueInterval)
 	defer t.Stop()
-	for {
+	for round := 0; ; round++ {
 		if _, err := p.Rescue(ctx); err != nil && ctx.Err() == nil {
 			p.metrics.dbErrors.WithLabelValues("rescue").Inc()
 			p.log.Error().Err(err).Msg("rescue failed")
+		}
+		if round%unparkEvery == 0 {
+			if n, err := p.Unpark(ctx); err != nil && ctx.Err() == nil {
+				p.metrics.dbErrors.WithLabelValues("rescue").Inc()
+				p.log.Error().Err(err).Msg("unparking ordered rows failed")
+			} else if n > 0 {
+				p.log.Info().Int("rows", n).Msg("unparked ordered rows that waited for nothing")
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -35,7 +47,10 @@ func (p *Pool) Rescue(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		qctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
-		rows, err := p.db.Query(qctx, rescueSQL, pgx.NamedArgs{"limit": rescueBatch, "max_attempts": p.cfg.MaxAttempts})
+		types, maxes := p.maxAttemptsByType()
+		rows, err := p.db.Query(qctx, rescueSQL, pgx.NamedArgs{
+			"limit": rescueBatch, "max_attempts": p.cfg.MaxAttempts, "max_types": types, "max_values": maxes,
+		})
 		if err != nil {
 			cancel()
 			return total, fmt.Errorf("rescue expired leases: %w", err)
@@ -63,6 +78,32 @@ func (p *Pool) Rescue(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, fmt.Errorf("rescue expired leases: %w", err)
 		}
+		total += n
+		if n > 0 {
+			signal(p.wake)
+		}
+		if n < rescueBatch {
+			return total, nil
+		}
+	}
+}
+
+// Unpark releases parked rows of ordered routes that wait for nothing any
+// more (see sql/unpark.sql) and reports how many. The rescue loop runs it
+// every few rounds; it is exported for tools and tests.
+func (p *Pool) Unpark(ctx context.Context) (int, error) {
+	ordered, blocking := p.orderedTypes()
+	total := 0
+	for {
+		qctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
+		tag, err := p.db.Exec(qctx, unparkSQL, pgx.NamedArgs{
+			"limit": rescueBatch, "ordered_types": ordered, "blocking_types": blocking,
+		})
+		cancel()
+		if err != nil {
+			return total, fmt.Errorf("unpark ordered rows: %w", err)
+		}
+		n := int(tag.RowsAffected())
 		total += n
 		if n > 0 {
 			signal(p.wake)

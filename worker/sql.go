@@ -19,6 +19,8 @@ var (
 	poisonCandidateSQL string
 	//go:embed sql/poison.sql
 	poisonSQL string
+	//go:embed sql/unpark.sql
+	unparkSQL string
 	//go:embed sql/stats.sql
 	statsSQL string
 	//go:embed sql/notify.sql

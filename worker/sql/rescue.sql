@@ -2,7 +2,8 @@
 -- database) to received. Safe on every replica at once (SKIP LOCKED).
 --
 -- A row whose handler had started keeps the attempt the claim counted, and
--- goes dead when its attempts are used up (@max_attempts). A row whose
+-- goes dead when its attempts are used up: @max_attempts, or its route's
+-- own (@max_types, @max_values). A row whose
 -- lease expired while it waited in a worker's prefetch queue never ran: its
 -- attempt is refunded, and it keeps the last_error of its previous attempt.
 WITH expired AS (
@@ -14,7 +15,9 @@ WITH expired AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE inbox AS i
-SET status           = CASE WHEN expired.started AND i.attempts >= @max_attempts
+SET status           = CASE WHEN expired.started AND i.attempts >= coalesce(
+                                (SELECT m.max FROM unnest(@max_types::text[], @max_values::int[]) AS m(type, max)
+                                 WHERE m.type = i.event_type), @max_attempts)
                             THEN 'dead' ELSE 'received' END,
     attempts         = CASE WHEN expired.started THEN i.attempts
                             ELSE greatest(i.attempts - 1, 0) END,
