@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/inboxd/inboxd/handlers"
 )
 
@@ -50,6 +52,7 @@ type routeState struct {
 	prefetch int             // most rows claimed and waiting beyond limit
 	queue    []*job          // claimed, waiting for a handler, in claim order
 	running  int
+	gauges   *routeGauges
 }
 
 func (rs *routeState) held() int { return len(rs.queue) + rs.running }
@@ -88,6 +91,7 @@ func (p *Pool) syncRoutesLocked(reg *handlers.Registry) {
 		rs.policy = p.resolvePolicy(r.Policy)
 		rs.limit = rs.policy.Concurrency
 		rs.prefetch = p.prefetchFor(rs.limit)
+		p.routeGaugesLocked(rs)
 	}
 	for k, rs := range p.routes {
 		if !seen[k] && rs.held() == 0 {
@@ -178,6 +182,7 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 			p.execute(j)
 		}()
 	}
+	p.routeGaugesLocked(rs)
 	return atRisk
 }
 
@@ -237,6 +242,7 @@ func (p *Pool) abandon(j *job) bool {
 	j.state = jobDone
 	p.heldBytes -= j.size
 	p.updateGaugesLocked()
+	p.routeGaugesLocked(j.route)
 	return true
 }
 
@@ -257,6 +263,29 @@ func (p *Pool) forget(j *job) {
 func (p *Pool) updateGaugesLocked() {
 	p.metrics.inflight.Set(float64(p.queued + p.running))
 	p.metrics.heldBytes.Set(float64(p.heldBytes))
+}
+
+// routeGaugesLocked publishes rs's limit, running and queued rows.
+func (p *Pool) routeGaugesLocked(rs *routeState) {
+	label := rs.key
+	if label == "" {
+		label = otherEventTypes
+	}
+	if rs.gauges == nil {
+		rs.gauges = &routeGauges{
+			limit:   p.metrics.routeLimit.WithLabelValues(label),
+			running: p.metrics.routeRunning.WithLabelValues(label),
+			queued:  p.metrics.routeQueued.WithLabelValues(label),
+		}
+	}
+	rs.gauges.limit.Set(float64(rs.limit))
+	rs.gauges.running.Set(float64(rs.running))
+	rs.gauges.queued.Set(float64(len(rs.queue)))
+}
+
+// routeGauges are one route's gauges, looked up once.
+type routeGauges struct {
+	limit, running, queued prometheus.Gauge
 }
 
 // load reports the rows held (queued and running) and the handlers

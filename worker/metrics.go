@@ -32,6 +32,10 @@ type metrics struct {
 	oldestReceived  prometheus.Gauge
 	staleRows       prometheus.Gauge
 
+	blockedKeys       prometheus.Gauge
+	routeLimit        *prometheus.GaugeVec
+	routeRunning      *prometheus.GaugeVec
+	routeQueued       *prometheus.GaugeVec
 	outcomeWriteDelay prometheus.Histogram
 	heldBytes         prometheus.Gauge
 	leaseAtRisk       prometheus.Counter
@@ -103,6 +107,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inboxd_inbox_stale_rows",
 			Help: "Received rows (waiting in backoff included) older than INBOXD_STALE_AFTER by received_at.",
 		}),
+		blockedKeys: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inboxd_ordered_blocked_keys",
+			Help: "Keys of ordered routes held back by a dead row (on_dead: block) until it is requeued or discarded.",
+		}),
+		routeLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inboxd_worker_route_concurrency",
+			Help: "Most rows of the route in handlers at once in this replica (its concurrency), by event type (other: the default route).",
+		}, []string{"event_type"}),
+		routeRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inboxd_worker_route_running",
+			Help: "Rows of the route in handlers now, by event type (other: the default route).",
+		}, []string{"event_type"}),
+		routeQueued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inboxd_worker_route_queued",
+			Help: "Rows of the route claimed and waiting for a handler, by event type (other: the default route).",
+		}, []string{"event_type"}),
 		outcomeWriteDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "inboxd_worker_outcome_write_delay_seconds",
 			Help: "Time from a handler's return until its outcome is committed: the window in which a crash " +
@@ -131,7 +151,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.claims, m.claimed, m.completed, m.fenced, m.handlerDuration, m.panics,
 			m.inflight, m.renewals, m.leaseLost, m.rescued, m.dbErrors, m.rows, m.oldestReady,
-			m.outcomeWriteDelay, m.heldBytes, m.leaseAtRisk, m.poisoned, m.oldestReceived, m.staleRows)
+			m.outcomeWriteDelay, m.heldBytes, m.leaseAtRisk, m.poisoned, m.oldestReceived, m.staleRows,
+			m.blockedKeys, m.routeLimit, m.routeRunning, m.routeQueued)
 	}
 	return m
 }

@@ -145,5 +145,14 @@ func (p *Pool) refreshStats(ctx context.Context) error {
 	p.metrics.staleRows.Set(float64(st.Stale))
 	p.metrics.oldestReceived.Set(st.OldestReceivedAge.Seconds())
 	p.metrics.oldestReady.Set(st.OldestReadyAge.Seconds())
+	if _, blocking := p.orderedTypes(); len(blocking) > 0 {
+		var n int64
+		if err := p.db.QueryRow(ctx, blockedKeysSQL, pgx.NamedArgs{"blocking_types": blocking}).Scan(&n); err != nil {
+			return fmt.Errorf("blocked keys: %w", err)
+		}
+		p.metrics.blockedKeys.Set(float64(n))
+	} else {
+		p.metrics.blockedKeys.Set(0)
+	}
 	return nil
 }

@@ -21,6 +21,8 @@ var (
 	poisonSQL string
 	//go:embed sql/unpark.sql
 	unparkSQL string
+	//go:embed sql/blocked_keys.sql
+	blockedKeysSQL string
 	//go:embed sql/stats.sql
 	statsSQL string
 	//go:embed sql/notify.sql

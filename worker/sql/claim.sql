@@ -18,11 +18,13 @@
 -- hold their key back): a row with a key is claimed only when no earlier
 -- row of the same (source, key) among ordered types is unfinished (received
 -- or processing, or dead on a blocking route). A later row whose nearest
--- earlier row is received or dead is parked (available_at = 'infinity'),
--- so that claims never read a blocked key's backlog again: it sorts after
--- every due row of the received index. The completion of the row before it
--- unparks it. A row behind a processing one is left as it is, and read again
--- by the next claim (that processing row is about to finish).
+-- earlier row is received or dead is parked: its available_at becomes
+-- 9999-12-31, so that claims never read a blocked key's backlog again (it
+-- sorts after every due row of the received index; a finite date rather
+-- than 'infinity', which most clients cannot read into a time value). The
+-- completion of the row before it unparks it. A row behind a processing one
+-- is left as it is, and read again by the next claim (that processing row
+-- is about to finish).
 --
 -- Locking: candidates are locked FOR UPDATE SKIP LOCKED, so replicas never
 -- wait on each other; candidates not taken are unlocked when the statement
@@ -63,7 +65,7 @@ WITH candidates AS (
     ) AS before ON true
 ), parked AS (
     UPDATE inbox AS i
-    SET available_at = 'infinity', updated_at = now()
+    SET available_at = '9999-12-31 00:00:00+00', updated_at = now()
     FROM classified AS p
     WHERE i.id = p.id AND p.before_status IN ('received', 'dead')
     RETURNING i.id

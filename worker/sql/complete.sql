@@ -77,7 +77,7 @@ WITH c AS (
       AND (d.status = 'processed' OR (d.status = 'dead' AND NOT d.event_type = ANY (@blocking_types::text[])))
 ), unparked AS (
     UPDATE inbox AS u
-    SET available_at = CASE WHEN u.available_at = 'infinity' THEN now() ELSE u.available_at END
+    SET available_at = CASE WHEN u.available_at = '9999-12-31 00:00:00+00' THEN now() ELSE u.available_at END
     FROM successors AS s
     WHERE u.id = s.id AND u.status = 'received'
     RETURNING u.id

@@ -35,7 +35,7 @@ WITH done AS (
     WHERE d.key IS NOT NULL AND d.event_type = ANY (@ordered_types::text[])
 ), unparked AS (
     UPDATE inbox AS u
-    SET available_at = CASE WHEN u.available_at = 'infinity' THEN now() ELSE u.available_at END
+    SET available_at = CASE WHEN u.available_at = '9999-12-31 00:00:00+00' THEN now() ELSE u.available_at END
     FROM successors AS s
     WHERE u.id = s.id AND u.status = 'received'
     RETURNING u.id

@@ -3,12 +3,12 @@
 -- `inboxd discard`, requeued and processed, or finished in the very moment
 -- a claim parked them), or their route is no longer ordered. A safety net
 -- run by the rescuer: completions unpark successors themselves.
--- It reads the parked rows only (the received index's 'infinity' end).
+-- It reads the parked rows only (the received index's '9999-12-31 00:00:00+00' end).
 WITH stuck AS (
     SELECT p.id
     FROM inbox AS p
     WHERE p.status = 'received'
-      AND p.available_at = 'infinity'
+      AND p.available_at = '9999-12-31 00:00:00+00'
       AND (p.key IS NULL
            OR NOT p.event_type = ANY (@ordered_types::text[])
            OR NOT EXISTS (

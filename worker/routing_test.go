@@ -1,0 +1,366 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/inboxd/inboxd/handlers"
+)
+
+// Reproduction from the bug report: with INBOXD_WORKERS=2, two rows routed
+// to a slow endpoint and one ignore row all waited 10s — one slow type held
+// every other type back. Each route has its own concurrency: the ignore
+// row is processed at once while both slow rows run.
+func TestSlowRouteDoesNotHoldOthersBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := make(chan struct{})
+	var running concurrency
+	if err := b.reg.HandleFunc("slow", func(ctx context.Context, _ *handlers.Event) error {
+		running.enter()
+		defer running.leave()
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.reg.Handle("audit", handlers.Ignore()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.Workers = 2
+	b.start(t, cfg)
+	b.insert(t, "slow", "s-1", "s-2")
+	waitFor(t, 10*time.Second, "both slow rows running", func() bool { return running.peak() == 2 })
+	b.insert(t, "audit", "a-1")
+	waitFor(t, 2*time.Second, "the ignore row processed while the slow ones run", func() bool {
+		return b.row(t, "a-1").Status == "processed"
+	})
+	if running.now != 2 {
+		t.Errorf("%d slow rows running, want both still running", running.now)
+	}
+	close(release)
+	waitFor(t, 10*time.Second, "all processed", func() bool { return b.countStatus(t, "processed") == 3 })
+}
+
+// Per-route limits and retry policy override the pool's, and the metrics
+// show them: a route of concurrency 1 never runs two rows at once; a route
+// of 2 attempts goes dead after 2 (the pool's default is 3); a route's
+// backoff spaces its retries (the pool's is 10–50ms); a route's timeout
+// cancels a hung attempt, which counts as failed.
+func TestRouteOverrides(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var single concurrency
+	release := make(chan struct{})
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(b.reg.HandleFunc("single", func(ctx context.Context, _ *handlers.Event) error {
+		single.enter()
+		defer single.leave()
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}, handlers.Concurrency(1)))
+	must(b.reg.HandleFunc("twice", func(context.Context, *handlers.Event) error {
+		return errors.New("still down")
+	}, handlers.MaxAttempts(2)))
+	must(b.reg.HandleFunc("slow.retry", func(context.Context, *handlers.Event) error {
+		return errors.New("try later")
+	}, handlers.Backoff(20*time.Second, 40*time.Second)))
+	must(b.reg.HandleFunc("hangs", func(ctx context.Context, _ *handlers.Event) error {
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}, handlers.Timeout(100*time.Millisecond), handlers.MaxAttempts(1)))
+	cfg := testConfig()
+	cfg.Workers = 8
+	p := b.start(t, cfg)
+	b.insert(t, "single", ids("single", 4)...)
+	b.insert(t, "twice", "t-1")
+	b.insert(t, "slow.retry", "r-1")
+	b.insert(t, "hangs", "h-1")
+
+	waitFor(t, 10*time.Second, "a single row running", func() bool { return single.peak() == 1 })
+	if got := testutil.ToFloat64(p.metrics.routeLimit.WithLabelValues("single")); got != 1 {
+		t.Errorf("route concurrency gauge = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(p.metrics.routeLimit.WithLabelValues(otherEventTypes)); got != 8 {
+		t.Errorf("default route concurrency gauge = %v, want the pool's 8", got)
+	}
+	waitFor(t, 10*time.Second, "twice dead after two attempts", func() bool { return b.row(t, "t-1").Status == "dead" })
+	if r := b.row(t, "t-1"); r.Attempts != 2 || !contains(errString(r.LastError), "attempt 2 of 2") {
+		t.Errorf("twice = %+v (%s), want dead after attempt 2 of 2", r, errString(r.LastError))
+	}
+	waitFor(t, 10*time.Second, "slow.retry rescheduled", func() bool {
+		r := b.row(t, "r-1")
+		return r.Status == "received" && r.Attempts == 1
+	})
+	if r := b.row(t, "r-1"); r.AvailableAt.Sub(r.UpdatedAt) < 10*time.Second {
+		t.Errorf("slow.retry rescheduled %s later, want the route's backoff (10s–20s)", r.AvailableAt.Sub(r.UpdatedAt))
+	}
+	waitFor(t, 10*time.Second, "hung attempt cut by the route's timeout", func() bool { return b.row(t, "h-1").Status == "dead" })
+	if r := b.row(t, "h-1"); !contains(errString(r.LastError), "timed out") {
+		t.Errorf("hangs last_error = %q, want the timeout named", errString(r.LastError))
+	}
+	close(release)
+	waitFor(t, 10*time.Second, "single rows processed", func() bool { return single.peak() == 1 && b.countLike(t, "single-%") == 4 })
+	waitFor(t, 10*time.Second, "single rows processed", func() bool {
+		var n int
+		if err := b.db.Pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM inbox WHERE event_type = 'single' AND status = 'processed'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 4
+	})
+	if got := single.peak(); got != 1 {
+		t.Errorf("concurrency-1 route ran %d rows at once", got)
+	}
+}
+
+func contains(s, sub string) bool { return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0) }
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+// orderLog records, per key, the order of first successes and whether two
+// rows of one key ever ran at once.
+type orderLog struct {
+	mu       sync.Mutex
+	inFlight map[string]int
+	overlap  []string
+	done     map[string][]int // key → sequence numbers of first successes
+	seen     map[string]bool  // event id → succeeded once
+}
+
+func newOrderLog() *orderLog {
+	return &orderLog{inFlight: map[string]int{}, done: map[string][]int{}, seen: map[string]bool{}}
+}
+
+func (o *orderLog) enter(key string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.inFlight[key]++
+	if o.inFlight[key] > 1 {
+		o.overlap = append(o.overlap, key)
+	}
+}
+
+func (o *orderLog) leave(key, eventID string, seq int, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.inFlight[key]--
+	if ok && !o.seen[eventID] {
+		o.seen[eventID] = true
+		o.done[key] = append(o.done[key], seq)
+	}
+}
+
+// insertKeyed inserts, for each of keys keys, events events of type typ in
+// interleaved arrival order (key 0 event 0, key 1 event 0, …), event ids
+// "<key>:<seq>".
+func (b *bundle) insertKeyed(t testing.TB, typ string, keys, events int) {
+	t.Helper()
+	var srcs, evIDs, types []string
+	var keyVals [][]byte
+	for seq := range events {
+		for k := range keys {
+			srcs = append(srcs, "test")
+			evIDs = append(evIDs, fmt.Sprintf("k%04d:%03d", k, seq))
+			types = append(types, typ)
+			keyVals = append(keyVals, []byte(fmt.Sprintf("k%04d", k)))
+		}
+	}
+	if _, err := b.db.Pool.Exec(context.Background(), `
+		INSERT INTO inbox (source, event_id, event_type, key)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[])`, srcs, evIDs, types, keyVals); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Ordered routes hand rows of one (source, key) to their handlers strictly
+// in arrival order, one at a time, with two pools (as two replicas) taking
+// rows concurrently, handlers of random length and retryable failures;
+// different keys run in parallel.
+func TestOrderedRouteKeepsArrivalOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const keys, events = 40, 15
+	log := newOrderLog()
+	handler := func(ctx context.Context, ev *handlers.Event) error {
+		var seq int
+		if _, err := fmt.Sscanf(ev.EventID[len(ev.EventID)-3:], "%d", &seq); err != nil {
+			return handlers.Permanent(err)
+		}
+		key := string(ev.Key)
+		log.enter(key)
+		time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+		fail := rand.IntN(5) == 0
+		log.leave(key, ev.EventID, seq, !fail)
+		if fail {
+			return errors.New("flaky")
+		}
+		return nil
+	}
+	for range 2 {
+		reg := handlers.NewRegistry()
+		if err := reg.HandleFunc("order.event", handler, handlers.Ordered(""), handlers.MaxAttempts(50)); err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig()
+		cfg.Workers = 16
+		cfg.RetryPolicy = ExponentialBackoff{Base: 5 * time.Millisecond, Max: 20 * time.Millisecond}
+		(&bundle{db: b.db, reg: reg}).start(t, cfg)
+	}
+	b.insertKeyed(t, "order.event", keys, events)
+	waitFor(t, 120*time.Second, "every row processed", func() bool { return b.countStatus(t, "processed") == keys*events })
+
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.overlap) > 0 {
+		t.Errorf("two rows of one key ran at once for keys %v", log.overlap)
+	}
+	for k := range keys {
+		key := fmt.Sprintf("k%04d", k)
+		got := log.done[key]
+		if len(got) != events {
+			t.Errorf("key %s: %d events succeeded, want %d", key, len(got), events)
+			continue
+		}
+		for i, seq := range got {
+			if seq != i {
+				t.Errorf("key %s: first successes in order %v, want 0..%d", key, got, events-1)
+				break
+			}
+		}
+	}
+}
+
+// When a row of an ordered route goes dead, on_dead decides: block stops
+// its key (other keys flow) until the row is requeued (it is then
+// processed first) or discarded; skip lets the key move on.
+func TestOrderedDeadRowBlocksOrSkips(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var order []string
+	poisonOK := make(chan struct{})
+	handler := func(ctx context.Context, ev *handlers.Event) error {
+		if ev.EventID[len(ev.EventID)-3:] == "000" && string(ev.Key) == "k0000" {
+			select {
+			case <-poisonOK:
+			default:
+				return handlers.Permanent(errors.New("poison"))
+			}
+		}
+		mu.Lock()
+		order = append(order, ev.EventType+"/"+ev.EventID)
+		mu.Unlock()
+		return nil
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(b.reg.HandleFunc("blk", handler, handlers.Ordered(handlers.OnDeadBlock)))
+	must(b.reg.HandleFunc("skp", handler, handlers.Ordered(handlers.OnDeadSkip)))
+	cfg := testConfig()
+	cfg.StatsInterval = 100 * time.Millisecond
+	p := b.start(t, cfg)
+	// blk and skp share no key values here: source is the same, so use
+	// different key sets per route to keep them apart.
+	b.insertKeyed(t, "blk", 3, 4) // keys k0000..k0002; k0000's first event is poison
+	waitFor(t, 10*time.Second, "other blk keys processed", func() bool {
+		var n int
+		if err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE event_type = 'blk' AND status = 'processed'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 8
+	})
+	if r := b.row(t, "k0000:000"); r.Status != "dead" {
+		t.Fatalf("poison row = %s, want dead", r.Status)
+	}
+	for _, id := range []string{"k0000:001", "k0000:002", "k0000:003"} {
+		if r := b.row(t, id); r.Status != "received" {
+			t.Errorf("%s = %s behind a dead row on a blocking route, want received (waiting)", id, r.Status)
+		}
+	}
+	waitFor(t, 5*time.Second, "blocked key counted", func() bool { return testutil.ToFloat64(p.metrics.blockedKeys) == 1 })
+
+	// Requeue: the dead row is processed first, then the rest in order.
+	close(poisonOK)
+	if _, err := b.db.Pool.Exec(ctx, `UPDATE inbox SET status = 'received', attempts = 0, available_at = now()
+		WHERE event_id = 'k0000:000'`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "blocked key drained", func() bool { return b.row(t, "k0000:003").Status == "processed" })
+	mu.Lock()
+	var k0 []string
+	for _, e := range order {
+		if len(e) > 9 && e[4:9] == "k0000" {
+			k0 = append(k0, e)
+		}
+	}
+	mu.Unlock()
+	if fmt.Sprint(k0) != "[blk/k0000:000 blk/k0000:001 blk/k0000:002 blk/k0000:003]" {
+		t.Errorf("k0000 after requeue ran as %v", k0)
+	}
+	waitFor(t, 5*time.Second, "no blocked key left", func() bool { return testutil.ToFloat64(p.metrics.blockedKeys) == 0 })
+
+	// Skip: a second poison-free batch on skp where a dead row does not
+	// stop its key.
+	if _, err := b.db.Pool.Exec(ctx, `
+		INSERT INTO inbox (source, event_id, event_type, key, status, attempts, last_error)
+		VALUES ('test', 'dead-first', 'skp', 'sk', 'dead', 1, 'boom');
+		INSERT INTO inbox (source, event_id, event_type, key) VALUES ('test', 'after-dead', 'skp', 'sk')`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "skip route moves on", func() bool { return b.row(t, "after-dead").Status == "processed" })
+
+	// Discard on a blocking route: the key's next row goes on (the
+	// sweeper unparks it).
+	if _, err := b.db.Pool.Exec(ctx, `
+		INSERT INTO inbox (source, event_id, event_type, key, status, attempts, last_error)
+		VALUES ('test', 'blk-dead', 'blk', 'dk', 'dead', 1, 'boom');
+		INSERT INTO inbox (source, event_id, event_type, key) VALUES ('test', 'blk-next', 'blk', 'dk')`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "next row parked behind the dead one", func() bool {
+		var parked bool
+		if err := b.db.Pool.QueryRow(ctx, `SELECT available_at = '9999-12-31 00:00:00+00' FROM inbox WHERE event_id = 'blk-next'`).Scan(&parked); err != nil {
+			t.Fatal(err)
+		}
+		return parked
+	})
+	if _, err := b.db.Pool.Exec(ctx, `DELETE FROM inbox WHERE event_id = 'blk-dead'`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.Unpark(ctx); err != nil || n != 1 {
+		t.Fatalf("Unpark after the discard = %d, %v; want 1", n, err)
+	}
+	waitFor(t, 10*time.Second, "discard unblocks the key", func() bool { return b.row(t, "blk-next").Status == "processed" })
+}
