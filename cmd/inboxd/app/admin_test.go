@@ -279,7 +279,7 @@ func TestHelpListsEveryCommandAndVariable(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("help: exit %d", code)
 	}
-	for _, c := range []string{"run [--migrate]", "migrate", "stats [--json]", "dead [--json] [--limit N] [--status STATUS] [--type TYPE]",
+	for _, c := range []string{"run [--migrate]", "migrate [--river]", "stats [--json]", "dead [--json] [--limit N] [--status STATUS] [--type TYPE]",
 		"show [--full] [--json] ID", "requeue [--all] [--drop-duplicates] [--dry-run] [--id IDS] [--since TIME] [--source SOURCE] [--status STATUS] [--type TYPE] [--until TIME]",
 		"discard [--all] [--dry-run] [--id IDS] [--since TIME] [--source SOURCE] [--status STATUS] [--type TYPE] [--until TIME]", "prune [--dry-run]", "help", "version"} {
 		if !strings.Contains(out, "inboxd "+c+"\n") {

@@ -39,19 +39,8 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		Int("engine_conns", engineConns).Int("tx_conns", txConns).Dur("retention", cfg.Retention).
 		Msg("starting")
 
-	reg, err := buildRegistry(cfg, opts)
-	if err != nil {
-		return usageError{err}
-	}
-	if cfg.Routes == "" && reg.Types() == 0 {
-		return usageError{errors.New("no routes file (INBOXD_ROUTES) and no handlers registered: every event would be " +
-			"dead-lettered; set INBOXD_ROUTES (a file with just `default: ignore` is enough to drain the inbox)")}
-	}
-	if reg.Types() == 0 {
-		log.Warn().Str("routes", cfg.Routes).Msg("the routes file routes no event type: every event goes to its default")
-	}
-
 	// Everything that can fail at start-up fails before any goroutine runs.
+	var err error
 	var ln net.Listener
 	if cfg.HTTPAddr != "" && opts.Mux == nil {
 		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
@@ -72,6 +61,18 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 			return err
 		}
 		defer txdb.Close()
+	}
+
+	reg, err := buildRegistry(ctx, cfg, opts, db, log)
+	if err != nil {
+		return usageError{err}
+	}
+	if cfg.Routes == "" && reg.Types() == 0 {
+		return usageError{errors.New("no routes file (INBOXD_ROUTES) and no handlers registered: every event would be " +
+			"dead-lettered; set INBOXD_ROUTES (a file with just `default: ignore` is enough to drain the inbox)")}
+	}
+	if reg.Types() == 0 {
+		log.Warn().Str("routes", cfg.Routes).Msg("the routes file routes no event type: every event goes to its default")
 	}
 
 	var metricsReg prometheus.Registerer
@@ -168,7 +169,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 			return nil
 		})
 	}
-	g.Go(func() error { reloadRoutes(gctx, cfg, opts, pool, log); return nil })
+	g.Go(func() error { reloadRoutes(gctx, cfg, opts, db, pool, log); return nil })
 	g.Go(func() error {
 		// The watchdog is fed while the claim loop goes round (a loop stuck
 		// longer than any of its bounded waits is stuck for good) and ingest

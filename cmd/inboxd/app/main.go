@@ -72,7 +72,8 @@ func init() {
 			}},
 		{name: "migrate", summary: "apply pending schema migrations under an advisory lock (as INBOXD_MIGRATE_DATABASE_URL's role when set)",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
-				return func(cfg config.Config) error { return runMigrate(a.ctx, cfg, a.stdout, a.stderr) }
+				river := fs.Bool("river", false, "also apply River's migrations (its job tables, which handler: river routes need)")
+				return func(cfg config.Config) error { return runMigrate(a.ctx, cfg, a.stdout, a.stderr, *river) }
 			}},
 		{name: "stats", summary: "rows by live status, stale rows, oldest received and due rows, schema version",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/handlers/riverjob"
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/migrations"
 )
@@ -96,8 +99,11 @@ func checkSchema(ctx context.Context, db *pgxpool.Pool, migrateFirst bool, log z
 	return nil
 }
 
-// runMigrate applies pending migrations.
-func runMigrate(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
+// runMigrate applies inboxd's pending migrations and then, with river,
+// River's (handlers/riverjob.Migrate, on a pool of two connections on the
+// same database URL: one holds River's migration lock while River migrates
+// on the other), and reports on stdout what each did.
+func runMigrate(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, river bool) error {
 	conn, err := connect(ctx, cfg)
 	if err != nil {
 		return err
@@ -116,6 +122,27 @@ func runMigrate(ctx context.Context, cfg config.Config, stdout, stderr io.Writer
 	default:
 		fmt.Fprintf(stdout, "schema migrated from version %d to %d\n", res.From, res.To)
 	}
+	if !river {
+		return nil
+	}
+	pool, err := openPool(ctx, cfg, "inboxd-cli", 2)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	rres, err := riverjob.Migrate(ctx, pool, nil)
+	if err != nil {
+		return fmt.Errorf("River's migrations: %w", err)
+	}
+	if len(rres.Applied) == 0 {
+		fmt.Fprintf(stdout, "River schema is up to date at version %d\n", rres.To)
+		return nil
+	}
+	applied := make([]string, len(rres.Applied))
+	for i, v := range rres.Applied {
+		applied[i] = strconv.Itoa(v)
+	}
+	fmt.Fprintf(stdout, "River schema migrated from version %d to %d (applied %s)\n", rres.From, rres.To, strings.Join(applied, ", "))
 	return nil
 }
 
