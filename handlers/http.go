@@ -17,6 +17,9 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // The request headers the http handler sets on every POST besides
@@ -103,7 +106,11 @@ var sourceEscaper = strings.NewReplacer("%", "%25", "/", "%2F")
 // (Event.EventID), Inbox-Event-Type, Inbox-Source and Inbox-Attempt, and a
 // Content-Type taken from the event's content-type header (matched without
 // regard to case), or else application/json when the payload is valid JSON,
-// or else application/octet-stream.
+// or else application/octet-stream. When OpenTelemetry's global propagator
+// is set (package tracing's Setup sets it when tracing is on), the request
+// also carries the trace context of the handler's context: traceparent and
+// tracestate (W3C Trace Context, and baggage when the context has some), so
+// the receiver's spans join the trace.
 //
 // A 2xx response marks the row processed. 408, 425, 429 and 5xx responses,
 // timeouts and connection errors are retried; a Retry-After header on the
@@ -217,6 +224,9 @@ func (h *httpHandler) Handle(ctx context.Context, ev *Event) error {
 	req.Header.Set(HeaderEventType, ev.EventType)
 	req.Header.Set(HeaderSource, ev.Source)
 	req.Header.Set(HeaderAttempt, strconv.Itoa(ev.Attempt))
+	// The trace context of ctx (traceparent, tracestate), as the global
+	// propagator writes it: nothing until one is set (tracing.Setup does).
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 
 	resp, err := h.client.Do(req)
 	if err != nil {

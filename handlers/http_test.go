@@ -15,6 +15,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/inboxd/inboxd/handlers"
 )
 
@@ -547,5 +551,56 @@ func TestHTTPIdempotencyKeyOption(t *testing.T) {
 	_, err := handlers.NewHTTP(handlers.HTTPConfig{URL: "http://h/x", Timeout: time.Second, IdempotencyKey: "uuid"})
 	if err == nil || err.Error() != `idempotency_key: must be source_event_id or event_id, not "uuid"` {
 		t.Fatalf("NewHTTP with a bad IdempotencyKey: %v", err)
+	}
+}
+
+// TestHTTPTraceContext changes the global propagator: it must not run in
+// parallel (parallel tests wait until the sequential ones are done).
+func TestHTTPTraceContext(t *testing.T) {
+	b := setupHTTP(t, handlers.HTTPConfig{}, status(http.StatusNoContent, ""))
+	ts, err := trace.ParseTraceState("congo=t61rcWkgMzE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+		SpanID:     trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
+		TraceFlags: trace.FlagsSampled,
+		TraceState: ts,
+	})
+	traced := trace.ContextWithSpanContext(context.Background(), sc)
+	// An event header is not what is sent: the handler's context decides.
+	ev := testEvent()
+	ev.Headers = map[string]string{"traceparent": "00-11111111111111111111111111111111-2222222222222222-01"}
+
+	send := func(ctx context.Context) http.Header {
+		t.Helper()
+		if err := b.handler.Handle(ctx, ev); err != nil {
+			t.Fatalf("Handle: %v", err)
+		}
+		return (<-b.requests).header
+	}
+
+	// No propagator set (tracing off): no trace headers.
+	if h := send(traced); h.Get("traceparent") != "" || h.Get("tracestate") != "" {
+		t.Errorf("without a global propagator: traceparent %q, tracestate %q", h.Get("traceparent"), h.Get("tracestate"))
+	}
+
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	t.Cleanup(func() { otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator()) })
+
+	h := send(traced)
+	if got, want := h.Values("traceparent"), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"; len(got) != 1 || got[0] != want {
+		t.Errorf("traceparent %q, want %q", got, want)
+	}
+	if got := h.Get("tracestate"); got != "congo=t61rcWkgMzE" {
+		t.Errorf("tracestate %q", got)
+	}
+	if got := h.Get("Idempotency-Key"); got != "orders/evt-42" {
+		t.Errorf("Idempotency-Key %q: the trace headers disturbed the others", got)
+	}
+	// A context without a span: nothing to send.
+	if h := send(context.Background()); h.Get("traceparent") != "" {
+		t.Errorf("context without a span: traceparent %q", h.Get("traceparent"))
 	}
 }
