@@ -92,12 +92,16 @@ func NewCluster(t testing.TB) *Cluster {
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	dir, err := os.MkdirTemp("", "inboxd-fault-pg-")
+	dir, err := os.MkdirTemp("", clusterDirPattern)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := &Cluster{Dir: dir, bin: bin, t: t}
 	t.Cleanup(c.Close)
+	// Who owns the cluster, for SweepStaleClusters after a crashed run.
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Chown(dir, uid, gid); err != nil {
 		t.Fatalf("cluster: chown %s: %v", dir, err)
 	}
@@ -226,6 +230,45 @@ func (c *Cluster) waitAccepting(timeout time.Duration) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// clusterDirPattern matches the temporary directories of clusters.
+const clusterDirPattern = "inboxd-fault-pg-*"
+
+// ownerFile in a cluster directory holds the pid of the test process that
+// made it.
+const ownerFile = "owner.pid"
+
+// SweepStaleClusters stops and removes the clusters left behind by test
+// processes that no longer run (a run killed by its timeout cannot clean
+// up), and reports how many it removed.
+func SweepStaleClusters() int {
+	bin, err := PostgresBinDir()
+	if err != nil {
+		return 0
+	}
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), clusterDirPattern))
+	n := 0
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue // not ours, or being set up right now
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || processAlive(pid) {
+			continue
+		}
+		c := &Cluster{Dir: dir, bin: bin}
+		c.Close()
+		n++
+	}
+	return n
+}
+
+// processAlive reports whether a process with pid exists.
+func processAlive(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return err == nil
 }
 
 // Close stops the server (immediate) and removes its directory. It is

@@ -153,13 +153,15 @@ func TestZombieReplicaIsFenced(t *testing.T) {
 
 // Scenario g: three replicas sharing one consumer group and one database,
 // churning: one after another is SIGKILLed and restarted while a Kafka
-// stream of transactional and http events flows.
+// stream of transactional and http events flows. 5% of the attempts fail
+// with a retryable error (FAULT_FAIL_RATE), so retries with backoff are in
+// flight when the kills land.
 func TestChurningReplicas(t *testing.T) {
 	scenario(t, alone)
 	db := sharedDB(t)
 	lease := 2 * time.Second
 	m := newMixedStream(t, mixedConfig{DaemonURL: db.URL, Inspect: db.Pool, Lease: lease, Workers: 8,
-		Events: pick(3000, 30000), Rate: pick(300, 500), Partitions: 6})
+		Events: pick(3000, 30000), Rate: pick(300, 500), Partitions: 6, Env: []string{"FAULT_FAIL_RATE=0.05"}})
 	replicas := []*Daemon{m.start("r0"), m.start("r1"), m.start("r2")}
 	m.produce(pick(300, 500))
 	m.waitUnderWay()

@@ -43,6 +43,9 @@ func TestMain(m *testing.M) {
 		cpuUnits = int64(v)
 	}
 	cpu = semaphore.NewWeighted(cpuUnits)
+	if n := SweepStaleClusters(); n > 0 {
+		fmt.Printf("faultsuite: removed %d PostgreSQL clusters left by earlier runs\n", n)
+	}
 	root, err := ModuleRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "faultsuite:", err)

@@ -35,6 +35,16 @@ func checkRuns(t *testing.T, run *Run, path string, maxRuns int) {
 	}
 }
 
+// txTimeout bounds the wait for rows whose transactional handlers each
+// hold their transaction for sleep. No throughput is asserted, but the rows
+// must not take longer than with max(2, workers/4) handlers at a time (the
+// connections the default pool sizing gives transactional handlers), with
+// 50% to spare, plus 30s.
+func txTimeout(rows int, sleep time.Duration, workers int) time.Duration {
+	conc := max(2, workers/4)
+	return time.Duration(rows)*sleep*3/time.Duration(2*conc) + 30*time.Second
+}
+
 // checkNoDead fails t when any row is dead.
 func checkNoDead(t *testing.T, run *Run) {
 	t.Helper()
@@ -83,9 +93,7 @@ func slowTx(t *testing.T, lease, sleep time.Duration, txRows, httpRows int) {
 		t.Fatal(err)
 	}
 	run.Expect("sql", ids...)
-	// Ideal time: txRows × sleep / workers; allow three times that.
-	ideal := time.Duration(txRows) * sleep / workers
-	run.WaitProcessed(3*ideal + 30*time.Second)
+	run.WaitProcessed(txTimeout(txRows, sleep, workers))
 	CheckLeasesRecovered(t, db.Pool, time.Now(), lease)
 	run.Check()
 	checkNoDead(t, run)
@@ -180,8 +188,7 @@ func TestSlowTxHandlersDoNotStarveEngine(t *testing.T) {
 		}
 	}()
 
-	ideal := time.Duration(txRows/workers) * sleep
-	run.WaitProcessed(3*ideal + 30*time.Second)
+	run.WaitProcessed(txTimeout(txRows, sleep, workers))
 	phaseEnd := time.Now()
 	close(stopReady)
 	<-readyDone
