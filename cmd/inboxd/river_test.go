@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -247,5 +248,54 @@ func TestRiverRouteEffectivelyOnceAcrossSIGKILL(t *testing.T) {
 	}
 	if len(worked) != n {
 		t.Fatalf("%d events worked, want %d", len(worked), n)
+	}
+}
+
+// SIGHUP can add a river route: refused, with the fix named, while River's
+// schema is missing; taken once `inboxd migrate --river` has run, and its
+// events then become jobs.
+func TestSIGHUPAddsRiverRoute(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	routes := writeRoutes(t, "default: ignore\n")
+	d := startDaemon(t, "INBOXD_DATABASE_URL="+db.URL, "INBOXD_ROUTES="+routes)
+	withRiver := "routes:\n  - type: payment.captured\n    handler: river\n    kind: payment_captured\n    queue: payments\n"
+	if err := os.WriteFile(routes, []byte(withRiver), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hup := func() {
+		t.Helper()
+		if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hup()
+	waitFor(t, 10*time.Second, "refusal logged", func() bool { return strings.Contains(d.logs.String(), "routes not reloaded") })
+	if !strings.Contains(d.logs.String(), "inboxd migrate --river") {
+		t.Fatalf("the refusal does not name the fix:\n%s", d.logs.String())
+	}
+
+	migrate := exec.Command(binary, "migrate", "--river")
+	migrate.Env = append(os.Environ(), "INBOXD_DATABASE_URL="+db.URL)
+	if out, err := migrate.CombinedOutput(); err != nil {
+		t.Fatalf("inboxd migrate --river: %v\n%s", err, out)
+	}
+	hup()
+	waitFor(t, 10*time.Second, "reload logged", func() bool { return strings.Contains(d.logs.String(), "routes reloaded") })
+	if _, err := db.Pool.Exec(context.Background(),
+		`INSERT INTO inbox (source, event_id, event_type, payload) VALUES ('payments', 'p-1', 'payment.captured', '{"amount": 10}')`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "row processed", func() bool { s, _ := rowStatus(t, db, "p-1"); return s == "processed" })
+	var kind, queue string
+	if err := db.Pool.QueryRow(context.Background(),
+		`SELECT kind, queue FROM river_job WHERE args->>'event_id' = 'p-1'`).Scan(&kind, &queue); err != nil {
+		t.Fatal(err)
+	}
+	if kind != "payment_captured" || queue != "payments" {
+		t.Fatalf("job kind %q queue %q", kind, queue)
+	}
+	if code := d.terminate(30 * time.Second); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d, want 0", code)
 	}
 }
