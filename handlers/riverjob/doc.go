@@ -35,16 +35,21 @@
 //
 // # The args
 //
-// Every job's args are the JSON object EventArgs describes:
+// Every job's args are the JSON object EventArgs describes. For a JSON
+// payload:
 //
 //	{
-//	  "event_id": "pay-42",                  // the event's id (inbox event_id)
-//	  "event_type": "payment.captured",      // the event's type
-//	  "source": "payments",                  // where it came from (the Kafka topic)
-//	  "key": "b3JkZXItNw==",                 // the Kafka message key, base64; null when the message had none
-//	  "payload": {"amount": 10},             // the payload, as JSON, when it is JSON ...
-//	  "payload_base64": "AAEC/w=="           // ... and otherwise, base64, in this field instead
+//	  "event_id": "pay-42",              // the event's id (the inbox row's event_id)
+//	  "event_type": "payment.captured",  // the event's type
+//	  "source": "payments",              // where it came from (the Kafka topic)
+//	  "key": "b3JkZXItNw==",             // the Kafka message key, base64; null when the message had none
+//	  "payload": {"amount": 10}          // the payload, as JSON
 //	}
+//
+// and for any other payload, the payload in base64 instead:
+//
+//	{"event_id": "pay-43", "event_type": "payment.captured", "source": "payments", "key": null,
+//	 "payload_base64": "AAEC/w=="}
 //
 // Exactly one of payload and payload_base64 is present for a non-empty
 // payload; an empty payload has neither. The payload goes in as JSON when
@@ -74,6 +79,7 @@
 // River's tables (river_job and the others) must exist before a river
 // route can enqueue: `inboxd migrate --river` applies River's migrations
 // (Migrate), and the daemon refuses to start with river routes while they
-// are missing (CheckSchema). Like the inbox, River's tables are reached
+// are missing (CheckSchema; when the database cannot be asked at start-up,
+// an insert that finds them missing fails, retryably, saying so). Like the inbox, River's tables are reached
 // unqualified, through the connection's search_path.
 package riverjob
