@@ -100,7 +100,8 @@ func riverInserter(ctx context.Context, path string, routes *handlers.Routes, db
 
 // reloadRoutes loads the routes file again on every SIGHUP and hands the
 // new registry to the pool. A file that does not load keeps the old routes,
-// and the log says why.
+// and the log says why. db is the engine pool, which buildRegistry needs for
+// river routes.
 func reloadRoutes(ctx context.Context, cfg config.Config, opts Options, db *pgxpool.Pool, pool *worker.Pool, log zerolog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
