@@ -1,8 +1,10 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -125,6 +127,9 @@ func (p *Pool) flush(stop context.Context, batch []result) {
 // writeOutcomes runs the fenced batch completion and returns the ids it
 // applied. Released rows are announced so other workers take them at once.
 func (p *Pool) writeOutcomes(ctx context.Context, batch []result) (map[int64]bool, error) {
+	// Sorted by id: the statement then locks the rows in id order (see
+	// sql/complete.sql).
+	batch = slices.SortedFunc(slices.Values(batch), func(a, b result) int { return cmp.Compare(a.id, b.id) })
 	n := len(batch)
 	ids := make([]int64, n)
 	tokens := make([]int64, n)

@@ -52,6 +52,7 @@ type routeState struct {
 	prefetch int             // most rows claimed and waiting beyond limit
 	queue    []*job          // claimed, waiting for a handler, in claim order
 	running  int
+	lastRows time.Time // when a claim last gave it rows
 	gauges   *routeGauges
 }
 
@@ -130,8 +131,10 @@ func (p *Pool) track(jobs []*job) {
 	p.mu.Lock()
 	var releases []*job
 	touched := make(map[*routeState]bool)
+	now := p.cfg.Now()
 	for _, j := range jobs {
 		j.route = p.routeForLocked(j.row.EventType)
+		j.route.lastRows = now
 		p.jobs[j.row.ID] = j
 		p.queued++
 		p.heldBytes += j.size

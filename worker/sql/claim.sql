@@ -78,19 +78,26 @@ WITH candidates AS (
            sum(h.size) OVER (ORDER BY h.available_at, h.id ROWS UNBOUNDED PRECEDING) AS through
     FROM classified AS h
     WHERE h.before_status IS NULL
+), claimed AS (
+    UPDATE inbox AS i
+    SET status           = 'processing',
+        attempts         = least(i.attempts, 999999) + 1,
+        started          = picked.route_rank <= rooms.idle,
+        lease_token      = @token,
+        lease_expires_at = now() + @lease_ms::bigint * interval '1 millisecond',
+        locked_by        = @worker,
+        updated_at       = now()
+    FROM picked
+    JOIN rooms USING (route)
+    WHERE i.id = picked.id
+      AND picked.route_rank <= rooms.room
+      AND (picked.through <= @max_bytes::bigint OR (picked.rn = 1 AND @first_always::boolean))
+    RETURNING picked.rn, i.id, i.source, i.event_id, i.event_type, i.key, i.payload, i.headers,
+              i.attempts, i.received_at, i.started
 )
-UPDATE inbox AS i
-SET status           = 'processing',
-    attempts         = least(i.attempts, 999999) + 1,
-    started          = picked.route_rank <= rooms.idle,
-    lease_token      = @token,
-    lease_expires_at = now() + @lease_ms::bigint * interval '1 millisecond',
-    locked_by        = @worker,
-    updated_at       = now()
-FROM picked
-JOIN rooms USING (route)
-WHERE i.id = picked.id
-  AND picked.route_rank <= rooms.room
-  AND (picked.through <= @max_bytes::bigint OR (picked.rn = 1 AND @first_always::boolean))
-RETURNING picked.rn, i.id, i.source, i.event_id, i.event_type, i.key, i.payload, i.headers,
-          i.attempts, i.received_at, i.started
+-- One row per claimed row, each with the number of rows parked; a single
+-- row of NULLs when none was claimed, so that the caller learns the parked
+-- count either way (parking alone is progress: claim again).
+SELECT p.n AS parked, c.*
+FROM (SELECT count(*) AS n FROM parked) AS p
+LEFT JOIN claimed AS c ON true
