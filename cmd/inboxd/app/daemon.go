@@ -7,15 +7,18 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/worker"
 )
@@ -63,7 +66,13 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		defer txdb.Close()
 	}
 
-	reg, err := buildRegistry(ctx, cfg, opts, db, log)
+	tracer, stopTracing, err := startTracing(ctx, cfg, log)
+	if err != nil {
+		return usageError{err}
+	}
+	defer stopTracing()
+	builder := registryBuilder{cfg: cfg, opts: opts, db: db, log: log, middleware: []handlers.Middleware{tracer}}
+	reg, err := builder.build(ctx)
 	if err != nil {
 		return usageError{err}
 	}
@@ -141,6 +150,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	}
 
 	notify := systemdNotifier{log: log}
+	defer exitIfStuck(ctx, cfg, log)()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := pool.Run(gctx); err != nil {
@@ -169,7 +179,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 			return nil
 		})
 	}
-	g.Go(func() error { reloadRoutes(gctx, cfg, opts, db, pool, log); return nil })
+	g.Go(func() error { reloadRoutes(gctx, builder, pool); return nil })
 	g.Go(func() error {
 		// The watchdog is fed while the claim loop goes round (a loop stuck
 		// longer than any of its bounded waits is stuck for good) and ingest
@@ -206,6 +216,33 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// exitIfStuck is the shutdown's last resort: once ctx is cancelled, every
+// part of the daemon stops within INBOXD_SHUTDOWN_TIMEOUT +
+// worker.ShutdownMargin whatever the database does; should the daemon still
+// not have returned 2 s later (a bug, a library that ignores its context),
+// the process exits with status 1. Rows still held return to other workers
+// when their leases expire. Call the returned function when the daemon
+// returns, to disarm it.
+func exitIfStuck(ctx context.Context, cfg config.Config, log zerolog.Logger) (disarm func()) {
+	returned := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-returned:
+			return
+		}
+		t := time.NewTimer(cfg.ShutdownTimeout + worker.ShutdownMargin + 2*time.Second)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			log.Error().Msg("shutdown overran its bound; exiting now")
+			os.Exit(ExitFailure)
+		case <-returned:
+		}
+	}()
+	return func() { close(returned) }
 }
 
 // waitRunning waits until the workers listen and, with ingest, the brokers

@@ -19,7 +19,19 @@ import (
 	"github.com/inboxd/inboxd/worker"
 )
 
-// buildRegistry combines the Go handlers from opts with the routes file.
+// registryBuilder builds the daemon's handler registry, at start and again
+// on every SIGHUP.
+type registryBuilder struct {
+	cfg  config.Config
+	opts Options
+	// db is the engine pool, which river routes insert their jobs through.
+	db  *pgxpool.Pool
+	log zerolog.Logger
+	// middleware is the daemon's own, around every handler (tracing).
+	middleware []handlers.Middleware
+}
+
+// build combines the Go handlers from opts with the routes file.
 // The caller's registry is never changed: the routes go on a copy, so the
 // routes file can be loaded again on SIGHUP.
 //
@@ -30,11 +42,16 @@ import (
 // daemon may start before it), buildRegistry goes on with a warning, and an
 // insert that finds River's tables missing says, in the row's last_error,
 // to run `inboxd migrate --river`.
-func buildRegistry(ctx context.Context, cfg config.Config, opts Options, db *pgxpool.Pool, log zerolog.Logger) (*handlers.Registry, error) {
+//
+// The daemon's own middleware (tracing) goes on the copy too, around every
+// handler and inside the caller's middleware.
+func (b registryBuilder) build(ctx context.Context) (*handlers.Registry, error) {
+	cfg, opts, db, log := b.cfg, b.opts, b.db, b.log
 	reg := handlers.NewRegistry()
 	if opts.Registry != nil {
 		reg = opts.Registry.Clone()
 	}
+	reg.Use(b.middleware...)
 	if cfg.Routes == "" {
 		return reg, nil
 	}
@@ -100,9 +117,9 @@ func riverInserter(ctx context.Context, path string, routes *handlers.Routes, db
 
 // reloadRoutes loads the routes file again on every SIGHUP and hands the
 // new registry to the pool. A file that does not load keeps the old routes,
-// and the log says why. db is the engine pool, which buildRegistry needs for
-// river routes.
-func reloadRoutes(ctx context.Context, cfg config.Config, opts Options, db *pgxpool.Pool, pool *worker.Pool, log zerolog.Logger) {
+// and the log says why.
+func reloadRoutes(ctx context.Context, b registryBuilder, pool *worker.Pool) {
+	log := b.log
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer func() {
@@ -117,12 +134,12 @@ func reloadRoutes(ctx context.Context, cfg config.Config, opts Options, db *pgxp
 			return
 		case <-hup:
 		}
-		reg, err := buildRegistry(ctx, cfg, opts, db, log)
+		reg, err := b.build(ctx)
 		if err != nil {
 			log.Error().Err(err).Msg("SIGHUP: routes not reloaded, the old ones stay in force")
 			continue
 		}
 		pool.SetRegistry(reg)
-		log.Info().Str("routes", cfg.Routes).Int("types", reg.Types()).Msg("SIGHUP: routes reloaded")
+		log.Info().Str("routes", b.cfg.Routes).Int("types", reg.Types()).Msg("SIGHUP: routes reloaded")
 	}
 }
