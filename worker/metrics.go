@@ -145,6 +145,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, st := range []string{statusReceived, "processing", statusDead, "rejected"} {
 		m.rows.WithLabelValues(st)
 	}
+	for _, st := range []string{statusReceived, statusDead} {
+		m.rescued.WithLabelValues(st)
+	}
 	for _, op := range []string{"claim", "complete", "renew", "rescue", "listen", "stats", "tx"} {
 		m.dbErrors.WithLabelValues(op)
 	}
