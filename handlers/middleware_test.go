@@ -185,4 +185,3 @@ func (r *recordingInserter) InsertJob(_ context.Context, _ pgx.Tx, job handlers.
 	r.events = append(r.events, ev)
 	return nil
 }
-

@@ -8,7 +8,6 @@ import (
 	"time"
 )
 
-
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	base := Config{Brokers: []string{"k:9092"}, Topics: []string{"t"}, Group: "g"}

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -185,4 +186,29 @@ func TestCloseIsBounded(t *testing.T) {
 	// Let the abandoned Close finish so that no goroutine outlives the test.
 	close(r.closeGate)
 	<-r.closed
+}
+
+// Ready needs the brokers: while they do not answer probes, ingest is not
+// ready (and the gauge says 0), though every write succeeds; it is ready
+// again once they answer. The lag the probe reports is published.
+func TestReadyFollowsBrokerReachability(t *testing.T) {
+	t.Parallel()
+	probe := &fakeProbe{err: errors.New("dial tcp: connection refused"), lags: map[topicPartition]int64{{"t", 0}: 42}}
+	c, run := unitConsumer(t, &fakeWriter{}, newFakeReader(), func(cfg *Config) { cfg.LagInterval = 10 * time.Millisecond })
+	c.probe = probe
+	stop := run()
+	defer func() { _ = stop() }()
+	waitFor(t, 5*time.Second, func() (bool, string) {
+		return testutil.ToFloat64(c.metrics.BrokerErrors) >= 2, "failed probes counted"
+	})
+	if c.Ready() || testutil.ToFloat64(c.metrics.Ready) != 0 {
+		t.Fatal("ready while the brokers cannot be reached")
+	}
+	probe.set(nil)
+	waitFor(t, 5*time.Second, func() (bool, string) {
+		return c.Ready() && testutil.ToFloat64(c.metrics.Ready) == 1, "ready once the brokers answer"
+	})
+	if got := testutil.ToFloat64(c.metrics.Lag.WithLabelValues("t", "0")); got != 42 {
+		t.Errorf("lag gauge = %v, want the probe's 42", got)
+	}
 }

@@ -54,9 +54,9 @@ type Pool struct {
 	poisoned  []int64                // rows that can be neither claimed nor dead-lettered
 	stopping  bool                   // no handler starts any more
 
-	executors sync.WaitGroup // the handlers' goroutines
+	executors sync.WaitGroup  // the handlers' goroutines
 	stop      context.Context // ends at the hard shutdown deadline; set by Run
-	lastLoop  atomic.Int64 // unix nanoseconds when the claim loop last went round
+	lastLoop  atomic.Int64    // unix nanoseconds when the claim loop last went round
 
 	runOnce sync.Once
 	ready   chan struct{}
@@ -97,15 +97,15 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg Config, logger zerol
 		return nil, errors.New("worker: nil handler registry")
 	}
 	p := &Pool{
-		cfg:      cfg,
-		db:       db,
-		log:      logger.With().Str("component", "worker").Str("worker_id", cfg.ID).Logger(),
-		metrics:  newMetrics(reg),
-		wake:     make(chan struct{}, 1),
-		freed:    make(chan struct{}, 1),
-		results:  make(chan result, cfg.capacity()),
-		jobs:     make(map[int64]*job),
-		ready:    make(chan struct{}),
+		cfg:     cfg,
+		db:      db,
+		log:     logger.With().Str("component", "worker").Str("worker_id", cfg.ID).Logger(),
+		metrics: newMetrics(reg),
+		wake:    make(chan struct{}, 1),
+		freed:   make(chan struct{}, 1),
+		results: make(chan result, cfg.capacity()),
+		jobs:    make(map[int64]*job),
+		ready:   make(chan struct{}),
 	}
 	p.registry.Store(registry)
 	p.syncRoutesLocked(registry)

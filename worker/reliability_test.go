@@ -347,4 +347,3 @@ func proxyURL(t *testing.T, p *netfault.Proxy, dbURL string) string {
 	}
 	return u
 }
-

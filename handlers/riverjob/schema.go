@@ -16,7 +16,7 @@ import (
 
 // ErrSchemaMissing is returned (wrapped) by CheckSchema when River's
 // migrations have not all been applied.
-var ErrSchemaMissing = errors.New("River's schema is missing or out of date")
+var ErrSchemaMissing = errors.New("the River schema is missing or out of date")
 
 // CheckSchema reports whether every River migration this inboxd knows has
 // been applied on pool's database (River's tables in the search_path). It

@@ -132,7 +132,7 @@ func runMigrate(ctx context.Context, cfg config.Config, stdout, stderr io.Writer
 	defer pool.Close()
 	rres, err := riverjob.Migrate(ctx, pool, nil)
 	if err != nil {
-		return fmt.Errorf("River's migrations: %w", err)
+		return fmt.Errorf("apply the River migrations: %w", err)
 	}
 	if len(rres.Applied) == 0 {
 		fmt.Fprintf(stdout, "River schema is up to date at version %d\n", rres.To)
