@@ -156,10 +156,22 @@ func Migrate(ctx context.Context, conn *pgx.Conn) (Result, error) {
 // lock takes the migration lock, polling so that this session never waits
 // inside a statement (see the package documentation).
 func lock(ctx context.Context, conn *pgx.Conn) error {
+	if err := PollAdvisoryLock(ctx, conn, lockKey); err != nil {
+		return fmt.Errorf("take the migration lock: %w", err)
+	}
+	return nil
+}
+
+// PollAdvisoryLock takes the session-level advisory lock key on conn,
+// trying every 200ms until it is free or ctx ends. Polling rather than
+// pg_advisory_lock keeps the session from waiting inside a statement, where
+// statement_timeout (or a proxy's idle cut) would end the wait with an error
+// instead of a retry. The caller releases it with pg_advisory_unlock.
+func PollAdvisoryLock(ctx context.Context, conn *pgx.Conn, key int64) error {
 	for {
 		var ok bool
-		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", int64(lockKey)).Scan(&ok); err != nil {
-			return fmt.Errorf("take the migration lock: %w", err)
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok); err != nil {
+			return err
 		}
 		if ok {
 			return nil
@@ -168,7 +180,7 @@ func lock(ctx context.Context, conn *pgx.Conn) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("take the migration lock: %w", ctx.Err())
+			return ctx.Err()
 		case <-t.C:
 		}
 	}

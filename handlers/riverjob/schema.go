@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/inboxd/inboxd/migrations"
 )
 
 // ErrSchemaMissing is returned (wrapped) by CheckSchema when River's
@@ -127,20 +128,8 @@ func highest(ms []rivermigrate.Migration) int {
 // lock takes Migrate's advisory lock, polling, so that the session never
 // waits inside a statement (where statement_timeout would end the wait).
 func lock(ctx context.Context, conn *pgx.Conn) error {
-	for {
-		var ok bool
-		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", int64(lockKey)).Scan(&ok); err != nil {
-			return fmt.Errorf("take River's migration lock: %w", err)
-		}
-		if ok {
-			return nil
-		}
-		t := time.NewTimer(200 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("take River's migration lock: %w", ctx.Err())
-		case <-t.C:
-		}
+	if err := migrations.PollAdvisoryLock(ctx, conn, lockKey); err != nil {
+		return fmt.Errorf("take River's migration lock: %w", err)
 	}
+	return nil
 }

@@ -49,23 +49,9 @@ func runDiscard(ctx context.Context, cfg config.Config, stdout, stderr io.Writer
 		}
 		n = int64(len(list))
 	} else {
-		rows, err := conn.Query(ctx, discardSQL, f.filter.args())
-		if err != nil {
-			return fmt.Errorf("discard: %w", err)
-		}
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return fmt.Errorf("discard: %w", err)
-			}
-			if f.filter.idList != nil {
-				matched[id] = true
-			}
-			n++
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("discard: %w", err)
+		var err error
+		if n, err = f.filter.apply(ctx, conn, "discard", discardSQL, matched); err != nil {
+			return err
 		}
 	}
 

@@ -166,6 +166,32 @@ func (f *failedFilter) matching(ctx context.Context, conn *pgx.Conn) ([]failedRo
 	return list, nil
 }
 
+// apply runs query (a statement returning the id of each row it changed)
+// with the filter's arguments and counts the rows; with --id it marks each
+// id in matched. op names the command in errors.
+func (f *failedFilter) apply(ctx context.Context, conn *pgx.Conn, op, query string, matched map[int64]bool) (int64, error) {
+	rows, err := conn.Query(ctx, query, f.args())
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	defer rows.Close()
+	var n int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return n, fmt.Errorf("%s: %w", op, err)
+		}
+		if f.idList != nil {
+			matched[id] = true
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return n, fmt.Errorf("%s: %w", op, err)
+	}
+	return n, nil
+}
+
 // unmatched explains, for every id given with --id that is not in matched,
 // why the filter did not select it, in the order the ids were given:
 // "id 1: processed, not dead", "id 9999: no such row".

@@ -78,23 +78,9 @@ func requeueDead(ctx context.Context, conn *pgx.Conn, stdout io.Writer, f requeu
 		}
 		n = int64(len(list))
 	} else {
-		rows, err := conn.Query(ctx, requeueSQL, f.filter.args())
-		if err != nil {
-			return fmt.Errorf("requeue: %w", err)
-		}
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return fmt.Errorf("requeue: %w", err)
-			}
-			if f.filter.idList != nil {
-				matched[id] = true
-			}
-			n++
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("requeue: %w", err)
+		var err error
+		if n, err = f.filter.apply(ctx, conn, "requeue", requeueSQL, matched); err != nil {
+			return err
 		}
 		if n > 0 {
 			if _, err := conn.Exec(ctx, notifySQL); err != nil {
