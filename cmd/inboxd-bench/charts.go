@@ -1,0 +1,154 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+var (
+	// colours of the rates chart: the references in greys, inboxd in blue.
+	referenceColor = color.RGBA{R: 150, G: 150, B: 150, A: 255}
+	riverColor     = color.RGBA{R: 230, G: 130, B: 40, A: 255}
+	inboxdColor    = color.RGBA{R: 40, G: 100, B: 190, A: 255}
+)
+
+// chartLabel breaks a rate's label over two lines for the X axis.
+func chartLabel(r Rate) string {
+	switch r.Name {
+	case "raw":
+		return "raw SQL\nyardstick"
+	case "river":
+		return fmt.Sprintf("River\n(%s)", strings.TrimSuffix(strings.TrimPrefix(r.Label, "River ("), ")"))
+	case "pool":
+		return "inboxd\nworker pool"
+	case "e2e":
+		return "inboxd\nend to end"
+	case "retained":
+		return fmt.Sprintf("inboxd end to end\n%s retained rows", strings.TrimSuffix(strings.TrimPrefix(r.Label, "inboxd end to end, "), " retained rows"))
+	}
+	return r.Label
+}
+
+// ratesChart draws the throughput measurements side by side, each bar
+// labelled with its events/s and its ratio to the yardstick.
+func ratesChart(path string, r *Results) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Throughput, %s events each (%d CPUs, shared machine; %s)", comma(float64(r.Events)), r.Machine.CPUs, r.GeneratedAt.Format("2006-01-02"))
+	p.Y.Label.Text = "events/s"
+	p.Title.Padding = vg.Points(6)
+	p.Y.Min = 0
+	p.X.Min, p.X.Max = -0.6, float64(len(r.Rates))-0.4
+	p.Add(plotter.NewGrid())
+	raw, hasRaw := r.rate("raw")
+	var names []string
+	var xys []plotter.XY
+	var labels []string
+	top := 0.0
+	for i, x := range r.Rates {
+		bars, err := plotter.NewBarChart(plotter.Values{x.PerSecond}, vg.Points(48))
+		if err != nil {
+			return err
+		}
+		bars.XMin = float64(i)
+		bars.LineStyle.Width = 0
+		switch x.Name {
+		case "raw":
+			bars.Color = referenceColor
+		case "river":
+			bars.Color = riverColor
+		default:
+			bars.Color = inboxdColor
+		}
+		p.Add(bars)
+		names = append(names, chartLabel(x))
+		label := comma(x.PerSecond)
+		if hasRaw && x.Name != "raw" {
+			label += fmt.Sprintf("\n%.2f× yardstick", x.PerSecond/raw.PerSecond)
+		}
+		xys = append(xys, plotter.XY{X: float64(i), Y: x.PerSecond})
+		labels = append(labels, label)
+		top = max(top, x.PerSecond)
+	}
+	p.Y.Max = top * 1.25
+	l, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: labels})
+	if err != nil {
+		return err
+	}
+	for i := range l.TextStyle {
+		l.TextStyle[i].XAlign = text.XCenter
+		l.TextStyle[i].YAlign = text.YBottom
+	}
+	l.Offset = vg.Point{Y: vg.Points(3)}
+	p.Add(l)
+	p.NominalX(names...)
+	return p.Save(9*vg.Inch, 4.5*vg.Inch, path)
+}
+
+// latencyChart draws the latency percentiles over the offered load, from
+// the produce time (solid) and from received_at (dashed), with the 100 ms
+// target.
+func latencyChart(path string, r *Results) error {
+	lat := r.Latency
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("inboxd latency over offered load (end-to-end maximum %s events/s, %.0fs per load)", comma(lat.MaxRate), lat.PhaseSeconds)
+	p.X.Label.Text = "offered load, events/s"
+	p.Y.Label.Text = "latency to processed_at, ms"
+	p.X.Min, p.Y.Min = 0, 0
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	p.Title.Padding = vg.Points(6)
+	p.Add(plotter.NewGrid())
+
+	series := []struct {
+		name  string
+		get   func(LatencyPoint) float64
+		col   color.Color
+		dash  bool
+		width vg.Length
+	}{
+		{"produced → processed p99", func(x LatencyPoint) float64 { return x.ProducedToProcessed.P99MS }, color.RGBA{R: 200, G: 40, B: 40, A: 255}, false, 2},
+		{"produced → processed p95", func(x LatencyPoint) float64 { return x.ProducedToProcessed.P95MS }, riverColor, false, 2},
+		{"produced → processed p50", func(x LatencyPoint) float64 { return x.ProducedToProcessed.P50MS }, inboxdColor, false, 2},
+		{"received → processed p99", func(x LatencyPoint) float64 { return x.ReceivedToProcessed.P99MS }, color.RGBA{R: 200, G: 40, B: 40, A: 255}, true, 1.5},
+		{"received → processed p95", func(x LatencyPoint) float64 { return x.ReceivedToProcessed.P95MS }, riverColor, true, 1.5},
+		{"received → processed p50", func(x LatencyPoint) float64 { return x.ReceivedToProcessed.P50MS }, inboxdColor, true, 1.5},
+	}
+	top := 100.0
+	for _, s := range series {
+		xys := make(plotter.XYs, len(lat.Points))
+		for i, pt := range lat.Points {
+			xys[i] = plotter.XY{X: pt.Offered, Y: s.get(pt)}
+			top = max(top, xys[i].Y)
+		}
+		line, points, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return err
+		}
+		line.Color, line.Width = s.col, vg.Points(float64(s.width))
+		points.Color = s.col
+		points.Shape = draw.CircleGlyph{}
+		if s.dash {
+			line.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		}
+		p.Add(line, points)
+		p.Legend.Add(s.name, line, points)
+	}
+	target := plotter.NewFunction(func(float64) float64 { return 100 })
+	target.Color = referenceColor
+	target.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+	p.Add(target)
+	p.Legend.Add("target p99 < 100 ms", target)
+	if n := len(lat.Points); n > 0 {
+		p.X.Max = lat.Points[n-1].Offered * 1.1
+	}
+	p.Y.Max = top * 1.5 // room for the legend above the lines
+	return p.Save(9*vg.Inch, 5*vg.Inch, path)
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/inboxd/inboxd/migrations"
+)
+
+// environment is the PostgreSQL server the measurements run on and the
+// databases they made there, dropped by close.
+type environment struct {
+	adminURL      string
+	serverVersion string
+	keep          bool // leave the databases for inspection
+
+	mu        sync.Mutex
+	databases []string
+	template  string // a migrated database the others are copied from
+}
+
+func newEnvironment(ctx context.Context, adminURL string) (*environment, error) {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL (set INBOXD_TEST_DATABASE_URL): %w", err)
+	}
+	defer conn.Close(ctx)
+	e := &environment{adminURL: adminURL}
+	if err := conn.QueryRow(ctx, "SELECT version()").Scan(&e.serverVersion); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// database is one measurement's database.
+type database struct {
+	name string
+	url  string
+}
+
+// newDatabase creates a database holding inboxd's schema (copied from a
+// template migrated once per run with migrations.Migrate), dropped by
+// env.close or drop.
+func (e *environment) newDatabase(ctx context.Context) (*database, error) {
+	tmpl, err := e.migratedTemplate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return e.create(ctx, tmpl)
+}
+
+func (e *environment) migratedTemplate(ctx context.Context) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.template != "" {
+		return e.template, nil
+	}
+	name := "inboxd_bench_tmpl_" + randomHex(6)
+	if err := e.adminExec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE template0", name)); err != nil {
+		return "", err
+	}
+	e.databases = append(e.databases, name)
+	conn, err := pgx.Connect(ctx, withDatabase(e.adminURL, name))
+	if err != nil {
+		return "", err
+	}
+	_, err = migrations.Migrate(ctx, conn)
+	conn.Close(ctx)
+	if err != nil {
+		return "", fmt.Errorf("migrate: %w", err)
+	}
+	e.template = name
+	return name, nil
+}
+
+func (e *environment) create(ctx context.Context, template string) (*database, error) {
+	name := "inboxd_bench_" + randomHex(6)
+	if err := e.adminExec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, template)); err != nil {
+		return nil, fmt.Errorf("create database: %w", err)
+	}
+	e.mu.Lock()
+	e.databases = append(e.databases, name)
+	e.mu.Unlock()
+	return &database{name: name, url: withDatabase(e.adminURL, name)}, nil
+}
+
+// drop drops db now, so that its files do not weigh on the measurements
+// after it.
+func (e *environment) drop(db *database) {
+	if e.keep {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_ = e.adminExec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", db.name))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, n := range e.databases {
+		if n == db.name {
+			e.databases = slices.Delete(e.databases, i, i+1)
+			break
+		}
+	}
+}
+
+// close drops every database the run made.
+func (e *environment) close() {
+	if e.keep {
+		e.mu.Lock()
+		if len(e.databases) > 0 {
+			fmt.Printf("databases kept: %s\n", strings.Join(e.databases, " "))
+		}
+		e.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e.mu.Lock()
+	names := e.databases
+	e.databases = nil
+	e.mu.Unlock()
+	for i := len(names) - 1; i >= 0; i-- {
+		_ = e.adminExec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", names[i]))
+	}
+}
+
+func (e *environment) adminExec(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, e.adminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// openPool opens a pool on db with at most conns connections (0 = pgxpool's
+// default, max(4, CPUs), as the go test benchmarks have).
+func openPool(ctx context.Context, db *database, conns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(db.url)
+	if err != nil {
+		return nil, err
+	}
+	if conns > 0 {
+		cfg.MaxConns = conns
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// withDatabase returns the URL u pointing at database name instead.
+func withDatabase(u, name string) string {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		panic(fmt.Sprintf("INBOXD_TEST_DATABASE_URL must be a postgres:// URL: %v", err))
+	}
+	parsed.Path = "/" + name
+	return parsed.String()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// gitCommit is the short commit of the working tree, "+dirty" when it has
+// changes; "unknown" outside a git checkout.
+func gitCommit() string {
+	out, err := exec.Command("git", "describe", "--always", "--dirty", "--abbrev=12").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -1,0 +1,524 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/inboxd/inboxd/cmd/inboxd/app"
+)
+
+const (
+	// topic is the Kafka topic of every end-to-end measurement, and so the
+	// source of its rows.
+	topic = "orders"
+	// partitions are the topic's partitions, as in BenchmarkEndToEnd.
+	partitions = 4
+	// eventType is the type of every event; the routes file sends it to
+	// the ignore handler.
+	eventType = "bench.event"
+	// producedAtHeader carries the time a record was handed to the Kafka
+	// producer, RFC 3339 with nanoseconds.
+	producedAtHeader = "produced_at"
+)
+
+// kafka is an in-process Kafka-protocol cluster (kfake) with the topic, and
+// a producer on it.
+type kafka struct {
+	cluster  *kfake.Cluster
+	brokers  []string
+	producer *kgo.Client
+}
+
+// newKafka starts a one-broker cluster with the topic in four partitions.
+// maxMessage, when positive, raises the broker's message.max.bytes and the
+// producer's batch size for big payloads; linger is the producer's.
+func newKafka(maxMessage int, linger time.Duration) (*kafka, error) {
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic)}
+	copts := []kgo.ProducerOpt{kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(linger)}
+	if maxMessage > 0 {
+		opts = append(opts, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(maxMessage)}))
+		copts = append(copts, kgo.ProducerBatchMaxBytes(int32(maxMessage)), kgo.MaxBufferedBytes(maxMessage*16))
+	}
+	cluster, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("start kfake: %w", err)
+	}
+	brokers := cluster.ListenAddrs()
+	kopts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic)}
+	for _, o := range copts {
+		kopts = append(kopts, o)
+	}
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		cluster.Close()
+		return nil, err
+	}
+	return &kafka{cluster: cluster, brokers: brokers, producer: cl}, nil
+}
+
+func (k *kafka) close() {
+	k.producer.Close()
+	k.cluster.Close()
+}
+
+// record is the record of event i of a run whose ids start with prefix:
+// keyed, with event_id and event_type headers, and a produced_at header
+// when stamped.
+func record(prefix string, i int, payload []byte, stamped bool) *kgo.Record {
+	hs := make([]kgo.RecordHeader, 0, 3)
+	hs = append(hs,
+		kgo.RecordHeader{Key: "event_id", Value: []byte(prefix + strconv.Itoa(i))},
+		kgo.RecordHeader{Key: "event_type", Value: []byte(eventType)})
+	if stamped {
+		hs = append(hs, kgo.RecordHeader{Key: producedAtHeader, Value: time.Now().AppendFormat(nil, time.RFC3339Nano)})
+	}
+	return &kgo.Record{Key: []byte("order-" + strconv.Itoa(i)), Value: payload, Headers: hs}
+}
+
+// tracker follows produced records: the first error, and the event id of
+// the last record of each partition (ingest writes each partition in offset
+// order, so once those are in the inbox, all are).
+type tracker struct {
+	mu       sync.Mutex
+	firstErr error
+	last     map[int32]position
+	acked    int64
+}
+
+type position struct {
+	offset int64
+	id     string
+}
+
+func newTracker() *tracker { return &tracker{last: map[int32]position{}} }
+
+func (t *tracker) promise(id string) func(*kgo.Record, error) {
+	return func(r *kgo.Record, err error) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if err != nil {
+			if t.firstErr == nil {
+				t.firstErr = err
+			}
+			return
+		}
+		t.acked++
+		if l, ok := t.last[r.Partition]; !ok || r.Offset > l.offset {
+			t.last[r.Partition] = position{r.Offset, id}
+		}
+	}
+}
+
+func (t *tracker) result() ([]string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.firstErr != nil {
+		return nil, t.firstErr
+	}
+	ids := make([]string, 0, len(t.last))
+	for _, l := range t.last {
+		ids = append(ids, l.id)
+	}
+	return ids, nil
+}
+
+// fill produces n records with payload(i) and waits until the broker has
+// them all; it returns the last event id of each partition.
+func (k *kafka) fill(ctx context.Context, prefix string, n int, payload func(int) []byte) ([]string, error) {
+	t := newTracker()
+	for i := range n {
+		r := record(prefix, i, payload(i), false)
+		k.producer.Produce(ctx, r, t.promise(prefix+strconv.Itoa(i)))
+	}
+	if err := k.producer.Flush(ctx); err != nil {
+		return nil, fmt.Errorf("produce: %w", err)
+	}
+	return t.result()
+}
+
+// routesFile writes the routes file of every daemon run: the event type to
+// ignore, anything else dead.
+func routesFile(dir string) (string, error) {
+	path := filepath.Join(dir, "routes.yaml")
+	return path, os.WriteFile(path, []byte("routes:\n  - type: "+eventType+"\n    handler: ignore\ndefault: dead\n"), 0o600)
+}
+
+// daemonEnv is the daemon's environment: a quiet log and a short shutdown
+// first, then the INBOXD_* variables of this process's environment (which
+// override them and the daemon's defaults), then what the run needs.
+func daemonEnv(db *database, k *kafka, routes string, extra ...string) []string {
+	env := []string{"INBOXD_LOG_LEVEL=warn", "INBOXD_SHUTDOWN_TIMEOUT=5s"}
+	env = append(env, daemonOverrides()...)
+	env = append(env,
+		"INBOXD_DATABASE_URL="+db.url,
+		"INBOXD_KAFKA_BROKERS="+k.brokers[0],
+		"INBOXD_KAFKA_TOPICS="+topic,
+		"INBOXD_KAFKA_GROUP=inboxd-bench",
+		"INBOXD_KAFKA_START_OFFSET=first",
+		"INBOXD_ROUTES="+routes,
+		"INBOXD_HTTP_ADDR=",
+	)
+	return append(env, extra...)
+}
+
+// daemon is inboxd's daemon running in this process (app.Main "run").
+type daemon struct {
+	cancel context.CancelFunc
+	done   chan int
+	stderr *syncBuffer
+}
+
+func startDaemon(ctx context.Context, env []string) *daemon {
+	ctx, cancel := context.WithCancel(ctx)
+	d := &daemon{cancel: cancel, done: make(chan int, 1), stderr: &syncBuffer{}}
+	go func() { d.done <- app.Main(ctx, []string{"run"}, env, io.Discard, d.stderr, app.Options{}) }()
+	return d
+}
+
+// stop cancels the daemon and waits for its exit code.
+func (d *daemon) stop() error {
+	d.cancel()
+	select {
+	case code := <-d.done:
+		d.done <- code
+		if code != app.ExitOK {
+			return fmt.Errorf("daemon exit code %d:\n%s", code, d.stderr.String())
+		}
+		return nil
+	case <-time.After(time.Minute):
+		return fmt.Errorf("daemon did not stop within a minute:\n%s", d.stderr.String())
+	}
+}
+
+// exited is the daemon's exit code channel, for selects.
+func (d *daemon) exited() <-chan int { return d.done }
+
+// waitProcessed waits until the rows of lastIDs are in the inbox and no row
+// is received or processing, with cheap polls only (the unique index and
+// the partial indexes: counting the table would itself be load). exited, when
+// it fires, means the daemon stopped early.
+func waitProcessed(ctx context.Context, pool *pgxpool.Pool, lastIDs []string, exited <-chan int, logs func() string, limit time.Duration) error {
+	const poll = 20 * time.Millisecond
+	deadline := time.Now().Add(limit)
+	for {
+		var present int
+		var live bool
+		err := pool.QueryRow(ctx, `SELECT
+				(SELECT count(*) FROM inbox WHERE source = $1 AND event_id = ANY($2)),
+				EXISTS (SELECT 1 FROM inbox WHERE status = 'received')
+				OR EXISTS (SELECT 1 FROM inbox WHERE status = 'processing')`,
+			topic, lastIDs).Scan(&present, &live)
+		if err != nil {
+			return fmt.Errorf("poll: %w", err)
+		}
+		if present == len(lastIDs) && !live {
+			return nil
+		}
+		select {
+		case code := <-exited:
+			return fmt.Errorf("daemon stopped early with exit code %d:\n%s", code, logs())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(poll):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not all events processed after %s:\n%s", limit, logs())
+		}
+	}
+}
+
+// profiles names the files an end-to-end run writes its profiles to.
+type profiles struct {
+	cpu, block, mutex string
+}
+
+// benchEndToEnd measures the daemon end to end, as BenchmarkEndToEnd: n
+// events are produced to the topic first (the producer would otherwise take
+// CPU from the daemon and PostgreSQL), then the clock starts with app.Main
+// (pool creation, schema check and consumer group join included) and stops
+// when every event is a processed row. With retained > 0 the inbox holds
+// that many processed rows first.
+func benchEndToEnd(ctx context.Context, env *environment, n, retained int, prof profiles) (Rate, error) {
+	db, err := env.newDatabase(ctx)
+	if err != nil {
+		return Rate{}, err
+	}
+	defer env.drop(db)
+	pool, err := openPool(ctx, db, 0)
+	if err != nil {
+		return Rate{}, err
+	}
+	defer pool.Close()
+	var prep time.Duration
+	if retained > 0 {
+		start := time.Now()
+		if err := retain(ctx, pool, retained); err != nil {
+			return Rate{}, err
+		}
+		prep = time.Since(start)
+	}
+
+	k, err := newKafka(0, 5*time.Millisecond)
+	if err != nil {
+		return Rate{}, err
+	}
+	defer k.close()
+	lastIDs, err := k.fill(ctx, "ev-", n, func(int) []byte { return benchPayload })
+	if err != nil {
+		return Rate{}, err
+	}
+	dir, err := os.MkdirTemp("", "inboxd-bench-")
+	if err != nil {
+		return Rate{}, err
+	}
+	defer os.RemoveAll(dir)
+	routes, err := routesFile(dir)
+	if err != nil {
+		return Rate{}, err
+	}
+
+	stopProfiles, err := startProfiles(prof)
+	if err != nil {
+		return Rate{}, err
+	}
+	meter, err := startCPUMeter(ctx, pool, db)
+	if err != nil {
+		return Rate{}, err
+	}
+	start := time.Now()
+	d := startDaemon(ctx, daemonEnv(db, k, routes))
+	err = waitProcessed(ctx, pool, lastIDs, d.exited(), d.stderr.String, 10*time.Minute)
+	elapsed := time.Since(start)
+	var cpu *CPUUse
+	if err == nil {
+		cpu, err = meter.stop(ctx)
+	}
+	if perr := stopProfiles(); perr != nil && err == nil {
+		err = perr
+	}
+	if serr := d.stop(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return Rate{}, err
+	}
+
+	// The new rows are the ones received after start (retained rows are a
+	// day old); received_at is the inserting transaction's start, on this
+	// machine's clock.
+	var processed, other int
+	var first time.Time
+	if err := pool.QueryRow(ctx, `SELECT
+			count(*) FILTER (WHERE status = 'processed'), count(*) FILTER (WHERE status <> 'processed'),
+			coalesce(min(received_at), now())
+		FROM inbox WHERE source = $1 AND received_at >= $2`, topic, start).Scan(&processed, &other, &first); err != nil {
+		return Rate{}, err
+	}
+	if processed != n || other != 0 {
+		return Rate{}, fmt.Errorf("%d processed and %d other rows, want %d processed:\n%s", processed, other, n, d.stderr.String())
+	}
+	name, label := "e2e", "inboxd end to end"
+	if retained > 0 {
+		name, label = "retained", fmt.Sprintf("inboxd end to end, %s retained rows", humanCount(retained))
+	}
+	r := newRate(name, label, n, elapsed)
+	r.StartupSeconds = first.Sub(start).Seconds()
+	r.PrepSeconds = prep.Seconds()
+	r.CPU = cpu
+	return r, nil
+}
+
+// cpuMeter measures the CPU time this process and a database's backends
+// use.
+type cpuMeter struct {
+	pool    *pgxpool.Pool
+	db      *database
+	start   time.Time
+	self    float64
+	backend map[int]float64
+}
+
+func startCPUMeter(ctx context.Context, pool *pgxpool.Pool, db *database) (*cpuMeter, error) {
+	b, err := backendsCPU(ctx, pool, db.name)
+	if err != nil {
+		return nil, err
+	}
+	return &cpuMeter{pool: pool, db: db, start: time.Now(), self: selfCPU(), backend: b}, nil
+}
+
+// stop returns what was used since start. Call it before the measured
+// connections close: a backend that is gone is not counted.
+func (m *cpuMeter) stop(ctx context.Context) (*CPUUse, error) {
+	self := selfCPU() - m.self
+	after, err := backendsCPU(ctx, m.pool, m.db.name)
+	if err != nil {
+		return nil, err
+	}
+	var pg float64
+	for pid, t := range after {
+		pg += t - m.backend[pid]
+	}
+	return &CPUUse{Process: self, Postgres: pg, Wall: time.Since(m.start).Seconds()}, nil
+}
+
+// selfCPU is the CPU time (user and system) this process has used, in
+// seconds: the in-process daemon, kfake and the benchmark's polls.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's CPU times (100 on
+// Linux).
+const clockTicks = 100
+
+// backendsCPU returns the CPU time (user and system, seconds) of each
+// PostgreSQL backend connected to database name, from /proc: the server runs
+// on this machine. Background processes (WAL writer, checkpointer,
+// autovacuum) are not counted.
+func backendsCPU(ctx context.Context, pool *pgxpool.Pool, name string) (map[int]float64, error) {
+	rows, err := pool.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'`, name)
+	if err != nil {
+		return nil, err
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]float64, len(pids))
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // not on this machine, or gone
+		}
+		// The fields after the command name (which may hold spaces) in
+		// parentheses: utime and stime are the 12th and 13th of them.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseFloat(f[11], 64)
+		s, _ := strconv.ParseFloat(f[12], 64)
+		out[int(pid)] = (u + s) / clockTicks
+	}
+	return out, nil
+}
+
+// retain fills the inbox with m processed rows of the topic, a day old, with
+// random-looking event ids as real ones (UUIDs) are, in one statement, then
+// vacuums and analyzes the table as autovacuum eventually would (as
+// BenchmarkEndToEndRetained does).
+func retain(ctx context.Context, pool *pgxpool.Pool, m int) error {
+	if _, err := pool.Exec(ctx, `INSERT INTO inbox (source, event_id, event_type, key, payload, status,
+			attempts, kafka_topic, kafka_partition, kafka_offset, received_at, available_at, processed_at, updated_at)
+		SELECT $1, md5(g::text), $4, convert_to('key-' || g, 'UTF8'), $2::bytea, 'processed',
+			1, $1, g % 4, g / 4, now() - interval '1 day', now() - interval '1 day', now() - interval '1 day', now() - interval '1 day'
+		FROM generate_series(1, $3::int) AS g`, topic, benchPayload, m, eventType); err != nil {
+		return fmt.Errorf("insert retained rows: %w", err)
+	}
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE inbox`); err != nil {
+		return fmt.Errorf("vacuum: %w", err)
+	}
+	return nil
+}
+
+// startProfiles starts the CPU, blocking and mutex profiles that p names,
+// and returns the function that stops them and writes them.
+func startProfiles(p profiles) (func() error, error) {
+	var cpuFile *os.File
+	if p.cpu != "" {
+		f, err := os.Create(p.cpu)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		cpuFile = f
+	}
+	if p.block != "" {
+		// One blocking event sampled per 10 µs blocked: enough to rank the
+		// waits, cheap enough not to change them much.
+		runtime.SetBlockProfileRate(10_000)
+	}
+	if p.mutex != "" {
+		runtime.SetMutexProfileFraction(10)
+	}
+	return func() error {
+		var errs []error
+		if cpuFile != nil {
+			pprof.StopCPUProfile()
+			errs = append(errs, cpuFile.Close())
+		}
+		for _, w := range []struct{ path, name string }{{p.block, "block"}, {p.mutex, "mutex"}} {
+			if w.path == "" {
+				continue
+			}
+			f, err := os.Create(w.path)
+			if err == nil {
+				err = pprof.Lookup(w.name).WriteTo(f, 0)
+				errs = append(errs, f.Close())
+			}
+			errs = append(errs, err)
+		}
+		runtime.SetBlockProfileRate(0)
+		runtime.SetMutexProfileFraction(0)
+		return errors.Join(errs...)
+	}, nil
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written.
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// humanCount is 2M, 500k or 1,234.
+func humanCount(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return strconv.Itoa(n)
+}

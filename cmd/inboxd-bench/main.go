@@ -1,0 +1,334 @@
+// Command inboxd-bench measures inboxd beside River and a raw-SQL yardstick
+// on the same PostgreSQL, and writes the results as JSON and charts.
+//
+// It runs, one after another, each on a database of its own created on the
+// server of INBOXD_TEST_DATABASE_URL (default
+// postgres://postgres@127.0.0.1:5432/postgres) and dropped afterwards:
+//
+//   - raw: the yardstick of worker's BenchmarkRawPipeline (500-row unnest
+//     inserts by a concurrent producer, two consumers making 500-row SKIP
+//     LOCKED claims and batched completions, in raw SQL on the inbox table);
+//   - river: River (riverqueue/river) tuned for throughput: a no-op worker,
+//     FetchCooldown 1 ms, a few hundred workers, jobs inserted with
+//     InsertManyFast in 500-job batches by a concurrent producer;
+//   - pool: inboxd's worker pool with its defaults on rows inserted by a
+//     concurrent producer, as BenchmarkPool;
+//   - e2e: the whole daemon in this process (app.Main "run", its default
+//     settings, a routes file sending the event type to ignore) consuming a
+//     topic of franz-go's kfake through the kafka-go consumer group, Kafka →
+//     inbox → workers → processed, as BenchmarkEndToEnd;
+//   - retained: the same on an inbox already holding -retained processed
+//     rows;
+//   - latency: the same daemon at fixed offered loads (fractions -loads of
+//     the end-to-end maximum measured in the run): p50/p95/p99 from
+//     received_at to processed_at and from the Kafka produce time (a
+//     produced_at header, RFC 3339 with nanoseconds) to processed_at;
+//   - memory: the inboxd binary (go build, no -race) as a subprocess at full
+//     rate with 1 KiB payloads and with 1 MiB payloads: its peak RSS
+//     (VmHWM);
+//   - long (not in the default set; `make bench-long`): a sustained run at
+//     -long-load of the maximum for -long-minutes with retention on
+//     (INBOXD_RETENTION -long-retention, INBOXD_RETENTION_INTERVAL 1s), then
+//     the same without retention, printing per minute the rate, the p99 and
+//     the inbox's size.
+//
+// It prints a table with inboxd's ratios to River and to the yardstick and
+// the issue's targets, and, with -out, writes results.json, rates.png and
+// latency.png (long.json for the long run) to that directory. The machine
+// it runs on is usually shared: compare the ratios within one run.
+//
+// Usage:
+//
+//	go run ./cmd/inboxd-bench -out docs/bench
+//	go run ./cmd/inboxd-bench -run e2e -cpuprofile cpu.out -blockprofile block.out
+//	go run ./cmd/inboxd-bench -run long -long-minutes 5
+//
+// INBOXD_* variables in the environment (INBOXD_WORKERS, …) are passed to
+// the daemon and override its defaults, to compare settings.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "inboxd-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// parts are the measurements, in the order they run.
+var parts = []string{"raw", "river", "pool", "e2e", "retained", "latency", "memory", "long"}
+
+// defaultParts is what runs without -run: everything but the long run.
+const defaultParts = "raw,river,pool,e2e,retained,latency,memory"
+
+// options are the parsed flags.
+type options struct {
+	adminURL string
+	parts    map[string]bool
+	events   int
+	retained int
+
+	riverWorkers int
+	riverConns   int
+
+	maxRate        float64
+	loads          []float64
+	latencyLoad    float64
+	latencySeconds float64
+
+	memEvents    int
+	memBigEvents int
+	inboxdBin    string
+
+	longMinutes   int
+	longLoad      float64
+	longRetention time.Duration
+
+	out          string
+	keep         bool
+	cpuProfile   string
+	blockProfile string
+	mutexProfile string
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("inboxd-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{}
+	partsFlag := fs.String("run", defaultParts, "comma list of measurements: "+strings.Join(parts, ", "))
+	fs.IntVar(&o.events, "events", 100_000, "events per throughput measurement (raw, river, pool, e2e, retained)")
+	fs.IntVar(&o.retained, "retained", 2_000_000, "processed rows already in the inbox for the retained measurement")
+	fs.IntVar(&o.riverWorkers, "river-workers", 500, "River's MaxWorkers on its one queue")
+	fs.IntVar(&o.riverConns, "river-conns", 10, "connections of River's pool (client and producer)")
+	fs.Float64Var(&o.maxRate, "max-rate", 0, "end-to-end maximum (events/s) the offered loads are fractions of; 0 = the e2e measurement of this run (made when needed)")
+	loadsFlag := fs.String("loads", "0.25,0.5,0.75", "offered loads of the latency measurement, as fractions of the maximum")
+	fs.Float64Var(&o.latencyLoad, "latency-load", 0.5, "the offered load whose p99 is checked against the target (added to -loads when missing)")
+	fs.Float64Var(&o.latencySeconds, "latency-seconds", 15, "how long each offered load is produced")
+	fs.IntVar(&o.memEvents, "mem-events", 100_000, "1 KiB events of the memory measurement")
+	fs.IntVar(&o.memBigEvents, "mem-big-events", 700, "1 MiB events of the memory measurement")
+	fs.StringVar(&o.inboxdBin, "inboxd", "", "inboxd binary for the memory measurement; empty = go build ./cmd/inboxd into a temporary directory")
+	fs.IntVar(&o.longMinutes, "long-minutes", 5, "minutes of each sustained run (with and without retention)")
+	fs.Float64Var(&o.longLoad, "long-load", 0.8, "offered load of the sustained runs, as a fraction of the maximum")
+	fs.DurationVar(&o.longRetention, "long-retention", 5*time.Second, "INBOXD_RETENTION of the sustained run with retention")
+	fs.StringVar(&o.out, "out", "", "directory for results.json, rates.png and latency.png (long.json for -run long); empty = print only")
+	fs.BoolVar(&o.keep, "keep", false, "keep the databases for inspection instead of dropping them")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of an extra, profiled end-to-end run to this file")
+	fs.StringVar(&o.blockProfile, "blockprofile", "", "write a blocking profile of an extra, profiled end-to-end run to this file")
+	fs.StringVar(&o.mutexProfile, "mutexprofile", "", "write a mutex profile of an extra, profiled end-to-end run to this file")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	o.parts = map[string]bool{}
+	for _, p := range strings.Split(*partsFlag, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !slices.Contains(parts, p) {
+			return nil, fmt.Errorf("-run: unknown measurement %q (known: %s)", p, strings.Join(parts, ", "))
+		}
+		o.parts[p] = true
+	}
+	for _, s := range strings.Split(*loadsFlag, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || f <= 0 || f > 1.5 {
+			return nil, fmt.Errorf("-loads: %q is not a fraction in (0, 1.5]", s)
+		}
+		o.loads = append(o.loads, f)
+	}
+	if !slices.Contains(o.loads, o.latencyLoad) {
+		o.loads = append(o.loads, o.latencyLoad)
+	}
+	slices.Sort(o.loads)
+	switch {
+	case o.events < 1000:
+		return nil, errors.New("-events must be at least 1000")
+	case o.latencySeconds < 1:
+		return nil, errors.New("-latency-seconds must be at least 1")
+	case o.longMinutes < 1:
+		return nil, errors.New("-long-minutes must be at least 1")
+	case o.longRetention < time.Second:
+		return nil, errors.New("-long-retention must be at least 1s (inboxd's minimum)")
+	case o.riverWorkers < 1 || o.riverConns < 2:
+		return nil, errors.New("-river-workers must be positive and -river-conns at least 2")
+	}
+	o.adminURL = os.Getenv("INBOXD_TEST_DATABASE_URL")
+	if o.adminURL == "" {
+		o.adminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	o, err := parseFlags(args, os.Stderr)
+	if err != nil {
+		return err
+	}
+	env, err := newEnvironment(ctx, o.adminURL)
+	if err != nil {
+		return err
+	}
+	env.keep = o.keep
+	defer env.close()
+
+	res := &Results{
+		GeneratedAt: time.Now().UTC().Truncate(time.Second),
+		Machine: Machine{
+			CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
+			Go: runtime.Version(), PostgreSQL: env.serverVersion, Commit: gitCommit(),
+		},
+		Events: o.events,
+		Settings: Settings{
+			RiverWorkers: o.riverWorkers, RiverConns: o.riverConns, RiverFetchCooldownMS: 1,
+			RiverFetchPollIntervalMS: riverFetchPollInterval.Milliseconds(), InsertBatch: insertBatch,
+			Retained: o.retained, DaemonEnv: daemonOverrides(),
+		},
+	}
+	logf := func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) }
+	logf("inboxd-bench: %d events per measurement, %d CPUs, %s, %s, commit %s",
+		o.events, res.Machine.CPUs, res.Machine.Go, shortVersion(env.serverVersion), res.Machine.Commit)
+	logf("(a shared machine is noisy: compare the ratios within one run)")
+
+	measure := func(name string, f func() (Rate, error)) error {
+		if !o.parts[name] {
+			return nil
+		}
+		logf("… %s", name)
+		r, err := f()
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		logf("  %-9s %9.0f events/s  (%d events in %.2fs%s)", name, r.PerSecond, r.Events, r.Seconds, r.note())
+		res.Rates = append(res.Rates, r)
+		return nil
+	}
+	steps := []struct {
+		name string
+		f    func() (Rate, error)
+	}{
+		{"raw", func() (Rate, error) { return benchRaw(ctx, env, o.events) }},
+		{"river", func() (Rate, error) { return benchRiver(ctx, env, o.events, o.riverWorkers, o.riverConns) }},
+		{"pool", func() (Rate, error) { return benchPool(ctx, env, o.events) }},
+		{"e2e", func() (Rate, error) { return benchEndToEnd(ctx, env, o.events, 0, profiles{}) }},
+		{"retained", func() (Rate, error) { return benchEndToEnd(ctx, env, o.events, o.retained, profiles{}) }},
+	}
+	for _, s := range steps {
+		if err := measure(s.name, s.f); err != nil {
+			return err
+		}
+	}
+
+	if prof := (profiles{cpu: o.cpuProfile, block: o.blockProfile, mutex: o.mutexProfile}); prof != (profiles{}) {
+		logf("… e2e, profiled (not counted)")
+		r, err := benchEndToEnd(ctx, env, o.events, 0, prof)
+		if err != nil {
+			return fmt.Errorf("profiled e2e: %w", err)
+		}
+		logf("  profiled  %9.0f events/s%s", r.PerSecond, r.note())
+	}
+
+	maxRate := func() (float64, error) {
+		if o.maxRate > 0 {
+			return o.maxRate, nil
+		}
+		if r, ok := res.rate("e2e"); ok {
+			return r.PerSecond, nil
+		}
+		logf("… e2e (for the maximum the offered loads are fractions of; not in the rates)")
+		r, err := benchEndToEnd(ctx, env, o.events, 0, profiles{})
+		if err != nil {
+			return 0, fmt.Errorf("e2e: %w", err)
+		}
+		logf("  e2e       %9.0f events/s", r.PerSecond)
+		o.maxRate = r.PerSecond // once for the latency and the long runs
+		return r.PerSecond, nil
+	}
+
+	if o.parts["latency"] {
+		m, err := maxRate()
+		if err != nil {
+			return err
+		}
+		logf("… latency at %v of %.0f events/s, %.0fs each", o.loads, m, o.latencySeconds)
+		lat, err := benchLatency(ctx, env, m, o.loads, o.latencyLoad, time.Duration(o.latencySeconds*float64(time.Second)), logf)
+		if err != nil {
+			return fmt.Errorf("latency: %w", err)
+		}
+		res.Latency = lat
+	}
+	if o.parts["memory"] {
+		logf("… memory")
+		mem, err := benchMemory(ctx, env, o.inboxdBin, o.memEvents, o.memBigEvents, logf)
+		if err != nil {
+			return fmt.Errorf("memory: %w", err)
+		}
+		res.Memory = mem
+	}
+	var long *LongResults
+	if o.parts["long"] {
+		m, err := maxRate()
+		if err != nil {
+			return err
+		}
+		long, err = benchLong(ctx, env, m, o.longLoad, o.longMinutes, o.longRetention, logf)
+		if err != nil {
+			return fmt.Errorf("long: %w", err)
+		}
+	}
+
+	res.evaluate()
+	printResults(out, res, long)
+	if o.out != "" {
+		if err := writeResults(o.out, res, long); err != nil {
+			return err
+		}
+		logf("results written to %s", o.out)
+	}
+	return nil
+}
+
+// daemonOverrides returns the INBOXD_* variables of the environment that
+// the in-process daemon takes over its defaults (the benchmark's own
+// INBOXD_TEST_* and INBOXD_BENCH_* excepted).
+func daemonOverrides() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "INBOXD_") && !strings.HasPrefix(kv, "INBOXD_TEST_") && !strings.HasPrefix(kv, "INBOXD_BENCH_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// shortVersion is "PostgreSQL 15.20" out of version()'s long text.
+func shortVersion(v string) string {
+	f := strings.Fields(v)
+	if len(f) >= 2 {
+		return f[0] + " " + f[1]
+	}
+	return v
+}

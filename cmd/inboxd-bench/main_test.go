@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPercentile(t *testing.T) {
+	vs := []float64{5, 1, 4, 2, 3, 10, 9, 8, 7, 6}
+	for _, c := range []struct{ q, want float64 }{{0.5, 5}, {0.99, 10}, {0.1, 1}, {0.95, 10}} {
+		if got := percentile(append([]float64(nil), vs...), c.q); got != c.want {
+			t.Errorf("percentile(%v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if got := percentile(nil, 0.99); got != 0 {
+		t.Errorf("percentile of nothing = %v, want 0", got)
+	}
+}
+
+func TestComma(t *testing.T) {
+	for in, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 1234567.4: "1,234,567", -12345: "-12,345"} {
+		if got := comma(in); got != want {
+			t.Errorf("comma(%v) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-run", "e2e,latency", "-loads", "0.75,0.25", "-latency-load", "0.5"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.parts["e2e"] || !o.parts["latency"] || o.parts["raw"] {
+		t.Errorf("parts = %v", o.parts)
+	}
+	if want := []float64{0.25, 0.5, 0.75}; len(o.loads) != 3 || o.loads[0] != want[0] || o.loads[1] != want[1] || o.loads[2] != want[2] {
+		t.Errorf("loads = %v, want %v (the target load added, sorted)", o.loads, want)
+	}
+	for _, bad := range [][]string{{"-run", "nope"}, {"-loads", "2"}, {"-events", "10"}, {"-long-retention", "500ms"}, {"extra"}} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q) accepted", bad)
+		}
+	}
+}
+
+// TestTargets checks the ratios and the verdicts on made-up numbers.
+func TestTargets(t *testing.T) {
+	r := &Results{Rates: []Rate{
+		{Name: "raw", PerSecond: 20000}, {Name: "river", PerSecond: 10000},
+		{Name: "pool", PerSecond: 19000}, {Name: "e2e", PerSecond: 15000},
+	}}
+	r.Latency = &LatencyResults{Load: 0.5, Points: []LatencyPoint{
+		{Load: 0.5, ReceivedToProcessed: Percentiles{P99MS: 40}, ProducedToProcessed: Percentiles{P99MS: 120}},
+	}}
+	r.Memory = []MemoryRun{{PayloadBytes: 1024, PeakRSSBytes: 50e6, TargetBytes: 200e6}}
+	r.evaluate()
+	got := map[string]Target{}
+	for _, tg := range r.Targets {
+		got[tg.Name] = tg
+	}
+	for name, met := range map[string]bool{
+		"inboxd end to end ≥ 1.6× River":              false, // 1.5
+		"inboxd end to end ≥ 0.8× the yardstick":      false, // 0.75
+		"inboxd pool ≥ 0.95× the yardstick":           true,  // 0.95
+		"p99 received→processed at 50% load < 100 ms": true,
+		"p99 produced→processed at 50% load < 100 ms": false,
+		"peak RSS, 1 KiB payloads < 200 MB":           true,
+	} {
+		tg, ok := got[name]
+		if !ok {
+			t.Errorf("no target %q in %v", name, r.Targets)
+			continue
+		}
+		if tg.Met != met {
+			t.Errorf("%s: met = %v (value %v), want %v", name, tg.Met, tg.Value, met)
+		}
+	}
+	if m := got["p99 produced→processed at 50% load < 100 ms"].Miss; m < 0.199 || m > 0.201 {
+		t.Errorf("missed by %v, want 0.2", m)
+	}
+}
+
+// TestSmallRun runs the benchmark on a few events against the local
+// PostgreSQL (INBOXD_TEST_DATABASE_URL), memory and the long run excepted,
+// and checks that it writes its results and charts.
+func TestSmallRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the benchmark against PostgreSQL")
+	}
+	dir := t.TempDir()
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err := run(ctx, []string{"-events", "1000", "-run", "raw,river,pool,e2e,latency", "-loads", "0.2",
+		"-latency-load", "0.2", "-latency-seconds", "1", "-river-workers", "50", "-out", dir}, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{"raw SQL yardstick", "River (50 workers)", "inboxd worker pool", "inboxd end to end", "targets:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rates) != 4 || res.Latency == nil || len(res.Latency.Points) != 1 || res.Latency.Points[0].Events == 0 {
+		t.Errorf("results.json: %s", b)
+	}
+	for _, png := range []string{"rates.png", "latency.png"} {
+		b, err := os.ReadFile(filepath.Join(dir, png))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("%s is not a PNG", png)
+		}
+	}
+}

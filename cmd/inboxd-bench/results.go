@@ -1,0 +1,483 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Results is what one run measured; results.json holds it.
+type Results struct {
+	// GeneratedAt is when the run started.
+	GeneratedAt time.Time `json:"generated_at"`
+	// Machine says where it ran.
+	Machine Machine `json:"machine"`
+	// Events is the number of events of each throughput measurement.
+	Events int `json:"events"`
+	// Settings are the measurements' settings.
+	Settings Settings `json:"settings"`
+	// Rates are the throughput measurements, in the order they ran.
+	Rates []Rate `json:"rates"`
+	// Ratios are the rates' ratios (inboxd to the yardstick and to River).
+	Ratios []Ratio `json:"ratios"`
+	// Latency is the latency measurement, when it ran.
+	Latency *LatencyResults `json:"latency,omitempty"`
+	// Memory are the peak-RSS measurements, when they ran.
+	Memory []MemoryRun `json:"memory,omitempty"`
+	// Targets are the issue's targets checked against this run.
+	Targets []Target `json:"targets"`
+}
+
+// Machine describes the machine and the versions a run used.
+type Machine struct {
+	// CPUs is runtime.NumCPU().
+	CPUs int `json:"cpus"`
+	// GOOS and GOARCH are the platform.
+	GOOS   string `json:"goos"`
+	GOARCH string `json:"goarch"`
+	// Go is the Go version the benchmark was built with.
+	Go string `json:"go"`
+	// PostgreSQL is the server's version().
+	PostgreSQL string `json:"postgresql"`
+	// Commit is `git describe --always --dirty` of the working tree.
+	Commit string `json:"commit"`
+}
+
+// Settings are the settings of a run that are not inboxd's defaults.
+type Settings struct {
+	// RiverWorkers is River's MaxWorkers.
+	RiverWorkers int `json:"river_workers"`
+	// RiverConns is the size of River's pool.
+	RiverConns int `json:"river_conns"`
+	// RiverFetchCooldownMS is River's FetchCooldown in milliseconds.
+	RiverFetchCooldownMS int `json:"river_fetch_cooldown_ms"`
+	// RiverFetchPollIntervalMS is River's FetchPollInterval in milliseconds.
+	RiverFetchPollIntervalMS int64 `json:"river_fetch_poll_interval_ms"`
+	// InsertBatch is the jobs per InsertManyFast call (and the rows per
+	// insert statement of the raw and pool measurements).
+	InsertBatch int `json:"insert_batch"`
+	// Retained is the processed rows in the inbox of the retained
+	// measurement.
+	Retained int `json:"retained"`
+	// DaemonEnv are the INBOXD_* variables of the environment passed to the
+	// daemon over its defaults (none for a run with the defaults).
+	DaemonEnv []string `json:"daemon_env,omitempty"`
+}
+
+// Rate is one throughput measurement.
+type Rate struct {
+	// Name is raw, river, pool, e2e or retained.
+	Name string `json:"name"`
+	// Label says what was measured, for tables and charts.
+	Label string `json:"label"`
+	// Events is how many events were moved.
+	Events int `json:"events"`
+	// Seconds is how long that took.
+	Seconds float64 `json:"seconds"`
+	// PerSecond is Events / Seconds.
+	PerSecond float64 `json:"events_per_second"`
+	// StartupSeconds (end to end) is the time from app.Main to the first
+	// row in the inbox, included in Seconds.
+	StartupSeconds float64 `json:"startup_seconds,omitempty"`
+	// PrepSeconds (retained) is the time taken to insert and vacuum the
+	// retained rows, not included in Seconds.
+	PrepSeconds float64 `json:"prep_seconds,omitempty"`
+	// CPU is where the CPU time of the run went.
+	CPU *CPUUse `json:"cpu,omitempty"`
+}
+
+// CPUUse is the CPU time of a measurement, in seconds, from its start
+// until its last event is done.
+type CPUUse struct {
+	// Process is this process: what is measured (the worker pool, River,
+	// the in-process daemon and kfake), the producer and the polls.
+	Process float64 `json:"process_seconds"`
+	// Postgres is the measurement database's client backends, not the
+	// server's background processes (WAL writer, checkpointer,
+	// autovacuum).
+	Postgres float64 `json:"postgres_backends_seconds"`
+	// Wall is the run's length.
+	Wall float64 `json:"wall_seconds"`
+}
+
+func newRate(name, label string, n int, d time.Duration) Rate {
+	return Rate{Name: name, Label: label, Events: n, Seconds: d.Seconds(), PerSecond: float64(n) / d.Seconds()}
+}
+
+func (r Rate) note() string {
+	var s string
+	if r.StartupSeconds > 0 {
+		s += fmt.Sprintf(", first row after %.2fs", r.StartupSeconds)
+	}
+	if r.PrepSeconds > 0 {
+		s += fmt.Sprintf(", retained rows made in %.0fs", r.PrepSeconds)
+	}
+	if r.CPU != nil {
+		s += fmt.Sprintf("; CPU: this process %.1fs, PostgreSQL backends %.1fs", r.CPU.Process, r.CPU.Postgres)
+	}
+	return s
+}
+
+// Ratio is one rate divided by another.
+type Ratio struct {
+	// Name is "<rate> / <rate>".
+	Name string `json:"name"`
+	// Value is the quotient.
+	Value float64 `json:"value"`
+}
+
+// LatencyResults is the latency measurement.
+type LatencyResults struct {
+	// MaxRate is the end-to-end maximum (events/s) the loads are fractions
+	// of.
+	MaxRate float64 `json:"max_rate"`
+	// Load is the fraction whose p99 is checked against the target.
+	Load float64 `json:"target_load"`
+	// PhaseSeconds is how long each load was produced.
+	PhaseSeconds float64 `json:"phase_seconds"`
+	// ProducerLingerMS is the Kafka producer's linger.
+	ProducerLingerMS float64 `json:"producer_linger_ms"`
+	// Points are the loads, lowest first.
+	Points []LatencyPoint `json:"points"`
+}
+
+// LatencyPoint is the latency at one offered load.
+type LatencyPoint struct {
+	// Load is the fraction of MaxRate offered.
+	Load float64 `json:"load"`
+	// Offered is the offered rate, events/s.
+	Offered float64 `json:"offered"`
+	// Produced is the rate the producer achieved, events/s.
+	Produced float64 `json:"produced"`
+	// Events is how many events were produced.
+	Events int `json:"events"`
+	// DrainSeconds is how long after the producer stopped the last event
+	// was processed (near zero when the daemon kept up).
+	DrainSeconds float64 `json:"drain_seconds"`
+	// ReceivedToProcessed is processed_at − received_at.
+	ReceivedToProcessed Percentiles `json:"received_to_processed"`
+	// ProducedToProcessed is processed_at − the produced_at header.
+	ProducedToProcessed Percentiles `json:"produced_to_processed"`
+}
+
+// Percentiles of a latency, in milliseconds.
+type Percentiles struct {
+	// P50MS, P95MS and P99MS are percentile_cont's.
+	P50MS float64 `json:"p50_ms"`
+	P95MS float64 `json:"p95_ms"`
+	P99MS float64 `json:"p99_ms"`
+	// MaxMS is the largest.
+	MaxMS float64 `json:"max_ms"`
+}
+
+// MemoryRun is the inboxd binary's peak RSS over one run.
+type MemoryRun struct {
+	// PayloadBytes is each event's payload size.
+	PayloadBytes int `json:"payload_bytes"`
+	// Events is how many events were processed.
+	Events int `json:"events"`
+	// PeakRSSBytes is VmHWM at the end of the run.
+	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	// TargetBytes is the issue's bound.
+	TargetBytes int64 `json:"target_bytes"`
+	// Seconds is the run's length, process start included.
+	Seconds float64 `json:"seconds"`
+	// PerSecond is Events / Seconds.
+	PerSecond float64 `json:"events_per_second"`
+}
+
+// LongResults is the sustained measurement (`-run long`); long.json holds
+// it.
+type LongResults struct {
+	// MaxRate is the end-to-end maximum (events/s).
+	MaxRate float64 `json:"max_rate"`
+	// Load is the fraction of it offered.
+	Load float64 `json:"load"`
+	// Offered is the offered rate, events/s.
+	Offered float64 `json:"offered"`
+	// Minutes is the length of each run.
+	Minutes int `json:"minutes"`
+	// Retention is INBOXD_RETENTION of the run with retention.
+	Retention string `json:"retention"`
+	// Runs are the run with retention, then the one without.
+	Runs []LongRun `json:"runs"`
+	// RetentionRateRatio is the processed rate with retention divided by
+	// the one without.
+	RetentionRateRatio float64 `json:"retention_rate_ratio"`
+}
+
+// LongRun is one sustained run.
+type LongRun struct {
+	// Name says which.
+	Name string `json:"name"`
+	// Retention is whether retention deleted rows during the run.
+	Retention bool `json:"retention"`
+	// Minutes are the per-minute samples.
+	Minutes []LongMinute `json:"minutes"`
+	// Produced is how many events were produced.
+	Produced int `json:"produced"`
+	// ProducedPerSecond is the rate the producer achieved.
+	ProducedPerSecond float64 `json:"produced_per_second"`
+	// ProcessedPerSecond is the rows processed during the run per second.
+	ProcessedPerSecond float64 `json:"processed_per_second"`
+	// DrainSeconds is how long after the producer stopped the last event
+	// was processed.
+	DrainSeconds float64 `json:"drain_seconds"`
+	// LateWindows counts the one-second windows read back so late that
+	// retention may have deleted rows before they were counted.
+	LateWindows int `json:"late_windows,omitempty"`
+}
+
+// LongMinute is one minute of a sustained run.
+type LongMinute struct {
+	// Minute counts from 1.
+	Minute int `json:"minute"`
+	// ProcessedPerSecond is the rows whose processed_at falls in the minute,
+	// per second.
+	ProcessedPerSecond float64 `json:"processed_per_second"`
+	// ReceivedToProcessedP99MS is the p99 of processed_at − received_at.
+	ReceivedToProcessedP99MS float64 `json:"received_to_processed_p99_ms"`
+	// ProducedToProcessedP50MS and ProducedToProcessedP99MS are percentiles
+	// of processed_at − produced_at.
+	ProducedToProcessedP50MS float64 `json:"produced_to_processed_p50_ms"`
+	ProducedToProcessedP99MS float64 `json:"produced_to_processed_p99_ms"`
+	// InboxBytes is pg_total_relation_size('inbox') at the minute's end.
+	InboxBytes int64 `json:"inbox_bytes"`
+	// Backlog is the received and processing rows at the minute's end.
+	Backlog int64 `json:"backlog"`
+	// DeletedPerSecond is the rows deleted during the minute per second
+	// (pg_stat_user_tables.n_tup_del, which the statistics collector may
+	// report a little late).
+	DeletedPerSecond float64 `json:"deleted_per_second"`
+	// OfferedSoFar is how many events had been produced.
+	OfferedSoFar int64 `json:"offered_so_far"`
+}
+
+// Target is one of the issue's targets, checked.
+type Target struct {
+	// Name says what is compared with what.
+	Name string `json:"name"`
+	// Value is the measured value.
+	Value float64 `json:"value"`
+	// Bound is the target's bound.
+	Bound float64 `json:"bound"`
+	// AtLeast is true when Value must be ≥ Bound, false when < Bound.
+	AtLeast bool `json:"at_least"`
+	// Unit is "×", "ms" or "MB".
+	Unit string `json:"unit"`
+	// Met says whether the target is met.
+	Met bool `json:"met"`
+	// Miss is by how much it was missed, as a fraction of Bound (0 when
+	// met).
+	Miss float64 `json:"miss,omitempty"`
+}
+
+func (r *Results) rate(name string) (Rate, bool) {
+	for i := len(r.Rates) - 1; i >= 0; i-- {
+		if r.Rates[i].Name == name {
+			return r.Rates[i], true
+		}
+	}
+	return Rate{}, false
+}
+
+// evaluate computes the ratios and checks the targets that the run
+// measured.
+func (r *Results) evaluate() {
+	r.Ratios, r.Targets = nil, nil
+	ratio := func(a, b string) (float64, bool) {
+		x, ok1 := r.rate(a)
+		y, ok2 := r.rate(b)
+		if !ok1 || !ok2 || y.PerSecond == 0 {
+			return 0, false
+		}
+		v := x.PerSecond / y.PerSecond
+		r.Ratios = append(r.Ratios, Ratio{Name: a + " / " + b, Value: v})
+		return v, true
+	}
+	check := func(name string, v, bound float64, atLeast bool, unit string) {
+		t := Target{Name: name, Value: v, Bound: bound, AtLeast: atLeast, Unit: unit}
+		if atLeast {
+			t.Met = v >= bound
+			if !t.Met {
+				t.Miss = (bound - v) / bound
+			}
+		} else {
+			t.Met = v < bound
+			if !t.Met {
+				t.Miss = (v - bound) / bound
+			}
+		}
+		r.Targets = append(r.Targets, t)
+	}
+	if v, ok := ratio("e2e", "river"); ok {
+		check("inboxd end to end ≥ 1.6× River", v, 1.6, true, "×")
+	}
+	if v, ok := ratio("e2e", "raw"); ok {
+		check("inboxd end to end ≥ 0.8× the yardstick", v, 0.8, true, "×")
+	}
+	if v, ok := ratio("pool", "raw"); ok {
+		check("inboxd pool ≥ 0.95× the yardstick", v, 0.95, true, "×")
+	}
+	ratio("retained", "raw")
+	ratio("retained", "river")
+	ratio("pool", "river")
+	ratio("raw", "river")
+	if r.Latency != nil {
+		for _, p := range r.Latency.Points {
+			if p.Load == r.Latency.Load {
+				check(fmt.Sprintf("p99 received→processed at %.0f%% load < 100 ms", p.Load*100), p.ReceivedToProcessed.P99MS, 100, false, "ms")
+				check(fmt.Sprintf("p99 produced→processed at %.0f%% load < 100 ms", p.Load*100), p.ProducedToProcessed.P99MS, 100, false, "ms")
+			}
+		}
+	}
+	for _, m := range r.Memory {
+		check(fmt.Sprintf("peak RSS, %s payloads < %.0f MB", sizeLabel(m.PayloadBytes), float64(m.TargetBytes)/1e6),
+			float64(m.PeakRSSBytes)/1e6, float64(m.TargetBytes)/1e6, false, "MB")
+	}
+}
+
+// printResults prints the run's tables.
+func printResults(out io.Writer, r *Results, long *LongResults) {
+	fmt.Fprintln(out)
+	if len(r.Rates) > 0 {
+		raw, hasRaw := r.rate("raw")
+		river, hasRiver := r.rate("river")
+		const format = "%-38s %9s %12s %8s %13s %12s\n"
+		fmt.Fprintf(out, format, "throughput", "events/s", "÷ yardstick", "÷ River", "CPU µs/event:", "PostgreSQL")
+		fmt.Fprintf(out, format, "", "", "", "", "this process", "backends")
+		for _, x := range r.Rates {
+			row := []string{"", "", "", ""}
+			if hasRaw {
+				row[0] = fmt.Sprintf("%.2f", x.PerSecond/raw.PerSecond)
+			}
+			if hasRiver {
+				row[1] = fmt.Sprintf("%.2f", x.PerSecond/river.PerSecond)
+			}
+			if x.CPU != nil {
+				row[2] = fmt.Sprintf("%.1f", x.CPU.Process/float64(x.Events)*1e6)
+				row[3] = fmt.Sprintf("%.1f", x.CPU.Postgres/float64(x.Events)*1e6)
+			}
+			fmt.Fprintf(out, format, x.Label, comma(x.PerSecond), row[0], row[1], row[2], row[3])
+		}
+		fmt.Fprintln(out)
+	}
+	if r.Latency != nil {
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(out, "latency (ms) at offered loads, fractions of %s events/s, %.0fs each:\n", comma(r.Latency.MaxRate), r.Latency.PhaseSeconds)
+		fmt.Fprintln(tw, "load\toffered/s\treceived→processed p50\tp95\tp99\tproduced→processed p50\tp95\tp99\tmax\tdrain s\t")
+		for _, p := range r.Latency.Points {
+			fmt.Fprintf(tw, "%.0f%%\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t\n", p.Load*100, comma(p.Offered),
+				p.ReceivedToProcessed.P50MS, p.ReceivedToProcessed.P95MS, p.ReceivedToProcessed.P99MS,
+				p.ProducedToProcessed.P50MS, p.ProducedToProcessed.P95MS, p.ProducedToProcessed.P99MS, p.ProducedToProcessed.MaxMS,
+				p.DrainSeconds)
+		}
+		tw.Flush()
+		fmt.Fprintln(out)
+	}
+	if len(r.Memory) > 0 {
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(out, "memory of the inboxd binary (subprocess, full rate):")
+		fmt.Fprintln(tw, "payload\tevents\tpeak RSS (VmHWM)\tevents/s\t")
+		for _, m := range r.Memory {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t\n", sizeLabel(m.PayloadBytes), m.Events, megabytes(m.PeakRSSBytes), comma(m.PerSecond))
+		}
+		tw.Flush()
+		fmt.Fprintln(out)
+	}
+	if long != nil {
+		fmt.Fprintf(out, "sustained runs at %.0f%% of %s = %s events/s, %d minutes each:\n", long.Load*100, comma(long.MaxRate), comma(long.Offered), long.Minutes)
+		for _, run := range long.Runs {
+			fmt.Fprintf(out, "  %s\n", run.Name)
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "minute\tprocessed/s\tp99 received→processed ms\tp99 produced→processed ms\tinbox MB\tbacklog\tdeleted/s\t")
+			for _, m := range run.Minutes {
+				fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.1f\t%d\t%s\t\n", m.Minute, comma(m.ProcessedPerSecond), m.ReceivedToProcessedP99MS,
+					m.ProducedToProcessedP99MS, float64(m.InboxBytes)/1e6, m.Backlog, comma(m.DeletedPerSecond))
+			}
+			tw.Flush()
+			fmt.Fprintf(out, "  processed %s/s over the run (produced %s/s), drained %.1fs after the producer stopped\n",
+				comma(run.ProcessedPerSecond), comma(run.ProducedPerSecond), run.DrainSeconds)
+		}
+		if long.RetentionRateRatio > 0 {
+			fmt.Fprintf(out, "  rate with retention ÷ without: %.3f (retention costs more than 20%% of the rate if the run with it falls behind the offered %.0f%% of the maximum)\n",
+				long.RetentionRateRatio, long.Load*100)
+		}
+		fmt.Fprintln(out)
+	}
+	if len(r.Targets) > 0 {
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(out, "targets:")
+		for _, t := range r.Targets {
+			verdict := "met"
+			if !t.Met {
+				verdict = fmt.Sprintf("MISSED by %.0f%%", t.Miss*100)
+			}
+			val := fmt.Sprintf("%.2f%s", t.Value, t.Unit)
+			if t.Unit != "×" {
+				val = fmt.Sprintf("%.1f %s", t.Value, t.Unit)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.Name, val, verdict)
+		}
+		tw.Flush()
+	}
+}
+
+// writeResults writes results.json, rates.png and latency.png (long.json
+// for a long run) to dir.
+func writeResults(dir string, r *Results, long *LongResults) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	write := func(name string, v any) error {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644)
+	}
+	if len(r.Rates) > 0 || r.Latency != nil || len(r.Memory) > 0 {
+		if err := write("results.json", r); err != nil {
+			return err
+		}
+	}
+	if len(r.Rates) > 0 {
+		if err := ratesChart(filepath.Join(dir, "rates.png"), r); err != nil {
+			return fmt.Errorf("rates chart: %w", err)
+		}
+	}
+	if r.Latency != nil {
+		if err := latencyChart(filepath.Join(dir, "latency.png"), r); err != nil {
+			return fmt.Errorf("latency chart: %w", err)
+		}
+	}
+	if long != nil {
+		if err := write("long.json", long); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// comma formats f rounded to an integer with thousands separators.
+func comma(f float64) string {
+	s := fmt.Sprintf("%.0f", f)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
