@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"math"
+	"os"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -10,6 +13,7 @@ import (
 	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 var (
@@ -93,18 +97,21 @@ func ratesChart(path string, r *Results) error {
 
 // latencyChart draws the latency percentiles over the offered load, from
 // the produce time (solid) and from received_at (dashed), with the 100 ms
-// target.
+// target, on a logarithmic scale.
 func latencyChart(path string, r *Results) error {
 	lat := r.Latency
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("inboxd latency over offered load (end-to-end maximum %s events/s, %.0fs per load)", comma(lat.MaxRate), lat.PhaseSeconds)
-	p.X.Label.Text = "offered load, events/s"
-	p.Y.Label.Text = "latency to processed_at, ms"
-	p.X.Min, p.Y.Min = 0, 0
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	p.Y.Label.Text = "latency to processed_at, ms (log scale)"
+	p.X.Min = 0
+	// Logarithmic: a saturated load's seconds must not flatten the
+	// milliseconds of the others.
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = logTicks{}
 	p.Title.Padding = vg.Points(6)
+	legend := plot.NewLegend() // drawn right of the plot
+	legend.Top, legend.Left = true, true
+	legend.TextStyle.Font.Size = vg.Points(9)
 	p.Add(plotter.NewGrid())
 
 	series := []struct {
@@ -121,12 +128,12 @@ func latencyChart(path string, r *Results) error {
 		{"received → processed p95", func(x LatencyPoint) float64 { return x.ReceivedToProcessed.P95MS }, riverColor, true, 1.5},
 		{"received → processed p50", func(x LatencyPoint) float64 { return x.ReceivedToProcessed.P50MS }, inboxdColor, true, 1.5},
 	}
-	top := 100.0
+	top, bottom := 100.0, 100.0
 	for _, s := range series {
 		xys := make(plotter.XYs, len(lat.Points))
 		for i, pt := range lat.Points {
-			xys[i] = plotter.XY{X: pt.Offered, Y: s.get(pt)}
-			top = max(top, xys[i].Y)
+			xys[i] = plotter.XY{X: pt.Offered, Y: max(s.get(pt), 0.1)}
+			top, bottom = max(top, xys[i].Y), min(bottom, xys[i].Y)
 		}
 		line, points, err := plotter.NewLinePoints(xys)
 		if err != nil {
@@ -139,16 +146,62 @@ func latencyChart(path string, r *Results) error {
 			line.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 		}
 		p.Add(line, points)
-		p.Legend.Add(s.name, line, points)
+		legend.Add(s.name, line, points)
 	}
 	target := plotter.NewFunction(func(float64) float64 { return 100 })
 	target.Color = referenceColor
 	target.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
 	p.Add(target)
-	p.Legend.Add("target p99 < 100 ms", target)
+	legend.Add("target p99 < 100 ms", target)
 	if n := len(lat.Points); n > 0 {
 		p.X.Max = lat.Points[n-1].Offered * 1.1
 	}
-	p.Y.Max = top * 1.5 // room for the legend above the lines
-	return p.Save(9*vg.Inch, 5*vg.Inch, path)
+	// One tick per load: its rate and its share of the maximum.
+	var xt plot.ConstantTicks
+	for _, pt := range lat.Points {
+		xt = append(xt, plot.Tick{Value: pt.Offered, Label: fmt.Sprintf("%s\n%.0f%%", comma(pt.Offered), pt.Load*100)})
+	}
+	p.X.Tick.Marker = xt
+	p.X.Label.Text = "offered load, events/s and % of the end-to-end maximum"
+	p.Y.Min, p.Y.Max = bottom/1.5, top*1.5
+
+	const w, h = 10 * vg.Inch, 5 * vg.Inch
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	lr := legend.Rectangle(dc)
+	lw := lr.Max.X - lr.Min.X + vg.Points(12)
+	p.Draw(draw.Crop(dc, 0, -lw, 0, 0))
+	legend.Draw(draw.Crop(dc, w-lw+vg.Points(6), 0, 0, -vg.Points(36)))
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// logTicks marks a logarithmic axis at 1, 2 and 5 times the powers of ten,
+// labelled, and at the other integers times them, unlabelled.
+type logTicks struct{}
+
+// Ticks returns the marks between min and max.
+func (logTicks) Ticks(min, max float64) []plot.Tick {
+	var ts []plot.Tick
+	for d := math.Pow(10, math.Floor(math.Log10(min))); d <= max; d *= 10 {
+		for m := 1; m <= 9; m++ {
+			v := float64(m) * d
+			if v < min || v > max {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = strconv.FormatFloat(v, 'f', -1, 64)
+			}
+			ts = append(ts, t)
+		}
+	}
+	return ts
 }

@@ -103,6 +103,7 @@ type options struct {
 	longRetention time.Duration
 
 	out          string
+	plot         string
 	keep         bool
 	cpuProfile   string
 	blockProfile string
@@ -119,7 +120,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.riverWorkers, "river-workers", 500, "River's MaxWorkers on its one queue")
 	fs.IntVar(&o.riverConns, "river-conns", 10, "connections of River's pool (client and producer)")
 	fs.Float64Var(&o.maxRate, "max-rate", 0, "end-to-end maximum (events/s) the offered loads are fractions of; 0 = the e2e measurement of this run (made when needed)")
-	loadsFlag := fs.String("loads", "0.25,0.5,0.75", "offered loads of the latency measurement, as fractions of the maximum")
+	loadsFlag := fs.String("loads", "0.25,0.5,0.6,0.75", "offered loads of the latency measurement, as fractions of the maximum")
 	fs.Float64Var(&o.latencyLoad, "latency-load", 0.5, "the offered load whose p99 is checked against the target (added to -loads when missing)")
 	fs.Float64Var(&o.latencySeconds, "latency-seconds", 15, "how long each offered load is produced")
 	fs.IntVar(&o.memEvents, "mem-events", 100_000, "1 KiB events of the memory measurement")
@@ -129,6 +130,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Float64Var(&o.longLoad, "long-load", 0.8, "offered load of the sustained runs, as a fraction of the maximum")
 	fs.DurationVar(&o.longRetention, "long-retention", 5*time.Second, "INBOXD_RETENTION of the sustained run with retention")
 	fs.StringVar(&o.out, "out", "", "directory for results.json, rates.png and latency.png (long.json for -run long); empty = print only")
+	fs.StringVar(&o.plot, "plot", "", "measure nothing: draw the charts of this results.json into -out (default: its directory)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the databases for inspection instead of dropping them")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of an extra, profiled end-to-end run to this file")
 	fs.StringVar(&o.blockProfile, "blockprofile", "", "write a blocking profile of an extra, profiled end-to-end run to this file")
@@ -187,6 +189,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	o, err := parseFlags(args, os.Stderr)
 	if err != nil {
 		return err
+	}
+	if o.plot != "" {
+		return replot(o.plot, o.out)
 	}
 	env, err := newEnvironment(ctx, o.adminURL)
 	if err != nil {

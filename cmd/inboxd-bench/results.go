@@ -348,9 +348,9 @@ func printResults(out io.Writer, r *Results, long *LongResults) {
 	if len(r.Rates) > 0 {
 		raw, hasRaw := r.rate("raw")
 		river, hasRiver := r.rate("river")
-		const format = "%-38s %9s %12s %8s %13s %12s\n"
-		fmt.Fprintf(out, format, "throughput", "events/s", "÷ yardstick", "÷ River", "CPU µs/event:", "PostgreSQL")
-		fmt.Fprintf(out, format, "", "", "", "", "this process", "backends")
+		const format = "%-38s %9s %12s %8s %18s %18s\n"
+		fmt.Fprintf(out, format, "throughput", "events/s", "÷ yardstick", "÷ River", "CPU µs/event", "CPU µs/event")
+		fmt.Fprintf(out, format, "", "", "", "", "(this process)", "(PG backends)")
 		for _, x := range r.Rates {
 			row := []string{"", "", "", ""}
 			if hasRaw {
@@ -480,4 +480,34 @@ func comma(f float64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// replot draws the charts of the results in file into dir (file's
+// directory when empty), measuring nothing.
+func replot(file, dir string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	var r Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if dir == "" {
+		dir = filepath.Dir(file)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if len(r.Rates) > 0 {
+		if err := ratesChart(filepath.Join(dir, "rates.png"), &r); err != nil {
+			return fmt.Errorf("rates chart: %w", err)
+		}
+	}
+	if r.Latency != nil {
+		if err := latencyChart(filepath.Join(dir, "latency.png"), &r); err != nil {
+			return fmt.Errorf("latency chart: %w", err)
+		}
+	}
+	return nil
 }
