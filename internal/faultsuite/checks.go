@@ -375,6 +375,7 @@ type Run struct {
 	mu       sync.Mutex
 	expected map[string][]string // by source
 	checked  bool
+	diagnose []func() string
 	lost     int
 	txDups   int
 	extDups  int
@@ -389,6 +390,15 @@ func NewRun(t testing.TB, db *pgxpool.Pool, sink *Sink, lease time.Duration) *Ru
 		expected: map[string][]string{}}
 	t.Cleanup(r.printSummary)
 	return r
+}
+
+// OnFailure registers a diagnostic (Kafka group state, metrics, …) whose
+// text Check logs when the test has failed by then; it runs while the
+// daemons still do.
+func (r *Run) OnFailure(f func() string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.diagnose = append(r.diagnose, f)
 }
 
 // Expect adds acknowledged (or inserted) events that must end processed.
@@ -468,7 +478,8 @@ func (r *Run) WaitProcessed(timeout time.Duration) bool {
 }
 
 // Check runs the history checks: lost, transactional duplicates and (with a
-// sink) external duplicates against the ledger's bound.
+// sink) external duplicates against the ledger's bound; then, if the test
+// has failed, the OnFailure diagnostics.
 func (r *Run) Check() {
 	r.T.Helper()
 	r.mu.Lock()
@@ -488,7 +499,13 @@ func (r *Run) Check() {
 	}
 	r.mu.Lock()
 	r.checked, r.lost, r.txDups, r.extDups, r.bound = true, lost, tx, ext, bound
+	diagnose := r.diagnose
 	r.mu.Unlock()
+	if r.T.Failed() {
+		for _, f := range diagnose {
+			r.T.Logf("diagnostic: %s", f())
+		}
+	}
 }
 
 // Summary is the scenario's one-line summary.

@@ -3,11 +3,14 @@ package faultsuite
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -81,6 +84,99 @@ func (k *Kafka) DaemonEnv(group string) []string {
 		"INBOXD_KAFKA_GROUP=" + group,
 		"INBOXD_KAFKA_SESSION_TIMEOUT=2s",
 	}
+}
+
+// DescribeGroup reports, for failure output, the group's state and members
+// and, per partition of the topic, the committed offset against the end of
+// the log: a committed offset at the end with rows missing from the inbox
+// is loss; a committed offset behind the end is a consumer that stalled.
+func (k *Kafka) DescribeGroup(group string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(k.Client)
+	var b strings.Builder
+	groups, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return "describe group: " + err.Error()
+	}
+	g := groups[group]
+	fmt.Fprintf(&b, "group %s: state %s, %d members", group, g.State, len(g.Members))
+	for _, m := range g.Members {
+		var parts []int32
+		if a, ok := m.Assigned.AsConsumer(); ok {
+			for _, tp := range a.Topics {
+				parts = append(parts, tp.Partitions...)
+			}
+		}
+		fmt.Fprintf(&b, "; %s (%s, %s) partitions %v", m.MemberID, m.ClientHost, socketOwner(m.ClientHost), parts)
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return b.String() + "; fetch offsets: " + err.Error()
+	}
+	ends, err := adm.ListEndOffsets(ctx, k.Topic)
+	if err != nil {
+		return b.String() + "; end offsets: " + err.Error()
+	}
+	var lines []string
+	ends.Each(func(o kadm.ListedOffset) {
+		c, ok := committed.Lookup(o.Topic, o.Partition)
+		at := int64(-1)
+		if ok {
+			at = c.At
+		}
+		lines = append(lines, fmt.Sprintf("p%d committed=%d end=%d", o.Partition, at, o.Offset))
+	})
+	sort.Strings(lines)
+	return b.String() + "\n  " + strings.Join(lines, "\n  ")
+}
+
+// WaitGroupSettled waits until group is Stable with exactly n members (n
+// live consumers: a killed member still counted means its session has not
+// expired yet), and fails t after timeout with the group's description. Scenarios call it before killing a consumer, so the
+// kill hits a member in steady state rather than one still joining (and so
+// that kfake, which in our runs kept a member killed mid-join forever
+// although its session had long expired, is not left with an orphaned
+// member holding partitions).
+func (k *Kafka) WaitGroupSettled(t testing.TB, group string, n int, timeout time.Duration) {
+	t.Helper()
+	adm := kadm.NewClient(k.Client)
+	ok := waitCond(timeout, 100*time.Millisecond, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		groups, err := adm.DescribeGroups(ctx, group)
+		if err != nil {
+			return false
+		}
+		g := groups[group]
+		return g.State == "Stable" && len(g.Members) == n
+	})
+	if !ok {
+		t.Fatalf("consumer group %s not settled with %d live members after %s: %s", group, n, timeout, k.DescribeGroup(group))
+	}
+}
+
+// socketOwner names the local process that owns the TCP connection whose
+// local end is hostport (via ss), or says that none does. A member's
+// ClientHost is the connection its JoinGroup came on, which the client may
+// have closed since: "closed" does not prove the member dead.
+func socketOwner(hostport string) string {
+	_, port, ok := strings.Cut(hostport, ":")
+	if !ok {
+		return "owner unknown"
+	}
+	out, err := exec.Command("ss", "-tnpH", "sport = :"+port).Output()
+	if err != nil {
+		return "owner unknown (ss: " + err.Error() + ")"
+	}
+	line := strings.TrimSpace(string(out))
+	if line == "" {
+		return "join connection closed"
+	}
+	if i := strings.Index(line, "users:"); i >= 0 {
+		return line[i:]
+	}
+	return line
 }
 
 // Record builds a message carrying the event id and type in the headers

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Scenario e (bug report): SIGKILL storms. 3,000 Kafka events to a sink that
@@ -23,6 +26,8 @@ func TestSIGKILLStorm(t *testing.T) {
 	run := NewRun(t, db.Pool, sink, lease)
 	run.Ledger.RateSpan = 500 * time.Millisecond // the whole stream takes seconds
 	kafka := NewKafka(t, "orders", KafkaOptions{Partitions: 4})
+	run.OnFailure(func() string { return kafka.DescribeGroup("storm") })
+	run.OnFailure(func() string { return inboxByPartition(db.Pool) })
 	const workers = 2
 	routes := writeRoutes(t, httpRoute(sink, "http.effect"))
 	env := append(baseEnv(db.URL, lease, workers, "INBOXD_ROUTES="+routes), kafka.DaemonEnv("storm")...)
@@ -47,11 +52,13 @@ func TestSIGKILLStorm(t *testing.T) {
 		target := (k + 1) * n / (kills + 2)
 		WaitFor(t, scale(60*time.Second), fmt.Sprintf("%d rows processed before kill %d", target, k+1),
 			func() bool { return processed() >= target })
-		// ...and this process itself in full swing.
+		// ...and this process itself in full swing, a settled member of the
+		// group.
 		WaitFor(t, scale(60*time.Second), fmt.Sprintf("%s processing before kill %d", d.Name, k+1), func() bool {
 			m, err := d.Metrics()
 			return err == nil && m.Value("inboxd_worker_completed_total", "outcome", "processed") >= 50
 		})
+		kafka.WaitGroupSettled(t, "storm", 1, 30*time.Second)
 		f := run.Ledger.Observe(workers, d)
 		d.Kill()
 		run.Ledger.Record("SIGKILL", f)
@@ -72,6 +79,26 @@ func TestSIGKILLStorm(t *testing.T) {
 	var rerun int
 	_ = db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM inbox WHERE attempts > 1`).Scan(&rerun)
 	run.Note("rows_attempted_twice=%d", rerun)
+}
+
+// inboxByPartition reports, for failure output, the rows and the highest
+// Kafka offset stored per partition.
+func inboxByPartition(db *pgxpool.Pool) string {
+	rows, err := db.Query(context.Background(), `SELECT kafka_partition, count(*), max(kafka_offset)
+		FROM inbox WHERE kafka_partition IS NOT NULL GROUP BY 1 ORDER BY 1`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var parts []string
+	for rows.Next() {
+		var p, n int
+		var maxOff int64
+		if rows.Scan(&p, &n, &maxOff) == nil {
+			parts = append(parts, fmt.Sprintf("p%d rows=%d max_offset=%d", p, n, maxOff))
+		}
+	}
+	return "inbox by partition: " + strings.Join(parts, ", ")
 }
 
 // Scenario f: a zombie replica. Replica a is SIGSTOPped while it holds rows
@@ -170,6 +197,7 @@ func TestChurningReplicas(t *testing.T) {
 	var recovered time.Time
 	for k := range kills {
 		i := k % len(replicas)
+		m.kafka.WaitGroupSettled(t, "faults", len(replicas), 30*time.Second)
 		f := m.run.Ledger.Observe(m.workers, replicas[i])
 		replicas[i].Kill()
 		m.run.Ledger.Record("SIGKILL", f)

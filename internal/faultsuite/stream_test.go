@@ -47,6 +47,8 @@ func newMixedStream(t *testing.T, c mixedConfig) *mixedStream {
 	m := &mixedStream{t: t, sink: NewSink(t), runs: runsFile(t), workers: c.Workers, lease: c.Lease, n: c.Events}
 	m.run = NewRun(t, c.Inspect, m.sink, c.Lease)
 	m.kafka = NewKafka(t, "events", KafkaOptions{Partitions: max(c.Partitions, 4)})
+	m.run.OnFailure(func() string { return m.kafka.DescribeGroup("faults") })
+	m.run.OnFailure(func() string { return inboxByPartition(c.Inspect) })
 	m.env = append(append(append(baseEnv(c.DaemonURL, c.Lease, c.Workers), embedderEnv(m.sink, m.runs)...),
 		m.kafka.DaemonEnv("faults")...), c.Env...)
 	return m
