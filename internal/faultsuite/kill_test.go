@@ -122,22 +122,30 @@ func TestZombieReplicaIsFenced(t *testing.T) {
 	defer cancel()
 	prod := InsertStream(ctx, db.Pool, "sql", Stream{N: pick(800, 8000), Prefix: "z-", Type: mixedTypes, Rate: 100})
 
-	// a holds rows in flight.
+	// Measure a, then stop it the moment it holds rows.
+	WaitFor(t, 30*time.Second, "both replicas processing", func() bool {
+		var c int
+		_ = db.Pool.QueryRow(context.Background(), `SELECT count(DISTINCT locked_by) FROM inbox WHERE status = 'processing'`).Scan(&c)
+		return c == 2
+	})
+	f := run.Ledger.Observe(workers, a)
 	WaitFor(t, 30*time.Second, "replica a with rows in flight", func() bool {
 		var c int
 		_ = db.Pool.QueryRow(context.Background(),
 			`SELECT count(*) FROM inbox WHERE status = 'processing' AND locked_by = $1`, a.WorkerID()).Scan(&c)
-		return c >= workers
+		return c >= workers/2
 	})
-	f := run.Ledger.Observe(workers, a)
 	a.Pause()
 	run.Ledger.Record("SIGSTOP", f)
 	stoppedAt := time.Now()
 	// b rescues a's rows once their leases expire.
-	WaitFor(t, 30*time.Second, "replica b rescuing a's rows", func() bool {
+	if !waitCond(30*time.Second, 100*time.Millisecond, func() bool {
 		m, err := b.Metrics()
 		return err == nil && m.Value("inboxd_worker_rescued_total") > 0
-	})
+	}) {
+		t.Errorf("ZOMBIE HOLDS ROWS: 30s after SIGSTOP (lease %s), replica b has rescued none of a's rows: %s; sessions idle in transaction: %s",
+			lease, describeHeld(db.Pool, a.WorkerID()), idleInTransaction(db.Pool))
+	}
 	// Stay stopped a while past the lease, with b working meanwhile.
 	if d := 2*lease + RescueInterval(lease) - time.Since(stoppedAt); d > 0 {
 		time.Sleep(d)
@@ -176,6 +184,42 @@ func TestZombieReplicaIsFenced(t *testing.T) {
 	if fenced == 0 && reRun == 0 {
 		t.Errorf("ZOMBIE: replica a's rows were neither fenced (inboxd_worker_fenced_total = 0) nor re-run by b: the stop did not take rows from a")
 	}
+}
+
+// describeHeld reports the rows a worker holds processing and how many of
+// them have an expired lease.
+func describeHeld(db *pgxpool.Pool, workerID string) string {
+	var n, expired int
+	err := db.QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE lease_expires_at < now())
+		FROM inbox WHERE status = 'processing' AND locked_by = $1`, workerID).Scan(&n, &expired)
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%s holds %d rows processing, %d with an expired lease", workerID, n, expired)
+}
+
+// idleInTransaction lists the sessions idle in a transaction for over a
+// second: what a frozen process left open.
+func idleInTransaction(db *pgxpool.Pool) string {
+	rows, err := db.Query(context.Background(), `SELECT application_name, round(extract(epoch FROM now() - xact_start)::numeric, 1), left(query, 160)
+		FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'
+		AND xact_start < now() - interval '1 second' ORDER BY xact_start LIMIT 8`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var parts []string
+	for rows.Next() {
+		var app, query string
+		var age float64
+		if rows.Scan(&app, &age, &query) == nil {
+			parts = append(parts, fmt.Sprintf("[%s, open %.1fs, last statement %q]", app, age, strings.Join(strings.Fields(query), " ")))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
 }
 
 // Scenario g: three replicas sharing one consumer group and one database,
