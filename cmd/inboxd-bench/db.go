@@ -23,7 +23,8 @@ import (
 type environment struct {
 	adminURL      string
 	serverVersion string
-	keep          bool // leave the databases for inspection
+	autovacuum    string // the server's autovacuum setting
+	keep          bool   // leave the databases for inspection
 
 	mu        sync.Mutex
 	databases []string
@@ -37,7 +38,7 @@ func newEnvironment(ctx context.Context, adminURL string) (*environment, error) 
 	}
 	defer conn.Close(ctx)
 	e := &environment{adminURL: adminURL}
-	if err := conn.QueryRow(ctx, "SELECT version()").Scan(&e.serverVersion); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT version(), current_setting('autovacuum')").Scan(&e.serverVersion, &e.autovacuum); err != nil {
 		return nil, err
 	}
 	return e, nil

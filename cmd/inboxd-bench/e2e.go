@@ -210,6 +210,9 @@ func (d *daemon) stop() error {
 // exited is the daemon's exit code channel, for selects.
 func (d *daemon) exited() <-chan int { return d.done }
 
+// errNotProcessed is the error of waitProcessed when its time is up.
+var errNotProcessed = errors.New("not all events processed")
+
 // waitProcessed waits until the rows of lastIDs are in the inbox and no row
 // is received or processing, with cheap polls only (the unique index and
 // the partial indexes: counting the table would itself be load). exited, when
@@ -239,7 +242,7 @@ func waitProcessed(ctx context.Context, pool *pgxpool.Pool, lastIDs []string, ex
 		case <-time.After(poll):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not all events processed after %s:\n%s", limit, logs())
+			return fmt.Errorf("%w after %s:\n%s", errNotProcessed, limit, logs())
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -18,12 +19,20 @@ import (
 // enough that retention has not deleted them yet).
 const windowLag = 1500 * time.Millisecond
 
+// drainLimit is how long a long run waits, once the producer stopped, for
+// the backlog to be processed; a run that fell behind may need far longer,
+// and what is left is reported instead.
+const drainLimit = 2 * time.Minute
+
 // benchLong runs the daemon for minutes at load × maxRate, first with
 // retention of retention (INBOXD_RETENTION_INTERVAL 1s), then without it
 // (the daemon's defaults: 168h, every minute), printing per minute the
 // processed rate, the p99s and the inbox's size.
-func benchLong(ctx context.Context, env *environment, maxRate, load float64, minutes int, retention time.Duration, logf func(string, ...any)) (*LongResults, error) {
+func benchLong(ctx context.Context, env *environment, maxRate, load float64, minutes int, retention, vacuumEvery time.Duration, logf func(string, ...any)) (*LongResults, error) {
 	res := &LongResults{MaxRate: maxRate, Load: load, Offered: load * maxRate, Minutes: minutes, Retention: retention.String()}
+	if vacuumEvery > 0 {
+		res.VacuumEvery = vacuumEvery.String()
+	}
 	for _, with := range []bool{true, false} {
 		var extra []string
 		name := "without retention (defaults: INBOXD_RETENTION 168h, interval 1m)"
@@ -32,7 +41,7 @@ func benchLong(ctx context.Context, env *environment, maxRate, load float64, min
 			name = fmt.Sprintf("with retention (INBOXD_RETENTION=%s, INBOXD_RETENTION_INTERVAL=1s)", retention)
 		}
 		logf("… long run %s: %.0f events/s offered (%.0f%% of %.0f) for %d minutes", name, res.Offered, load*100, maxRate, minutes)
-		run, err := longRun(ctx, env, res.Offered, minutes, with, extra, logf)
+		run, err := longRun(ctx, env, res.Offered, minutes, with, vacuumEvery, extra, logf)
 		if err != nil {
 			return nil, err
 		}
@@ -45,13 +54,45 @@ func benchLong(ctx context.Context, env *environment, maxRate, load float64, min
 	return res, nil
 }
 
-func longRun(ctx context.Context, env *environment, offered float64, minutes int, retention bool, extraEnv []string, logf func(string, ...any)) (LongRun, error) {
+func longRun(ctx context.Context, env *environment, offered float64, minutes int, retention bool, vacuumEvery time.Duration, extraEnv []string, logf func(string, ...any)) (LongRun, error) {
 	w, err := startLatencyWorld(ctx, env, extraEnv...)
 	if err != nil {
 		return LongRun{}, err
 	}
 	defer w.close(env)
 	adm := kadm.NewClient(w.kafka.producer)
+
+	type vacuumed struct {
+		n    int
+		took time.Duration
+		err  error
+	}
+	vacuumCtx, stopVacuum := context.WithCancel(ctx)
+	defer stopVacuum()
+	vacuumDone := make(chan vacuumed, 1)
+	go func() {
+		var v vacuumed
+		defer func() { vacuumDone <- v }()
+		if vacuumEvery <= 0 {
+			return
+		}
+		for {
+			select {
+			case <-vacuumCtx.Done():
+				return
+			case <-time.After(vacuumEvery):
+			}
+			start := time.Now()
+			if _, err := w.pool.Exec(vacuumCtx, `VACUUM inbox`); err != nil {
+				if vacuumCtx.Err() == nil {
+					v.err = err
+				}
+				return
+			}
+			v.n++
+			v.took += time.Since(start)
+		}
+	}()
 
 	type produced struct {
 		n       int
@@ -126,17 +167,18 @@ func longRun(ctx context.Context, env *environment, offered float64, minutes int
 		var deleted int64
 		if err := w.pool.QueryRow(ctx, `SELECT pg_total_relation_size('inbox'),
 				(SELECT count(*) FROM inbox WHERE status = 'received') + (SELECT count(*) FROM inbox WHERE status = 'processing'),
-				(SELECT coalesce(n_tup_del, 0) FROM pg_stat_user_tables WHERE relname = 'inbox')`).
-			Scan(&m.InboxBytes, &m.Backlog, &deleted); err != nil {
+				s.n_tup_del, s.n_dead_tup, s.autovacuum_count
+			FROM pg_stat_user_tables AS s WHERE s.relname = 'inbox'`).
+			Scan(&m.InboxBytes, &m.Backlog, &deleted, &m.DeadTuples, &m.Autovacuums); err != nil {
 			return LongRun{}, err
 		}
 		m.DeletedPerSecond = float64(deleted-lastDeleted) / time.Since(minuteStarted).Seconds()
 		lastDeleted, minuteStarted = deleted, time.Now()
 		m.OfferedSoFar = sent.Load()
 		run.Minutes = append(run.Minutes, m)
-		logf("  minute %2d: %6.0f processed/s  p99 received→processed %6.1f ms  produced→processed p50 %5.1f p99 %6.1f ms  inbox %7.1f MB  backlog %6d rows  deleted %6.0f/s",
+		logf("  minute %2d: %6.0f processed/s  p99 received→processed %6.1f ms  produced→processed p50 %5.1f p99 %6.1f ms  inbox %7.1f MB  backlog %6d rows  deleted %6.0f/s  dead tuples %d, autovacuums %d",
 			m.Minute, m.ProcessedPerSecond, m.ReceivedToProcessedP99MS, m.ProducedToProcessedP50MS, m.ProducedToProcessedP99MS,
-			float64(m.InboxBytes)/1e6, m.Backlog, m.DeletedPerSecond)
+			float64(m.InboxBytes)/1e6, m.Backlog, m.DeletedPerSecond, m.DeadTuples, m.Autovacuums)
 		processedAll += count
 		recv, prod, count = recv[:0], prod[:0], 0
 		// kfake keeps every record in memory: drop what the group has
@@ -150,17 +192,38 @@ func longRun(ctx context.Context, env *environment, offered float64, minutes int
 	if p.err != nil {
 		return LongRun{}, p.err
 	}
-	producedAt := time.Now()
-	if err := waitProcessed(ctx, w.pool, p.lastIDs, w.daemon.exited(), w.daemon.stderr.String, 10*time.Minute); err != nil {
-		return LongRun{}, fmt.Errorf("drain: %w", err)
+	stopVacuum()
+	v := <-vacuumDone
+	if v.err != nil {
+		return LongRun{}, fmt.Errorf("vacuum: %w", v.err)
 	}
-	run.DrainSeconds = time.Since(producedAt).Seconds()
+	run.Vacuums, run.VacuumSeconds = v.n, v.took.Seconds()
+	if v.n > 0 {
+		logf("  %d VACUUMs of the inbox took %.0fs in all", v.n, run.VacuumSeconds)
+	}
 	run.Produced = p.n
 	run.ProducedPerSecond = float64(p.n) / p.took.Seconds()
 	run.ProcessedPerSecond = float64(processedAll) / d.Seconds()
 	run.LateWindows = lateWindows
-	logf("  %d produced (%.0f/s), %.0f processed/s over the run, drained %.1fs after the producer stopped",
-		p.n, run.ProducedPerSecond, run.ProcessedPerSecond, run.DrainSeconds)
+	producedAt := time.Now()
+	err = waitProcessed(ctx, w.pool, p.lastIDs, w.daemon.exited(), w.daemon.stderr.String, drainLimit)
+	switch {
+	case err == nil:
+		run.Drained = true
+		run.DrainSeconds = time.Since(producedAt).Seconds()
+		logf("  %d produced (%.0f/s), %.0f processed/s over the run, drained %.1fs after the producer stopped",
+			p.n, run.ProducedPerSecond, run.ProcessedPerSecond, run.DrainSeconds)
+	case errors.Is(err, errNotProcessed):
+		if err := w.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM inbox WHERE status = 'received')
+				+ (SELECT count(*) FROM inbox WHERE status = 'processing')`).Scan(&run.BacklogAfterDrain); err != nil {
+			return LongRun{}, err
+		}
+		run.DrainSeconds = time.Since(producedAt).Seconds()
+		logf("  %d produced (%.0f/s), %.0f processed/s over the run; %d rows still unprocessed %s after the producer stopped (not waited for)",
+			p.n, run.ProducedPerSecond, run.ProcessedPerSecond, run.BacklogAfterDrain, drainLimit)
+	default:
+		return LongRun{}, fmt.Errorf("drain: %w", err)
+	}
 	if lateWindows > 0 {
 		logf("  %d one-second windows were read more than 3s late: retention may have deleted some of their rows before they were counted", lateWindows)
 	}

@@ -101,6 +101,7 @@ type options struct {
 	longMinutes   int
 	longLoad      float64
 	longRetention time.Duration
+	vacuumEvery   time.Duration
 
 	out          string
 	plot         string
@@ -129,6 +130,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.longMinutes, "long-minutes", 5, "minutes of each sustained run (with and without retention)")
 	fs.Float64Var(&o.longLoad, "long-load", 0.8, "offered load of the sustained runs, as a fraction of the maximum")
 	fs.DurationVar(&o.longRetention, "long-retention", 5*time.Second, "INBOXD_RETENTION of the sustained run with retention")
+	fs.DurationVar(&o.vacuumEvery, "vacuum-every", 0, "in the long runs, VACUUM the inbox this often (from the end of one to the start of the next), standing in for autovacuum when the server has it off; 0 = never")
 	fs.StringVar(&o.out, "out", "", "directory for results.json, rates.png and latency.png (long.json for -run long); empty = print only")
 	fs.StringVar(&o.plot, "plot", "", "measure nothing: draw the charts of this results.json into -out (default: its directory)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the databases for inspection instead of dropping them")
@@ -204,7 +206,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		GeneratedAt: time.Now().UTC().Truncate(time.Second),
 		Machine: Machine{
 			CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
-			Go: runtime.Version(), PostgreSQL: env.serverVersion, Commit: gitCommit(),
+			Go: runtime.Version(), PostgreSQL: env.serverVersion, Autovacuum: env.autovacuum, Commit: gitCommit(),
+			LoadAverageStart: loadAverage(),
 		},
 		Events: o.events,
 		Settings: Settings{
@@ -214,9 +217,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		},
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) }
-	logf("inboxd-bench: %d events per measurement, %d CPUs, %s, %s, commit %s",
-		o.events, res.Machine.CPUs, res.Machine.Go, shortVersion(env.serverVersion), res.Machine.Commit)
+	logf("inboxd-bench: %d events per measurement, %d CPUs (load average %.2f), %s, %s, commit %s",
+		o.events, res.Machine.CPUs, res.Machine.LoadAverageStart, res.Machine.Go, shortVersion(env.serverVersion), res.Machine.Commit)
 	logf("(a shared machine is noisy: compare the ratios within one run)")
+	if env.autovacuum != "on" {
+		logf("NOTE: the server runs with autovacuum = %s: nothing vacuums the inbox while a run lasts (see -vacuum-every for the long runs)", env.autovacuum)
+	}
 
 	measure := func(name string, f func() (Rate, error)) error {
 		if !o.parts[name] {
@@ -299,14 +305,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		long, err = benchLong(ctx, env, m, o.longLoad, o.longMinutes, o.longRetention, logf)
+		long, err = benchLong(ctx, env, m, o.longLoad, o.longMinutes, o.longRetention, o.vacuumEvery, logf)
 		if err != nil {
 			return fmt.Errorf("long: %w", err)
 		}
 	}
 
+	res.Machine.LoadAverageEnd = loadAverage()
+	if long != nil {
+		long.GeneratedAt, long.Machine = res.GeneratedAt, res.Machine
+	}
 	res.evaluate()
 	printResults(out, res, long)
+	logf("load average %.2f at the start, %.2f at the end (%d CPUs)", res.Machine.LoadAverageStart, res.Machine.LoadAverageEnd, res.Machine.CPUs)
 	if o.out != "" {
 		if err := writeResults(o.out, res, long); err != nil {
 			return err

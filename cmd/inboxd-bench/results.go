@@ -44,8 +44,27 @@ type Machine struct {
 	Go string `json:"go"`
 	// PostgreSQL is the server's version().
 	PostgreSQL string `json:"postgresql"`
+	// Autovacuum is the server's autovacuum setting: with it off, dead
+	// rows pile up in the inbox for as long as a run lasts.
+	Autovacuum string `json:"autovacuum"`
 	// Commit is `git describe --always --dirty` of the working tree.
 	Commit string `json:"commit"`
+	// LoadAverageStart and LoadAverageEnd are the one-minute load averages
+	// (/proc/loadavg) when the run started and ended: above the CPU count,
+	// something else was competing for the machine.
+	LoadAverageStart float64 `json:"load_average_start"`
+	LoadAverageEnd   float64 `json:"load_average_end"`
+}
+
+// loadAverage is the one-minute load average, 0 when unknown.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var l float64
+	_, _ = fmt.Sscan(string(b), &l)
+	return l
 }
 
 // Settings are the settings of a run that are not inboxd's defaults.
@@ -163,6 +182,9 @@ type LatencyPoint struct {
 	ReceivedToProcessed Percentiles `json:"received_to_processed"`
 	// ProducedToProcessed is processed_at − the produced_at header.
 	ProducedToProcessed Percentiles `json:"produced_to_processed"`
+	// CPU is the CPU time of the phase: this process (the daemon, kfake and
+	// the producer) and the database's backends.
+	CPU *CPUUse `json:"cpu,omitempty"`
 }
 
 // Percentiles of a latency, in milliseconds.
@@ -194,6 +216,10 @@ type MemoryRun struct {
 // LongResults is the sustained measurement (`-run long`); long.json holds
 // it.
 type LongResults struct {
+	// GeneratedAt is when the run started.
+	GeneratedAt time.Time `json:"generated_at"`
+	// Machine says where it ran.
+	Machine Machine `json:"machine"`
 	// MaxRate is the end-to-end maximum (events/s).
 	MaxRate float64 `json:"max_rate"`
 	// Load is the fraction of it offered.
@@ -204,6 +230,10 @@ type LongResults struct {
 	Minutes int `json:"minutes"`
 	// Retention is INBOXD_RETENTION of the run with retention.
 	Retention string `json:"retention"`
+	// VacuumEvery is the period of the benchmark's own VACUUM of the inbox
+	// (standing in for autovacuum when the server has it off); empty for
+	// none.
+	VacuumEvery string `json:"vacuum_every,omitempty"`
 	// Runs are the run with retention, then the one without.
 	Runs []LongRun `json:"runs"`
 	// RetentionRateRatio is the processed rate with retention divided by
@@ -225,9 +255,18 @@ type LongRun struct {
 	ProducedPerSecond float64 `json:"produced_per_second"`
 	// ProcessedPerSecond is the rows processed during the run per second.
 	ProcessedPerSecond float64 `json:"processed_per_second"`
+	// Drained is whether every event was processed within the drain
+	// limit after the producer stopped.
+	Drained bool `json:"drained"`
 	// DrainSeconds is how long after the producer stopped the last event
-	// was processed.
+	// was processed (or, when not Drained, how long was waited).
 	DrainSeconds float64 `json:"drain_seconds"`
+	// BacklogAfterDrain is the rows left unprocessed when not Drained.
+	BacklogAfterDrain int64 `json:"backlog_after_drain,omitempty"`
+	// Vacuums and VacuumSeconds are the benchmark's own VACUUMs of the
+	// inbox during the run and the time they took (-vacuum-every).
+	Vacuums       int     `json:"vacuums,omitempty"`
+	VacuumSeconds float64 `json:"vacuum_seconds,omitempty"`
 	// LateWindows counts the one-second windows read back so late that
 	// retention may have deleted rows before they were counted.
 	LateWindows int `json:"late_windows,omitempty"`
@@ -254,6 +293,10 @@ type LongMinute struct {
 	// (pg_stat_user_tables.n_tup_del, which the statistics collector may
 	// report a little late).
 	DeletedPerSecond float64 `json:"deleted_per_second"`
+	// DeadTuples and Autovacuums are pg_stat_user_tables' n_dead_tup and
+	// autovacuum_count for the inbox at the minute's end.
+	DeadTuples  int64 `json:"dead_tuples"`
+	Autovacuums int64 `json:"autovacuums"`
 	// OfferedSoFar is how many events had been produced.
 	OfferedSoFar int64 `json:"offered_so_far"`
 }
@@ -395,14 +438,19 @@ func printResults(out io.Writer, r *Results, long *LongResults) {
 		for _, run := range long.Runs {
 			fmt.Fprintf(out, "  %s\n", run.Name)
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "minute\tprocessed/s\tp99 received→processed ms\tp99 produced→processed ms\tinbox MB\tbacklog\tdeleted/s\t")
+			fmt.Fprintln(tw, "minute\tprocessed/s\tp99 received→processed ms\tp99 produced→processed ms\tinbox MB\tbacklog\tdeleted/s\tdead tuples\tautovacuums\t")
 			for _, m := range run.Minutes {
-				fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.1f\t%d\t%s\t\n", m.Minute, comma(m.ProcessedPerSecond), m.ReceivedToProcessedP99MS,
-					m.ProducedToProcessedP99MS, float64(m.InboxBytes)/1e6, m.Backlog, comma(m.DeletedPerSecond))
+				fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.1f\t%d\t%s\t%d\t%d\t\n", m.Minute, comma(m.ProcessedPerSecond), m.ReceivedToProcessedP99MS,
+					m.ProducedToProcessedP99MS, float64(m.InboxBytes)/1e6, m.Backlog, comma(m.DeletedPerSecond), m.DeadTuples, m.Autovacuums)
 			}
 			tw.Flush()
-			fmt.Fprintf(out, "  processed %s/s over the run (produced %s/s), drained %.1fs after the producer stopped\n",
-				comma(run.ProcessedPerSecond), comma(run.ProducedPerSecond), run.DrainSeconds)
+			if run.Drained {
+				fmt.Fprintf(out, "  processed %s/s over the run (produced %s/s), drained %.1fs after the producer stopped\n",
+					comma(run.ProcessedPerSecond), comma(run.ProducedPerSecond), run.DrainSeconds)
+			} else {
+				fmt.Fprintf(out, "  processed %s/s over the run (produced %s/s), %d rows still unprocessed %.0fs after the producer stopped\n",
+					comma(run.ProcessedPerSecond), comma(run.ProducedPerSecond), run.BacklogAfterDrain, run.DrainSeconds)
+			}
 		}
 		if long.RetentionRateRatio > 0 {
 			fmt.Fprintf(out, "  rate with retention ÷ without: %.3f (retention costs more than 20%% of the rate if the run with it falls behind the offered %.0f%% of the maximum)\n",
