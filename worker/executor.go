@@ -26,12 +26,11 @@ const (
 )
 
 // execute runs the handler for one claimed row, started by its route's
-// dispatch, and submits the outcome.
-func (p *Pool) execute(j *job) {
+// dispatch with the route's policy at that moment, and submits the outcome.
+func (p *Pool) execute(j *job, policy handlers.Policy) {
 	defer j.cancel(nil)
 	ev := j.row.event()
 	route := p.registry.Load().Lookup(ev.EventType)
-	policy := j.route.policy
 	h := handlers.Chain(route.Handler, p.engineMiddleware(ev.EventType)...)
 
 	ctx := j.ctx

@@ -180,9 +180,10 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 		rs.running++
 		p.running++
 		p.executors.Add(1)
+		policy := rs.policy // read under the lock: a reload may change it
 		go func() {
 			defer p.executors.Done()
-			p.execute(j)
+			p.execute(j, policy)
 		}()
 	}
 	p.routeGaugesLocked(rs)

@@ -366,3 +366,49 @@ func TestOrderedDeadRowBlocksOrSkips(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "discard unblocks the key", func() bool { return b.row(t, "blk-next").Status == "processed" })
 }
+
+// Reproduction from the fault suite: a SIGHUP reload (SetRegistry) changed
+// a route's policy while its handlers read it, a data race the race
+// detector reported. Reloads now swap policies under the pool's lock and
+// each attempt runs with the policy of its dispatch; this test reloads
+// without pause while 400 rows run (go test -race fails it otherwise), and
+// every row is processed once under either policy.
+func TestReloadWhileHandlersRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var runs sync.Map
+	handle := func(_ context.Context, ev *handlers.Event) error {
+		if _, dup := runs.LoadOrStore(ev.EventID, true); dup {
+			t.Errorf("%s handled twice", ev.EventID)
+		}
+		time.Sleep(time.Millisecond)
+		return nil
+	}
+	registry := func(concurrency int, timeout time.Duration) *handlers.Registry {
+		r := handlers.NewRegistry()
+		if err := r.HandleFunc("reloaded", handle, handlers.Concurrency(concurrency), handlers.Timeout(timeout)); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	b.reg = registry(2, time.Minute)
+	p := b.start(t, testConfig())
+	done := make(chan struct{})
+	var reloads sync.WaitGroup
+	reloads.Add(1)
+	go func() {
+		defer reloads.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			p.SetRegistry(registry(1+i%4, time.Duration(1+i%3)*time.Minute))
+		}
+	}()
+	b.insert(t, "reloaded", ids("r", 400)...)
+	waitFor(t, 30*time.Second, "every row processed", func() bool { return b.countStatus(t, "processed") == 400 })
+	close(done)
+	reloads.Wait()
+}
