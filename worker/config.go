@@ -78,8 +78,14 @@ type Config struct {
 // ShutdownMargin is how long Run may take, beyond Config.ShutdownTimeout,
 // to cancel handlers that overran the budget and write the final row states.
 // Run returns within ShutdownTimeout + ShutdownMargin of its context's
-// cancellation, whatever the database does.
+// cancellation, whatever the database does: its own last writes end
+// ShutdownReserve earlier, so that a process that exits when Run returns
+// is gone by that bound too.
 const ShutdownMargin = 5 * time.Second
+
+// ShutdownReserve is the part of ShutdownMargin left, at the end, for what
+// comes after Run returns (closing pools, the process's exit).
+const ShutdownReserve = time.Second
 
 // cancelGrace is how long cancelled handlers get to return at shutdown
 // before their rows are released anyway; the rest of ShutdownMargin is for

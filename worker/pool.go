@@ -198,8 +198,9 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 
 	// stop is cancelled at the hard deadline, ShutdownTimeout +
-	// ShutdownMargin after ctx: everything that must finish at shutdown
-	// (outcome writes, lease renewals, a claim in flight) runs under it.
+	// ShutdownMargin - ShutdownReserve after ctx: everything that must
+	// finish at shutdown (outcome writes, lease renewals, a claim in
+	// flight) runs under it.
 	stop, hardStop := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardStop()
 	go func() {
@@ -208,7 +209,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		case <-stop.Done():
 			return
 		}
-		t := time.NewTimer(p.cfg.ShutdownTimeout + ShutdownMargin)
+		t := time.NewTimer(p.cfg.ShutdownTimeout + ShutdownMargin - ShutdownReserve)
 		defer t.Stop()
 		select {
 		case <-t.C:

@@ -318,8 +318,8 @@ func TestShutdownWithDatabaseDownIsBounded(t *testing.T) {
 	start := time.Now()
 	p.cancel()
 	close(release) // the handlers succeed, but their outcomes cannot be written
-	if !p.wait(cfg.ShutdownTimeout + ShutdownMargin + 2*time.Second) {
-		t.Fatalf("Run still running %s after the stop; want at most ShutdownTimeout + %s", time.Since(start).Round(time.Millisecond), ShutdownMargin)
+	if !p.wait(cfg.ShutdownTimeout + ShutdownMargin - ShutdownReserve/2) {
+		t.Fatalf("Run still running %s after the stop; want at most ShutdownTimeout + %s - %s", time.Since(start).Round(time.Millisecond), ShutdownMargin, ShutdownReserve)
 	}
 	t.Logf("stopped in %s with the database unreachable", time.Since(start).Round(time.Millisecond))
 }

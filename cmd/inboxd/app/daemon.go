@@ -130,7 +130,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		defer func() {
 			// Bounded like the rest of the shutdown: a scrape in progress may
 			// finish, nothing may hold the exit.
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 250*time.Millisecond)
 			defer cancel()
 			_ = srv.Shutdown(sctx)
 		}()
@@ -218,13 +218,15 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	return nil
 }
 
-// exitIfStuck is the shutdown's last resort: once ctx is cancelled, every
-// part of the daemon stops within INBOXD_SHUTDOWN_TIMEOUT +
-// worker.ShutdownMargin whatever the database does; should the daemon still
-// not have returned 2 s later (a bug, a library that ignores its context),
-// the process exits with status 1. Rows still held return to other workers
-// when their leases expire. Call the returned function when the daemon
-// returns, to disarm it.
+// exitIfStuck is the shutdown's last resort: once ctx is cancelled, the
+// workers stop within INBOXD_SHUTDOWN_TIMEOUT + worker.ShutdownMargin -
+// worker.ShutdownReserve whatever the database does, and ingest and the
+// HTTP server sooner; should the daemon still not have returned when
+// INBOXD_SHUTDOWN_TIMEOUT + worker.ShutdownMargin is up (a bug, a library
+// that ignores its context), the process exits with status 1 then, so that
+// the documented bound holds. Rows still held return to other workers when
+// their leases expire. Call the returned function when the daemon returns,
+// to disarm it.
 func exitIfStuck(ctx context.Context, cfg config.Config, log zerolog.Logger) (disarm func()) {
 	returned := make(chan struct{})
 	go func() {
@@ -233,7 +235,7 @@ func exitIfStuck(ctx context.Context, cfg config.Config, log zerolog.Logger) (di
 		case <-returned:
 			return
 		}
-		t := time.NewTimer(cfg.ShutdownTimeout + worker.ShutdownMargin + 2*time.Second)
+		t := time.NewTimer(cfg.ShutdownTimeout + worker.ShutdownMargin - 50*time.Millisecond)
 		defer t.Stop()
 		select {
 		case <-t.C:

@@ -28,7 +28,7 @@ func startTracing(ctx context.Context, cfg config.Config, log zerolog.Logger) (h
 		opts = append(opts, tracing.KafkaTopics(cfg.KafkaTopics...))
 	}
 	stop := func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
 		defer cancel()
 		if err := shutdown(sctx); err != nil {
 			tlog.Warn().Err(err).Msg("spans not flushed at exit")
