@@ -42,11 +42,11 @@ fuzz-short:
 ## fault: the fault-injection suite, short variant (CI runs it): real binaries, PostgreSQL restarts,
 ## connection cuts and latency, SIGKILL/SIGSTOP, slow handlers, big payloads; invariants on the history
 fault:
-	INBOXD_FAULT=1 $(GO) test -count=1 -timeout 10m -v -run . ./internal/faultsuite/ 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|faultsuite:|\s+[a-z_]+\.go:[0-9]+:)' ; exit $${PIPESTATUS[0]}
+	INBOXD_FAULT=1 $(GO) test -count=1 -parallel 16 -timeout 10m -v -run . ./internal/faultsuite/ 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|faultsuite:|\s+[a-z_]+\.go:[0-9]+:)' ; exit $${PIPESTATUS[0]}
 
 ## fault-long: the same scenarios at full size (minutes; not in CI)
 fault-long:
-	INBOXD_FAULT_LONG=1 $(GO) test -count=1 -timeout 60m -v -run . ./internal/faultsuite/
+	INBOXD_FAULT_LONG=1 $(GO) test -count=1 -parallel 16 -timeout 60m -v -run . ./internal/faultsuite/
 
 ## bench: end-to-end and pipeline benchmarks (see README "Performance")
 bench:
