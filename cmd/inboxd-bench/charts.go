@@ -44,7 +44,8 @@ func chartLabel(r Rate) string {
 // labelled with its events/s and its ratio to the yardstick.
 func ratesChart(path string, r *Results) error {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Throughput, %s events each (%d CPUs, shared machine; %s)", comma(float64(r.Events)), r.Machine.CPUs, r.GeneratedAt.Format("2006-01-02"))
+	p.Title.Text = fmt.Sprintf("Throughput, %s events each (%d CPUs shared, load average %.1f–%.1f; %s)", comma(float64(r.Events)),
+		r.Machine.CPUs, r.Machine.LoadAverageStart, r.Machine.LoadAverageEnd, r.GeneratedAt.Format("2006-01-02"))
 	p.Y.Label.Text = "events/s"
 	p.Title.Padding = vg.Points(6)
 	p.Y.Min = 0
