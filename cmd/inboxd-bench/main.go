@@ -30,7 +30,8 @@
 //     -long-load of the maximum for -long-minutes with retention on
 //     (INBOXD_RETENTION -long-retention, INBOXD_RETENTION_INTERVAL 1s), then
 //     the same without retention, printing per minute the rate, the p99 and
-//     the inbox's size.
+//     the inbox's size. On a server with autovacuum off (results.json
+//     records the setting), -vacuum-every stands in for it.
 //
 // It prints a table with inboxd's ratios to River and to the yardstick and
 // the targets, and, with -out, writes results.json, rates.png and
