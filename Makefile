@@ -8,7 +8,7 @@ IMAGE       ?= ghcr.io/inboxd/inboxd:0.3.0
 # Tests and benchmarks use this server; each test creates its own database.
 export INBOXD_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all build test lint bench demo clean image alerts fuzz-short fault fault-long
+.PHONY: all build test lint bench bench-long bench-go demo clean image alerts fuzz-short fault fault-long
 
 all: lint test build
 
@@ -48,8 +48,17 @@ fault:
 fault-long:
 	INBOXD_FAULT_LONG=1 $(GO) test -count=1 -parallel 16 -timeout 60m -v -run . ./internal/faultsuite/
 
-## bench: end-to-end and pipeline benchmarks (see README "Performance")
+## bench: inboxd beside River and the raw-SQL yardstick (throughput, latency over load, peak RSS); writes docs/bench/ (a few minutes)
 bench:
+	$(GO) run ./cmd/inboxd-bench -out docs/bench
+
+## bench-long: 5 min at 0.8x the end-to-end maximum with retention (5s) and without; per-minute rate, p99, inbox size (~15 min; not in CI)
+## -vacuum-every 30s stands in for autovacuum where the server has it off
+bench-long:
+	$(GO) run ./cmd/inboxd-bench -run long -vacuum-every 30s -out docs/bench
+
+## bench-go: the go test benchmarks (yardstick, pool, ingest, end to end) once each
+bench-go:
 	$(GO) test -run '^$$' -bench 'RawPipeline|Pool|Ingest|EndToEnd' -benchtime 1x -count 1 -timeout 20m ./...
 
 ## demo: embedded Kafka-protocol broker + local PostgreSQL + HTTP sink, a few thousand events
