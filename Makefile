@@ -38,6 +38,7 @@ fuzz-short:
 	$(GO) test -run='^$$' -fuzz='^FuzzConfigLoad$$' -fuzztime=10s ./config/
 	$(GO) test -run='^$$' -fuzz='^FuzzMapMessage$$' -fuzztime=10s ./ingest/
 	$(GO) test -run='^$$' -fuzz='^FuzzParseRoutes$$' -fuzztime=10s ./handlers/
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeHeaders$$' -fuzztime=10s ./worker/
 
 ## fault: the fault-injection suite, short variant (CI runs it): real binaries, PostgreSQL restarts,
 ## connection cuts and latency, SIGKILL/SIGSTOP, slow handlers, big payloads; invariants on the history

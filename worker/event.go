@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 
 	"github.com/inboxd/inboxd/handlers"
 )
@@ -40,12 +41,23 @@ func (r *claimedRow) event() *handlers.Event {
 
 // decodeHeaders reads the headers column: an object whose values are strings,
 // or {"base64": "…"} for values that were not valid UTF-8. Anything else is
-// ignored: headers are informational and must not fail a row. One decoding
-// pass: this runs for every row handed to a handler.
+// ignored: headers are informational and must not fail a row. It runs for
+// every row handed to a handler, so the usual column (string values without
+// escapes, as PostgreSQL prints jsonb) is read by a scanner of its own; any
+// other input goes through encoding/json, with the same result
+// (FuzzDecodeHeaders compares the two).
 func decodeHeaders(raw []byte) map[string]string {
 	if len(raw) <= 2 { // NULL, "" or {}
 		return nil
 	}
+	if out, ok := scanPlainHeaders(raw); ok {
+		return out
+	}
+	return decodeHeadersJSON(raw)
+}
+
+// decodeHeadersJSON is decodeHeaders through encoding/json, for any input.
+func decodeHeadersJSON(raw []byte) map[string]string {
 	var obj map[string]any
 	if err := json.Unmarshal(raw, &obj); err != nil || len(obj) == 0 {
 		return nil
@@ -64,4 +76,78 @@ func decodeHeaders(raw []byte) map[string]string {
 		}
 	}
 	return out
+}
+
+// scanPlainHeaders reads raw when it is a JSON object whose keys and values
+// are all strings without escapes, control characters or invalid UTF-8;
+// ok is false for anything else, which the caller decodes in full.
+func scanPlainHeaders(raw []byte) (out map[string]string, ok bool) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return nil, false
+	}
+	i = skipSpace(raw, i+1)
+	if i < len(raw) && raw[i] == '}' {
+		return nil, skipSpace(raw, i+1) == len(raw) // {} is no headers
+	}
+	for {
+		key, next, ok := plainString(raw, i)
+		if !ok {
+			return nil, false
+		}
+		i = skipSpace(raw, next)
+		if i >= len(raw) || raw[i] != ':' {
+			return nil, false
+		}
+		val, next, ok := plainString(raw, skipSpace(raw, i+1))
+		if !ok {
+			return nil, false
+		}
+		if out == nil {
+			out = make(map[string]string, 4)
+		}
+		out[key] = val
+		i = skipSpace(raw, next)
+		if i >= len(raw) {
+			return nil, false
+		}
+		switch raw[i] {
+		case ',':
+			i = skipSpace(raw, i+1)
+		case '}':
+			return out, skipSpace(raw, i+1) == len(raw)
+		default:
+			return nil, false
+		}
+	}
+}
+
+// plainString reads the JSON string starting at raw[i] when it has no
+// escape, no control character and only valid UTF-8, and returns it with
+// the index after its closing quote.
+func plainString(raw []byte, i int) (s string, next int, ok bool) {
+	if i >= len(raw) || raw[i] != '"' {
+		return "", 0, false
+	}
+	for j := i + 1; j < len(raw); j++ {
+		switch c := raw[j]; {
+		case c == '"':
+			if !utf8.Valid(raw[i+1 : j]) {
+				return "", 0, false
+			}
+			return string(raw[i+1 : j]), j + 1, true
+		case c == '\\' || c < 0x20:
+			return "", 0, false
+		}
+	}
+	return "", 0, false
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func skipSpace(raw []byte, i int) int {
+	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+		i++
+	}
+	return i
 }
