@@ -111,9 +111,9 @@ type Config struct {
 	// ClaimBytes caps the payload bytes of the rows a replica holds claimed
 	// and not yet handled (a row bigger than that is claimed alone).
 	ClaimBytes int64 `env:"INBOXD_CLAIM_BYTES" envDefault:"33554432" help:"payload bytes a replica may hold claimed and not yet handled"`
-	// Prefetch is how many claimed rows may wait for a free worker; 0 means
-	// min(INBOXD_CLAIM_BATCH, 4 × INBOXD_WORKERS), -1 none.
-	Prefetch int `env:"INBOXD_PREFETCH" envDefault:"0" help:"claimed rows that may wait for a free worker; 0 = min(claim batch, 4 x workers), -1 = none"`
+	// Prefetch is how many claimed rows may wait for a free worker; 0 adapts
+	// it to the handlers (see worker.Config.Prefetch), -1 none.
+	Prefetch int `env:"INBOXD_PREFETCH" envDefault:"0" help:"claimed rows that may wait for a free worker; 0 = adaptive (min(claim batch, 4 x workers), growing to 250ms of a fast route's work, up to 2 x claim batch), -1 = none"`
 	// MaxAttempts is the number of attempts before a row goes dead.
 	MaxAttempts int `env:"INBOXD_MAX_ATTEMPTS" envDefault:"10" help:"attempts before a failing row goes dead"`
 	// Lease is how long a claimed row belongs to its worker without renewal.

@@ -128,8 +128,8 @@ func (p *Pool) flush(stop context.Context, batch []result) {
 // applied. Released rows are announced so other workers take them at once.
 func (p *Pool) writeOutcomes(ctx context.Context, batch []result) (map[int64]bool, error) {
 	// Sorted by id: the statement then locks the rows in id order (see
-	// sql/complete.sql).
-	batch = slices.SortedFunc(slices.Values(batch), func(a, b result) int { return cmp.Compare(a.id, b.id) })
+	// sql/complete.sql). In place: the batch is the caller's own.
+	slices.SortFunc(batch, func(a, b result) int { return cmp.Compare(a.id, b.id) })
 	n := len(batch)
 	ids := make([]int64, n)
 	tokens := make([]int64, n)
@@ -148,7 +148,7 @@ func (p *Pool) writeOutcomes(ctx context.Context, batch []result) (map[int64]boo
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
 	defer cancel()
 	ordered, blocking := p.orderedTypes()
-	rows, err := p.db.Query(ctx, completeSQL, pgx.NamedArgs{
+	rows, err := p.db.Query(ctx, completeSQL[variant(ordered)], pgx.NamedArgs{
 		"ids": ids, "tokens": tokens, "statuses": statuses, "delays_ms": delays,
 		"errors": errs, "attempts_delta": deltas, "ordered_types": ordered, "blocking_types": blocking,
 	})

@@ -21,10 +21,13 @@ type Config struct {
 	// row bigger than the whole budget is still claimed, alone.
 	ClaimBytes int64
 	// Prefetch is how many claimed rows may wait for a free handler, so
-	// claims are large and handlers never wait for one (0: the default,
-	// min(ClaimBatch, 4·Workers); negative: none). Waiting rows hold their
-	// lease (renewed like running ones); at shutdown they are released at
-	// once.
+	// claims are large and handlers never wait for one (negative: none).
+	// 0, the default, adapts it to the handlers: min(ClaimBatch, 4·Workers)
+	// to begin with, growing for a route whose handlers finish fast to
+	// about prefetchHorizon of its work, up to 2·ClaimBatch (fast handlers
+	// then get full claims, and a replica never holds more waiting rows
+	// than it works off in that time). Waiting rows hold their lease
+	// (renewed like running ones); at shutdown they are released at once.
 	Prefetch int
 	// MaxAttempts is the number of attempts before a failing row goes dead
 	// (default 10).
@@ -73,6 +76,8 @@ type Config struct {
 	// Now returns the current time; nil uses time.Now. It drives lease
 	// bookkeeping.
 	Now func() time.Time
+
+	adaptivePrefetch bool // Prefetch was left to the pool (set by withDefaults)
 }
 
 // ShutdownMargin is how long Run may take, beyond Config.ShutdownTimeout,
@@ -105,6 +110,7 @@ func (c Config) withDefaults() Config {
 	switch {
 	case c.Prefetch == 0:
 		c.Prefetch = min(c.ClaimBatch, 4*c.Workers)
+		c.adaptivePrefetch = true
 	case c.Prefetch < 0:
 		c.Prefetch = 0
 	}
@@ -186,5 +192,11 @@ func (c Config) validate() error {
 // maxAttemptsBound is the schema's bound on the attempts column.
 const maxAttemptsBound = 1000000
 
-// capacity is the most rows a pool holds at once: running and waiting.
-func (c Config) capacity() int { return c.Workers + c.Prefetch }
+// maxCapacity is the most rows a route of the default concurrency holds
+// at once, running and waiting (its prefetch at its largest).
+func (c Config) maxCapacity() int {
+	if c.adaptivePrefetch {
+		return c.Workers + max(c.Prefetch, 2*c.ClaimBatch)
+	}
+	return c.Workers + c.Prefetch
+}

@@ -31,7 +31,7 @@ func (p *Pool) execute(j *job, policy handlers.Policy) {
 	defer j.cancel(nil)
 	ev := j.row.event()
 	route := p.registry.Load().Lookup(ev.EventType)
-	h := handlers.Chain(route.Handler, p.engineMiddleware(ev.EventType)...)
+	h := &engineHandler{p: p, next: route.Handler, label: p.typeLabel(ev.EventType)}
 
 	ctx := j.ctx
 	if policy.Timeout > 0 {
@@ -88,7 +88,7 @@ func (p *Pool) runTx(ctx context.Context, j *job, ev *handlers.Event, h handlers
 	wctx, cancel := context.WithTimeout(p.stop, p.cfg.StatementTimeout)
 	defer cancel()
 	ordered, blocking := p.orderedTypes()
-	rows, err := tx.Query(wctx, completeTxSQL, pgx.NamedArgs{
+	rows, err := tx.Query(wctx, completeTxSQL[variant(ordered)], pgx.NamedArgs{
 		"id": j.row.ID, "token": j.token, "ordered_types": ordered, "blocking_types": blocking,
 	})
 	if err != nil {
@@ -118,48 +118,45 @@ func (p *Pool) runTx(ctx context.Context, j *job, ev *handlers.Event, h handlers
 	return true, false, nil
 }
 
-// engineMiddleware is the engine's own middleware around every handler,
-// outermost first: metrics (the handler's duration by result and event
-// type), logging (a debug line per attempt), and recovery (a panic becomes
-// the attempt's error). The registry's middleware runs inside them.
-func (p *Pool) engineMiddleware(eventType string) []handlers.Middleware {
-	label := p.typeLabel(eventType)
-	return []handlers.Middleware{
-		func(next handlers.Handler) handlers.Handler {
-			return handlers.HandlerFunc(func(ctx context.Context, ev *handlers.Event) error {
-				start := time.Now()
-				err := next.Handle(ctx, ev)
-				result := "ok"
-				switch {
-				case errors.Is(err, errPanicked):
-					result = "panic"
-				case err != nil:
-					result = "error"
-				}
-				p.metrics.handlerDuration.WithLabelValues(result, label).Observe(time.Since(start).Seconds())
-				return err
-			})
-		},
-		func(next handlers.Handler) handlers.Handler {
-			return handlers.HandlerFunc(func(ctx context.Context, ev *handlers.Event) error {
-				start := time.Now()
-				err := next.Handle(ctx, ev)
-				e := p.log.Debug()
-				if err != nil {
-					e = e.Err(err)
-				}
-				e.Int64("row_id", ev.ID).Str("event_id", ev.EventID).Str("event_type", ev.EventType).
-					Int("attempt", ev.Attempt).Dur("took", time.Since(start)).Msg("handler returned")
-				return err
-			})
-		},
-		func(next handlers.Handler) handlers.Handler {
-			return handlers.HandlerFunc(func(ctx context.Context, ev *handlers.Event) (err error) {
-				defer p.recoverPanic(ev, &err)
-				return next.Handle(ctx, ev)
-			})
-		},
+// engineHandler is the engine's own layer around every handler, in the
+// order of middleware, outermost first: metrics (the handler's duration by
+// result and event type), logging (a debug line per attempt), and recovery
+// (a panic becomes the attempt's error). The registry's middleware runs
+// inside it. One value per attempt, rather than a chain of closures: this
+// runs for every row.
+type engineHandler struct {
+	p     *Pool
+	next  handlers.Handler
+	label string // the event_type metric label
+}
+
+// Handle runs the handler with the engine's metrics, logging and recovery.
+func (e *engineHandler) Handle(ctx context.Context, ev *handlers.Event) error {
+	start := time.Now()
+	err := e.recovered(ctx, ev)
+	took := time.Since(start)
+	result := "ok"
+	switch {
+	case errors.Is(err, errPanicked):
+		result = "panic"
+	case err != nil:
+		result = "error"
 	}
+	e.p.metrics.handlerDuration.WithLabelValues(result, e.label).Observe(took.Seconds())
+	if l := e.p.log.Debug(); l.Enabled() {
+		if err != nil {
+			l = l.Err(err)
+		}
+		l.Int64("row_id", ev.ID).Str("event_id", ev.EventID).Str("event_type", ev.EventType).
+			Int("attempt", ev.Attempt).Dur("took", took).Msg("handler returned")
+	}
+	return err
+}
+
+// recovered runs the handler, turning a panic into an error.
+func (e *engineHandler) recovered(ctx context.Context, ev *handlers.Event) (err error) {
+	defer e.p.recoverPanic(ev, &err)
+	return e.next.Handle(ctx, ev)
 }
 
 // errPanicked marks a handler's panic turned into an error.

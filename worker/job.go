@@ -54,6 +54,45 @@ type routeState struct {
 	running  int
 	lastRows time.Time // when a claim last gave it rows
 	gauges   *routeGauges
+
+	// Adaptive prefetch (Config.Prefetch left at 0): the route's handling
+	// rate, measured from its handlers' returns.
+	basePrefetch int       // the prefetch it never goes below
+	returned     int64     // handlers returned so far
+	rateFrom     int64     // returned at rateAt
+	rateAt       time.Time // when the rate was last updated
+	rate         float64   // handlers returned per second, smoothed
+}
+
+// prefetchHorizon is how much of a route's work, at its measured rate, an
+// adaptive prefetch holds waiting: enough for the handlers never to wait
+// for a claim, little enough that one replica does not sit on rows another
+// could run.
+const prefetchHorizon = 250 * time.Millisecond
+
+// adapt updates rs's measured rate and, when maxPrefetch > 0, sets its
+// prefetch to about prefetchHorizon of work, between its base and
+// maxPrefetch. Pool.mu must be held.
+func (rs *routeState) adapt(now time.Time, maxPrefetch int) {
+	if rs.rateAt.IsZero() {
+		rs.rateAt, rs.rateFrom = now, rs.returned
+		return
+	}
+	dt := now.Sub(rs.rateAt)
+	if dt < 100*time.Millisecond {
+		return
+	}
+	inst := float64(rs.returned-rs.rateFrom) / dt.Seconds()
+	if dt > 5*time.Second {
+		rs.rate = inst // an old rate says nothing: start afresh
+	} else {
+		rs.rate = 0.5*rs.rate + 0.5*inst
+	}
+	rs.rateAt, rs.rateFrom = now, rs.returned
+	if maxPrefetch > 0 {
+		want := int(rs.rate * prefetchHorizon.Seconds())
+		rs.prefetch = min(maxPrefetch, max(rs.basePrefetch, want))
+	}
 }
 
 func (rs *routeState) held() int { return len(rs.queue) + rs.running }
@@ -91,7 +130,10 @@ func (p *Pool) syncRoutesLocked(reg *handlers.Registry) {
 		}
 		rs.policy = p.resolvePolicy(r.Policy)
 		rs.limit = rs.policy.Concurrency
-		rs.prefetch = p.prefetchFor(rs.limit)
+		rs.basePrefetch = p.prefetchFor(rs.limit)
+		if !p.cfg.adaptivePrefetch || rs.prefetch < rs.basePrefetch {
+			rs.prefetch = rs.basePrefetch // an adapted prefetch survives a reload
+		}
 		p.routeGaugesLocked(rs)
 	}
 	for k, rs := range p.routes {
@@ -180,11 +222,13 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 		rs.running++
 		p.running++
 		p.executors.Add(1)
-		policy := rs.policy // read under the lock: a reload may change it
-		go func() {
-			defer p.executors.Done()
-			p.execute(j, policy)
-		}()
+		// The policy is read under the lock: a reload may change it.
+		t := execTask{j: j, policy: rs.policy}
+		select {
+		case p.idleExec <- t: // an idle executor takes it
+		default:
+			go p.executor(t)
+		}
 	}
 	p.routeGaugesLocked(rs)
 	return atRisk
@@ -211,6 +255,7 @@ func (p *Pool) handlerReturned(j *job) {
 		j.state = jobDone
 		j.doneAt = p.cfg.Now()
 		j.route.running--
+		j.route.returned++
 		p.running--
 		p.heldBytes -= j.size
 		releases = p.dispatchLocked(j.route)
@@ -309,4 +354,36 @@ func (p *Pool) snapshot() []*job {
 		out = append(out, j)
 	}
 	return out
+}
+
+// execTask is one job handed to an executor, with its route's policy at
+// dispatch.
+type execTask struct {
+	j      *job
+	policy handlers.Policy
+}
+
+// executorIdle is how long an executor goroutine waits for its next job
+// before it ends.
+const executorIdle = 2 * time.Second
+
+// executor runs t, then the jobs handed to it while it waits idle (on
+// Pool.idleExec), until it has waited executorIdle or the pool stopped.
+// Reusing goroutines keeps their grown stacks: a new goroutine per row
+// spent a sixth of the process's time growing stacks.
+func (p *Pool) executor(t execTask) {
+	idle := time.NewTimer(executorIdle)
+	defer idle.Stop()
+	for {
+		p.execute(t.j, t.policy)
+		p.executors.Done()
+		idle.Reset(executorIdle)
+		select {
+		case t = <-p.idleExec:
+		case <-idle.C:
+			return
+		case <-p.quit:
+			return
+		}
+	}
 }

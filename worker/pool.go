@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -54,7 +55,9 @@ type Pool struct {
 	poisoned  []int64                // rows that can be neither claimed nor dead-lettered
 	stopping  bool                   // no handler starts any more
 
-	executors sync.WaitGroup  // the handlers' goroutines
+	executors sync.WaitGroup  // the jobs handed to executors and not yet done
+	idleExec  chan execTask   // unbuffered: idle executors wait for a job on it
+	quit      chan struct{}   // closed when Run returns: idle executors end
 	stop      context.Context // ends at the hard shutdown deadline; set by Run
 	lastLoop  atomic.Int64    // unix nanoseconds when the claim loop last went round
 
@@ -103,9 +106,12 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg Config, logger zerol
 		metrics: newMetrics(reg),
 		wake:    make(chan struct{}, 1),
 		freed:   make(chan struct{}, 1),
-		results: make(chan result, cfg.capacity()),
+		results: make(chan result, cfg.maxCapacity()),
 		jobs:    make(map[int64]*job),
 		ready:   make(chan struct{}),
+
+		idleExec: make(chan execTask),
+		quit:     make(chan struct{}),
 	}
 	p.registry.Store(registry)
 	p.syncRoutesLocked(registry)
@@ -169,6 +175,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	if !started {
 		return errors.New("worker: pool already ran")
 	}
+	defer close(p.quit)
 	// Claims run on sessions of their own where the planner cannot choose a
 	// bitmap or sequential scan: with statistics that lag a sudden backlog
 	// (100,000 rows inserted after a quiet spell) it estimated a few hundred
@@ -178,6 +185,14 @@ func (p *Pool) Run(ctx context.Context) error {
 	cc.MaxConns, cc.MinConns = 2, 0
 	cc.ConnConfig.RuntimeParams["enable_bitmapscan"] = "off"
 	cc.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
+	// The claim is planned with its values every time, though prepared
+	// once: with a generic plan PostgreSQL cannot simplify the filters
+	// that depend on them (the types of the routes with room, @only) and
+	// read the whole received index instead of its due end, which made
+	// claims sixty times slower under a backlog of 100,000 rows. Prepared
+	// (rather than sent as an unnamed statement each time) it is parsed
+	// once and its rows come back in binary, payloads included.
+	cc.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	claimDB, err := pgxpool.NewWithConfig(ctx, cc)
 	if err != nil {
 		return fmt.Errorf("worker: open the claims' pool: %w", err)
@@ -354,7 +369,12 @@ func (p *Pool) claimPlan() (req claimRequest, activeRoom, activeCap int) {
 		firstAlways: p.heldBytes == 0,
 	}
 	now := p.cfg.Now()
+	maxPrefetch := 0
+	if p.cfg.adaptivePrefetch {
+		maxPrefetch = 2 * p.cfg.ClaimBatch
+	}
 	for key, rs := range p.routes {
+		rs.adapt(now, maxPrefetch)
 		room := rs.room()
 		if now.Sub(rs.lastRows) < activeFor {
 			activeRoom += room
@@ -389,6 +409,12 @@ func (p *Pool) claimPlan() (req claimRequest, activeRoom, activeCap int) {
 		req.limit = min(req.limit, activeRoom+min(claimSlack, req.limit-activeRoom))
 	}
 	req.limit = min(req.limit, p.cfg.ClaimBatch)
+	// Outcomes not yet written hold their rows (and leases) too: while the
+	// completers are a full route's worth behind, claim nothing more; each
+	// written batch signals freed.
+	if len(p.jobs)-p.queued-p.running >= p.cfg.maxCapacity() {
+		req.limit = 0
+	}
 	return req, activeRoom, activeCap
 }
 
@@ -446,12 +472,9 @@ func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, int6
 	for i, r := range req.rooms {
 		roomRoutes[i], roomCounts[i], idleCounts[i] = r.route, int32(r.room), int32(r.idle)
 	}
-	// The claim is planned with its values every time (an unnamed
-	// statement): with a cached generic plan PostgreSQL cannot simplify the
-	// filters that depend on them (the types of the routes with room, @only)
-	// and read the whole received index instead of its due end, which made
-	// claims sixty times slower under a backlog of 100,000 rows.
-	rows, err := p.claimDB.Query(ctx, claimSQL, pgx.QueryExecModeExec, pgx.NamedArgs{
+	// The claim is planned with its values every time (see Run's
+	// plan_cache_mode).
+	rows, err := p.claimDB.Query(ctx, claimSQL[variant(req.ordered)], pgx.NamedArgs{
 		"limit":          req.limit,
 		"room_routes":    roomRoutes,
 		"room_counts":    roomCounts,
@@ -474,27 +497,25 @@ func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, int6
 		return 0, 0, fmt.Errorf("claim batch: %w", err)
 	}
 	var (
-		claimed []claimedRow
+		claimed = make([]claimedRow, 0, req.limit)
 		parked  int64
 		r       claimedRow
-		id      *int64
-		rank    *int64
-		attempt *int32
-		recvAt  *time.Time
-		started *bool
-		source  *string
-		eventID *string
-		evType  *string
+		// NULL in the one row of an ordered claim that claimed nothing.
+		id, rank                pgtype.Int8
+		attempt                 pgtype.Int4
+		recvAt                  pgtype.Timestamptz
+		started                 pgtype.Bool
+		source, eventID, evType pgtype.Text
 	)
 	_, err = pgx.ForEachRow(rows, []any{&parked, &rank, &id, &source, &eventID, &evType, &r.Key, &r.Payload,
 		&r.Headers, &attempt, &recvAt, &started}, func() error {
-		if id == nil {
+		if !id.Valid {
 			return nil // none claimed: the row only carries the parked count
 		}
 		claimed = append(claimed, claimedRow{
-			Rank: *rank, ID: *id, Source: *source, EventID: *eventID, EventType: *evType,
+			Rank: rank.Int64, ID: id.Int64, Source: source.String, EventID: eventID.String, EventType: evType.String,
 			Key: r.Key, Payload: r.Payload, Headers: r.Headers,
-			Attempts: int(*attempt), ReceivedAt: *recvAt, Started: *started,
+			Attempts: int(attempt.Int32), ReceivedAt: recvAt.Time, Started: started.Bool,
 		})
 		return nil
 	})

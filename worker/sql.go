@@ -1,16 +1,24 @@
 package worker
 
-import _ "embed"
+import (
+	"embed"
+	"strings"
+	"text/template"
+)
 
 // The worker's SQL, one statement per file in sql/, each explaining its
 // locking and fencing.
 var (
-	//go:embed sql/claim.sql
-	claimSQL string
-	//go:embed sql/complete.sql
-	completeSQL string
-	//go:embed sql/complete_tx.sql
-	completeTxSQL string
+	// claimSQL, completeSQL and completeTxSQL are the statements on the hot
+	// path, each in two variants: [plain] while the pool has no ordered
+	// route, [withOrdered] when it has one. The files are text/templates
+	// (sql/unpark_successors.sql holds the part complete and complete_tx
+	// share); the plain variants leave the ordered routes' parking and
+	// unparking out, which spares their planning and their lookups.
+	claimSQL      = renderVariants("claim.sql")
+	completeSQL   = renderVariants("complete.sql")
+	completeTxSQL = renderVariants("complete_tx.sql")
+
 	//go:embed sql/renew.sql
 	renewSQL string
 	//go:embed sql/rescue.sql
@@ -34,6 +42,39 @@ var (
 	//go:embed sql/retention_count.sql
 	retentionCountSQL string
 )
+
+// Indexes of the statement variants.
+const (
+	plain       = 0
+	withOrdered = 1
+)
+
+//go:embed sql/claim.sql sql/complete.sql sql/complete_tx.sql sql/unpark_successors.sql
+var templateFiles embed.FS
+
+// renderVariants renders the template sql/name without and with the
+// ordered routes' part.
+func renderVariants(name string) [2]string {
+	t := template.Must(template.New(name).ParseFS(templateFiles, "sql/"+name, "sql/unpark_successors.sql"))
+	var out [2]string
+	for i, ordered := range []bool{false, true} {
+		var b strings.Builder
+		if err := t.ExecuteTemplate(&b, name, struct{ Ordered bool }{ordered}); err != nil {
+			panic(err)
+		}
+		out[i] = b.String()
+	}
+	return out
+}
+
+// variant is the index of the statement variant for a pool whose ordered
+// route types are ordered.
+func variant(ordered []string) int {
+	if len(ordered) > 0 {
+		return withOrdered
+	}
+	return plain
+}
 
 // notifyChannel is the channel the inbox trigger notifies on.
 const notifyChannel = "inboxd_received"

@@ -1,4 +1,7 @@
 -- Claim due rows for this worker in one short statement, oldest due first.
+-- A text/template: the ordered routes' part (.Ordered) is left out while
+-- the pool has no ordered route, which spares its planning and its
+-- lookups (see sql.go).
 --
 -- Room: at most @limit rows in all, and per route no more than the room it
 -- has (a route is the routed event type, or '' for every other type):
@@ -48,6 +51,7 @@ WITH candidates AS (
 ), classified AS (
     SELECT c.*,
            CASE WHEN c.event_type = ANY (@routed_types::text[]) THEN c.event_type ELSE '' END AS route,
+{{- if .Ordered}}
            before.status AS before_status
     FROM candidates AS c
     LEFT JOIN LATERAL (
@@ -69,6 +73,10 @@ WITH candidates AS (
     FROM classified AS p
     WHERE i.id = p.id AND p.before_status IN ('received', 'dead')
     RETURNING i.id
+{{- else}}
+           NULL::text AS before_status
+    FROM candidates AS c
+{{- end}}
 ), rooms AS (
     SELECT * FROM unnest(@room_routes::text[], @room_counts::int[], @idle_counts::int[]) AS r(route, room, idle)
 ), picked AS (
@@ -95,9 +103,14 @@ WITH candidates AS (
     RETURNING picked.rn, i.id, i.source, i.event_id, i.event_type, i.key, i.payload, i.headers,
               i.attempts, i.received_at, i.started
 )
+{{- if .Ordered}}
 -- One row per claimed row, each with the number of rows parked; a single
 -- row of NULLs when none was claimed, so that the caller learns the parked
 -- count either way (parking alone is progress: claim again).
 SELECT p.n AS parked, c.*
 FROM (SELECT count(*) AS n FROM parked) AS p
 LEFT JOIN claimed AS c ON true
+{{- else}}
+SELECT 0::bigint AS parked, c.*
+FROM claimed AS c
+{{- end}}

@@ -27,57 +27,30 @@
 -- at risk before its handler started): the claim counted an attempt that
 -- did not happen.
 --
--- Ordered routes (@ordered_types; @blocking_types keep a key stopped on a
--- dead row): when a row with a key reaches its end (processed, or dead on a
--- route that does not block), the next unfinished row of the same
--- (source, key) is unparked (see claim.sql), in the same statement. The
--- successor is looked up past the finished row's id: in this statement's
--- snapshot the finished row itself still looks processing. The update of
--- the successor always takes its row lock (a no-op when it is not parked),
--- so that a claim parking it at this very moment is waited for and then
--- undone.
-WITH c AS (
-    SELECT *
-    FROM unnest(@ids::bigint[], @tokens::bigint[], @statuses::text[], @delays_ms::bigint[],
-                @errors::text[], @attempts_delta::integer[])
-         AS c(id, lease_token, status, delay_ms, last_error, attempts_delta)
-), done AS (
-    UPDATE inbox AS i
-    SET status           = c.status,
-        attempts         = greatest(i.attempts + c.attempts_delta, 0),
-        available_at     = CASE WHEN c.status = 'received'
-                                THEN now() + c.delay_ms * interval '1 millisecond'
-                                ELSE i.available_at END,
-        last_error       = coalesce(c.last_error, i.last_error),
-        processed_at     = CASE WHEN c.status = 'processed' THEN now() ELSE NULL END,
-        started          = false,
-        lease_token      = NULL,
-        lease_expires_at = NULL,
-        locked_by        = NULL,
-        updated_at       = now()
-    FROM c
-    WHERE i.id = c.id
-      AND i.lease_token = c.lease_token
-    RETURNING i.id, i.source, i.key, i.event_type, i.status
-), successors AS (
-    SELECT (SELECT n.id
-            FROM inbox AS n
-            WHERE n.source = d.source AND n.key = d.key AND n.id > d.id
-              AND n.key IS NOT NULL
-              AND n.status IN ('received', 'processing', 'dead')
-              AND n.event_type = ANY (@ordered_types::text[])
-              AND (n.status <> 'dead' OR n.event_type = ANY (@blocking_types::text[]))
-            ORDER BY n.id
-            LIMIT 1) AS id
-    FROM done AS d
-    WHERE d.key IS NOT NULL
-      AND d.event_type = ANY (@ordered_types::text[])
-      AND (d.status = 'processed' OR (d.status = 'dead' AND NOT d.event_type = ANY (@blocking_types::text[])))
-), unparked AS (
-    UPDATE inbox AS u
-    SET available_at = CASE WHEN u.available_at = '9999-12-31 00:00:00+00' THEN now() ELSE u.available_at END
-    FROM successors AS s
-    WHERE u.id = s.id AND u.status = 'received'
-    RETURNING u.id
-)
-SELECT id FROM done
+-- Ordered routes: when a row with a key reaches its end, the next row of
+-- its key is unparked in the same statement (sql/unpark_successors.sql;
+-- this is a text/template, and that part is left out while the pool has no
+-- ordered route).
+{{if .Ordered}}WITH done AS (
+{{end -}}
+UPDATE inbox AS i
+SET status           = c.status,
+    attempts         = greatest(i.attempts + c.attempts_delta, 0),
+    available_at     = CASE WHEN c.status = 'received'
+                            THEN now() + c.delay_ms * interval '1 millisecond'
+                            ELSE i.available_at END,
+    last_error       = coalesce(c.last_error, i.last_error),
+    processed_at     = CASE WHEN c.status = 'processed' THEN now() ELSE NULL END,
+    started          = false,
+    lease_token      = NULL,
+    lease_expires_at = NULL,
+    locked_by        = NULL,
+    updated_at       = now()
+FROM unnest(@ids::bigint[], @tokens::bigint[], @statuses::text[], @delays_ms::bigint[],
+            @errors::text[], @attempts_delta::integer[])
+     AS c(id, lease_token, status, delay_ms, last_error, attempts_delta)
+WHERE i.id = c.id
+  AND i.lease_token = c.lease_token
+RETURNING i.id{{if .Ordered}}, i.source, i.key, i.event_type, i.status
+), {{template "unpark_successors"}}
+SELECT id FROM done{{end}}
