@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -43,20 +44,45 @@ func (b *batch) reset() {
 	clear(b.last)
 }
 
-// batchDeadline is a context that ends when the current batch must be
-// written.
+// batchDeadline ends when the filling batch must be written: its timeout
+// passed, or the writer became free for it. The loop starts and stops it;
+// the writer may expire it early from its own goroutine.
 type batchDeadline struct {
+	mu     sync.Mutex
 	ctx    context.Context
 	cancel context.CancelFunc
 }
 
 func (d *batchDeadline) start(parent context.Context, after time.Duration) {
 	d.stop()
-	d.ctx, d.cancel = context.WithTimeout(parent, after)
+	ctx, cancel := context.WithTimeout(parent, after)
+	d.mu.Lock()
+	d.ctx, d.cancel = ctx, cancel
+	d.mu.Unlock()
 }
 
-func (d *batchDeadline) stop() {
+// context is the current deadline's context.
+func (d *batchDeadline) context() context.Context {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ctx
+}
+
+// expired reports whether the current deadline has ended.
+func (d *batchDeadline) expired() bool {
+	ctx := d.context()
+	return ctx != nil && ctx.Err() != nil
+}
+
+// expire ends the current deadline now (a no-op when there is none).
+func (d *batchDeadline) expire() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.cancel != nil {
 		d.cancel()
 	}
+}
+
+func (d *batchDeadline) stop() {
+	d.expire()
 }

@@ -12,6 +12,9 @@ const (
 	DefaultBatchSize = 500
 	// DefaultBatchTimeout is how long a non-empty batch waits for more messages.
 	DefaultBatchTimeout = 50 * time.Millisecond
+	// DefaultLinger is how long a batch waits for more messages while the
+	// writer is idle.
+	DefaultLinger = 2 * time.Millisecond
 	// DefaultBatchBytes caps the payload bytes held by one batch.
 	DefaultBatchBytes = 16 << 20
 	// DefaultMaxPayload is the largest payload stored, in bytes.
@@ -69,6 +72,11 @@ type Config struct {
 	BatchSize int
 	// BatchTimeout closes a non-empty batch this long after its first message.
 	BatchTimeout time.Duration
+	// Linger closes a non-empty batch once no message has come for this
+	// long while the previous batch is already written (default 2ms, at
+	// most BatchTimeout): at low rates rows reach the inbox at once, at high
+	// rates batches grow while the previous one is written.
+	Linger time.Duration
 	// BatchBytes closes a batch when its payloads add up to this many bytes.
 	// It also bounds what the Kafka reader buffers ahead of the batch: its
 	// queue holds BatchBytes / Mapping.MaxPayload messages (at least one, at
@@ -163,6 +171,7 @@ func (c Config) withDefaults() Config {
 		c.BatchBytes = DefaultBatchBytes
 	}
 	setDur(&c.BatchTimeout, DefaultBatchTimeout)
+	setDur(&c.Linger, DefaultLinger)
 	setDur(&c.SessionTimeout, DefaultSessionTimeout)
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = min(c.SessionTimeout/3, 3*time.Second)
@@ -217,7 +226,7 @@ func (c Config) Validate() error {
 		name string
 		d    time.Duration
 	}{
-		{"batch timeout", c.BatchTimeout}, {"session timeout", c.SessionTimeout},
+		{"batch timeout", c.BatchTimeout}, {"linger", c.Linger}, {"session timeout", c.SessionTimeout},
 		{"heartbeat interval", c.HeartbeatInterval}, {"rebalance timeout", c.RebalanceTimeout},
 		{"retry backoff min", c.RetryBackoffMin}, {"write timeout", c.WriteTimeout},
 		{"commit timeout", c.CommitTimeout}, {"close timeout", c.CloseTimeout},

@@ -137,20 +137,48 @@ func (c *Consumer) Run(ctx context.Context) error {
 // loop fetches, batches and flushes until ctx is cancelled. It returns the
 // deadline by which the reader must be closed: Config.CloseTimeout after the
 // cancellation.
+//
+// Writes run on a goroutine of their own (a writer), one batch at a time and
+// in fetch order, each batch's offsets committed right after its rows, while
+// the next batch fills: reading and mapping overlap the database's work.
+// A batch is handed to the writer when it is full, when BatchTimeout has
+// passed since its first message, or, while the writer is idle, as soon as
+// no message has come for Config.Linger: at low rates rows reach the inbox
+// within a millisecond or two, at high rates batches grow while the writer
+// works. At most two batches are in hand: one written, one filling.
 func (c *Consumer) loop(ctx context.Context, r messageReader) (time.Time, error) {
 	var (
-		b           batch
-		closing     batchDeadline // closes the batch BatchTimeout after its first message
+		closing     batchDeadline // ends when the filling batch must go
 		fetchErrors int
 		runErr      error
 	)
 	defer closing.stop()
+	// Writes outlive ctx by the close budget: the batch in hand at shutdown
+	// is still written and committed within it.
+	wctx, stopWrites := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWrites()
+	var (
+		closeOnce sync.Once
+		deadline  time.Time
+	)
+	beginClose := func() time.Time {
+		closeOnce.Do(func() {
+			deadline = time.Now().Add(c.cfg.CloseTimeout)
+			time.AfterFunc(c.cfg.CloseTimeout, stopWrites)
+		})
+		return deadline
+	}
+	stopWatch := context.AfterFunc(ctx, func() { beginClose() })
+	defer stopWatch()
+	w := newBatchWriter(c, r, &closing)
+	go w.run(wctx)
+	b := w.next()
 
 loop:
 	for ctx.Err() == nil {
 		fetchCtx := ctx
 		if len(b.rows) > 0 {
-			fetchCtx = closing.ctx
+			fetchCtx = closing.context()
 		}
 		c.fetchStarted()
 		m, err := r.FetchMessage(fetchCtx)
@@ -161,7 +189,7 @@ loop:
 			fetchErrors = 0
 			c.metrics.MessagesFetched.Inc()
 			if len(b.rows) == 0 {
-				closing.start(ctx, c.cfg.BatchTimeout)
+				closing.start(ctx, c.lingerFor(w))
 			}
 			b.add(m, MapMessage(m, c.cfg.Mapping))
 			if len(b.rows) < c.cfg.BatchSize && b.bytes < c.cfg.BatchBytes {
@@ -169,8 +197,8 @@ loop:
 			}
 		case ctx.Err() != nil:
 			break loop
-		case len(b.rows) > 0 && closing.ctx.Err() != nil:
-			// The batch's time is up.
+		case len(b.rows) > 0 && closing.expired():
+			// The batch's time is up, or the writer is free for it.
 		case errors.Is(err, io.EOF):
 			runErr = errors.New("kafka reader closed unexpectedly")
 			break loop
@@ -185,34 +213,99 @@ loop:
 				Msg("fetching from Kafka failed; the reader keeps retrying")
 			if len(b.rows) > 0 {
 				closing.stop()
-				if err := c.flush(ctx, r, &b); err != nil {
-					break loop
-				}
+				w.write(b)
+				b = w.next()
 			}
 			sleep(ctx, delay)
 			continue
 		}
 
 		closing.stop()
-		if err := c.flush(ctx, r, &b); err != nil {
-			break // cancelled while retrying the write
-		}
+		w.write(b)
+		b = w.next()
 	}
 
 	// Shutting down: write and commit the batch in hand, within the close
 	// budget. What cannot be written is not committed, and is delivered
 	// again later.
-	deadline := time.Now().Add(c.cfg.CloseTimeout)
+	dl := beginClose()
 	if len(b.rows) > 0 {
-		fctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-		err := c.flush(fctx, r, &b)
-		cancel()
-		if err != nil {
-			c.log.Warn().Int("rows", len(b.rows)).
+		w.write(b)
+	}
+	w.close()
+	return dl, runErr
+}
+
+// lingerFor is how long the batch just started may wait: Config.Linger
+// while the writer is idle, else BatchTimeout (the writer's end cuts it
+// short).
+func (c *Consumer) lingerFor(w *batchWriter) time.Duration {
+	if w.idle() {
+		return min(c.cfg.Linger, c.cfg.BatchTimeout)
+	}
+	return c.cfg.BatchTimeout
+}
+
+// batchWriter writes batches in order on its own goroutine. Two batches
+// circulate between the loop (filling) and the writer (writing).
+type batchWriter struct {
+	c       *Consumer
+	r       messageReader
+	closing *batchDeadline
+	full    chan *batch   // to the writer
+	free    chan *batch   // back to the loop, written
+	pending atomic.Int32  // batches handed over and not yet written
+	done    chan struct{} // closed when run returns
+}
+
+func newBatchWriter(c *Consumer, r messageReader, closing *batchDeadline) *batchWriter {
+	w := &batchWriter{c: c, r: r, closing: closing, full: make(chan *batch, 1), free: make(chan *batch, 2),
+		done: make(chan struct{})}
+	w.free <- &batch{}
+	w.free <- &batch{}
+	return w
+}
+
+// next returns an empty batch to fill, waiting while both are in the
+// writer's hands.
+func (w *batchWriter) next() *batch { return <-w.free }
+
+// write hands b to the writer; it waits while the writer still has the
+// batch before it queued.
+func (w *batchWriter) write(b *batch) {
+	w.pending.Add(1)
+	w.full <- b
+}
+
+// idle reports whether the writer has nothing to write.
+func (w *batchWriter) idle() bool { return w.pending.Load() == 0 }
+
+// close waits until every batch handed over is written, or given up at
+// the close deadline.
+func (w *batchWriter) close() {
+	close(w.full)
+	<-w.done
+}
+
+func (w *batchWriter) run(ctx context.Context) {
+	defer close(w.done)
+	for b := range w.full {
+		if ctx.Err() == nil {
+			if err := w.c.flush(ctx, w.r, b); err != nil {
+				w.c.log.Warn().Int("rows", len(b.rows)).
+					Msg("batch not written at shutdown; its offsets are not committed and the messages will be delivered again")
+			}
+		} else {
+			w.c.log.Warn().Int("rows", len(b.rows)).
 				Msg("batch not written at shutdown; its offsets are not committed and the messages will be delivered again")
 		}
+		b.reset()
+		if w.pending.Add(-1) == 0 {
+			// The filling batch need not wait for its timeout any more.
+			w.closing.expire()
+		}
+		w.free <- b
 	}
-	return deadline, runErr
 }
 
 // sleep waits d or until ctx ends; it reports whether d elapsed.
