@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -125,6 +126,40 @@ func TestMigrateAndRun(t *testing.T) {
 	}
 	if strings.Contains(errOut.String(), db.URL) {
 		t.Fatal("the database URL appears in the logs")
+	}
+}
+
+// The migrations tune autovacuum for the inbox, and run warns when
+// autovacuum will not vacuum it (here: switched off for the table).
+func TestRunWarnsWhenTheInboxIsNotVacuumed(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	var opts []string
+	if err := db.Pool.QueryRow(ctx, `SELECT reloptions FROM pg_class WHERE oid = 'inbox'::regclass`).Scan(&opts); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(opts, "autovacuum_vacuum_scale_factor=0.01") {
+		t.Errorf("inbox storage parameters %v, want autovacuum_vacuum_scale_factor=0.01", opts)
+	}
+	if _, err := db.Pool.Exec(ctx, `ALTER TABLE inbox SET (autovacuum_enabled = false)`); err != nil {
+		t.Fatal(err)
+	}
+	routes := filepath.Join(t.TempDir(), "routes.yaml")
+	if err := os.WriteFile(routes, []byte("default: ignore\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"INBOXD_DATABASE_URL=" + db.URL, "INBOXD_HTTP_ADDR=", "INBOXD_ROUTES=" + routes}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan int, 1)
+	var errOut syncBuffer
+	go func() { done <- Main(runCtx, []string{"run"}, env, &bytes.Buffer{}, &errOut, Options{}) }()
+	waitForLog(t, &errOut, `"message":"running"`)
+	cancel()
+	<-done
+	if !strings.Contains(errOut.String(), `"inbox_autovacuum_enabled":false`) ||
+		!strings.Contains(errOut.String(), "autovacuum will not vacuum the inbox") {
+		t.Errorf("no warning about the unvacuumed inbox; logs:\n%s", errOut.String())
 	}
 }
 

@@ -96,7 +96,30 @@ func checkSchema(ctx context.Context, db *pgxpool.Pool, migrateFirst bool, log z
 		log.Warn().Int32("schema", st.Current).Int32("binary_schema", st.Latest).Int32("oldest_compatible", st.OldestCompatible).
 			Msg("schema is newer than this inboxd and compatible with it (a rollback?): running")
 	}
+	warnIfNotVacuumed(ctx, conn.Conn(), log)
 	return nil
+}
+
+// warnIfNotVacuumed logs a warning when autovacuum will not vacuum the
+// inbox (off for the server, or for the table): every event leaves dead
+// row versions behind, and without vacuum the table and its indexes grow
+// and claims slow down until someone runs VACUUM. A failed check is only
+// logged at debug: it must not stop the daemon.
+func warnIfNotVacuumed(ctx context.Context, conn *pgx.Conn, log zerolog.Logger) {
+	var server, table bool
+	err := conn.QueryRow(ctx, `
+SELECT current_setting('autovacuum')::boolean,
+       coalesce((SELECT option_value::boolean
+                 FROM pg_class AS c, pg_options_to_table(c.reloptions)
+                 WHERE c.oid = to_regclass('inbox') AND option_name = 'autovacuum_enabled'), true)`).Scan(&server, &table)
+	switch {
+	case err != nil:
+		log.Debug().Err(err).Msg("could not read the autovacuum settings")
+	case !server || !table:
+		log.Warn().Bool("autovacuum", server).Bool("inbox_autovacuum_enabled", table).
+			Msg("autovacuum will not vacuum the inbox: its dead rows pile up and claims slow down over time; " +
+				"turn autovacuum on, or run VACUUM inbox every minute or so (README: Operations)")
+	}
 }
 
 // runMigrate applies inboxd's pending migrations and then, with river,
