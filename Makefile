@@ -37,6 +37,7 @@ fuzz-short:
 	$(GO) test -run='^$$' -fuzz='^FuzzRedactURL$$' -fuzztime=10s ./config/
 	$(GO) test -run='^$$' -fuzz='^FuzzConfigLoad$$' -fuzztime=10s ./config/
 	$(GO) test -run='^$$' -fuzz='^FuzzMapMessage$$' -fuzztime=10s ./ingest/
+	$(GO) test -run='^$$' -fuzz='^FuzzEncodeHeaders$$' -fuzztime=10s ./ingest/
 	$(GO) test -run='^$$' -fuzz='^FuzzParseRoutes$$' -fuzztime=10s ./handlers/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeHeaders$$' -fuzztime=10s ./worker/
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strings"
+	"reflect"
 	"testing"
 
 	"github.com/segmentio/kafka-go"
@@ -219,4 +220,39 @@ func TestPositionID(t *testing.T) {
 	if got := PositionID("orders.v1", 12, 9876543210); got != "orders.v1/12/9876543210" {
 		t.Errorf("PositionID = %q", got)
 	}
+}
+
+// The plain-headers writer and encoding/json give the same object for any
+// headers (and the plain writer's output is valid JSON).
+func FuzzEncodeHeaders(f *testing.F) {
+	f.Add([]byte("a"), []byte("1"), []byte("b"), []byte("2"))
+	f.Add([]byte("a"), []byte("q\"uo\\te\n"), []byte("a"), []byte("dup"))
+	f.Add([]byte("<tag>&"), []byte("\u2028"), []byte("x\x00"), []byte{0xff})
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 []byte) {
+		hs := []kafka.Header{{Key: string(k1), Value: v1}, {Key: string(k2), Value: v2}}
+		var got, want any
+		if err := json.Unmarshal(encodeHeaders(hs), &got); err != nil {
+			t.Fatalf("encodeHeaders(%q) is not JSON: %v", hs, err)
+		}
+		if err := json.Unmarshal(encodeHeadersJSON(hs), &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("encodeHeaders(%q) = %v, encoding/json gives %v", hs, got, want)
+		}
+	})
+}
+
+func BenchmarkEncodeHeaders(b *testing.B) {
+	hs := hdrs("event_id", "order-00042", "event_type", "order.created", "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	b.Run("plain", func(b *testing.B) {
+		for b.Loop() {
+			encodeHeaders(hs)
+		}
+	})
+	b.Run("encoding/json", func(b *testing.B) {
+		for b.Loop() {
+			encodeHeadersJSON(hs)
+		}
+	})
 }
