@@ -5,8 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"strings"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/segmentio/kafka-go"
