@@ -90,16 +90,16 @@ func (p *Pool) flush(stop context.Context, batch []result) {
 	}
 
 	now := p.cfg.Now()
+	p.mu.Lock()
 	for _, r := range batch {
-		if r.job != nil {
-			p.mu.Lock()
-			doneAt := r.job.doneAt
-			p.mu.Unlock()
-			if !doneAt.IsZero() {
-				p.metrics.outcomeWriteDelay.Observe(now.Sub(doneAt).Seconds())
-			}
+		if r.job != nil && !r.job.doneAt.IsZero() {
+			p.metrics.outcomeWriteDelay.Observe(now.Sub(r.job.doneAt).Seconds())
 		}
-		p.forget(r.job)
+		p.forgetLocked(r.job)
+	}
+	p.mu.Unlock()
+	signal(p.freed)
+	for _, r := range batch {
 		if !applied[r.id] {
 			p.metrics.fenced.Inc()
 			p.rowLog(zerolog.WarnLevel, r).Str("outcome", r.outcome).

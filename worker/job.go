@@ -301,12 +301,19 @@ func (p *Pool) forget(j *job) {
 		return
 	}
 	p.mu.Lock()
+	p.forgetLocked(j)
+	p.mu.Unlock()
+	signal(p.freed)
+}
+
+// forgetLocked is forget without the signal; Pool.mu must be held.
+func (p *Pool) forgetLocked(j *job) {
+	if j == nil {
+		return
+	}
 	if cur, ok := p.jobs[j.row.ID]; ok && cur == j {
 		delete(p.jobs, j.row.ID)
 	}
-	p.updateGaugesLocked()
-	p.mu.Unlock()
-	signal(p.freed)
 }
 
 func (p *Pool) updateGaugesLocked() {
