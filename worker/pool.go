@@ -466,33 +466,9 @@ func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, int6
 	if skip == nil {
 		skip = []int64{}
 	}
-	roomRoutes := make([]string, len(req.rooms))
-	roomCounts := make([]int32, len(req.rooms))
-	idleCounts := make([]int32, len(req.rooms))
-	for i, r := range req.rooms {
-		roomRoutes[i], roomCounts[i], idleCounts[i] = r.route, int32(r.room), int32(r.idle)
-	}
 	// The claim is planned with its values every time (see Run's
 	// plan_cache_mode).
-	rows, err := p.claimDB.Query(ctx, claimSQL[variant(req.ordered)], pgx.NamedArgs{
-		"limit":          req.limit,
-		"room_routes":    roomRoutes,
-		"room_counts":    roomCounts,
-		"idle_counts":    idleCounts,
-		"routed_types":   nonNil(req.routed),
-		"open_types":     nonNil(req.open),
-		"full_types":     nonNil(req.full),
-		"default_open":   req.defaultOpen,
-		"ordered_types":  nonNil(req.ordered),
-		"blocking_types": nonNil(req.blocking),
-		"max_bytes":      req.maxBytes,
-		"first_always":   req.firstAlways,
-		"only":           req.only,
-		"skip":           skip,
-		"token":          token,
-		"lease_ms":       p.cfg.Lease.Milliseconds(),
-		"worker":         p.cfg.ID,
-	})
+	rows, err := p.claimDB.Query(ctx, claimSQL[variant(req.ordered)], p.claimArgs(req, token, skip))
 	if err != nil {
 		return 0, 0, fmt.Errorf("claim batch: %w", err)
 	}
@@ -539,6 +515,35 @@ func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, int6
 	}
 	p.track(jobs)
 	return len(claimed), parked, nil
+}
+
+// claimArgs are the claim statement's arguments for req.
+func (p *Pool) claimArgs(req claimRequest, token int64, skip []int64) pgx.NamedArgs {
+	roomRoutes := make([]string, len(req.rooms))
+	roomCounts := make([]int32, len(req.rooms))
+	idleCounts := make([]int32, len(req.rooms))
+	for i, r := range req.rooms {
+		roomRoutes[i], roomCounts[i], idleCounts[i] = r.route, int32(r.room), int32(r.idle)
+	}
+	return pgx.NamedArgs{
+		"limit":          req.limit,
+		"room_routes":    roomRoutes,
+		"room_counts":    roomCounts,
+		"idle_counts":    idleCounts,
+		"routed_types":   nonNil(req.routed),
+		"open_types":     nonNil(req.open),
+		"full_types":     nonNil(req.full),
+		"default_open":   req.defaultOpen,
+		"ordered_types":  nonNil(req.ordered),
+		"blocking_types": nonNil(req.blocking),
+		"max_bytes":      req.maxBytes,
+		"first_always":   req.firstAlways,
+		"only":           req.only,
+		"skip":           skip,
+		"token":          token,
+		"lease_ms":       p.cfg.Lease.Milliseconds(),
+		"worker":         p.cfg.ID,
+	}
 }
 
 // orderedTypes returns the types of ordered routes, and those among them

@@ -26,6 +26,9 @@
 //   - memory: the inboxd binary (go build, no -race) as a subprocess at full
 //     rate with 1 KiB payloads and with 1 MiB payloads: its peak RSS
 //     (VmHWM);
+//   - explain: where the time goes: the top statements of the e2e run
+//     (pg_stat_statements, when the server loads it) and EXPLAIN (ANALYZE,
+//     BUFFERS) of a claim on a backlog of -events rows;
 //   - long (not in the default set; `make bench-long`): a sustained run at
 //     -long-load of the maximum for -long-minutes with retention on
 //     (INBOXD_RETENTION -long-retention, INBOXD_RETENTION_INTERVAL 1s), then
@@ -75,10 +78,10 @@ func main() {
 }
 
 // parts are the measurements, in the order they run.
-var parts = []string{"raw", "river", "pool", "e2e", "retained", "latency", "memory", "long"}
+var parts = []string{"raw", "river", "pool", "e2e", "retained", "latency", "memory", "explain", "long"}
 
 // defaultParts is what runs without -run: everything but the long run.
-const defaultParts = "raw,river,pool,e2e,retained,latency,memory"
+const defaultParts = "raw,river,pool,e2e,retained,latency,memory,explain"
 
 // options are the parsed flags.
 type options struct {
@@ -249,9 +252,31 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"retained", func() (Rate, error) { return benchEndToEnd(ctx, env, o.events, o.retained, profiles{}) }},
 	}
 	for _, s := range steps {
+		var stmts *statementsMeter
+		if s.name == "e2e" && o.parts["explain"] && o.parts["e2e"] {
+			stmts = startStatements(ctx, env)
+		}
 		if err := measure(s.name, s.f); err != nil {
 			return err
 		}
+		if stmts != nil {
+			top, err := stmts.top(ctx, 6, int64(o.events/10))
+			if err != nil {
+				return fmt.Errorf("pg_stat_statements: %w", err)
+			}
+			res.Diagnosis = &Diagnosis{Statements: top, StatementsNote: stmts.note}
+		}
+	}
+	if o.parts["explain"] {
+		logf("… explain (the claim on a backlog of %d rows)", o.events)
+		plan, err := explainClaim(ctx, env, o.events)
+		if err != nil {
+			return fmt.Errorf("explain: %w", err)
+		}
+		if res.Diagnosis == nil {
+			res.Diagnosis = &Diagnosis{}
+		}
+		res.Diagnosis.ClaimPlan, res.Diagnosis.BacklogRows = plan, o.events
 	}
 
 	if prof := (profiles{cpu: o.cpuProfile, block: o.blockProfile, mutex: o.mutexProfile}); prof != (profiles{}) {
@@ -318,6 +343,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	res.evaluate()
 	printResults(out, res, long)
+	if res.Diagnosis != nil {
+		printDiagnosis(out, res.Diagnosis)
+	}
 	logf("load average %.2f at the start, %.2f at the end (%d CPUs)", res.Machine.LoadAverageStart, res.Machine.LoadAverageEnd, res.Machine.CPUs)
 	if o.out != "" {
 		if err := writeResults(o.out, res, long); err != nil {

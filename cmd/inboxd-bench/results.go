@@ -31,6 +31,8 @@ type Results struct {
 	Memory []MemoryRun `json:"memory,omitempty"`
 	// Targets are the issue's targets checked against this run.
 	Targets []Target `json:"targets"`
+	// Diagnosis is where the time goes, when the explain measurement ran.
+	Diagnosis *Diagnosis `json:"diagnosis,omitempty"`
 }
 
 // Machine describes the machine and the versions a run used.

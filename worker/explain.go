@@ -1,0 +1,46 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/inboxd/inboxd/handlers"
+)
+
+// ExplainClaim returns the plan PostgreSQL follows for the claim a pool
+// with registry and cfg would make now on db, from EXPLAIN (ANALYZE,
+// BUFFERS), with the claims' session settings. The claim runs in a
+// transaction that is rolled back: nothing is claimed. It is a diagnostic
+// (cmd/inboxd-bench prints it next to its figures).
+func ExplainClaim(ctx context.Context, db *pgxpool.Pool, registry *handlers.Registry, cfg Config) (string, error) {
+	p, err := New(db, registry, cfg, zerolog.Nop(), nil)
+	if err != nil {
+		return "", err
+	}
+	req, _, _ := p.claimPlan()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return "", fmt.Errorf("explain claim: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	for _, set := range []string{"SET LOCAL enable_bitmapscan = off", "SET LOCAL enable_seqscan = off"} {
+		if _, err := tx.Exec(ctx, set); err != nil {
+			return "", fmt.Errorf("explain claim: %w", err)
+		}
+	}
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS)\n"+claimSQL[variant(req.ordered)],
+		p.claimArgs(req, 0, []int64{}))
+	if err != nil {
+		return "", fmt.Errorf("explain claim: %w", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", fmt.Errorf("explain claim: %w", err)
+	}
+	return strings.Join(lines, "\n"), nil
+}
