@@ -1,6 +1,7 @@
 // Package app is the inboxd command: its subcommands (run, migrate, stats,
-// dead, requeue, version) and the daemon that wires ingest, workers and the
-// HTTP endpoints together.
+// dead, show, requeue, discard, prune, help, version; `inboxd help` lists
+// them with their flags) and the daemon that wires ingest, workers,
+// retention and the HTTP endpoints together.
 //
 // Services that want their own Go handlers run the same daemon from their
 // own main, passing a Registry in Options:
