@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
@@ -19,64 +17,22 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/handlers/riverjob"
+	"github.com/inboxd/inboxd/internal/yardstick"
 	"github.com/inboxd/inboxd/worker"
 )
 
 // insertBatch is the rows (or jobs) one producer statement inserts.
-const insertBatch = 500
+const insertBatch = yardstick.Batch
 
 // benchPayload is the payload of every throughput measurement, as in the go
 // test benchmarks, so that all of them move the same bytes.
-var benchPayload = []byte(`{"order_id":12345,"amount":"99.90","currency":"EUR","note":"benchmark payload"}`)
+var benchPayload = yardstick.Payload
 
-// insertRows inserts n received rows in 500-row unnest statements, as
-// worker's BenchmarkRawPipeline and BenchmarkPool do.
+// insertRows inserts n received rows of the benchmark's event type in
+// 500-row unnest statements, as worker's BenchmarkPool does.
 func insertRows(ctx context.Context, db *pgxpool.Pool, prefix string, n int) error {
-	for start := 0; start < n; start += insertBatch {
-		size := min(insertBatch, n-start)
-		src := make([]string, size)
-		ids := make([]string, size)
-		types := make([]string, size)
-		payloads := make([][]byte, size)
-		for i := range size {
-			src[i], ids[i], types[i] = "bench", fmt.Sprintf("%s-%d", prefix, start+i), eventType
-			payloads[i] = benchPayload
-		}
-		if _, err := db.Exec(ctx, `INSERT INTO inbox (source, event_id, event_type, payload)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[])
-			ON CONFLICT (source, event_id) DO NOTHING`, src, ids, types, payloads); err != nil {
-			return err
-		}
-	}
-	return nil
+	return yardstick.InsertRows(ctx, db, prefix, eventType, n)
 }
-
-// rawClaimSQL and rawCompleteSQL are the yardstick's statements, copied from
-// worker/bench_test.go (BenchmarkRawPipeline): the least a claim and a
-// fenced batch completion need, without the engine's routes, ordering, byte
-// budget or lock ordering.
-const (
-	rawClaimSQL = `
-WITH picked AS (
-    SELECT id FROM inbox
-    WHERE status = 'received' AND available_at <= now()
-    ORDER BY available_at, id
-    LIMIT $1
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE inbox AS i
-SET status = 'processing', attempts = i.attempts + 1, lease_token = $2,
-    lease_expires_at = now() + $3::bigint * interval '1 millisecond', locked_by = $4, updated_at = now()
-FROM picked
-WHERE i.id = picked.id
-RETURNING i.id`
-	rawCompleteSQL = `
-UPDATE inbox AS i
-SET status = 'processed', processed_at = now(), lease_token = NULL, lease_expires_at = NULL,
-    locked_by = NULL, updated_at = now()
-FROM unnest($1::bigint[], $2::bigint[]) AS c(id, lease_token)
-WHERE i.id = c.id AND i.lease_token = c.lease_token`
-)
 
 // benchRaw is the yardstick: one producer inserting 500-row statements and
 // two consumers claiming 500 rows with SKIP LOCKED and completing them in
@@ -98,55 +54,11 @@ func benchRaw(ctx context.Context, env *environment, n int) (Rate, error) {
 	if err != nil {
 		return Rate{}, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	start := time.Now()
-	var done atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	wg.Go(func() {
-		if err := insertRows(ctx, pool, "raw", n); err != nil {
-			errs <- err
-			cancel()
-		}
-	})
-	for range 2 {
-		wg.Go(func() {
-			tokens := make([]int64, insertBatch)
-			for j := range tokens {
-				tokens[j] = 7
-			}
-			for done.Load() < int64(n) {
-				rows, err := pool.Query(ctx, rawClaimSQL, insertBatch, int64(7), int64(30000), "raw")
-				if err != nil {
-					errs <- err
-					cancel()
-					return
-				}
-				ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-				if err != nil {
-					errs <- err
-					cancel()
-					return
-				}
-				if len(ids) == 0 {
-					continue
-				}
-				if _, err := pool.Exec(ctx, rawCompleteSQL, ids, tokens[:len(ids)]); err != nil {
-					errs <- err
-					cancel()
-					return
-				}
-				done.Add(int64(len(ids)))
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := yardstick.Run(ctx, pool, n); err != nil {
 		return Rate{}, err
 	}
+	elapsed := time.Since(start)
 	r := newRate("raw", "raw SQL yardstick", n, elapsed)
 	r.CPU, err = meter.stop(ctx)
 	return r, err

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/yardstick"
 )
 
 // The end-to-end benchmarks run the whole daemon (app.Main "run") in-process
@@ -43,9 +44,9 @@ import (
 
 const benchTopic = "orders"
 
-// benchPayload is the payload of worker's BenchmarkRawPipeline, so that both
-// move the same bytes.
-var benchPayload = []byte(`{"order_id":12345,"amount":"99.90","currency":"EUR","note":"benchmark payload"}`)
+// benchPayload is the yardstick's payload, so that every benchmark moves
+// the same bytes.
+var benchPayload = yardstick.Payload
 
 // benchEnv returns the positive integer in the environment variable name, or
 // def.
