@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -180,16 +181,52 @@ func daemonEnv(db *database, k *kafka, routes string, extra ...string) []string 
 
 // daemon is inboxd's daemon running in this process (app.Main "run").
 type daemon struct {
-	cancel context.CancelFunc
-	done   chan int
-	stderr *syncBuffer
+	cancel  context.CancelFunc
+	done    chan int
+	stderr  *syncBuffer
+	metrics *prometheus.Registry // the daemon's metrics
 }
 
 func startDaemon(ctx context.Context, env []string) *daemon {
 	ctx, cancel := context.WithCancel(ctx)
-	d := &daemon{cancel: cancel, done: make(chan int, 1), stderr: &syncBuffer{}}
-	go func() { d.done <- app.Main(ctx, []string{"run"}, env, io.Discard, d.stderr, app.Options{}) }()
+	d := &daemon{cancel: cancel, done: make(chan int, 1), stderr: &syncBuffer{}, metrics: prometheus.NewRegistry()}
+	go func() {
+		d.done <- app.Main(ctx, []string{"run"}, env, io.Discard, d.stderr, app.Options{Registerer: d.metrics})
+	}()
 	return d
+}
+
+// outcomeWriteDelayP99 is the p99 of inboxd_worker_outcome_write_delay_seconds
+// (the time from a handler's success to its outcome's commit: the window in
+// which a crash re-runs a handler that already succeeded), in milliseconds,
+// interpolated within its bucket; false when nothing was observed.
+func (d *daemon) outcomeWriteDelayP99() (float64, bool) {
+	mfs, err := d.metrics.Gather()
+	if err != nil {
+		return 0, false
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "inboxd_worker_outcome_write_delay_seconds" || len(mf.GetMetric()) == 0 {
+			continue
+		}
+		h := mf.GetMetric()[0].GetHistogram()
+		total := float64(h.GetSampleCount())
+		if total == 0 {
+			return 0, false
+		}
+		want := 0.99 * total
+		prevBound, prevCount := 0.0, 0.0
+		for _, b := range h.GetBucket() {
+			count := float64(b.GetCumulativeCount())
+			if count >= want {
+				frac := (want - prevCount) / max(count-prevCount, 1)
+				return 1000 * (prevBound + frac*(b.GetUpperBound()-prevBound)), true
+			}
+			prevBound, prevCount = b.GetUpperBound(), count
+		}
+		return 1000 * prevBound, true
+	}
+	return 0, false
 }
 
 // stop cancels the daemon and waits for its exit code.
@@ -316,6 +353,7 @@ func benchEndToEnd(ctx context.Context, env *environment, n, retained int, prof 
 	if perr := stopProfiles(); perr != nil && err == nil {
 		err = perr
 	}
+	p99, hasP99 := d.outcomeWriteDelayP99()
 	if serr := d.stop(); err == nil {
 		err = serr
 	}
@@ -345,6 +383,9 @@ func benchEndToEnd(ctx context.Context, env *environment, n, retained int, prof 
 	r.StartupSeconds = first.Sub(start).Seconds()
 	r.PrepSeconds = prep.Seconds()
 	r.CPU = cpu
+	if hasP99 {
+		r.OutcomeWriteDelayP99MS = p99
+	}
 	return r, nil
 }
 

@@ -110,6 +110,10 @@ type Rate struct {
 	PrepSeconds float64 `json:"prep_seconds,omitempty"`
 	// CPU is where the CPU time of the run went.
 	CPU *CPUUse `json:"cpu,omitempty"`
+	// OutcomeWriteDelayP99MS (end to end) is the p99 of the daemon's
+	// inboxd_worker_outcome_write_delay_seconds at this full rate: the
+	// window in which a crash re-runs handlers that already succeeded.
+	OutcomeWriteDelayP99MS float64 `json:"outcome_write_delay_p99_ms,omitempty"`
 }
 
 // CPUUse is the CPU time of a measurement, in seconds, from its start
@@ -140,6 +144,9 @@ func (r Rate) note() string {
 	}
 	if r.CPU != nil {
 		s += fmt.Sprintf("; CPU: this process %.1fs, PostgreSQL backends %.1fs", r.CPU.Process, r.CPU.Postgres)
+	}
+	if r.OutcomeWriteDelayP99MS > 0 {
+		s += fmt.Sprintf("; outcome write delay p99 %.1f ms", r.OutcomeWriteDelayP99MS)
 	}
 	return s
 }
