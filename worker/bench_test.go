@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"strconv"
@@ -96,4 +97,77 @@ func BenchmarkPool(b *testing.B) {
 		<-stopped
 	}
 	b.ReportMetric(float64(n*b.N)/total.Seconds(), "events/s")
+}
+
+// BenchmarkKeyed measures the cost of ordering: a backlog of
+// INBOXD_BENCH_EVENTS rows spread over 1,000 keys, drained by a pool with
+// its defaults and a no-op handler, on an unordered route and on an ordered
+// one (one row per key at a time, later rows parked). hot_key adds, ahead of
+// that backlog, 100,000 rows of one single key on the ordered route: they
+// are parked by the first claims and must not slow the other keys (its
+// figure counts the other keys' rows only, and stops when they are done).
+func BenchmarkKeyed(b *testing.B) {
+	for _, tt := range []struct {
+		name    string
+		ordered bool
+		hot     int
+	}{
+		{"unordered", false, 0},
+		{"ordered", true, 0},
+		{"ordered_hot_key", true, 100_000},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			n := benchEvents()
+			ctx := context.Background()
+			var total time.Duration
+			for range b.N {
+				db := pgtest.New(b)
+				if tt.hot > 0 {
+					insertKeyed(b, db, "hot", tt.hot, 1)
+				}
+				insertKeyed(b, db, "k", n, 1000)
+				reg := handlers.NewRegistry()
+				var opts []handlers.Option
+				if tt.ordered {
+					opts = append(opts, handlers.Ordered(handlers.OnDeadBlock))
+				}
+				var handled atomic.Int64
+				allDone := make(chan struct{})
+				_ = reg.HandleFunc("bench.event", func(_ context.Context, ev *handlers.Event) error {
+					if !bytes.HasPrefix(ev.Key, []byte("hot")) && handled.Add(1) == int64(n) {
+						close(allDone)
+					}
+					return nil
+				}, opts...)
+				p, err := New(db.Pool, reg, Config{}, zerolog.Nop(), prometheus.NewRegistry())
+				if err != nil {
+					b.Fatal(err)
+				}
+				runCtx, cancel := context.WithCancel(ctx)
+				stopped := make(chan struct{})
+				start := time.Now()
+				go func() { _ = p.Run(runCtx); close(stopped) }()
+				<-allDone
+				total += time.Since(start)
+				cancel()
+				<-stopped
+			}
+			b.ReportMetric(float64(n*b.N)/total.Seconds(), "events/s")
+		})
+	}
+}
+
+// insertKeyed inserts n received rows of bench.event whose keys cycle
+// through keys values prefix-0 … (so a key's rows are in id order).
+func insertKeyed(b *testing.B, db *pgtest.DB, prefix string, n, keys int) {
+	b.Helper()
+	if _, err := db.Pool.Exec(context.Background(), `
+		INSERT INTO inbox (source, event_id, event_type, key, payload)
+		SELECT 'bench', $1 || '-' || g, 'bench.event', convert_to($1 || '-' || (g % $3), 'UTF8'), $4
+		FROM generate_series(1, $2::int) AS g`, prefix, n, keys, yardstick.Payload); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(context.Background(), `ANALYZE inbox`); err != nil {
+		b.Fatal(err)
+	}
 }

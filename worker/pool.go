@@ -337,9 +337,13 @@ func (p *Pool) claimLoop(ctx, stop, workCtx context.Context) {
 			bisect.claimed()
 			// Claim again while claims find work: a short claim says little
 			// (routes without room cap it); an empty one that parked nothing
-			// says the due rows are all taken, or wait for a full route.
+			// says the due rows are all taken, or wait for a full route. A
+			// claim that parked rows moved a key's backlog out of the way:
+			// the next one goes at once, however little room there is (a
+			// hot key's backlog would otherwise be parked one batch per
+			// poll, with every other key's rows waiting behind it).
 			found := got > 0 || parked > 0
-			pending, urgent, blockedByFull = found, false, !found && len(req.full) > 0
+			pending, urgent, blockedByFull = found, parked > 0, !found && len(req.full) > 0
 			continue
 		}
 		select {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -411,4 +412,44 @@ func TestReloadWhileHandlersRun(t *testing.T) {
 	waitFor(t, 30*time.Second, "every row processed", func() bool { return b.countStatus(t, "processed") == 400 })
 	close(done)
 	reloads.Wait()
+}
+
+// A hot key's backlog does not hold other keys back. 20,000 rows of one key
+// come first; each claim reads a batch of them and parks all but the head,
+// which claims nothing new for a while. Claims that only park were then
+// not repeated at once once the route had claimed nothing for 2 s: the
+// pool waited for its poll (a minute here) between batches, and the other
+// keys' rows, behind the backlog, waited minutes. Parking is progress: the
+// pool claims again at once, and the other keys are done in seconds.
+func TestHotKeyBacklogDoesNotHoldOtherKeysBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := make(chan struct{})
+	var others atomic.Int64
+	if err := b.reg.HandleFunc("ord", func(ctx context.Context, ev *handlers.Event) error {
+		if string(ev.Key) == "hot" {
+			select { // the hot key's head stays running: its backlog stays parked
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		}
+		others.Add(1)
+		return nil
+	}, handlers.Ordered(handlers.OnDeadBlock)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.Pool.Exec(context.Background(), `
+		INSERT INTO inbox (source, event_id, event_type, key)
+		SELECT 'test', 'hot-' || g, 'ord', 'hot' FROM generate_series(1, 20000) AS g`); err != nil {
+		t.Fatal(err)
+	}
+	b.insertKeyed(t, "ord", 50, 2)
+	cfg := testConfig()
+	cfg.PollInterval = time.Minute
+	b.start(t, cfg)
+	defer close(release)
+	waitFor(t, 45*time.Second, "the other keys' 100 rows processed behind the hot key's backlog", func() bool {
+		return others.Load() == 100
+	})
 }
