@@ -59,9 +59,9 @@ bench:
 bench-long:
 	$(GO) run ./cmd/inboxd-bench -run long -vacuum-every 30s -out docs/bench
 
-## bench-go: the go test benchmarks (yardstick, pool, ingest, end to end) once each
+## bench-go: the go test benchmarks (yardstick, pool, ordering, ingest, end to end) once each
 bench-go:
-	$(GO) test -run '^$$' -bench 'RawPipeline|Pool|Ingest|EndToEnd' -benchtime 1x -count 1 -timeout 20m ./...
+	$(GO) test -run '^$$' -bench 'RawPipeline|Pool|Keyed|Ingest|EndToEnd' -benchtime 1x -count 1 -timeout 20m ./...
 
 ## demo: embedded Kafka-protocol broker + local PostgreSQL + HTTP sink, a few thousand events
 demo:
