@@ -12,15 +12,17 @@ import (
 	"unicode/utf8"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/inboxd/inboxd/internal/status"
 )
 
 // Row statuses written by ingest.
 const (
 	// StatusReceived marks a row ready for the workers.
-	StatusReceived = "received"
+	StatusReceived = string(status.Received)
 	// StatusRejected marks a row made from a message that could not be
 	// accepted; it is kept for inspection and never handed to a handler.
-	StatusRejected = "rejected"
+	StatusRejected = string(status.Rejected)
 )
 
 // MaxIdentifierBytes is the longest event id or event type accepted, in

@@ -139,7 +139,7 @@ func (p *Pool) writeOutcomes(ctx context.Context, batch []result) (map[int64]boo
 	deltas := make([]int32, n)
 	released := false
 	for i, r := range batch {
-		ids[i], tokens[i], statuses[i], delays[i], errs[i] = r.id, r.token, r.status, r.delay.Milliseconds(), r.lastError
+		ids[i], tokens[i], statuses[i], delays[i], errs[i] = r.id, r.token, string(r.status), r.delay.Milliseconds(), r.lastError
 		if r.release {
 			deltas[i] = -1
 			released = true

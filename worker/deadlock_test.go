@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/inboxd/inboxd/internal/status"
 )
 
 // processingRows puts n rows in processing under token and returns their
@@ -135,8 +137,8 @@ func TestRenewalAndCompletionDoNotDeadlock(t *testing.T) {
 	b.waitLocked(t, renew, "lease_expires_at")
 	complete := goStatement(func() error {
 		_, err := p.writeOutcomes(ctx, []result{
-			{id: id[2], token: token, status: statusProcessed},
-			{id: id[0], token: token, status: statusProcessed},
+			{id: id[2], token: token, status: status.Processed},
+			{id: id[0], token: token, status: status.Processed},
 		})
 		return err
 	})
@@ -199,7 +201,7 @@ func TestRenewalCompletionStress(t *testing.T) {
 				} else {
 					res := make([]result, len(ids))
 					for i, id := range ids {
-						res[i] = result{id: id, token: token, status: statusReceived}
+						res[i] = result{id: id, token: token, status: status.Received}
 					}
 					_, err = p.writeOutcomes(ctx, res)
 					rearm()

@@ -13,17 +13,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/status"
 )
 
 // maxErrorLen caps last_error so a huge error message cannot bloat rows.
 const maxErrorLen = 2000
-
-// Row statuses the worker writes.
-const (
-	statusReceived  = "received"
-	statusProcessed = "processed"
-	statusDead      = "dead"
-)
 
 // execute runs the handler for one claimed row, started by its route's
 // dispatch with the route's policy at that moment, and submits the outcome.
@@ -178,17 +172,17 @@ func (p *Pool) outcome(ctx context.Context, j *job, ev *handlers.Event, err erro
 		typeLabel: p.typeLabel(ev.EventType)}
 	switch {
 	case err == nil:
-		r.status, r.outcome = statusProcessed, outcomeProcessed
+		r.status, r.outcome = status.Processed, outcomeProcessed
 	case errors.Is(context.Cause(ctx), errShutdown) && !handlers.IsPermanent(err):
 		return p.releaseResult(j, "released unfinished at worker shutdown")
 	case handlers.IsPermanent(err):
-		r.status, r.outcome = statusDead, outcomeDead
+		r.status, r.outcome = status.Dead, outcomeDead
 		r.lastError = errText(err)
 	case ev.Attempt >= policy.MaxAttempts:
-		r.status, r.outcome = statusDead, outcomeDead
+		r.status, r.outcome = status.Dead, outcomeDead
 		r.lastError = errText(fmt.Errorf("attempt %d of %d: %w", ev.Attempt, policy.MaxAttempts, err))
 	default:
-		r.status, r.outcome = statusReceived, outcomeRetried
+		r.status, r.outcome = status.Received, outcomeRetried
 		retry, maxDelay := p.cfg.RetryPolicy, p.cfg.MaxRetryDelay
 		if policy.BackoffBase > 0 || policy.BackoffMax > 0 {
 			eb := ExponentialBackoff{Base: policy.BackoffBase, Max: policy.BackoffMax}
@@ -221,7 +215,7 @@ func (p *Pool) releaseResult(j *job, why string) result {
 	return result{
 		job: j, id: j.row.ID, token: j.token, eventID: j.row.EventID, eventType: j.row.EventType,
 		typeLabel: p.typeLabel(j.row.EventType),
-		status:    statusReceived, release: true, outcome: outcomeReleased,
+		status:    status.Received, release: true, outcome: outcomeReleased,
 		lastError: errText(errors.New(why)),
 	}
 }

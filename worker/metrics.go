@@ -1,6 +1,10 @@
 package worker
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inboxd/inboxd/internal/status"
+)
 
 // Outcomes of one handled row, used as the outcome label.
 const (
@@ -142,11 +146,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Rows whose data made every claim fail, dead-lettered (or skipped) so that others go on.",
 		}),
 	}
-	for _, st := range []string{statusReceived, "processing", statusDead, "rejected"} {
-		m.rows.WithLabelValues(st)
+	for _, st := range status.Live {
+		m.rows.WithLabelValues(string(st))
 	}
-	for _, st := range []string{statusReceived, statusDead} {
-		m.rescued.WithLabelValues(st)
+	for _, st := range []status.Status{status.Received, status.Dead} {
+		m.rescued.WithLabelValues(string(st))
 	}
 	for _, op := range []string{"claim", "complete", "renew", "rescue", "listen", "stats", "tx"} {
 		m.dbErrors.WithLabelValues(op)

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/status"
 )
 
 // Outcome metrics carry the event type, bounded by the routes: a routed type
@@ -65,7 +66,7 @@ func TestGaugesSeeRowsInBackoffAndDeadRows(t *testing.T) {
 	cfg.StaleAfter = 5 * time.Minute
 	p := b.start(t, cfg)
 	waitFor(t, 5*time.Second, "gauges refreshed", func() bool {
-		return testutil.ToFloat64(p.metrics.rows.WithLabelValues(statusDead)) == 1
+		return testutil.ToFloat64(p.metrics.rows.WithLabelValues(string(status.Dead))) == 1
 	})
 	if got := testutil.ToFloat64(p.metrics.staleRows); got != 1 {
 		t.Errorf("stale rows = %v, want 1 (the row in backoff)", got)
@@ -76,7 +77,7 @@ func TestGaugesSeeRowsInBackoffAndDeadRows(t *testing.T) {
 	if got := testutil.ToFloat64(p.metrics.oldestReady); got != 0 {
 		t.Errorf("oldest due age = %vs, want 0: the row is not due", got)
 	}
-	if got := testutil.ToFloat64(p.metrics.rows.WithLabelValues(statusReceived)); got != 1 {
+	if got := testutil.ToFloat64(p.metrics.rows.WithLabelValues(string(status.Received))); got != 1 {
 		t.Errorf("received rows = %v, want 1", got)
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/backoff"
+	"github.com/inboxd/inboxd/internal/status"
 )
 
 // Pool claims inbox rows and runs their handlers. Create it with New and
@@ -72,8 +73,8 @@ type result struct {
 	token     int64
 	eventID   string
 	eventType string
-	typeLabel string // event_type metric label: the type if routed, else "other"
-	status    string // statusProcessed, statusReceived or statusDead
+	typeLabel string        // event_type metric label: the type if routed, else "other"
+	status    status.Status // processed, received (a retry or a release) or dead
 	delay     time.Duration
 	lastError *string
 	release   bool // returned unattempted: do not count the attempt

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/inboxd/inboxd/internal/status"
 )
 
 // rescueBatch caps the rows one rescue statement returns.
@@ -138,10 +140,10 @@ func (p *Pool) refreshStats(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.metrics.rows.WithLabelValues(statusReceived).Set(float64(st.Received))
-	p.metrics.rows.WithLabelValues("processing").Set(float64(st.Processing))
-	p.metrics.rows.WithLabelValues(statusDead).Set(float64(st.Dead))
-	p.metrics.rows.WithLabelValues("rejected").Set(float64(st.Rejected))
+	p.metrics.rows.WithLabelValues(string(status.Received)).Set(float64(st.Received))
+	p.metrics.rows.WithLabelValues(string(status.Processing)).Set(float64(st.Processing))
+	p.metrics.rows.WithLabelValues(string(status.Dead)).Set(float64(st.Dead))
+	p.metrics.rows.WithLabelValues(string(status.Rejected)).Set(float64(st.Rejected))
 	p.metrics.staleRows.Set(float64(st.Stale))
 	p.metrics.oldestReceived.Set(st.OldestReceivedAge.Seconds())
 	p.metrics.oldestReady.Set(st.OldestReadyAge.Seconds())

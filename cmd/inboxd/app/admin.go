@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/internal/status"
 	"github.com/inboxd/inboxd/migrations"
 	"github.com/inboxd/inboxd/worker"
 )
@@ -53,7 +54,7 @@ type statsReport struct {
 }
 
 // liveStatuses in the order operators read them.
-var liveStatuses = []string{"received", "processing", "dead", "rejected"}
+var liveStatuses = status.Strings(status.Live)
 
 func runStats(ctx context.Context, cfg config.Config, stdout io.Writer, asJSON bool) error {
 	conn, err := connect(ctx, cfg)
@@ -75,7 +76,8 @@ func runStats(ctx context.Context, cfg config.Config, stdout io.Writer, asJSON b
 	}
 	rep := statsReport{
 		Rows: map[string]int64{
-			"received": s.Received, "processing": s.Processing, "dead": s.Dead, "rejected": s.Rejected,
+			string(status.Received): s.Received, string(status.Processing): s.Processing,
+			string(status.Dead): s.Dead, string(status.Rejected): s.Rejected,
 		},
 		StaleRows:                s.Stale,
 		StaleAfterSeconds:        cfg.StaleAfter.Seconds(),
@@ -94,8 +96,8 @@ func runStats(ctx context.Context, cfg config.Config, stdout io.Writer, asJSON b
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATUS\tROWS")
-	for _, status := range liveStatuses {
-		fmt.Fprintf(tw, "%s\t%d\n", status, rep.Rows[status])
+	for _, st := range liveStatuses {
+		fmt.Fprintf(tw, "%s\t%d\n", st, rep.Rows[st])
 	}
 	fmt.Fprintf(tw, "stale\t%d\t(received more than %s ago)\n", s.Stale, cfg.StaleAfter)
 	if err := tw.Flush(); err != nil {
@@ -143,7 +145,7 @@ type listFlags struct {
 }
 
 func runList(ctx context.Context, cfg config.Config, stdout io.Writer, f listFlags) error {
-	if f.status != "dead" && f.status != "rejected" {
+	if !status.Status(f.status).IsFailed() {
 		return usageError{fmt.Errorf("dead: --status must be dead or rejected, got %q", f.status)}
 	}
 	if f.limit < 1 {

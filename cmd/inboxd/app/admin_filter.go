@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/inboxd/inboxd/internal/status"
 )
 
 var (
@@ -42,7 +44,7 @@ type failedFilter struct {
 
 // register adds the filter's flags to fs.
 func (f *failedFilter) register(fs *flag.FlagSet, verb string) {
-	fs.StringVar(&f.status, "status", "dead", "`status` of the rows to "+verb+": dead or rejected")
+	fs.StringVar(&f.status, "status", string(status.Dead), "`status` of the rows to "+verb+": dead or rejected")
 	fs.StringVar(&f.ids, "id", "", "only the rows with these `IDS` (comma-separated)")
 	fs.StringVar(&f.eventType, "type", "", "only rows of this event `type`")
 	fs.StringVar(&f.source, "source", "", "only rows of this `source` (the Kafka topic for ingested rows)")
@@ -54,7 +56,7 @@ func (f *failedFilter) register(fs *flag.FlagSet, verb string) {
 // parse checks the flags and resolves ids and times; now anchors durations.
 func (f *failedFilter) parse(cmd string, now time.Time) error {
 	f.parsedFrom = cmd
-	if f.status != "dead" && f.status != "rejected" {
+	if !status.Status(f.status).IsFailed() {
 		return usageError{fmt.Errorf("%s: --status must be dead or rejected, got %q", cmd, f.status)}
 	}
 	if f.ids == "" && f.eventType == "" && f.source == "" && f.since == "" && f.until == "" && !f.all {
@@ -233,7 +235,7 @@ func (f *failedFilter) unmatched(ctx context.Context, conn *pgx.Conn, matched ma
 			why = "no such row"
 		case r.Status != f.status:
 			why = fmt.Sprintf("%s, not %s", r.Status, f.status)
-			if r.Status == "dead" || r.Status == "rejected" {
+			if status.Status(r.Status).IsFailed() {
 				why += fmt.Sprintf(" (use --status %s)", r.Status)
 			}
 		default:

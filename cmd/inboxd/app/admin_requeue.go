@@ -19,6 +19,7 @@ import (
 
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/status"
 )
 
 var (
@@ -48,7 +49,7 @@ func runRequeue(ctx context.Context, cfg config.Config, stdout io.Writer, f requ
 	if err := f.filter.parse("requeue", time.Now()); err != nil {
 		return err
 	}
-	if f.dropDuplicates && f.filter.status != "rejected" {
+	if f.dropDuplicates && f.filter.status != string(status.Rejected) {
 		return usageError{errors.New("requeue: --drop-duplicates applies to --status rejected only")}
 	}
 	conn, err := connectSchema(ctx, cfg)
@@ -56,7 +57,7 @@ func runRequeue(ctx context.Context, cfg config.Config, stdout io.Writer, f requ
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if f.filter.status == "rejected" {
+	if f.filter.status == string(status.Rejected) {
 		return requeueRejected(ctx, cfg, conn, stdout, f)
 	}
 	return requeueDead(ctx, conn, stdout, f)
@@ -264,7 +265,7 @@ func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping i
 		if !dropDuplicates {
 			return outcomeDuplicate, fmt.Sprintf("maps to %s, which %s already holds: left rejected (--drop-duplicates deletes it)", target, dup), nil
 		}
-		del, err := conn.Exec(ctx, discardSQL, discardArgs("rejected", id))
+		del, err := conn.Exec(ctx, discardSQL, discardArgs(string(status.Rejected), id))
 		if err != nil {
 			return 0, "", fmt.Errorf("requeue: delete duplicate rejected row %d: %w", id, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/internal/status"
 )
 
 // Version is the release version, set at build time with
@@ -83,7 +84,7 @@ func init() {
 		{name: "dead", summary: "list dead (or rejected) rows, newest first, with their last_error",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
 				var f listFlags
-				fs.StringVar(&f.status, "status", "dead", "`status` of the rows listed: dead or rejected")
+				fs.StringVar(&f.status, "status", string(status.Dead), "`status` of the rows listed: dead or rejected")
 				fs.StringVar(&f.eventType, "type", "", "only rows of this event `type`")
 				fs.IntVar(&f.limit, "limit", 50, "at most `N` rows")
 				fs.BoolVar(&f.json, "json", false, "print JSON lines")
