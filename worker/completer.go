@@ -113,7 +113,6 @@ func (p *Pool) flush(stop context.Context, batch []result) {
 		p.metrics.completed.WithLabelValues(r.outcome, label).Inc()
 		switch r.outcome {
 		case outcomeProcessed:
-			p.rowLog(zerolog.DebugLevel, r).Msg("processed")
 		case outcomeRetried:
 			p.rowLog(zerolog.WarnLevel, r).Dur("retry_in", r.delay).Msg("attempt failed, will retry")
 		case outcomeDead:
@@ -137,9 +136,11 @@ func (p *Pool) writeOutcomes(ctx context.Context, batch []result) (map[int64]boo
 	delays := make([]int64, n)
 	errs := make([]*string, n)
 	deltas := make([]int32, n)
+	chained := make([]bool, n)
 	released := false
 	for i, r := range batch {
 		ids[i], tokens[i], statuses[i], delays[i], errs[i] = r.id, r.token, string(r.status), r.delay.Milliseconds(), r.lastError
+		chained[i] = r.chained
 		if r.release {
 			deltas[i] = -1
 			released = true
@@ -150,7 +151,8 @@ func (p *Pool) writeOutcomes(ctx context.Context, batch []result) (map[int64]boo
 	ordered, blocking := p.orderedTypes()
 	rows, err := p.db.Query(ctx, completeSQL[variant(ordered)], pgx.NamedArgs{
 		"ids": ids, "tokens": tokens, "statuses": statuses, "delays_ms": delays,
-		"errors": errs, "attempts_delta": deltas, "ordered_types": ordered, "blocking_types": blocking,
+		"errors": errs, "attempts_delta": deltas, "chained": chained,
+		"ordered_types": ordered, "blocking_types": blocking,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("complete batch: %w", err)

@@ -22,6 +22,10 @@ type claimedRow struct {
 	Attempts   int
 	ReceivedAt time.Time
 	Started    bool // handed straight to an idle handler: the database counts it started
+	// Pred is the row before it in its key's chain, claimed by the same
+	// statement (0 for every row that is not a chain's follower): it may
+	// start once Pred ended so that its key may go on.
+	Pred int64
 }
 
 // event converts the row into what handlers see.

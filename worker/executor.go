@@ -39,6 +39,7 @@ func (p *Pool) execute(j *job, policy handlers.Policy) {
 		committed, fenced, err = p.runTx(ctx, j, ev, h, policy)
 		if committed || fenced {
 			p.handlerReturned(j)
+			p.follow(j, committed)
 			p.forget(j)
 			if committed {
 				p.metrics.completed.WithLabelValues(outcomeProcessed, p.typeLabel(ev.EventType)).Inc()
@@ -50,7 +51,9 @@ func (p *Pool) execute(j *job, policy handlers.Policy) {
 		err = h.Handle(ctx, ev)
 	}
 	p.handlerReturned(j)
-	p.submit(p.outcome(ctx, j, ev, err, policy))
+	r := p.outcome(ctx, j, ev, err, policy)
+	r.chained = p.follow(j, r.outcome == outcomeProcessed || (r.outcome == outcomeDead && policy.OnDead == handlers.OnDeadSkip))
+	p.submit(r)
 }
 
 // errAttemptTimeout is the cause of a handler's context ending at its
@@ -83,7 +86,8 @@ func (p *Pool) runTx(ctx context.Context, j *job, ev *handlers.Event, h handlers
 	defer cancel()
 	ordered, blocking := p.orderedTypes()
 	rows, err := tx.Query(wctx, completeTxSQL[variant(ordered)], pgx.NamedArgs{
-		"id": j.row.ID, "token": j.token, "ordered_types": ordered, "blocking_types": blocking,
+		"id": j.row.ID, "token": j.token, "chained": p.chained(j),
+		"ordered_types": ordered, "blocking_types": blocking,
 	})
 	if err != nil {
 		p.metrics.dbErrors.WithLabelValues("tx").Inc()

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +18,10 @@ const (
 	jobQueued jobState = iota
 	// jobRunning: its handler runs.
 	jobRunning
+	// jobWaiting: claimed behind the row before it in its ordered key's
+	// chain (job.next of that row's job), not yet in its route's queue: it
+	// joins the queue once that row ended so that the key may go on.
+	jobWaiting
 	// jobDone: its handler returned (or it was released without running);
 	// its outcome waits to be written. The lease is still renewed, so a
 	// database stall on completions cannot hand a finished row to another
@@ -40,6 +45,7 @@ type job struct {
 	dbStarted  bool      // the database knows it started (claim or renewal said so)
 	leaseUntil time.Time // when the lease ends at the latest, by the local clock
 	doneAt     time.Time // when the handler returned; outcome-write delay starts here
+	next       *job      // the next row of its key's chain, waiting for this one (jobWaiting)
 }
 
 // routeState is one route's share of the pool: how many of its rows may
@@ -52,6 +58,7 @@ type routeState struct {
 	prefetch int             // most rows claimed and waiting beyond limit
 	queue    []*job          // claimed, waiting for a handler, in claim order
 	running  int
+	waiting  int       // claimed behind the row before them in an ordered key's chain
 	lastRows time.Time // when a claim last gave it rows
 	gauges   *routeGauges
 
@@ -95,7 +102,7 @@ func (rs *routeState) adapt(now time.Time, maxPrefetch int) {
 	}
 }
 
-func (rs *routeState) held() int { return len(rs.queue) + rs.running }
+func (rs *routeState) held() int { return len(rs.queue) + rs.running + rs.waiting }
 
 // room is how many more rows the route may claim now.
 func (rs *routeState) room() int { return max(0, rs.limit+rs.prefetch-rs.held()) }
@@ -177,10 +184,18 @@ func (p *Pool) track(jobs []*job) {
 	for _, j := range jobs {
 		j.route = p.routeForLocked(j.row.EventType)
 		j.route.lastRows = now
-		p.jobs[j.row.ID] = j
 		p.queued++
 		p.heldBytes += j.size
-		j.route.queue = append(j.route.queue, j)
+		// A chain's follower waits for the row before it, claimed by the
+		// same statement (so already on the books).
+		if pred, ok := p.jobs[j.row.Pred]; ok && j.row.Pred != 0 && pred.token == j.token && pred.next == nil {
+			pred.next = j
+			j.state = jobWaiting
+			j.route.waiting++
+		} else {
+			j.route.queue = append(j.route.queue, j)
+		}
+		p.jobs[j.row.ID] = j
 		touched[j.route] = true
 	}
 	for rs := range touched {
@@ -202,19 +217,23 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 		p.queued--
 		if context.Cause(j.ctx) == errLeaseLost {
 			// Fenced while waiting: the row is someone else's; no outcome
-			// to write.
+			// to write. The rows of its key's chain behind it go back (their
+			// leases, renewed with it, are at risk or lost too).
 			p.heldBytes -= j.size
 			j.state = jobDone
 			delete(p.jobs, j.row.ID)
+			atRisk = append(atRisk, p.cutChainLocked(j)...)
 			continue
 		}
 		if p.cfg.Now().Add(p.cfg.Lease / 3).After(j.leaseUntil) {
 			// Healthy renewals keep at least half a lease ahead; this one has
 			// not been renewed for a while. Running it now could overlap with
-			// a rescuer's claim, so the row goes back instead.
+			// a rescuer's claim, so the row goes back instead, and so do the
+			// rows of its key's chain behind it.
 			p.heldBytes -= j.size
 			j.state = jobDone
 			atRisk = append(atRisk, j)
+			atRisk = append(atRisk, p.cutChainLocked(j)...)
 			continue
 		}
 		// Its bytes stay held until the handler returns.
@@ -232,6 +251,64 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 	}
 	p.routeGaugesLocked(rs)
 	return atRisk
+}
+
+// cutChainLocked takes the rows of j's key chain that wait behind j off the
+// books' queues and returns them, marked done: they are to be given back
+// unstarted. Pool.mu must be held.
+func (p *Pool) cutChainLocked(j *job) []*job {
+	var cut []*job
+	for n := j.next; n != nil && n.state == jobWaiting; n = n.next {
+		n.state = jobDone
+		n.route.waiting--
+		p.queued--
+		p.heldBytes -= n.size
+		cut = append(cut, n)
+	}
+	j.next = nil
+	return cut
+}
+
+// follow ends j's part in its key's chain once j's handler returned, and
+// reports whether a row waited behind j: if j
+// ended so that its key may go on (proceed: processed, or dead on a route
+// that skips), the next row of the chain joins the front of its route's
+// queue; otherwise the rows waiting behind j go back unstarted, and a
+// later claim finds them behind j (parking them while j waits to be
+// retried, or blocks its key).
+func (p *Pool) follow(j *job, proceed bool) (chained bool) {
+	p.mu.Lock()
+	n := j.next
+	if n == nil {
+		p.mu.Unlock()
+		return false
+	}
+	var atRisk, cut []*job
+	if proceed && !p.stopping && n.state == jobWaiting && context.Cause(j.ctx) != errLeaseLost {
+		j.next = nil
+		n.state = jobQueued
+		n.route.waiting--
+		n.route.queue = slices.Insert(n.route.queue, 0, n)
+		atRisk = p.dispatchLocked(n.route)
+	} else {
+		cut = p.cutChainLocked(j)
+	}
+	p.updateGaugesLocked()
+	p.mu.Unlock()
+	p.releaseAtRisk(atRisk)
+	for _, c := range cut {
+		p.submit(p.releaseResult(c, "released unstarted: the row before it in its key did not finish"))
+	}
+	return true
+}
+
+// chained reports whether the next row of j's key waits behind j in this
+// worker: j's completion then need not unpark it (follow runs it, or gives
+// it back due).
+func (p *Pool) chained(j *job) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return j.next != nil
 }
 
 // releaseAtRisk gives back, unattempted, rows whose leases could not be
@@ -285,6 +362,9 @@ func (p *Pool) abandon(j *job) bool {
 	case jobRunning:
 		p.running--
 		j.route.running--
+	case jobWaiting:
+		p.queued--
+		j.route.waiting--
 	default:
 		return false
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -61,6 +62,11 @@ type Pool struct {
 	quit      chan struct{}   // closed when Run returns: idle executors end
 	stop      context.Context // ends at the hard shutdown deadline; set by Run
 	lastLoop  atomic.Int64    // unix nanoseconds when the claim loop last went round
+	// rowsPerHead is how many rows recent claims took per row that was not
+	// a chain's follower (smoothed); used and set by the claim loop alone.
+	rowsPerHead float64
+	lastParked  int64 // rows the last claim parked; set by the claim loop alone
+	lastWindow  int   // due rows the last claim read at most; set by the claim loop alone
 
 	runOnce sync.Once
 	ready   chan struct{}
@@ -78,6 +84,7 @@ type result struct {
 	delay     time.Duration
 	lastError *string
 	release   bool // returned unattempted: do not count the attempt
+	chained   bool // the next row of its key was claimed with it (see follow)
 	outcome   string
 }
 
@@ -319,7 +326,7 @@ func (p *Pool) claimLoop(ctx, stop, workCtx context.Context) {
 		worthIt := activeCap == 0 || activeRoom >= max(1, min(activeCap/8, p.cfg.ClaimBatch/4))
 		if pending && req.maxBytes > 0 && req.limit > 0 && (roomy || (urgent && worthIt)) {
 			if bisect.active() {
-				req.limit = 1
+				req.limit, req.chain, req.window = 1, 0, 0
 			}
 			got, parked, err := p.claim(stop, workCtx, req)
 			if err != nil {
@@ -414,6 +421,19 @@ func (p *Pool) claimPlan() (req claimRequest, activeRoom, activeCap int) {
 		req.limit = min(req.limit, activeRoom+min(claimSlack, req.limit-activeRoom))
 	}
 	req.limit = min(req.limit, p.cfg.ClaimBatch)
+	if len(req.ordered) > 0 {
+		// Chains fill a claim behind fewer heads: read about as many due
+		// rows as the last claims took heads for the rows they took. While
+		// claims park a backlog (half their window or more), the window
+		// doubles: parking a key's backlog out of the way goes a window at
+		// a time.
+		req.chain = orderedChain
+		req.window = max(min(req.limit, claimSlack), int(math.Ceil(float64(req.limit)/max(1, p.rowsPerHead))))
+		if p.lastParked > 0 && p.lastParked >= int64(p.lastWindow/2) {
+			req.window = max(req.window, 2*p.lastWindow)
+		}
+		req.window = min(req.window, req.limit)
+	}
 	// Outcomes not yet written hold their rows (and leases) too: while the
 	// completers are a full route's worth behind, claim nothing more; each
 	// written batch signals freed.
@@ -422,6 +442,13 @@ func (p *Pool) claimPlan() (req claimRequest, activeRoom, activeCap int) {
 	}
 	return req, activeRoom, activeCap
 }
+
+// orderedChain is how many rows of an ordered key a claim takes behind the
+// key's head, read through the key index: they wait in the worker, each
+// started once the one before it ended so that the key may go on. A key's
+// backlog then costs a claim per orderedChain+1 rows, rather than a claim,
+// a park and an unpark per row.
+const orderedChain = 16
 
 // claimSlack is how many rows a claim may take beyond the active routes'
 // room, for the routes that had no rows of late.
@@ -443,6 +470,8 @@ type claimRequest struct {
 	maxBytes    int64       // most payload and key bytes
 	firstAlways bool        // the first row even if it alone exceeds maxBytes
 	only        int64       // just this row (0: any)
+	chain       int         // most rows of an ordered key claimed behind its head (0: the head alone)
+	window      int         // most due rows read and locked (0: limit); heads, whose chains fill the rest
 }
 
 // routeRoom is one route's room in a claim.
@@ -482,13 +511,13 @@ func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, int6
 		parked  int64
 		r       claimedRow
 		// NULL in the one row of an ordered claim that claimed nothing.
-		id, rank                pgtype.Int8
+		id, rank, pred          pgtype.Int8
 		attempt                 pgtype.Int4
 		recvAt                  pgtype.Timestamptz
 		started                 pgtype.Bool
 		source, eventID, evType pgtype.Text
 	)
-	_, err = pgx.ForEachRow(rows, []any{&parked, &rank, &id, &source, &eventID, &evType, &r.Key, &r.Payload,
+	_, err = pgx.ForEachRow(rows, []any{&parked, &rank, &pred, &id, &source, &eventID, &evType, &r.Key, &r.Payload,
 		&r.Headers, &attempt, &recvAt, &started}, func() error {
 		if !id.Valid {
 			return nil // none claimed: the row only carries the parked count
@@ -496,7 +525,7 @@ func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, int6
 		claimed = append(claimed, claimedRow{
 			Rank: rank.Int64, ID: id.Int64, Source: source.String, EventID: eventID.String, EventType: evType.String,
 			Key: r.Key, Payload: r.Payload, Headers: r.Headers,
-			Attempts: int(attempt.Int32), ReceivedAt: recvAt.Time, Started: started.Bool,
+			Attempts: int(attempt.Int32), ReceivedAt: recvAt.Time, Started: started.Bool, Pred: pred.Int64,
 		})
 		return nil
 	})
@@ -505,6 +534,16 @@ func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, int6
 	}
 	p.metrics.claims.Inc()
 	p.metrics.claimed.Add(float64(len(claimed)))
+	p.lastParked, p.lastWindow = parked, cmp.Or(req.window, req.limit)
+	if req.chain > 0 && len(claimed) > 0 {
+		heads := 0
+		for i := range claimed {
+			if claimed[i].Pred == 0 {
+				heads++
+			}
+		}
+		p.rowsPerHead = 0.5*max(1, p.rowsPerHead) + 0.5*float64(len(claimed))/float64(max(1, heads))
+	}
 	// Rows go to the queue in claim order: the first ones are those marked
 	// started, for the idle executors.
 	slices.SortFunc(claimed, func(a, b claimedRow) int { return cmp.Compare(a.Rank, b.Rank) })
@@ -532,6 +571,7 @@ func (p *Pool) claimArgs(req claimRequest, token int64, skip []int64) pgx.NamedA
 	}
 	return pgx.NamedArgs{
 		"limit":          req.limit,
+		"window":         cmp.Or(req.window, req.limit),
 		"room_routes":    roomRoutes,
 		"room_counts":    roomCounts,
 		"idle_counts":    idleCounts,
@@ -544,6 +584,7 @@ func (p *Pool) claimArgs(req claimRequest, token int64, skip []int64) pgx.NamedA
 		"max_bytes":      req.maxBytes,
 		"first_always":   req.firstAlways,
 		"only":           req.only,
+		"chain":          req.chain,
 		"skip":           skip,
 		"token":          token,
 		"lease_ms":       p.cfg.Lease.Milliseconds(),
@@ -613,6 +654,11 @@ func (p *Pool) releaseQueued() int {
 	var queued []*job
 	for _, rs := range p.routes {
 		queued = append(queued, rs.queue...)
+	}
+	for _, j := range p.jobs {
+		if j.state == jobWaiting {
+			queued = append(queued, j)
+		}
 	}
 	p.mu.Unlock()
 	n := 0
@@ -726,7 +772,7 @@ func (p *Pool) searchPoison(stop, workCtx context.Context, s *poisonSearch, req 
 		return false
 	}
 	one := req
-	one.limit, one.maxBytes, one.firstAlways, one.only = 1, 1, true, suspect
+	one.limit, one.maxBytes, one.firstAlways, one.only, one.chain, one.window = 1, 1, true, suspect, 0, 0
 	if _, _, err := p.claim(stop, workCtx, one); err == nil || !poisonedBy(err) {
 		return err == nil // not the culprit after all (claimed normally), or the database is unwell
 	}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/inboxd/inboxd/handlers"
@@ -304,9 +306,9 @@ func TestOrderedDeadRowBlocksOrSkips(t *testing.T) {
 		}
 		return n == 8
 	})
-	if r := b.row(t, "k0000:000"); r.Status != "dead" {
-		t.Fatalf("poison row = %s, want dead", r.Status)
-	}
+	// Outcomes are written in batches: the poison row's may follow the
+	// others'.
+	waitFor(t, 5*time.Second, "poison row dead", func() bool { return b.row(t, "k0000:000").Status == "dead" })
 	for _, id := range []string{"k0000:001", "k0000:002", "k0000:003"} {
 		if r := b.row(t, id); r.Status != "received" {
 			t.Errorf("%s = %s behind a dead row on a blocking route, want received (waiting)", id, r.Status)
@@ -452,4 +454,126 @@ func TestHotKeyBacklogDoesNotHoldOtherKeysBack(t *testing.T) {
 	waitFor(t, 45*time.Second, "the other keys' 100 rows processed behind the hot key's backlog", func() bool {
 		return others.Load() == 100
 	})
+}
+
+// A claim that takes an ordered key's head also takes the next rows of its
+// key (up to orderedChain) through the key index, and the worker runs them
+// one after the other: while the head's handler runs, its followers are
+// already claimed by the same statement, unstarted. A follower whose row
+// before it fails goes back unstarted (its attempt not counted), and the
+// key resumes in order after the retry.
+func TestOrderedChainClaimsAKeysNextRowsWithItsHead(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const events = 20
+	log := newOrderLog()
+	headRuns := make(chan struct{})
+	headGo := make(chan struct{})
+	var failedOnce atomic.Bool
+	if err := b.reg.HandleFunc("chain.event", func(ctx context.Context, ev *handlers.Event) error {
+		var seq int
+		if _, err := fmt.Sscanf(ev.EventID[len(ev.EventID)-3:], "%d", &seq); err != nil {
+			return handlers.Permanent(err)
+		}
+		if seq == 0 {
+			close(headRuns)
+			<-headGo
+		}
+		log.enter(string(ev.Key))
+		fail := seq == 5 && failedOnce.CompareAndSwap(false, true)
+		log.leave(string(ev.Key), ev.EventID, seq, !fail)
+		if fail {
+			return errors.New("flaky")
+		}
+		return nil
+	}, handlers.Ordered("")); err != nil {
+		t.Fatal(err)
+	}
+	b.insertKeyed(t, "chain.event", 1, events)
+	b.start(t, testConfig())
+	<-headRuns
+
+	var token int64
+	if err := b.db.Pool.QueryRow(ctx, `SELECT lease_token FROM inbox WHERE event_id = 'k0000:000'`).Scan(&token); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := b.db.Pool.Query(ctx, `SELECT event_id, status, coalesce(lease_token = $1 AND NOT started, false) FROM inbox
+		WHERE event_id <> 'k0000:000' ORDER BY id`, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type state struct {
+		ID, Status string
+		Follower   bool
+	}
+	states, err := pgx.CollectRows(rows, pgx.RowToStructByPos[state])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if orderedChain < 1 || orderedChain >= events {
+		t.Fatalf("the test needs 1 <= orderedChain < %d, got %d", events, orderedChain)
+	}
+	for i, s := range states {
+		chained := i < orderedChain
+		if chained && (s.Status != "processing" || !s.Follower) {
+			t.Errorf("%s = %s (claimed with the head, unstarted: %v) while the head runs, want claimed with it", s.ID, s.Status, s.Follower)
+		}
+		if !chained && s.Status != "received" {
+			t.Errorf("%s = %s while the head runs, want received (beyond the chain)", s.ID, s.Status)
+		}
+	}
+	close(headGo)
+
+	waitFor(t, 30*time.Second, "every row processed", func() bool { return b.countStatus(t, "processed") == events })
+	log.mu.Lock()
+	if len(log.overlap) > 0 {
+		t.Errorf("two rows of the key ran at once: %v", log.overlap)
+	}
+	if got := log.done["k0000"]; len(got) != events || !slices.IsSorted(got) {
+		t.Errorf("first successes in order %v, want 0..%d", got, events-1)
+	}
+	log.mu.Unlock()
+	for seq := range events {
+		want := 1
+		if seq == 5 {
+			want = 2
+		}
+		if r := b.row(t, fmt.Sprintf("k0000:%03d", seq)); r.Attempts != want {
+			t.Errorf("k0000:%03d: %d attempts, want %d (rows given back unstarted behind a failure count none)", seq, r.Attempts, want)
+		}
+	}
+}
+
+// At shutdown the rows waiting in a key's chain go back unstarted, like the
+// rest of the queue: received, their claim's attempt not counted, no lease.
+func TestShutdownReleasesChainedRows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	headRuns := make(chan struct{})
+	if err := b.reg.HandleFunc("chain.event", func(ctx context.Context, ev *handlers.Event) error {
+		if ev.EventID == "k0000:000" {
+			close(headRuns)
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}, handlers.Ordered("")); err != nil {
+		t.Fatal(err)
+	}
+	b.insertKeyed(t, "chain.event", 1, 5)
+	cfg := testConfig()
+	cfg.ShutdownTimeout = 100 * time.Millisecond
+	p := b.start(t, cfg)
+	<-headRuns
+	p.stop(t)
+	var left int
+	if err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox
+		WHERE status = 'received' AND attempts = 0 AND lease_token IS NULL`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 5 {
+		t.Errorf("%d of 5 rows received, unattempted and without a lease after shutdown", left)
+	}
 }

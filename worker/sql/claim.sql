@@ -3,8 +3,9 @@
 -- the pool has no ordered route, which spares its planning and its
 -- lookups (see sql.go).
 --
--- Room: at most @limit rows in all, and per route no more than the room it
--- has (a route is the routed event type, or '' for every other type):
+-- Room: at most @window due rows read, @limit rows in all, and per route
+-- no more than the room it has (a route is the routed event type, or ''
+-- for every other type):
 -- @room_routes/@room_counts/@idle_counts give each route's room and how many
 -- of its rows go straight to idle handlers. Types of routes with no room are
 -- not even read (@full_types; and only @open_types when the default route
@@ -25,9 +26,20 @@
 -- 9999-12-31, so that claims never read a blocked key's backlog again (it
 -- sorts after every due row of the received index; a finite date rather
 -- than 'infinity', which most clients cannot read into a time value). The
--- completion of the row before it unparks it. A row behind a processing one
--- is left as it is, and read again by the next claim (that processing row
--- is about to finish).
+-- completion of the row before it unparks it. A row right behind a
+-- processing one is left as it is, not even locked (that row is about to
+-- finish).
+--
+-- Chains: with each key head it claims (an ordered row with no unfinished
+-- row before it), the claim takes the next rows of the key, up to @chain,
+-- through the key index (inbox_key_idx), parked or due, as long as they
+-- are received, of the head's type and not locked by another statement.
+-- Each comes back with pred, the row before it: the worker starts it once
+-- that row ended so that the key may go on, or gives it back unstarted.
+-- A key's backlog then costs a claim per chain, not a park, an unpark and
+-- a claim per row. Only chain rows that fit in @limit (heads and chains in
+-- claim order) are locked; @window (the due rows read) is kept near the
+-- number of heads the limit needs, by the caller.
 --
 -- Locking: candidates are locked FOR UPDATE SKIP LOCKED, so replicas never
 -- wait on each other; candidates not taken are unlocked when the statement
@@ -45,8 +57,24 @@ WITH candidates AS (
       AND (@only::bigint = 0 OR id = @only::bigint)
       AND ((@default_open::boolean AND event_type <> ALL (@full_types::text[]))
            OR event_type = ANY (@open_types::text[]))
+{{- if .Ordered}}
+      -- A row of an ordered key right behind a processing one can be
+      -- neither taken nor parked (that row is about to finish, and its
+      -- completion makes this one claimable): it is not even locked.
+      AND (key IS NULL
+           OR NOT event_type = ANY (@ordered_types::text[])
+           OR (SELECT e.status
+               FROM inbox AS e
+               WHERE e.source = inbox.source AND e.key = inbox.key AND e.id < inbox.id
+                 AND e.key IS NOT NULL
+                 AND e.status IN ('received', 'processing', 'dead')
+                 AND e.event_type = ANY (@ordered_types::text[])
+                 AND (e.status <> 'dead' OR e.event_type = ANY (@blocking_types::text[]))
+               ORDER BY e.id DESC
+               LIMIT 1) IS DISTINCT FROM 'processing')
+{{- end}}
     ORDER BY available_at, id
-    LIMIT @limit
+    LIMIT @window
     FOR UPDATE SKIP LOCKED
 ), classified AS (
     SELECT c.*,
@@ -67,30 +95,103 @@ WITH candidates AS (
         ORDER BY e.id DESC
         LIMIT 1
     ) AS before ON true
+), following AS (
+    -- The next unfinished rows of each ordered key whose head is claimed
+    -- now, up to @chain, read through the key index: the chain candidates.
+    -- A chain is the unbroken run of them that are received, of the head's
+    -- type, and due or parked; it ends at the first row that is not.
+    SELECT f.*
+    FROM (SELECT f.*,
+                 bool_and(f.status = 'received' AND f.event_type = f.head_type
+                          AND (f.available_at <= now() OR f.available_at = '9999-12-31 00:00:00+00'))
+                     OVER (PARTITION BY f.head ORDER BY f.pos) AS unbroken
+          FROM (SELECT h.id AS head, h.event_type AS head_type, h.available_at AS head_at,
+                       n.id, n.status, n.available_at, n.event_type, n.size,
+                       row_number() OVER (PARTITION BY h.id ORDER BY n.id) AS pos
+                FROM classified AS h
+                CROSS JOIN LATERAL (
+                    SELECT n.id, n.status, n.available_at, n.event_type,
+                           octet_length(n.payload) + octet_length(n.key) AS size
+                    FROM inbox AS n
+                    WHERE n.source = h.source AND n.key = h.key AND n.id > h.id
+                      AND n.key IS NOT NULL
+                      AND n.status IN ('received', 'processing', 'dead')
+                      AND n.event_type = ANY (@ordered_types::text[])
+                      AND (n.status <> 'dead' OR n.event_type = ANY (@blocking_types::text[]))
+                      AND n.id <> ALL (@skip::bigint[])
+                    ORDER BY n.id
+                    LIMIT @chain
+                ) AS n
+                WHERE @chain::int > 0
+                  AND h.before_status IS NULL
+                  AND h.key IS NOT NULL
+                  AND h.event_type = ANY (@ordered_types::text[])) AS f) AS f
+    WHERE f.unbroken
+), following_wanted AS (
+    -- Only the chain rows that can fit in the claim (@limit rows in all,
+    -- heads and chains in claim order) are locked: a lock is a write.
+    SELECT w.id
+    FROM (SELECT m.id, m.pos,
+                 row_number() OVER (ORDER BY m.head_at, m.head, m.pos) AS rn
+          FROM (SELECT h.id, h.available_at AS head_at, h.id AS head, 0::bigint AS pos
+                FROM classified AS h
+                WHERE h.before_status IS NULL
+                UNION ALL
+                SELECT f.id, f.head_at, f.head, f.pos
+                FROM following AS f) AS m) AS w
+    WHERE w.pos > 0 AND w.rn <= @limit
+), following_locked AS (
+    SELECT i.id
+    FROM inbox AS i
+    WHERE i.id = ANY (ARRAY(SELECT id FROM following_wanted))
+      AND i.status = 'received'
+      AND (i.available_at <= now() OR i.available_at = '9999-12-31 00:00:00+00')
+    FOR UPDATE SKIP LOCKED
+), chained AS (
+    -- The chains as locked: each ends before its first row not locked now
+    -- (taken by another statement, changed since, or beyond the claim).
+    SELECT f.*
+    FROM (SELECT f.*,
+                 bool_and(l.id IS NOT NULL) OVER (PARTITION BY f.head ORDER BY f.pos) AS locked,
+                 coalesce(lag(f.id) OVER (PARTITION BY f.head ORDER BY f.pos), f.head) AS pred
+          FROM following AS f
+          LEFT JOIN following_locked AS l ON l.id = f.id) AS f
+    WHERE f.locked
 ), parked AS (
     UPDATE inbox AS i
     SET available_at = '9999-12-31 00:00:00+00', updated_at = now()
     FROM classified AS p
     WHERE i.id = p.id AND p.before_status IN ('received', 'dead')
+      AND NOT EXISTS (SELECT 1 FROM chained AS ch WHERE ch.id = p.id)
     RETURNING i.id
+), members AS (
+    SELECT h.id, h.available_at, h.id AS head, 0::bigint AS pos, 0::bigint AS pred, h.size, h.route
+    FROM classified AS h
+    WHERE h.before_status IS NULL
+    UNION ALL
+    SELECT ch.id, h.available_at, h.id, ch.pos, ch.pred, ch.size, h.route
+    FROM chained AS ch
+    JOIN classified AS h ON h.id = ch.head
 {{- else}}
            NULL::text AS before_status
     FROM candidates AS c
+), members AS (
+    SELECT h.id, h.available_at, h.id AS head, 0::bigint AS pos, 0::bigint AS pred, h.size, h.route
+    FROM classified AS h
 {{- end}}
 ), rooms AS (
     SELECT * FROM unnest(@room_routes::text[], @room_counts::int[], @idle_counts::int[]) AS r(route, room, idle)
 ), picked AS (
-    SELECT h.id, h.route,
-           row_number() OVER (ORDER BY h.available_at, h.id) AS rn,
-           row_number() OVER (PARTITION BY h.route ORDER BY h.available_at, h.id) AS route_rank,
-           sum(h.size) OVER (ORDER BY h.available_at, h.id ROWS UNBOUNDED PRECEDING) AS through
-    FROM classified AS h
-    WHERE h.before_status IS NULL
+    SELECT m.id, m.route, m.pos, m.pred,
+           row_number() OVER (ORDER BY m.available_at, m.head, m.pos) AS rn,
+           row_number() OVER (PARTITION BY m.route ORDER BY m.available_at, m.head, m.pos) AS route_rank,
+           sum(m.size) OVER (ORDER BY m.available_at, m.head, m.pos ROWS UNBOUNDED PRECEDING) AS through
+    FROM members AS m
 ), claimed AS (
     UPDATE inbox AS i
     SET status           = 'processing',
         attempts         = least(i.attempts, 999999) + 1,
-        started          = picked.route_rank <= rooms.idle,
+        started          = picked.pos = 0 AND picked.route_rank <= rooms.idle,
         lease_token      = @token,
         lease_expires_at = now() + @lease_ms::bigint * interval '1 millisecond',
         locked_by        = @worker,
@@ -100,7 +201,7 @@ WITH candidates AS (
     WHERE i.id = picked.id
       AND picked.route_rank <= rooms.room
       AND (picked.through <= @max_bytes::bigint OR (picked.rn = 1 AND @first_always::boolean))
-    RETURNING picked.rn, i.id, i.source, i.event_id, i.event_type, i.key, i.payload, i.headers,
+    RETURNING picked.rn, picked.pred, i.id, i.source, i.event_id, i.event_type, i.key, i.payload, i.headers,
               i.attempts, i.received_at, i.started
 )
 {{- if .Ordered}}

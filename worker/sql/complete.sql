@@ -47,10 +47,10 @@ SET status           = c.status,
     locked_by        = NULL,
     updated_at       = now()
 FROM unnest(@ids::bigint[], @tokens::bigint[], @statuses::text[], @delays_ms::bigint[],
-            @errors::text[], @attempts_delta::integer[])
-     AS c(id, lease_token, status, delay_ms, last_error, attempts_delta)
+            @errors::text[], @attempts_delta::integer[], @chained::boolean[])
+     AS c(id, lease_token, status, delay_ms, last_error, attempts_delta, chained)
 WHERE i.id = c.id
   AND i.lease_token = c.lease_token
-RETURNING i.id{{if .Ordered}}, i.source, i.key, i.event_type, i.status
+RETURNING i.id{{if .Ordered}}, i.source, i.key, i.event_type, i.status, c.chained
 ), {{template "unpark_successors"}}
 SELECT id FROM done{{end}}

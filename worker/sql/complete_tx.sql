@@ -22,6 +22,6 @@ SET status           = 'processed',
     updated_at       = now()
 WHERE id = @id
   AND lease_token = @token
-RETURNING id{{if .Ordered}}, source, key, event_type, status
+RETURNING id{{if .Ordered}}, source, key, event_type, status, @chained::boolean AS chained
 ), {{template "unpark_successors"}}
 SELECT id FROM done{{end}}

@@ -10,6 +10,9 @@ successor is looked up past the finished row's id: in this statement's
 snapshot the finished row itself still looks processing. The update of the
 successor always takes its row lock (a no-op when it is not parked), so
 that a claim parking it at this very moment is waited for and then undone.
+A row whose next row was claimed with it (done.chained: the worker holds
+that row in its key's chain, and runs it or gives it back due) needs no
+unparking.
 */}}
 {{- define "unpark_successors" -}}
 successors AS (
@@ -24,6 +27,7 @@ successors AS (
             LIMIT 1) AS id
     FROM done AS d
     WHERE d.key IS NOT NULL
+      AND NOT d.chained
       AND d.event_type = ANY (@ordered_types::text[])
       AND (d.status = 'processed' OR (d.status = 'dead' AND NOT d.event_type = ANY (@blocking_types::text[])))
 ), unparked AS (
