@@ -113,6 +113,7 @@ func (p *Pool) flush(stop context.Context, batch []result) {
 		p.metrics.completed.WithLabelValues(r.outcome, label).Inc()
 		switch r.outcome {
 		case outcomeProcessed:
+			p.rowLog(zerolog.DebugLevel, r).Msg("processed")
 		case outcomeRetried:
 			p.rowLog(zerolog.WarnLevel, r).Dur("retry_in", r.delay).Msg("attempt failed, will retry")
 		case outcomeDead:
