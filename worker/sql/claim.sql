@@ -13,7 +13,8 @@
 -- Bytes: no more than @max_bytes of payload and key in all (the first row
 -- alone may exceed it when @first_always, so a huge row is not stuck).
 --
--- Started: a route's first idle_counts rows go straight to idle handlers;
+-- Started: a route's first idle_counts rows (chain followers aside, which
+-- wait for the row before them) go straight to idle handlers;
 -- they are marked started, so their attempt counts even if the worker dies
 -- at once. The others wait in the worker's queue unstarted; should their
 -- lease expire before their handler starts, the rescuer refunds the attempt.
@@ -185,13 +186,16 @@ WITH candidates AS (
     SELECT m.id, m.route, m.pos, m.pred,
            row_number() OVER (ORDER BY m.available_at, m.head, m.pos) AS rn,
            row_number() OVER (PARTITION BY m.route ORDER BY m.available_at, m.head, m.pos) AS route_rank,
+           -- Among a route's rows that are not chain followers: those the
+           -- worker starts at once, idle handlers permitting.
+           row_number() OVER (PARTITION BY m.route, m.pos = 0 ORDER BY m.available_at, m.head, m.pos) AS head_rank,
            sum(m.size) OVER (ORDER BY m.available_at, m.head, m.pos ROWS UNBOUNDED PRECEDING) AS through
     FROM members AS m
 ), claimed AS (
     UPDATE inbox AS i
     SET status           = 'processing',
         attempts         = least(i.attempts, 999999) + 1,
-        started          = picked.pos = 0 AND picked.route_rank <= rooms.idle,
+        started          = picked.pos = 0 AND picked.head_rank <= rooms.idle,
         lease_token      = @token,
         lease_expires_at = now() + @lease_ms::bigint * interval '1 millisecond',
         locked_by        = @worker,
