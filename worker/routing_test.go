@@ -580,3 +580,51 @@ func TestShutdownReleasesChainedRows(t *testing.T) {
 		t.Errorf("%d of 5 rows received, unattempted and without a lease after shutdown", left)
 	}
 }
+
+// A claim marks started the heads of ordered keys that idle handlers take
+// at once, however long the chains claimed before them: the database
+// counts their attempts from the claim (should the worker die, a rescue
+// does not refund them). Renewals, which would mark them too, are dropped.
+func TestOrderedClaimMarksEveryHeadItStartsStarted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	if _, err := b.db.Pool.Exec(ctx, `
+		CREATE FUNCTION drop_renewals() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RETURN NULL; END $$;
+		CREATE TRIGGER drop_renewals BEFORE UPDATE ON inbox FOR EACH ROW
+			WHEN (OLD.status = 'processing' AND NEW.status = 'processing')
+			EXECUTE FUNCTION drop_renewals();`); err != nil {
+		t.Fatal(err)
+	}
+	const keys = 3
+	var entered atomic.Int32
+	release := make(chan struct{})
+	if err := b.reg.HandleFunc("chain.event", func(ctx context.Context, ev *handlers.Event) error {
+		if ev.EventID[len(ev.EventID)-3:] == "000" {
+			entered.Add(1)
+			<-release
+		}
+		return nil
+	}, handlers.Ordered("")); err != nil {
+		t.Fatal(err)
+	}
+	b.insertKeyed(t, "chain.event", keys, 5)
+	cfg := testConfig() // 4 workers: every head starts at once
+	b.start(t, cfg)
+	waitFor(t, 10*time.Second, "every head running", func() bool { return entered.Load() == keys })
+	var heads, followers int
+	if err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE event_id LIKE '%:000' AND started),
+			count(*) FILTER (WHERE event_id NOT LIKE '%:000' AND started)
+		FROM inbox`).Scan(&heads, &followers); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if heads != keys {
+		t.Errorf("%d of %d running heads marked started by their claim", heads, keys)
+	}
+	if followers != 0 {
+		t.Errorf("%d chain followers marked started before they ran", followers)
+	}
+	waitFor(t, 10*time.Second, "every row processed", func() bool { return b.countStatus(t, "processed") == keys*5 })
+}
