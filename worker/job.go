@@ -292,6 +292,7 @@ func (p *Pool) follow(j *job, proceed bool) (chained bool) {
 		atRisk = p.dispatchLocked(n.route)
 	} else {
 		cut = p.cutChainLocked(j)
+		p.routeGaugesLocked(j.route)
 	}
 	p.updateGaugesLocked()
 	p.mu.Unlock()
@@ -416,7 +417,7 @@ func (p *Pool) routeGaugesLocked(rs *routeState) {
 	}
 	rs.gauges.limit.Set(float64(rs.limit))
 	rs.gauges.running.Set(float64(rs.running))
-	rs.gauges.queued.Set(float64(len(rs.queue)))
+	rs.gauges.queued.Set(float64(len(rs.queue) + rs.waiting))
 }
 
 // routeGauges are one route's gauges, looked up once.

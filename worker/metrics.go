@@ -125,7 +125,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"event_type"}),
 		routeQueued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "inboxd_worker_route_queued",
-			Help: "Rows of the route claimed and waiting for a handler, by event type (other: the default route).",
+			Help: "Rows of the route claimed and waiting for a handler (on ordered routes also those waiting behind the row before them in their key), by event type (other: the default route).",
 		}, []string{"event_type"}),
 		outcomeWriteDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "inboxd_worker_outcome_write_delay_seconds",
