@@ -3,6 +3,7 @@ package faultsuite
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -54,8 +55,10 @@ type Fault struct {
 }
 
 // Cost is the number of external duplicates the fault may cause:
-// InFlight + Rate × Window.
-func (f Fault) Cost() float64 { return float64(f.InFlight) + f.Rate*f.Window.Seconds() }
+// InFlight + Rate × Window, the second term rounded up to whole rows (an
+// estimate of 1.9 unwritten outcomes may be 2 rows; a zombie scenario once
+// saw 10 duplicates against 8 + 1.9).
+func (f Fault) Cost() float64 { return float64(f.InFlight) + math.Ceil(f.Rate*f.Window.Seconds()) }
 
 // Ledger records a scenario's faults.
 type Ledger struct {
