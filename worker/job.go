@@ -45,7 +45,7 @@ type job struct {
 	dbStarted  bool      // the database knows it started (claim or renewal said so)
 	leaseUntil time.Time // when the lease ends at the latest, by the local clock
 	doneAt     time.Time // when the handler returned; outcome-write delay starts here
-	next       *job      // the next row of its key's chain, waiting for this one (jobWaiting)
+	next       *job      // the next row of its key's chain, waiting for this one (jobWaiting); see follow
 }
 
 // routeState is one route's share of the pool: how many of its rows may
@@ -277,6 +277,12 @@ func (p *Pool) cutChainLocked(j *job) []*job {
 // later claim finds them behind j (parking them while j waits to be
 // retried, or blocks its key).
 func (p *Pool) follow(j *job, proceed bool) (chained bool) {
+	// Read unlocked first: j.next is set by track before j is dispatched,
+	// and changes after only in follow, run by j's own executor; most rows
+	// have no chain and need not take the lock for it.
+	if j.next == nil {
+		return false
+	}
 	p.mu.Lock()
 	n := j.next
 	if n == nil {
@@ -307,9 +313,7 @@ func (p *Pool) follow(j *job, proceed bool) (chained bool) {
 // worker: j's completion then need not unpark it (follow runs it, or gives
 // it back due).
 func (p *Pool) chained(j *job) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return j.next != nil
+	return j.next != nil // see follow: j's executor may read it unlocked
 }
 
 // releaseAtRisk gives back, unattempted, rows whose leases could not be
