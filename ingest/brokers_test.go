@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
+
+	"github.com/inboxd/inboxd/internal/syncbuf"
 )
 
 // The lag is read from the brokers, not from the messages fetched: before
@@ -77,7 +79,7 @@ func TestDedupWindowCheckedAgainstTopicRetention(t *testing.T) {
 	cfg := b.config()
 	cfg.Topics = []string{"kept-long", "kept-short"}
 	cfg.DedupWindow = time.Hour
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	c, err := New(cfg, b.db.Pool, zerolog.New(&logs), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -61,24 +60,6 @@ func setupKafkaWith(t testing.TB, partitions int32, opts []kfake.Opt, clientOpts
 func setupDB(t testing.TB) *pgtest.DB {
 	t.Helper()
 	return pgtest.New(t)
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes, to capture logs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func newKgo(t testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {

@@ -26,6 +26,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/inboxd/inboxd/internal/syncbuf"
 )
 
 // selfSignedCert makes a CA-flagged certificate for 127.0.0.1 and writes it
@@ -126,7 +128,7 @@ func TestWrongPasswordKeepsRetryingAndIsNotLogged(t *testing.T) {
 	cfg := b.config()
 	cfg.SASL = SASLConfig{Mechanism: "SCRAM-SHA-256", Username: user, Password: wrong}
 
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	c, err := New(cfg, b.db.Pool, zerolog.New(&logs).Level(zerolog.DebugLevel), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +167,7 @@ func TestKafkaUnreachableAtStart(t *testing.T) {
 
 	b := &kafkaBundle{topic: "orders", group: "inboxd-test", brokers: []string{fmt.Sprintf("127.0.0.1:%d", port)}}
 	b.db = setupDB(t)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	c, err := New(b.config(), b.db.Pool, zerolog.New(&logs), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

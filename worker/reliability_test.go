@@ -36,6 +36,22 @@ func (c *callCounter) get(id string) int {
 	return c.calls[id]
 }
 
+// dropRenewals makes the database drop lease renewals silently, as lost
+// packets would: a trigger (named drop_renewals) discards every update
+// that keeps a row processing, for the rows where the SQL condition also
+// holds (on OLD; "true" for every row).
+func (b *bundle) dropRenewals(t *testing.T, also string) {
+	t.Helper()
+	if _, err := b.db.Pool.Exec(context.Background(), `
+		CREATE FUNCTION drop_renewals() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RETURN NULL; END $$;
+		CREATE TRIGGER drop_renewals BEFORE UPDATE ON inbox FOR EACH ROW
+			WHEN (OLD.status = 'processing' AND NEW.status = 'processing' AND (`+also+`))
+			EXECUTE FUNCTION drop_renewals();`); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // createEffects creates a table without a unique constraint in which
 // transactional handlers record what they did: a duplicate effect shows up
 // as a second row.
@@ -170,17 +186,9 @@ func TestLeaseExpiredBeforeStartCostsNoAttempt(t *testing.T) {
 		return b.countStatus(t, "processing") == 4
 	})
 
-	// From now on renewals of the three waiting rows are lost (a trigger
-	// drops them silently, as lost packets would): their leases expire and
-	// this pool's own rescuer returns them.
-	if _, err := b.db.Pool.Exec(ctx, `
-		CREATE FUNCTION drop_renewals() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN RETURN NULL; END $$;
-		CREATE TRIGGER drop_renewals BEFORE UPDATE ON inbox FOR EACH ROW
-			WHEN (OLD.status = 'processing' AND NEW.status = 'processing' AND OLD.event_id <> 'e-00000')
-			EXECUTE FUNCTION drop_renewals();`); err != nil {
-		t.Fatal(err)
-	}
+	// From now on renewals of the three waiting rows are lost: their
+	// leases expire and this pool's own rescuer returns them.
+	b.dropRenewals(t, "OLD.event_id <> 'e-00000'")
 	waitFor(t, 15*time.Second, "the waiting rows rescued", func() bool {
 		return testutil.ToFloat64(p.metrics.rescued.WithLabelValues("received"))+
 			testutil.ToFloat64(p.metrics.rescued.WithLabelValues("dead")) == 3

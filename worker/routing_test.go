@@ -589,14 +589,7 @@ func TestOrderedClaimMarksEveryHeadItStartsStarted(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	if _, err := b.db.Pool.Exec(ctx, `
-		CREATE FUNCTION drop_renewals() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN RETURN NULL; END $$;
-		CREATE TRIGGER drop_renewals BEFORE UPDATE ON inbox FOR EACH ROW
-			WHEN (OLD.status = 'processing' AND NEW.status = 'processing')
-			EXECUTE FUNCTION drop_renewals();`); err != nil {
-		t.Fatal(err)
-	}
+	b.dropRenewals(t, "true")
 	const keys = 3
 	var entered atomic.Int32
 	release := make(chan struct{})

@@ -13,7 +13,8 @@ var (
 	// path, each in two variants: [plain] while the pool has no ordered
 	// route, [withOrdered] when it has one. The files are text/templates
 	// (sql/unpark_successors.sql holds the part complete and complete_tx
-	// share); the plain variants leave the ordered routes' parking and
+	// share, sql/holds_key.sql the rule of which rows hold a key back); the
+	// plain variants leave the ordered routes' parking and
 	// unparking out, which spares their planning and their lookups.
 	claimSQL      = renderVariants("claim.sql")
 	completeSQL   = renderVariants("complete.sql")
@@ -27,8 +28,9 @@ var (
 	poisonCandidateSQL string
 	//go:embed sql/poison.sql
 	poisonSQL string
-	//go:embed sql/unpark.sql
-	unparkSQL string
+	// unparkSQL is a text/template too, for the rule it shares
+	// (sql/holds_key.sql).
+	unparkSQL = render("unpark.sql", true)
 	//go:embed sql/blocked_keys.sql
 	blockedKeysSQL string
 	//go:embed sql/stats.sql
@@ -49,22 +51,26 @@ const (
 	withOrdered = 1
 )
 
-//go:embed sql/claim.sql sql/complete.sql sql/complete_tx.sql sql/unpark_successors.sql
+//go:embed sql/claim.sql sql/complete.sql sql/complete_tx.sql sql/unpark.sql sql/unpark_successors.sql sql/holds_key.sql
 var templateFiles embed.FS
 
 // renderVariants renders the template sql/name without and with the
 // ordered routes' part.
 func renderVariants(name string) [2]string {
-	t := template.Must(template.New(name).ParseFS(templateFiles, "sql/"+name, "sql/unpark_successors.sql"))
-	var out [2]string
-	for i, ordered := range []bool{false, true} {
-		var b strings.Builder
-		if err := t.ExecuteTemplate(&b, name, struct{ Ordered bool }{ordered}); err != nil {
-			panic(err)
-		}
-		out[i] = b.String()
+	return [2]string{render(name, false), render(name, true)}
+}
+
+// render renders the template sql/name, with the ordered routes' part when
+// ordered; the shared templates (sql/unpark_successors.sql,
+// sql/holds_key.sql) are there to call.
+func render(name string, ordered bool) string {
+	t := template.Must(template.New(name).ParseFS(templateFiles,
+		"sql/"+name, "sql/unpark_successors.sql", "sql/holds_key.sql"))
+	var b strings.Builder
+	if err := t.ExecuteTemplate(&b, name, struct{ Ordered bool }{ordered}); err != nil {
+		panic(err)
 	}
-	return out
+	return b.String()
 }
 
 // variant is the index of the statement variant for a pool whose ordered

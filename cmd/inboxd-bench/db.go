@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net/url"
 	"os/exec"
 	"slices"
 	"strings"
@@ -16,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxd/inboxd/migrations"
+	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
 // environment is the PostgreSQL server the measurements run on and the
@@ -67,12 +65,12 @@ func (e *environment) migratedTemplate(ctx context.Context) (string, error) {
 	if e.template != "" {
 		return e.template, nil
 	}
-	name := "inboxd_bench_tmpl_" + randomHex(6)
+	name := pgtest.UniqueName("inboxd_bench_tmpl_")
 	if err := e.adminExec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE template0", name)); err != nil {
 		return "", err
 	}
 	e.databases = append(e.databases, name)
-	conn, err := pgx.Connect(ctx, withDatabase(e.adminURL, name))
+	conn, err := pgx.Connect(ctx, pgtest.WithDatabase(e.adminURL, name))
 	if err != nil {
 		return "", err
 	}
@@ -86,14 +84,14 @@ func (e *environment) migratedTemplate(ctx context.Context) (string, error) {
 }
 
 func (e *environment) create(ctx context.Context, template string) (*database, error) {
-	name := "inboxd_bench_" + randomHex(6)
+	name := pgtest.UniqueName("inboxd_bench_")
 	if err := e.adminExec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, template)); err != nil {
 		return nil, fmt.Errorf("create database: %w", err)
 	}
 	e.mu.Lock()
 	e.databases = append(e.databases, name)
 	e.mu.Unlock()
-	return &database{name: name, url: withDatabase(e.adminURL, name)}, nil
+	return &database{name: name, url: pgtest.WithDatabase(e.adminURL, name)}, nil
 }
 
 // drop drops db now, so that its files do not weigh on the measurements
@@ -146,6 +144,20 @@ func (e *environment) adminExec(ctx context.Context, sql string) error {
 	return err
 }
 
+// open creates a database (as newDatabase) and a pool on it with at most
+// conns connections (see openPool); done closes the pool and drops the
+// database.
+func (e *environment) open(ctx context.Context, conns int32) (db *database, pool *pgxpool.Pool, done func(), err error) {
+	if db, err = e.newDatabase(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	if pool, err = openPool(ctx, db, conns); err != nil {
+		e.drop(db)
+		return nil, nil, nil, err
+	}
+	return db, pool, func() { pool.Close(); e.drop(db) }, nil
+}
+
 // openPool opens a pool on db with at most conns connections (0 = pgxpool's
 // default, max(4, CPUs), as the go test benchmarks have).
 func openPool(ctx context.Context, db *database, conns int32) (*pgxpool.Pool, error) {
@@ -157,22 +169,6 @@ func openPool(ctx context.Context, db *database, conns int32) (*pgxpool.Pool, er
 		cfg.MaxConns = conns
 	}
 	return pgxpool.NewWithConfig(ctx, cfg)
-}
-
-// withDatabase returns the URL u pointing at database name instead.
-func withDatabase(u, name string) string {
-	parsed, err := url.Parse(u)
-	if err != nil {
-		panic(fmt.Sprintf("INBOXD_TEST_DATABASE_URL must be a postgres:// URL: %v", err))
-	}
-	parsed.Path = "/" + name
-	return parsed.String()
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // gitCommit is the short commit of the working tree, "+dirty" when it has

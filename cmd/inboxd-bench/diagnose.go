@@ -119,16 +119,11 @@ func firstSQLLine(query string, n int) string {
 // explainClaim explains a claim by a pool with the daemon's defaults on a
 // backlog of n received rows of one routed type.
 func explainClaim(ctx context.Context, env *environment, n int) (string, error) {
-	db, err := env.newDatabase(ctx)
+	_, pool, done, err := env.open(ctx, 4)
 	if err != nil {
 		return "", err
 	}
-	defer env.drop(db)
-	pool, err := openPool(ctx, db, 4)
-	if err != nil {
-		return "", err
-	}
-	defer pool.Close()
+	defer done()
 	if err := insertRows(ctx, pool, "explain", n); err != nil {
 		return "", err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inboxd/inboxd/cmd/inboxd/app"
+	"github.com/inboxd/inboxd/internal/syncbuf"
 )
 
 const (
@@ -183,13 +184,13 @@ func daemonEnv(db *database, k *kafka, routes string, extra ...string) []string 
 type daemon struct {
 	cancel  context.CancelFunc
 	done    chan int
-	stderr  *syncBuffer
+	stderr  *syncbuf.Buffer
 	metrics *prometheus.Registry // the daemon's metrics
 }
 
 func startDaemon(ctx context.Context, env []string) *daemon {
 	ctx, cancel := context.WithCancel(ctx)
-	d := &daemon{cancel: cancel, done: make(chan int, 1), stderr: &syncBuffer{}, metrics: prometheus.NewRegistry()}
+	d := &daemon{cancel: cancel, done: make(chan int, 1), stderr: &syncbuf.Buffer{}, metrics: prometheus.NewRegistry()}
 	go func() {
 		d.done <- app.Main(ctx, []string{"run"}, env, io.Discard, d.stderr, app.Options{Registerer: d.metrics})
 	}()
@@ -296,16 +297,11 @@ type profiles struct {
 // when every event is a processed row. With retained > 0 the inbox holds
 // that many processed rows first.
 func benchEndToEnd(ctx context.Context, env *environment, n, retained int, prof profiles) (Rate, error) {
-	db, err := env.newDatabase(ctx)
+	db, pool, done, err := env.open(ctx, 0)
 	if err != nil {
 		return Rate{}, err
 	}
-	defer env.drop(db)
-	pool, err := openPool(ctx, db, 0)
-	if err != nil {
-		return Rate{}, err
-	}
-	defer pool.Close()
+	defer done()
 	var prep time.Duration
 	if retained > 0 {
 		start := time.Now()
@@ -534,26 +530,6 @@ func startProfiles(p profiles) (func() error, error) {
 		runtime.SetMutexProfileFraction(0)
 		return errors.Join(errs...)
 	}, nil
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write appends p.
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String returns what was written.
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // humanCount is 2M, 500k or 1,234.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/inboxd/inboxd/internal/syncbuf"
 )
 
 // buildInboxd builds the inboxd binary (no -race) into dir and returns its
@@ -70,16 +72,11 @@ func benchMemory(ctx context.Context, env *environment, bin string, small, big i
 }
 
 func memoryRun(ctx context.Context, env *environment, bin, dir string, n, size int) (MemoryRun, error) {
-	db, err := env.newDatabase(ctx)
+	db, pool, done, err := env.open(ctx, 0)
 	if err != nil {
 		return MemoryRun{}, err
 	}
-	defer env.drop(db)
-	pool, err := openPool(ctx, db, 0)
-	if err != nil {
-		return MemoryRun{}, err
-	}
-	defer pool.Close()
+	defer done()
 
 	maxMessage := 0
 	if size >= 1<<20 {
@@ -103,7 +100,7 @@ func memoryRun(ctx context.Context, env *environment, bin, dir string, n, size i
 		return MemoryRun{}, err
 	}
 
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	cmd := exec.Command(bin, "run")
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, daemonEnv(db, k, routes)...)
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr

@@ -39,16 +39,11 @@ func insertRows(ctx context.Context, db *pgxpool.Pool, prefix string, n int) err
 // one statement, on pgxpool's default pool, from the first insert until
 // every row is completed.
 func benchRaw(ctx context.Context, env *environment, n int) (Rate, error) {
-	db, err := env.newDatabase(ctx)
+	db, pool, done, err := env.open(ctx, 0)
 	if err != nil {
 		return Rate{}, err
 	}
-	defer env.drop(db)
-	pool, err := openPool(ctx, db, 0)
-	if err != nil {
-		return Rate{}, err
-	}
-	defer pool.Close()
+	defer done()
 
 	meter, err := startCPUMeter(ctx, pool, db)
 	if err != nil {
@@ -69,16 +64,11 @@ func benchRaw(ctx context.Context, env *environment, n int) (Rate, error) {
 // rows inserted by a concurrent producer; the clock runs from the first
 // insert until every row is processed in the table.
 func benchPool(ctx context.Context, env *environment, n int) (Rate, error) {
-	db, err := env.newDatabase(ctx)
+	db, pool, done, err := env.open(ctx, 0)
 	if err != nil {
 		return Rate{}, err
 	}
-	defer env.drop(db)
-	pool, err := openPool(ctx, db, 0)
-	if err != nil {
-		return Rate{}, err
-	}
-	defer pool.Close()
+	defer done()
 
 	reg := handlers.NewRegistry()
 	var handled atomic.Int64
@@ -160,16 +150,11 @@ const riverFetchPollInterval = 20 * time.Millisecond
 // start until the subscription has reported n completed jobs (River emits
 // them once the completer has written them).
 func benchRiver(ctx context.Context, env *environment, n, workers, conns int) (Rate, error) {
-	db, err := env.newDatabase(ctx)
+	db, pool, done, err := env.open(ctx, int32(conns))
 	if err != nil {
 		return Rate{}, err
 	}
-	defer env.drop(db)
-	pool, err := openPool(ctx, db, int32(conns))
-	if err != nil {
-		return Rate{}, err
-	}
-	defer pool.Close()
+	defer done()
 	if _, err := riverjob.Migrate(ctx, pool, nil); err != nil {
 		return Rate{}, err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/internal/syncbuf"
 	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
@@ -48,7 +48,7 @@ type daemon struct {
 	t    *testing.T
 	cmd  *exec.Cmd
 	addr string
-	logs *syncBuffer
+	logs *syncbuf.Buffer
 	done chan struct{}
 	err  error
 }
@@ -57,7 +57,7 @@ type daemon struct {
 func startDaemon(t *testing.T, env ...string) *daemon {
 	t.Helper()
 	addr := freeAddr(t)
-	d := &daemon{t: t, addr: addr, logs: &syncBuffer{}, done: make(chan struct{})}
+	d := &daemon{t: t, addr: addr, logs: &syncbuf.Buffer{}, done: make(chan struct{})}
 	d.cmd = exec.Command(binary, "run")
 	d.cmd.Env = append(append(os.Environ(), "INBOXD_HTTP_ADDR="+addr, "INBOXD_LOG_LEVEL=debug"), env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
@@ -119,23 +119,6 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // sinkRequest is one request the HTTP sink received.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/internal/syncbuf"
 	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
@@ -91,7 +92,7 @@ func TestHealthBeforeTheDatabase(t *testing.T) {
 	cmd := exec.Command(binary, "run")
 	cmd.Env = append(os.Environ(), "INBOXD_HTTP_ADDR="+addr, "INBOXD_ROUTES="+writeRoutes(t, "default: ignore\n"),
 		"INBOXD_DATABASE_URL=postgres://postgres@"+dead+"/postgres?sslmode=disable&connect_timeout=1")
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/internal/syncbuf"
 	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
@@ -74,7 +75,7 @@ func TestPermanentDatabaseErrorExits(t *testing.T) {
 	cmd := exec.Command(binary, "run")
 	cmd.Env = append(os.Environ(), "INBOXD_DATABASE_URL="+u.String(), "INBOXD_HTTP_ADDR=",
 		"INBOXD_ROUTES="+writeRoutes(t, "default: ignore\n"))
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

@@ -2,7 +2,6 @@ package faultsuite
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/inboxd/inboxd/internal/syncbuf"
 )
 
 // ReadyTimeout bounds how long StartDaemon waits for /readyz.
@@ -35,7 +36,7 @@ type Daemon struct {
 	t     testing.TB
 	cmd   *exec.Cmd
 	addr  string
-	logs  *logBuffer
+	logs  *syncbuf.Buffer
 	done  chan struct{}
 	state *os.ProcessState
 
@@ -68,7 +69,7 @@ type DaemonSpec struct {
 func StartDaemon(t testing.TB, spec DaemonSpec) *Daemon {
 	t.Helper()
 	addr := FreeAddr(t)
-	d := &Daemon{Name: spec.Name, t: t, addr: addr, logs: &logBuffer{}, done: make(chan struct{})}
+	d := &Daemon{Name: spec.Name, t: t, addr: addr, logs: &syncbuf.Buffer{}, done: make(chan struct{})}
 	args := spec.Args
 	if len(args) == 0 {
 		args = []string{"run"}
@@ -344,24 +345,6 @@ func FreeAddr(t testing.TB) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-// logBuffer collects a process's output.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func tail(s string, n int) string {

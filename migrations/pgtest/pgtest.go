@@ -96,7 +96,7 @@ func NewEmpty(t testing.TB, migrated bool) *DB {
 	}
 	defer admin.Close(ctx)
 
-	name := "inboxd_test_" + randomHex(6)
+	name := UniqueName("inboxd_test_")
 	_, err = admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl))
 	var pgErr *pgconn.PgError
 	if migrated && errors.As(err, &pgErr) && pgErr.Code == "3D000" {
@@ -109,7 +109,7 @@ func NewEmpty(t testing.TB, migrated bool) *DB {
 	if err != nil {
 		t.Fatalf("pgtest: create database: %v", err)
 	}
-	dbURL := withDatabase(AdminURL(), name)
+	dbURL := WithDatabase(AdminURL(), name)
 
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
@@ -168,7 +168,7 @@ func ensureTemplate(ctx context.Context) (string, error) {
 	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE template0", name)); err != nil {
 		return "", err
 	}
-	conn, err := pgx.Connect(ctx, withDatabase(AdminURL(), name))
+	conn, err := pgx.Connect(ctx, WithDatabase(AdminURL(), name))
 	if err != nil {
 		return "", err
 	}
@@ -226,8 +226,9 @@ func migrationsDigest() (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// withDatabase returns the URL u pointing at database name instead.
-func withDatabase(u, name string) string {
+// WithDatabase returns the server URL u pointing at database name instead
+// (it panics when u is not a URL: INBOXD_TEST_DATABASE_URL must be one).
+func WithDatabase(u, name string) string {
 	parsed, err := url.Parse(u)
 	if err != nil {
 		panic(fmt.Sprintf("pgtest: INBOXD_TEST_DATABASE_URL must be a postgres:// URL: %v", err))
@@ -236,8 +237,10 @@ func withDatabase(u, name string) string {
 	return parsed.String()
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
+// UniqueName returns prefix followed by 12 random hex digits: a database
+// name no other test or run uses.
+func UniqueName(prefix string) string {
+	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+	return prefix + hex.EncodeToString(b)
 }

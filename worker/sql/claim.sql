@@ -67,10 +67,7 @@ WITH candidates AS (
            OR (SELECT e.status
                FROM inbox AS e
                WHERE e.source = inbox.source AND e.key = inbox.key AND e.id < inbox.id
-                 AND e.key IS NOT NULL
-                 AND e.status IN ('received', 'processing', 'dead')
-                 AND e.event_type = ANY (@ordered_types::text[])
-                 AND (e.status <> 'dead' OR e.event_type = ANY (@blocking_types::text[]))
+                 AND {{template "holds_key" "e"}}
                ORDER BY e.id DESC
                LIMIT 1) IS DISTINCT FROM 'processing')
 {{- end}}
@@ -89,10 +86,7 @@ WITH candidates AS (
         WHERE c.key IS NOT NULL
           AND c.event_type = ANY (@ordered_types::text[])
           AND e.source = c.source AND e.key = c.key AND e.id < c.id
-          AND e.key IS NOT NULL
-          AND e.status IN ('received', 'processing', 'dead')
-          AND e.event_type = ANY (@ordered_types::text[])
-          AND (e.status <> 'dead' OR e.event_type = ANY (@blocking_types::text[]))
+          AND {{template "holds_key" "e"}}
         ORDER BY e.id DESC
         LIMIT 1
     ) AS before ON true
@@ -115,10 +109,7 @@ WITH candidates AS (
                            octet_length(n.payload) + octet_length(n.key) AS size
                     FROM inbox AS n
                     WHERE n.source = h.source AND n.key = h.key AND n.id > h.id
-                      AND n.key IS NOT NULL
-                      AND n.status IN ('received', 'processing', 'dead')
-                      AND n.event_type = ANY (@ordered_types::text[])
-                      AND (n.status <> 'dead' OR n.event_type = ANY (@blocking_types::text[]))
+                      AND {{template "holds_key" "n"}}
                       AND n.id <> ALL (@skip::bigint[])
                     ORDER BY n.id
                     LIMIT @chain

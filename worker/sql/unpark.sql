@@ -15,10 +15,7 @@ WITH stuck AS (
                SELECT 1
                FROM inbox AS e
                WHERE e.source = p.source AND e.key = p.key AND e.id < p.id
-                 AND e.key IS NOT NULL
-                 AND e.status IN ('received', 'processing', 'dead')
-                 AND e.event_type = ANY (@ordered_types::text[])
-                 AND (e.status <> 'dead' OR e.event_type = ANY (@blocking_types::text[]))))
+                 AND {{template "holds_key" "e"}}))
     ORDER BY p.id
     LIMIT @limit
     FOR UPDATE SKIP LOCKED

@@ -19,10 +19,7 @@ successors AS (
     SELECT (SELECT n.id
             FROM inbox AS n
             WHERE n.source = d.source AND n.key = d.key AND n.id > d.id
-              AND n.key IS NOT NULL
-              AND n.status IN ('received', 'processing', 'dead')
-              AND n.event_type = ANY (@ordered_types::text[])
-              AND (n.status <> 'dead' OR n.event_type = ANY (@blocking_types::text[]))
+              AND {{template "holds_key" "n"}}
             ORDER BY n.id
             LIMIT 1) AS id
     FROM done AS d

@@ -8,12 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/inboxd/inboxd/internal/syncbuf"
 	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
@@ -112,7 +112,7 @@ func TestMigrateAndRun(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	var errOut syncBuffer
+	var errOut syncbuf.Buffer
 	go func() { done <- Main(ctx, []string{"run"}, env, &bytes.Buffer{}, &errOut, Options{}) }()
 	waitForLog(t, &errOut, `"message":"running"`)
 	cancel()
@@ -152,7 +152,7 @@ func TestRunWarnsWhenTheInboxIsNotVacuumed(t *testing.T) {
 	env := []string{"INBOXD_DATABASE_URL=" + db.URL, "INBOXD_HTTP_ADDR=", "INBOXD_ROUTES=" + routes}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan int, 1)
-	var errOut syncBuffer
+	var errOut syncbuf.Buffer
 	go func() { done <- Main(runCtx, []string{"run"}, env, &bytes.Buffer{}, &errOut, Options{}) }()
 	waitForLog(t, &errOut, `"message":"running"`)
 	cancel()
@@ -221,25 +221,7 @@ func TestOperatorCommands(t *testing.T) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func waitForLog(t *testing.T, buf *syncBuffer, needle string) {
+func waitForLog(t *testing.T, buf *syncbuf.Buffer, needle string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(buf.String(), needle) {

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/inboxd/inboxd/internal/syncbuf"
 	"github.com/inboxd/inboxd/internal/yardstick"
 	"github.com/inboxd/inboxd/migrations/pgtest"
 )
@@ -221,7 +222,7 @@ func (w *benchWorld) run(b *testing.B) (elapsed, firstRow time.Duration) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	done := make(chan int, 1)
 
 	start := time.Now()

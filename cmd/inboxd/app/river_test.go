@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/internal/syncbuf"
 	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
@@ -127,7 +128,7 @@ func TestRunWithRiverRoutesBeforeTheDatabase(t *testing.T) {
 		"INBOXD_ROUTES=" + writeRiverRoutes(t, riverRoutes)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var errOut syncBuffer
+	var errOut syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- Main(ctx, []string{"run"}, env, &bytes.Buffer{}, &errOut, Options{}) }()
 	waitForLog(t, &errOut, "River's schema could not be checked yet")
@@ -194,7 +195,7 @@ WHEN (NEW.status = 'processed' AND NEW.event_id = 'mark-fails') EXECUTE FUNCTION
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	var errOut syncBuffer
+	var errOut syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- Main(runCtx, []string{"run"}, env, &bytes.Buffer{}, &errOut, Options{}) }()
 	defer func() {
