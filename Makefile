@@ -41,6 +41,7 @@ fuzz-short:
 	$(GO) test -run='^$$' -fuzz='^FuzzMapMessage$$' -fuzztime=50000x ./ingest/
 	$(GO) test -run='^$$' -fuzz='^FuzzEncodeHeaders$$' -fuzztime=50000x ./ingest/
 	$(GO) test -run='^$$' -fuzz='^FuzzParseRoutes$$' -fuzztime=50000x ./handlers/
+	$(GO) test -run='^$$' -fuzz='^FuzzIdempotencyKey$$' -fuzztime=50000x ./handlers/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeHeaders$$' -fuzztime=50000x ./worker/
 
 ## fault: the fault-injection suite, short variant (CI runs it): real binaries, PostgreSQL restarts,

@@ -27,5 +27,6 @@
 // handler (NewHTTP) POSTs each payload with Idempotency-Key
 // "<source>/<event id>" (a route's idempotency_key: event_id, or
 // HTTPConfig.IdempotencyKey, sends the bare event id instead), and the event
-// id and source in Inbox-Event-Id and Inbox-Source.
+// id and source in Inbox-Event-Id and Inbox-Source, each percent-encoded
+// where a header could not carry it exactly (EscapeHeaderValue).
 package handlers

@@ -30,11 +30,13 @@ const (
 	// (see HTTPConfig.IdempotencyKey and IdempotencyKeyFor).
 	HeaderIdempotencyKey = "Idempotency-Key"
 	// HeaderEventID carries Event.EventID, the producer's id, unique only
-	// within Event.Source.
+	// within Event.Source, escaped with EscapeHeaderValue.
 	HeaderEventID = "Inbox-Event-Id"
-	// HeaderEventType carries Event.EventType.
+	// HeaderEventType carries Event.EventType, escaped with
+	// EscapeHeaderValue.
 	HeaderEventType = "Inbox-Event-Type"
-	// HeaderSource carries Event.Source (the Kafka topic for ingested rows).
+	// HeaderSource carries Event.Source (the Kafka topic for ingested rows),
+	// escaped with EscapeHeaderValue.
 	HeaderSource = "Inbox-Source"
 	// HeaderAttempt carries Event.Attempt in decimal, starting at 1.
 	HeaderAttempt = "Inbox-Attempt"
@@ -87,15 +89,48 @@ type HTTPConfig struct {
 }
 
 // IdempotencyKeyFor returns the Idempotency-Key that the http handler sends
-// for ev by default: "<source>/<event id>", unique per inbox row. A "%" or
-// "/" in the source is percent-encoded (%25, %2F), so that no two rows share
-// a key however their sources and event ids are spelled; Kafka topic names
-// hold neither.
+// for ev by default: "<source>/<event id>", each part escaped with
+// EscapeHeaderValue and a "/" in the source also percent-encoded (%2F). The
+// key is unique per inbox row whatever its source and event id hold (the
+// mapping is injective: the key's first "/" ends the source, and unescaping
+// each part gives the row back), and it reaches the receiver byte for byte.
+// Kafka topic names and the usual event ids go out unchanged.
 func IdempotencyKeyFor(ev *Event) string {
-	return sourceEscaper.Replace(ev.Source) + "/" + ev.EventID
+	return escapeHeader(ev.Source, '/') + "/" + EscapeHeaderValue(ev.EventID)
 }
 
-var sourceEscaper = strings.NewReplacer("%", "%25", "/", "%2F")
+// EscapeHeaderValue returns s as the http handler sends an event id, event
+// type or source in a header: every byte outside visible ASCII (0x21-0x7E:
+// so spaces, tabs, control characters and the bytes of non-ASCII UTF-8), and
+// "%" itself, becomes "%XX" with upper-case hex digits (RFC 3986's
+// percent-encoding); every other byte is kept. Values without such bytes go
+// out unchanged, different values never give the same result, and the result
+// survives HTTP header transport (which trims leading and trailing blanks
+// and cannot carry control characters) exactly.
+func EscapeHeaderValue(s string) string { return escapeHeader(s, '%') }
+
+// escapeHeader is EscapeHeaderValue with reserved percent-encoded as well.
+func escapeHeader(s string, reserved byte) string {
+	keep := func(b byte) bool { return b > ' ' && b < 0x7f && b != '%' && b != reserved }
+	i := 0
+	for i < len(s) && keep(s[i]) {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, i, len(s)+16)
+	copy(b, s[:i])
+	for ; i < len(s); i++ {
+		if c := s[i]; keep(c) {
+			b = append(b, c)
+		} else {
+			b = append(b, '%', hex[c>>4], hex[c&0xf])
+		}
+	}
+	return string(b)
+}
 
 // NewHTTP returns the built-in http handler: it POSTs each event's payload,
 // byte for byte, to cfg.URL and turns the response into the row's outcome.
@@ -103,7 +138,8 @@ var sourceEscaper = strings.NewReplacer("%", "%25", "/", "%2F")
 // The request carries the headers Idempotency-Key (IdempotencyKeyFor(ev),
 // "<source>/<event id>", unique per inbox row; the bare event id with
 // cfg.IdempotencyKey set to IdempotencyKeyEventID), Inbox-Event-Id
-// (Event.EventID), Inbox-Event-Type, Inbox-Source and Inbox-Attempt, and a
+// (Event.EventID), Inbox-Event-Type, Inbox-Source and Inbox-Attempt (the
+// identifiers escaped with EscapeHeaderValue), and a
 // Content-Type taken from the event's content-type header (matched without
 // regard to case), or else application/json when the payload is valid JSON,
 // or else application/octet-stream. When OpenTelemetry's global propagator
@@ -199,14 +235,6 @@ type httpHandler struct {
 
 // Handle POSTs ev to h.url; see NewHTTP for the outcomes.
 func (h *httpHandler) Handle(ctx context.Context, ev *Event) error {
-	for _, f := range [...]struct{ name, value string }{
-		{"event id", ev.EventID}, {"event type", ev.EventType}, {"source", ev.Source},
-	} {
-		if !validHeaderValue(f.value) {
-			return Permanent(fmt.Errorf("http: %s %q cannot be sent in an HTTP header", f.name, f.value))
-		}
-	}
-
 	reqCtx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, h.url, bytes.NewReader(ev.Payload))
@@ -215,14 +243,17 @@ func (h *httpHandler) Handle(ctx context.Context, ev *Event) error {
 	}
 	req.Header.Set("Content-Type", contentType(ev))
 	req.Header.Set("User-Agent", "inboxd")
+	// Identifiers are escaped (EscapeHeaderValue): sent raw, blanks at
+	// either end would be trimmed on the wire and two rows share a key.
+	eventID := EscapeHeaderValue(ev.EventID)
 	if h.bareEventID {
-		req.Header.Set(HeaderIdempotencyKey, ev.EventID)
+		req.Header.Set(HeaderIdempotencyKey, eventID)
 	} else {
 		req.Header.Set(HeaderIdempotencyKey, IdempotencyKeyFor(ev))
 	}
-	req.Header.Set(HeaderEventID, ev.EventID)
-	req.Header.Set(HeaderEventType, ev.EventType)
-	req.Header.Set(HeaderSource, ev.Source)
+	req.Header.Set(HeaderEventID, eventID)
+	req.Header.Set(HeaderEventType, EscapeHeaderValue(ev.EventType))
+	req.Header.Set(HeaderSource, EscapeHeaderValue(ev.Source))
 	req.Header.Set(HeaderAttempt, strconv.Itoa(ev.Attempt))
 	// The trace context of ctx (traceparent, tracestate), as the global
 	// propagator writes it: nothing until one is set (tracing.Setup does).

@@ -326,22 +326,6 @@ func TestHTTPRequest(t *testing.T) {
 	}
 }
 
-func TestHTTPInvalidHeaderValue(t *testing.T) {
-	t.Parallel()
-	b := setupHTTP(t, handlers.HTTPConfig{}, status(http.StatusOK, ""))
-	ev := testEvent()
-	ev.EventID = "evt\n42"
-	err := b.handler.Handle(context.Background(), ev)
-	if !handlers.IsPermanent(err) || !strings.Contains(err.Error(), `event id "evt\n42"`) {
-		t.Fatalf("Handle: %v, want a permanent error naming the event id", err)
-	}
-	select {
-	case r := <-b.requests:
-		t.Fatalf("server got a request: %v", r.header)
-	default:
-	}
-}
-
 // blockingServer answers nothing until the request's context ends; arrived
 // gets a value as each request comes in.
 func blockingServer(t *testing.T) (url string, arrived chan struct{}) {
