@@ -124,9 +124,10 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	case ln != nil:
 		mux := http.NewServeMux()
 		h.register(mux, gather)
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		var sln net.Listener
+		srv, sln = newHTTPServer(ln, mux, defaultHTTPServerLimits())
 		log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics, /healthz and /readyz")
-		go func() { serveDone <- srv.Serve(ln) }()
+		go func() { serveDone <- srv.Serve(sln) }()
 		defer func() {
 			// Bounded like the rest of the shutdown: a scrape in progress may
 			// finish, nothing may hold the exit.
