@@ -2,6 +2,8 @@ package handlers
 
 import (
 	"errors"
+	"net"
+	"syscall"
 	"time"
 )
 
@@ -54,4 +56,31 @@ func RetryDelay(err error) (time.Duration, bool) {
 		return r.delay, true
 	}
 	return 0, false
+}
+
+// IsDialError reports whether err says that a connection to the target could
+// not be opened, so that the request was never sent: a failed dial or proxy
+// connect (connection refused, host or network unreachable, a DNS error),
+// or the process or system out of file descriptors (EMFILE, ENFILE) or of
+// local ports (EADDRNOTAVAIL) wherever it happened. Such a failure says
+// nothing about the event, and a later attempt may succeed: the http handler
+// returns it as a retryable error, never a permanent one.
+func IsDialError(err error) bool {
+	if err == nil {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect") {
+		return true
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return true
+	}
+	for _, errno := range [...]syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.EADDRNOTAVAIL} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
 }

@@ -297,7 +297,8 @@ func (h *httpHandler) Handle(ctx context.Context, ev *Event) error {
 }
 
 // requestError describes a request that got no response. All such errors
-// are retryable.
+// are retryable; a dial failure (IsDialError: refused, DNS, no file
+// descriptor left) says that the request was not sent.
 func (h *httpHandler) requestError(ctx, reqCtx context.Context, err error) error {
 	if ctx.Err() != nil {
 		if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
@@ -313,6 +314,9 @@ func (h *httpHandler) requestError(ctx, reqCtx context.Context, err error) error
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
+	}
+	if IsDialError(err) {
+		return fmt.Errorf("http POST %s: cannot connect, request not sent: %w", h.target, err)
 	}
 	return fmt.Errorf("http POST %s: %w", h.target, err)
 }
