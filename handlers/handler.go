@@ -25,7 +25,9 @@ type Event struct {
 	// Payload is the message value, byte for byte.
 	Payload []byte
 	// Headers holds the message headers by name (the last value wins when a
-	// name repeats).
+	// name repeats). Ingest adds "inboxd-tombstone": "true" to the headers
+	// of a Kafka tombstone (a message with a null value, stored with an empty
+	// Payload), and to no other row.
 	Headers map[string]string
 	// Attempt is the number of this attempt, starting at 1.
 	Attempt int

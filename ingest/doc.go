@@ -33,7 +33,8 @@
 // is the message key (NULL when absent), payload the value byte for byte
 // (bytea) and headers a JSON object {name: value}; a value that is not valid
 // UTF-8 or holds a NUL byte is stored as {"base64": "…"}; when a name repeats
-// the last value wins.
+// the last value wins. A tombstone (a nil value) gets the header
+// TombstoneHeader ("inboxd-tombstone": "true"), which no other row has.
 //
 // Bad input never blocks a partition: a message without a usable id or type,
 // or whose payload is larger than Config.Mapping.MaxPayload, becomes a row with

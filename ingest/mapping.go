@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -128,7 +129,7 @@ func MapMessage(m kafka.Message, opts MapOptions) Row {
 		Source:    m.Topic,
 		Key:       m.Key,
 		Payload:   m.Value,
-		Headers:   encodeHeaders(m.Headers),
+		Headers:   encodeHeaders(rowHeaders(m)),
 		Status:    StatusReceived,
 		Partition: int32(m.Partition),
 		Offset:    m.Offset,
@@ -187,6 +188,29 @@ func MapMessage(m kafka.Message, opts MapOptions) Row {
 func PositionID(topic string, partition int, offset int64) string {
 	return topic + "/" + strconv.Itoa(partition) + "/" + strconv.FormatInt(offset, 10)
 }
+
+// TombstoneHeader is the header that ingest adds, with the value "true", to
+// the row of a tombstone: a message with a null value, the delete marker of
+// a compacted topic, whose payload is stored empty like an empty value's.
+// Only ingest sets it: a header of that name that a message carries is
+// dropped, so the header is on exactly the rows of tombstones.
+const TombstoneHeader = "inboxd-tombstone"
+
+// rowHeaders returns the headers stored for m: its own, less any called
+// TombstoneHeader, and TombstoneHeader: true when m is a tombstone (a nil
+// value; segmentio/kafka-go hands a zero-length value over as nil too).
+func rowHeaders(m kafka.Message) []kafka.Header {
+	hs := m.Headers
+	if slices.ContainsFunc(hs, isTombstoneHeader) {
+		hs = slices.DeleteFunc(slices.Clone(hs), isTombstoneHeader)
+	}
+	if m.Value == nil {
+		hs = append(hs[:len(hs):len(hs)], kafka.Header{Key: TombstoneHeader, Value: []byte("true")})
+	}
+	return hs
+}
+
+func isTombstoneHeader(h kafka.Header) bool { return h.Key == TombstoneHeader }
 
 // lookup finds an identifier (event id or type) in the first present header
 // of names, else in the JSON field. It returns the value, or a reject reason
