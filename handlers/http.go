@@ -50,8 +50,8 @@ const (
 	// (source, event_id). It is the default.
 	IdempotencyKeySourceEventID = "source_event_id"
 	// IdempotencyKeyEventID makes the Idempotency-Key the bare event id, as
-	// Inbox-Event-Id. Use it only when event ids are unique across every
-	// source the route receives.
+	// Inbox-Event-Id (escaped with EscapeHeaderValue). Use it only when event
+	// ids are unique across every source the route receives.
 	IdempotencyKeyEventID = "event_id"
 )
 
