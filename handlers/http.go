@@ -76,8 +76,8 @@ type HTTPConfig struct {
 	// Client sends the requests. When it is nil, a client shared by all http
 	// handlers is used, whose transport keeps up to 128 idle connections per
 	// host and takes its proxy from HTTP_PROXY, HTTPS_PROXY and NO_PROXY
-	// (http.ProxyFromEnvironment). Redirects are never followed, whatever the client's
-	// CheckRedirect says.
+	// (http.ProxyFromEnvironment). Redirects are never followed, whatever
+	// the client's CheckRedirect says.
 	Client *http.Client
 	// MaxRetryAfter caps the delay that a response's Retry-After header can
 	// ask for. Zero means no cap (the worker still caps every delay at
