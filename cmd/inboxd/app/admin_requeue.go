@@ -261,7 +261,7 @@ func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping i
 		return outcomeGone, "no longer rejected (changed while this command ran)", nil
 	}
 	if err != nil {
-		return 0, "", fmt.Errorf("requeue: read rejected row %d: %w", id, err)
+		return 0, "", fmt.Errorf("read rejected row %d: %w", id, err)
 	}
 	if len(s.payload) == 0 && oversizeError.MatchString(s.lastError) {
 		return outcomeOversize, fmt.Sprintf("cannot be requeued: its payload was not stored (%s); the event must be produced again",
@@ -284,7 +284,7 @@ func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping i
 		case errors.Is(err, pgx.ErrNoRows):
 			return "", nil
 		case err != nil:
-			return "", fmt.Errorf("requeue: look up %s: %w", target, err)
+			return "", fmt.Errorf("look up %s: %w", target, err)
 		}
 		return fmt.Sprintf("row %d (%s)", ownerID, ownerStatus), nil
 	}
@@ -316,7 +316,7 @@ func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping i
 		}
 		del, err := conn.Exec(ctx, discardSQL, discardArgs(string(status.Rejected), id))
 		if err != nil {
-			return 0, "", fmt.Errorf("requeue: delete duplicate rejected row %d: %w", id, err)
+			return 0, "", fmt.Errorf("delete duplicate rejected row %d: %w", id, err)
 		}
 		if del.RowsAffected() == 0 {
 			return outcomeGone, "no longer rejected (changed while this command ran)", nil
@@ -328,7 +328,7 @@ func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping i
 		return outcomeStillRejected, fmt.Sprintf("still rejected: the database refuses %s: %s (SQLSTATE %s)",
 			target, pgErr.Message, pgErr.Code), nil
 	case err != nil:
-		return 0, "", fmt.Errorf("requeue: rejected row %d: %w", id, err)
+		return 0, "", fmt.Errorf("rejected row %d: %w", id, err)
 	case tag.RowsAffected() == 0:
 		return outcomeGone, "no longer rejected (changed while this command ran)", nil
 	}
