@@ -15,9 +15,12 @@ var unparkDeletedSQL = render("unpark_deleted.sql", true)
 
 // DeletedRow is an inbox row deleted by hand, as UnparkAfterDelete needs it.
 type DeletedRow struct {
-	ID        int64
-	Source    string
-	Key       []byte
+	// ID is the deleted row's id: its successor is the next one after it.
+	ID int64
+	// Source and Key are the deleted row's ordering key; a nil Key has none.
+	Source string
+	Key    []byte
+	// EventType is the deleted row's type (see sql/unpark_deleted.sql).
 	EventType string
 }
 
