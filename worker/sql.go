@@ -51,7 +51,7 @@ const (
 	withOrdered = 1
 )
 
-//go:embed sql/claim.sql sql/complete.sql sql/complete_tx.sql sql/unpark.sql sql/unpark_successors.sql sql/holds_key.sql
+//go:embed sql/claim.sql sql/complete.sql sql/complete_tx.sql sql/unpark.sql sql/unpark_deleted.sql sql/unpark_successors.sql sql/holds_key.sql
 var templateFiles embed.FS
 
 // renderVariants renders the template sql/name without and with the

@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/internal/status"
+	"github.com/inboxd/inboxd/worker"
 )
 
 //go:embed sql/discard.sql
@@ -24,7 +25,12 @@ type discardFlags struct {
 
 // runDiscard deletes the dead (or rejected) rows the filter selects, says
 // what matched and what did not, and logs one line with the filter and the
-// count (never a payload). It fails (exit 1) when nothing matched.
+// count (never a payload). It fails (exit 1) when nothing matched. It works
+// in batches (failedBatch rows each, logging its progress); stopped
+// half-way, what it deleted stays deleted, and a second run does the rest.
+// Deleting a dead row unparks the row behind it on an ordered route, in the
+// batch's transaction (see worker.UnparkAfterDelete): a key held by a dead
+// head moves on at once.
 func runDiscard(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, f discardFlags) error {
 	if err := f.filter.parse("discard", time.Now()); err != nil {
 		return err
@@ -35,29 +41,31 @@ func runDiscard(ctx context.Context, cfg config.Config, stdout, stderr io.Writer
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 
+	log := adminLog(cfg, stderr, "discard")
 	matched := make(map[int64]bool)
 	var n int64
+	var runErr error
 	if f.dryRun {
-		list, err := f.filter.matching(ctx, conn)
-		if err != nil {
-			return err
-		}
-		for _, r := range list {
-			matched[r.ID] = true
-			fmt.Fprintf(stdout, "would discard id %d: %s %s %s, last error: %s\n", r.ID, safeText(r.Source),
-				safeText(r.EventID), safeText(r.EventType), oneLine(r.LastError, 100))
-		}
-		n = int64(len(list))
+		n, runErr = f.filter.eachRange(ctx, conn, log, "", func(after, upto int64) (int64, error) {
+			list, err := f.filter.matching(ctx, conn, after, upto)
+			if err != nil {
+				return 0, err
+			}
+			for _, r := range list {
+				if f.filter.idList != nil {
+					matched[r.ID] = true
+				}
+				fmt.Fprintf(stdout, "would discard id %d: %s %s %s, last error: %s\n", r.ID, safeText(r.Source),
+					safeText(r.EventID), safeText(r.EventType), oneLine(r.LastError, 100))
+			}
+			return int64(len(list)), nil
+		})
 	} else {
-		var err error
-		if n, err = f.filter.apply(ctx, conn, "discard", discardSQL, matched); err != nil {
-			return err
-		}
+		n, runErr = f.filter.eachRange(ctx, conn, log, "deleted", func(after, upto int64) (int64, error) {
+			return f.filter.discardRange(ctx, conn, after, upto, matched)
+		})
 	}
 
-	// At info whatever INBOXD_LOG_LEVEL says: deleted rows always leave a
-	// trace.
-	log := newLogger(cfg, stderr).Level(zerolog.InfoLevel).With().Str("component", "admin").Str("command", "discard").Logger()
 	ev := log.Info().Str("status", f.filter.status).Str("filter", f.filter.describe()).Bool("dry_run", f.dryRun)
 	if f.filter.idList != nil {
 		ev = ev.Ints64("ids", f.filter.idList)
@@ -74,10 +82,22 @@ func runDiscard(ctx context.Context, cfg config.Config, stdout, stderr io.Writer
 	if f.filter.untilTime != nil {
 		ev = ev.Time("until", *f.filter.untilTime)
 	}
-	if f.dryRun {
+	switch {
+	case f.dryRun && runErr != nil:
+		ev.Int64("would_discard", n).Bool("stopped", true).Msg("discard dry run stopped: nothing deleted")
+	case f.dryRun:
 		ev.Int64("would_discard", n).Msg("discard dry run: nothing deleted")
-	} else {
+	case runErr != nil:
+		// Deleted rows always leave a trace, however the run ended.
+		ev.Int64("discarded", n).Bool("stopped", true).Msg("discarded rows, then stopped")
+	default:
 		ev.Int64("discarded", n).Msg("discarded rows")
+	}
+	if runErr != nil {
+		if !f.dryRun {
+			fmt.Fprintf(stdout, "discarded %s before stopping\n", plural(n, f.filter.status+" row"))
+		}
+		return runErr
 	}
 
 	why, err := f.filter.unmatched(ctx, conn, matched)
@@ -98,7 +118,38 @@ func runDiscard(ctx context.Context, cfg config.Config, stdout, stderr io.Writer
 	return nil
 }
 
+// discardRange deletes the matching rows among the ids (after, upto] in one
+// transaction, with the unparking of the rows behind the dead ones, and
+// returns how many it deleted; with --id it marks each id in matched.
+func (f *failedFilter) discardRange(ctx context.Context, conn *pgx.Conn, after, upto int64, matched map[int64]bool) (int64, error) {
+	var deleted []worker.DeletedRow
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, discardSQL, f.rangeArgs(after, upto))
+		if err != nil {
+			return err
+		}
+		deleted, err = pgx.CollectRows(rows, pgx.RowToStructByPos[worker.DeletedRow])
+		if err != nil {
+			return err
+		}
+		if f.status != string(status.Dead) {
+			return nil // rejected rows hold no key back
+		}
+		return worker.UnparkAfterDelete(ctx, tx, deleted)
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range deleted {
+		if f.idList != nil {
+			matched[r.ID] = true
+		}
+	}
+	return int64(len(deleted)), nil
+}
+
 // discardArgs are discard.sql's arguments for the one row id.
 func discardArgs(status string, id int64) pgx.NamedArgs {
-	return pgx.NamedArgs{"status": status, "ids": []int64{id}, "event_type": "", "source": "", "since": nil, "until": nil}
+	return pgx.NamedArgs{"status": status, "ids": []int64{id}, "event_type": "", "source": "", "since": nil, "until": nil,
+		"after": id - 1, "upto": id}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/inboxd/inboxd/config"
@@ -44,8 +45,11 @@ type requeueFlags struct {
 
 // runRequeue returns the dead rows the filter selects to received, or
 // re-maps the rejected ones (--status rejected), and says what matched and
-// what did not. It fails (exit 1) when nothing was requeued.
-func runRequeue(ctx context.Context, cfg config.Config, stdout io.Writer, f requeueFlags) error {
+// what did not. It fails (exit 1) when nothing was requeued. It works in
+// batches (failedBatch rows each, logging its progress on stderr); stopped
+// half-way, it leaves what it requeued requeued, for a second run to do the
+// rest.
+func runRequeue(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, f requeueFlags) error {
 	if err := f.filter.parse("requeue", time.Now()); err != nil {
 		return err
 	}
@@ -57,37 +61,66 @@ func runRequeue(ctx context.Context, cfg config.Config, stdout io.Writer, f requ
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	log := adminLog(cfg, stderr, "requeue")
 	if f.filter.status == string(status.Rejected) {
-		return requeueRejected(ctx, cfg, conn, stdout, f)
+		return requeueRejected(ctx, cfg, conn, stdout, log, f)
 	}
-	return requeueDead(ctx, conn, stdout, f)
+	return requeueDead(ctx, conn, stdout, log, f)
 }
 
-// requeueDead requeues the matching dead rows in one statement.
-func requeueDead(ctx context.Context, conn *pgx.Conn, stdout io.Writer, f requeueFlags) error {
+// notifyTimeout bounds the wake-up sent after requeueing, even when the
+// command was interrupted.
+const notifyTimeout = 5 * time.Second
+
+// notifyRequeued wakes the workers of every replica once, after n rows
+// were requeued (also by a run that stopped half-way).
+func notifyRequeued(ctx context.Context, conn *pgx.Conn, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
+	defer cancel()
+	if _, err := conn.Exec(ctx, notifySQL); err != nil {
+		return fmt.Errorf("requeue: %s requeued, but waking the workers failed (they find the rows at their next poll): %w",
+			plural(n, "row"), err)
+	}
+	return nil
+}
+
+// requeueDead requeues the matching dead rows, batch after batch.
+func requeueDead(ctx context.Context, conn *pgx.Conn, stdout io.Writer, log zerolog.Logger, f requeueFlags) error {
 	matched := make(map[int64]bool)
 	var n int64
+	var err error
 	if f.dryRun {
-		list, err := f.filter.matching(ctx, conn)
+		n, err = f.filter.eachRange(ctx, conn, log, "", func(after, upto int64) (int64, error) {
+			list, err := f.filter.matching(ctx, conn, after, upto)
+			if err != nil {
+				return 0, err
+			}
+			for _, r := range list {
+				if f.filter.idList != nil {
+					matched[r.ID] = true
+				}
+				fmt.Fprintf(stdout, "would requeue id %d: %s %s %s, %s, last error: %s\n", r.ID, safeText(r.Source),
+					safeText(r.EventID), safeText(r.EventType), plural(int64(r.Attempts), "attempt"), oneLine(r.LastError, 100))
+			}
+			return int64(len(list)), nil
+		})
 		if err != nil {
 			return err
 		}
-		for _, r := range list {
-			matched[r.ID] = true
-			fmt.Fprintf(stdout, "would requeue id %d: %s %s %s, %s, last error: %s\n", r.ID, safeText(r.Source),
-				safeText(r.EventID), safeText(r.EventType), plural(int64(r.Attempts), "attempt"), oneLine(r.LastError, 100))
-		}
-		n = int64(len(list))
 	} else {
-		var err error
-		if n, err = f.filter.apply(ctx, conn, "requeue", requeueSQL, matched); err != nil {
+		n, err = f.filter.eachRange(ctx, conn, log, "requeued", func(after, upto int64) (int64, error) {
+			return f.filter.apply(ctx, conn, requeueSQL, after, upto, matched)
+		})
+		nerr := notifyRequeued(ctx, conn, n)
+		if err != nil {
+			fmt.Fprintf(stdout, "requeued %s before stopping\n", plural(n, "dead row"))
 			return err
 		}
-		if n > 0 {
-			if _, err := conn.Exec(ctx, notifySQL); err != nil {
-				return fmt.Errorf("requeue: %s requeued, but waking the workers failed (they find the rows at their next poll): %w",
-					plural(n, "row"), err)
-			}
+		if nerr != nil {
+			return nerr
 		}
 	}
 	why, err := f.filter.unmatched(ctx, conn, matched)
@@ -125,30 +158,46 @@ const (
 )
 
 // requeueRejected re-maps every matching rejected row with the current
-// mapping configuration, one row at a time (rejected rows are few, and a
-// row that clashes must not stop the others).
-func requeueRejected(ctx context.Context, cfg config.Config, conn *pgx.Conn, stdout io.Writer, f requeueFlags) error {
-	list, err := f.filter.matching(ctx, conn)
+// mapping configuration, one row at a time (a row that clashes must not
+// stop the others), reading them a batch at a time.
+func requeueRejected(ctx context.Context, cfg config.Config, conn *pgx.Conn, stdout io.Writer, log zerolog.Logger, f requeueFlags) error {
+	mapping := ingestConfig(cfg).Mapping
+	matched := make(map[int64]bool)
+	counts := make(map[rejectedOutcome]int64)
+	kept := "as re-mapped above"
+	if f.dryRun {
+		kept = ""
+	}
+	listed, err := f.filter.eachRange(ctx, conn, log, kept, func(after, upto int64) (int64, error) {
+		list, err := f.filter.matching(ctx, conn, after, upto)
+		if err != nil {
+			return 0, err
+		}
+		for i, r := range list {
+			if f.filter.idList != nil {
+				matched[r.ID] = true
+			}
+			outcome, line, err := requeueOneRejected(ctx, conn, r.ID, mapping, f.dryRun, f.dropDuplicates)
+			if err != nil {
+				return int64(i), err
+			}
+			counts[outcome]++
+			fmt.Fprintf(stdout, "id %d: %s\n", r.ID, line)
+		}
+		return int64(len(list)), nil
+	})
+	var nerr error
+	if !f.dryRun {
+		nerr = notifyRequeued(ctx, conn, counts[outcomeRequeued])
+	}
 	if err != nil {
+		if !f.dryRun {
+			fmt.Fprintf(stdout, "requeued %d of %s before stopping\n", counts[outcomeRequeued], plural(listed, "rejected row"))
+		}
 		return err
 	}
-	mapping := ingestConfig(cfg).Mapping
-	matched := make(map[int64]bool, len(list))
-	counts := make(map[rejectedOutcome]int64)
-	for _, r := range list {
-		matched[r.ID] = true
-		outcome, line, err := requeueOneRejected(ctx, conn, r.ID, mapping, f.dryRun, f.dropDuplicates)
-		if err != nil {
-			return err
-		}
-		counts[outcome]++
-		fmt.Fprintf(stdout, "id %d: %s\n", r.ID, line)
-	}
-	if counts[outcomeRequeued] > 0 && !f.dryRun {
-		if _, err := conn.Exec(ctx, notifySQL); err != nil {
-			return fmt.Errorf("requeue: %s requeued, but waking the workers failed (they find the rows at their next poll): %w",
-				plural(counts[outcomeRequeued], "row"), err)
-		}
+	if nerr != nil {
+		return nerr
 	}
 	why, err := f.filter.unmatched(ctx, conn, matched)
 	if err != nil {
@@ -161,7 +210,7 @@ func requeueRejected(ctx context.Context, cfg config.Config, conn *pgx.Conn, std
 	if f.dryRun {
 		verb = "would requeue"
 	}
-	summary := fmt.Sprintf("%s %d of %s", verb, counts[outcomeRequeued], plural(int64(len(list)), "rejected row"))
+	summary := fmt.Sprintf("%s %d of %s", verb, counts[outcomeRequeued], plural(listed, "rejected row"))
 	var rest []string
 	for _, o := range []struct {
 		o    rejectedOutcome
@@ -182,10 +231,10 @@ func requeueRejected(ctx context.Context, cfg config.Config, conn *pgx.Conn, std
 	}
 	fmt.Fprintln(stdout, summary)
 	switch {
-	case len(list) == 0:
+	case listed == 0:
 		return fmt.Errorf("requeue: %w: no rejected row matches %s", errNothingMatched, f.filter.describe())
 	case counts[outcomeRequeued] == 0 && counts[outcomeDropped] == 0:
-		return fmt.Errorf("requeue: %w: none of the %s could be requeued", errNothingMatched, plural(int64(len(list)), "matching rejected row"))
+		return fmt.Errorf("requeue: %w: none of the %s could be requeued", errNothingMatched, plural(listed, "matching rejected row"))
 	}
 	return nil
 }
@@ -212,7 +261,7 @@ func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping i
 		return outcomeGone, "no longer rejected (changed while this command ran)", nil
 	}
 	if err != nil {
-		return 0, "", fmt.Errorf("requeue: read rejected row %d: %w", id, err)
+		return 0, "", fmt.Errorf("read rejected row %d: %w", id, err)
 	}
 	if len(s.payload) == 0 && oversizeError.MatchString(s.lastError) {
 		return outcomeOversize, fmt.Sprintf("cannot be requeued: its payload was not stored (%s); the event must be produced again",
@@ -235,7 +284,7 @@ func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping i
 		case errors.Is(err, pgx.ErrNoRows):
 			return "", nil
 		case err != nil:
-			return "", fmt.Errorf("requeue: look up %s: %w", target, err)
+			return "", fmt.Errorf("look up %s: %w", target, err)
 		}
 		return fmt.Sprintf("row %d (%s)", ownerID, ownerStatus), nil
 	}
@@ -267,7 +316,7 @@ func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping i
 		}
 		del, err := conn.Exec(ctx, discardSQL, discardArgs(string(status.Rejected), id))
 		if err != nil {
-			return 0, "", fmt.Errorf("requeue: delete duplicate rejected row %d: %w", id, err)
+			return 0, "", fmt.Errorf("delete duplicate rejected row %d: %w", id, err)
 		}
 		if del.RowsAffected() == 0 {
 			return outcomeGone, "no longer rejected (changed while this command ran)", nil
@@ -279,7 +328,7 @@ func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping i
 		return outcomeStillRejected, fmt.Sprintf("still rejected: the database refuses %s: %s (SQLSTATE %s)",
 			target, pgErr.Message, pgErr.Code), nil
 	case err != nil:
-		return 0, "", fmt.Errorf("requeue: rejected row %d: %w", id, err)
+		return 0, "", fmt.Errorf("rejected row %d: %w", id, err)
 	case tag.RowsAffected() == 0:
 		return outcomeGone, "no longer rejected (changed while this command ran)", nil
 	}

@@ -104,7 +104,7 @@ func init() {
 				fs.BoolVar(&f.dryRun, "dry-run", false, "list what would be requeued; change nothing")
 				fs.BoolVar(&f.dropDuplicates, "drop-duplicates", false,
 					"with --status rejected: delete a rejected row whose event is already in the inbox")
-				return func(cfg config.Config) error { return runRequeue(a.ctx, cfg, a.stdout, f) }
+				return func(cfg config.Config) error { return runRequeue(a.ctx, cfg, a.stdout, a.stderr, f) }
 			}},
 		{name: "discard", summary: "delete dead (or rejected) rows; logs what it deleted",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {

@@ -1,0 +1,60 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// unparkDeletedSQL is a text/template too, for the rule it shares with the
+// completions (sql/unpark_successors.sql).
+var unparkDeletedSQL = render("unpark_deleted.sql", true)
+
+// DeletedRow is an inbox row deleted by hand, as UnparkAfterDelete needs it.
+type DeletedRow struct {
+	// ID is the deleted row's id: its successor is the next one after it.
+	ID int64
+	// Source and Key are the deleted row's ordering key; a nil Key has none.
+	Source string
+	Key    []byte
+	// EventType is the deleted row's type (see sql/unpark_deleted.sql).
+	EventType string
+}
+
+// UnparkAfterDelete unparks the next row of each deleted row's key, as a
+// completion does (see sql/unpark_deleted.sql), so that the key of a dead
+// head deleted by `inboxd discard` moves on at once rather than at the
+// sweeper's next pass. Call it in the transaction that deleted the rows,
+// after the delete. Rows without a key need nothing.
+func UnparkAfterDelete(ctx context.Context, tx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}, rows []DeletedRow) error {
+	var ids []int64
+	var sources, types []string
+	var keys [][]byte
+	for _, r := range rows {
+		if r.Key == nil {
+			continue
+		}
+		ids = append(ids, r.ID)
+		sources = append(sources, r.Source)
+		keys = append(keys, r.Key)
+		types = append(types, r.EventType)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	kinds := slices.Clone(types)
+	slices.Sort(kinds)
+	kinds = slices.Compact(kinds)
+	if _, err := tx.Exec(ctx, unparkDeletedSQL, pgx.NamedArgs{
+		"ids": ids, "sources": sources, "keys": keys, "event_types": types,
+		"ordered_types": kinds, "blocking_types": kinds,
+	}); err != nil {
+		return fmt.Errorf("unpark the rows behind %d deleted rows: %w", len(ids), err)
+	}
+	return nil
+}
