@@ -104,7 +104,9 @@ func TestRequeueOnSkipRouteWaitsForTheRunningSuccessor(t *testing.T) {
 	// A barrier: a row of another key inserted after the requeue is claimed
 	// by a claim that sees D requeued (D, due earlier, sorts before it).
 	insertRows(t, db, `INSERT INTO inbox (source, event_id, event_type, key) VALUES ('s', 'C', 'skp', 'other')`)
-	wait("C processed", func() bool { return stateOf(t, db, ids["E"]).Status == "processing" && rowStatus(t, db, "C") == "processed" })
+	wait("C processed", func() bool {
+		return stateOf(t, db, ids["E"]).Status == "processing" && rowStatus(t, db, "C") == "processed"
+	})
 	if _, o := snapshot(); len(o) > 0 {
 		t.Errorf("two rows of one key ran at once: %v", o)
 	}
