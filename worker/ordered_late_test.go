@@ -130,3 +130,35 @@ func TestOrderedLateCommitWaitsForTheRunningRowOfItsKey(t *testing.T) {
 		t.Errorf("key k ran as %v, want [B A]", keyK)
 	}
 }
+
+// Suspected on reading (reliability issue, 14c), and so: a row the rescuer
+// moves to dead on an ordered route whose dead rows do not block (on_dead:
+// skip) left the row parked behind it parked until the unpark sweeper's
+// next round (every tenth rescue round: up to 150 s by default). The
+// rescuer now unparks at once, as a completion to dead does.
+func TestRescuedDeadRowOnSkipRouteUnparksItsSuccessor(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	if err := b.reg.HandleFunc("skp", func(context.Context, *handlers.Event) error { return nil },
+		handlers.Ordered(handlers.OnDeadSkip)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.Pool.Exec(ctx, `
+		INSERT INTO inbox (source, event_id, event_type, key, status, attempts, started, lease_token, lease_expires_at, locked_by)
+		VALUES ('test', 'head', 'skp', 'k', 'processing', 3, true, 1, now() - interval '1 second', 'gone');
+		INSERT INTO inbox (source, event_id, event_type, key, available_at)
+		VALUES ('test', 'next', 'skp', 'k', '9999-12-31 00:00:00+00')`); err != nil {
+		t.Fatal(err)
+	}
+	p := newTestPool(t, b) // MaxAttempts 3: the head's lease expired on its last attempt
+	if n, err := p.Rescue(ctx); err != nil || n != 1 {
+		t.Fatalf("Rescue = %d, %v; want 1", n, err)
+	}
+	if r := b.row(t, "head"); r.Status != "dead" {
+		t.Fatalf("head is %s after the rescue, want dead", r.Status)
+	}
+	if r := b.row(t, "next"); r.Status != "received" || r.AvailableAt.Year() == 9999 {
+		t.Errorf("next is %s, due %s, once the rescuer moved the head to dead on a skip route: want received and due now", r.Status, r.AvailableAt)
+	}
+}
