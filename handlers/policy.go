@@ -45,6 +45,11 @@ type Policy struct {
 	OnDead OnDead
 }
 
+// BlocksKey reports whether the route's dead rows hold their key back:
+// an ordered route whose OnDead is OnDeadBlock (or left empty, the
+// default).
+func (p Policy) BlocksKey() bool { return p.Ordered && p.OnDead != OnDeadSkip }
+
 // validate checks the policy's values; every error names its field as the
 // routes file does.
 func (p Policy) validate() []string {

@@ -120,8 +120,9 @@ func (p *Pool) routeForLocked(eventType string) *routeState {
 }
 
 // syncRoutesLocked makes the route states follow the registry: new routes
-// get a state, changed ones their new policy; routes that are gone keep
-// their state while they still hold rows. Pool.mu must be held.
+// get a state, changed ones their new policy; routes that are gone are
+// retired (retireRouteLocked): their rows fall to the default route at
+// once. Pool.mu must be held; the caller dispatches the routes afterwards.
 func (p *Pool) syncRoutesLocked(reg *handlers.Registry) {
 	if p.routes == nil {
 		p.routes = make(map[string]*routeState)
@@ -144,10 +145,39 @@ func (p *Pool) syncRoutesLocked(reg *handlers.Registry) {
 		p.routeGaugesLocked(rs)
 	}
 	for k, rs := range p.routes {
-		if !seen[k] && rs.held() == 0 {
-			delete(p.routes, k)
+		if !seen[k] {
+			p.retireRouteLocked(rs)
 		}
 	}
+}
+
+// retireRouteLocked takes rs, a route the registry no longer has, off the
+// books: claims no longer give it rows (they go to the default route, and
+// its type is no longer ordered), and the rows it holds move to the default
+// route: those not started (queued, or waiting in a key's chain) run with
+// its policy, and those running count against its concurrency until they
+// return (each attempt keeps the policy it started with). Nothing refers to
+// rs after that; its gauges go at once. Pool.mu must be held; the caller
+// dispatches the default route.
+func (p *Pool) retireRouteLocked(rs *routeState) {
+	def := p.routes[""]
+	delete(p.routes, rs.key)
+	def.queue = append(def.queue, rs.queue...)
+	for _, j := range p.jobs {
+		if j.route == rs {
+			j.route = def
+		}
+	}
+	def.running += rs.running
+	def.waiting += rs.waiting
+	rs.queue, rs.running, rs.waiting = nil, 0, 0
+	if rs.gauges != nil {
+		p.metrics.routeLimit.DeleteLabelValues(rs.key)
+		p.metrics.routeRunning.DeleteLabelValues(rs.key)
+		p.metrics.routeQueued.DeleteLabelValues(rs.key)
+		rs.gauges = nil
+	}
+	p.routeGaugesLocked(def)
 }
 
 // resolvePolicy fills a route's policy in with the pool's defaults.

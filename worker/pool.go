@@ -401,7 +401,7 @@ func (p *Pool) claimPlan() (req claimRequest, activeRoom, activeCap int) {
 			}
 			if rs.policy.Ordered {
 				req.ordered = append(req.ordered, key)
-				if rs.policy.OnDead == handlers.OnDeadBlock {
+				if rs.policy.BlocksKey() {
 					req.blocking = append(req.blocking, key)
 				}
 			}
@@ -601,12 +601,21 @@ func (p *Pool) orderedTypes() (ordered, blocking []string) {
 	for key, rs := range p.routes {
 		if key != "" && rs.policy.Ordered {
 			ordered = append(ordered, key)
-			if rs.policy.OnDead == handlers.OnDeadBlock {
+			if rs.policy.BlocksKey() {
 				blocking = append(blocking, key)
 			}
 		}
 	}
 	return ordered, blocking
+}
+
+// BlockingTypes returns the event types of the pool's routes whose dead
+// rows hold their key back (ordered, on_dead: block), as its routes are
+// now (a reload changes them): retention keeps those dead rows
+// (RetentionConfig.BlockingTypes).
+func (p *Pool) BlockingTypes() []string {
+	_, blocking := p.orderedTypes()
+	return blocking
 }
 
 // maxAttemptsByType returns the routes whose max attempts differ from the

@@ -43,10 +43,23 @@ func (p *Pool) rescueLoop(ctx context.Context) {
 }
 
 // Rescue returns every row whose lease has expired to received (or dead,
-// when its attempts are used up) and reports how many rows it moved. The
-// pool calls it every RescueInterval; it is exported for tools and tests.
+// when its attempts are used up) and reports how many rows it moved. A row
+// moved to dead on an ordered route whose dead rows do not block (on_dead:
+// skip) lets its key go on, as a completion to dead does: the rows parked
+// behind it are unparked at once (Unpark), not at the sweeper's next round.
+// The pool calls it every RescueInterval; it is exported for tools and
+// tests.
 func (p *Pool) Rescue(ctx context.Context) (int, error) {
-	total := 0
+	total, skippedDead := 0, false
+	defer func() {
+		if !skippedDead || ctx.Err() != nil {
+			return
+		}
+		if _, err := p.Unpark(ctx); err != nil {
+			p.metrics.dbErrors.WithLabelValues("rescue").Inc()
+			p.log.Error().Err(err).Msg("unparking the rows behind rescued dead rows failed; the sweeper unparks them later")
+		}
+	}()
 	for {
 		qctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
 		types, maxes := p.maxAttemptsByType()
@@ -67,6 +80,9 @@ func (p *Pool) Rescue(ctx context.Context) (int, error) {
 		)
 		_, err = pgx.ForEachRow(rows, []any{&id, &eventID, &eventType, &status, &attempts, &started}, func() error {
 			n++
+			if status == "dead" && p.skipsDead(eventType) {
+				skippedDead = true
+			}
 			p.metrics.rescued.WithLabelValues(status).Inc()
 			msg := "rescued row with expired lease"
 			if !started {
@@ -88,6 +104,15 @@ func (p *Pool) Rescue(ctx context.Context) (int, error) {
 			return total, nil
 		}
 	}
+}
+
+// skipsDead reports whether eventType's route is ordered and lets a key go
+// on past a dead row (on_dead: skip).
+func (p *Pool) skipsDead(eventType string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rs, ok := p.routes[eventType]
+	return ok && rs.policy.Ordered && !rs.policy.BlocksKey()
 }
 
 // Unpark releases parked rows of ordered routes that wait for nothing any

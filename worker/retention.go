@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/backoff"
 )
 
@@ -23,7 +24,8 @@ type RetentionConfig struct {
 	Processed time.Duration
 	// Failed is how long dead and rejected rows are kept after they went
 	// dead or were rejected (updated_at); 0 keeps them until requeued or
-	// discarded by hand.
+	// discarded by hand. Dead rows that hold their key back are kept
+	// whatever it says (BlockingTypes).
 	Failed time.Duration
 	// Interval is the time between passes (default 1m).
 	Interval time.Duration
@@ -39,6 +41,13 @@ type RetentionConfig struct {
 	Pause time.Duration
 	// StatementTimeout bounds each statement (default 30s).
 	StatementTimeout time.Duration
+	// BlockingTypes returns the event types of the routes whose dead rows
+	// hold their key back (ordered, on_dead: block; Pool.BlockingTypes, or
+	// BlockingTypes of a registry). Their dead rows with a key are kept
+	// whatever Failed says: deleting one would let the rows parked behind it
+	// run, and a redelivery of it run after them. Nil keeps none (every
+	// expired dead row is deleted).
+	BlockingTypes func() []string
 }
 
 func (c RetentionConfig) withDefaults() RetentionConfig {
@@ -150,8 +159,10 @@ func (r *Retention) Prune(ctx context.Context, dryRun bool) (PruneResult, error)
 		var res PruneResult
 		qctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 		defer cancel()
+		blocking := r.blockingTypes()
 		err := r.db.QueryRow(qctx, retentionCountSQL, pgx.NamedArgs{
 			"processed_ms": r.cfg.Processed.Milliseconds(), "failed_ms": r.cfg.Failed.Milliseconds(),
+			"ordered_types": blocking, "blocking_types": blocking,
 		}).Scan(&res.Processed, &res.Failed)
 		if err != nil {
 			return PruneResult{}, fmt.Errorf("count expired rows: %w", err)
@@ -159,22 +170,51 @@ func (r *Retention) Prune(ctx context.Context, dryRun bool) (PruneResult, error)
 		return res, nil
 	}
 	var res PruneResult
-	n, err := r.deleteAll(ctx, retentionProcessedSQL, r.cfg.Processed, "processed")
+	n, err := r.deleteAll(ctx, retentionProcessedSQL, r.cfg.Processed, "processed", nil)
 	res.Processed = n
 	if err != nil || r.cfg.Failed == 0 {
 		return res, err
 	}
-	res.Failed, err = r.deleteAll(ctx, retentionFailedSQL, r.cfg.Failed, "failed")
+	blocking := r.blockingTypes()
+	res.Failed, err = r.deleteAll(ctx, retentionFailedSQL, r.cfg.Failed, "failed",
+		pgx.NamedArgs{"ordered_types": blocking, "blocking_types": blocking})
 	return res, err
 }
 
-// deleteAll runs the delete statement sql batch after batch, pausing in
-// between, until a batch comes back short.
-func (r *Retention) deleteAll(ctx context.Context, sql string, retention time.Duration, label string) (int64, error) {
+// RegistryBlockingTypes returns the event types of reg's routes whose dead
+// rows hold their key back (handlers.Policy.BlocksKey), for a Retention
+// that runs without a Pool (inboxd prune); a Pool's own is
+// Pool.BlockingTypes.
+func RegistryBlockingTypes(reg *handlers.Registry) []string {
+	out := []string{}
+	for _, r := range reg.Routes() {
+		if r.Policy.BlocksKey() {
+			out = append(out, r.Type)
+		}
+	}
+	return out
+}
+
+// blockingTypes is RetentionConfig.BlockingTypes' answer, never nil.
+func (r *Retention) blockingTypes() []string {
+	if r.cfg.BlockingTypes == nil {
+		return []string{}
+	}
+	return nonNil(r.cfg.BlockingTypes())
+}
+
+// deleteAll runs the delete statement sql (with extra arguments beside
+// retention_ms and batch) batch after batch, pausing in between, until a
+// batch comes back short.
+func (r *Retention) deleteAll(ctx context.Context, sql string, retention time.Duration, label string, extra pgx.NamedArgs) (int64, error) {
 	var total int64
 	for {
 		qctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
-		tag, err := r.db.Exec(qctx, sql, pgx.NamedArgs{"retention_ms": retention.Milliseconds(), "batch": r.cfg.Batch})
+		args := pgx.NamedArgs{"retention_ms": retention.Milliseconds(), "batch": r.cfg.Batch}
+		for k, v := range extra {
+			args[k] = v
+		}
+		tag, err := r.db.Exec(qctx, sql, args)
 		cancel()
 		if err != nil {
 			return total, fmt.Errorf("delete expired %s rows: %w", label, err)

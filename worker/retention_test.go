@@ -186,3 +186,71 @@ func TestRetentionKeepsTheTableBounded(t *testing.T) {
 		t.Error("no successful pass recorded")
 	}
 }
+
+// Reproduction from the reliability issue: with INBOXD_DEAD_RETENTION set,
+// retention deleted the dead head of a key held by on_dead: block; the row
+// parked behind it then ran (the sweeper found it waiting for nothing), and
+// a redelivery of the deleted row would have been processed after it.
+// Retention keeps the dead rows that block a key (a key, on a route whose
+// dead rows block) and deletes the other expired dead rows as before.
+func TestRetentionKeepsDeadRowsThatBlockTheirKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ok := func(context.Context, *handlers.Event) error { return nil }
+	for typ, onDead := range map[string]handlers.OnDead{"blk": handlers.OnDeadBlock, "skp": handlers.OnDeadSkip} {
+		if err := b.reg.HandleFunc(typ, ok, handlers.Ordered(onDead)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.reg.HandleFunc("x", ok); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.Pool.Exec(ctx, `
+		INSERT INTO inbox (source, event_id, event_type, key, status, attempts, last_error, updated_at) VALUES
+		  ('test', 'blk-dead', 'blk', 'k', 'dead', 3, 'boom', now() - interval '2 hours'),
+		  ('test', 'blk-dead-nokey', 'blk', NULL, 'dead', 3, 'boom', now() - interval '2 hours'),
+		  ('test', 'skp-dead', 'skp', 'k', 'dead', 3, 'boom', now() - interval '2 hours'),
+		  ('test', 'x-dead', 'x', 'k', 'dead', 3, 'boom', now() - interval '2 hours');
+		INSERT INTO inbox (source, event_id, event_type, key) VALUES ('test', 'blk-next', 'blk', 'k')`); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.RescueInterval = 50 * time.Millisecond // the unpark sweeper runs every tenth round
+	p := b.start(t, cfg)
+	waitFor(t, 10*time.Second, "blk-next parked behind the dead row", func() bool {
+		return b.row(t, "blk-next").AvailableAt.Year() == 9999
+	})
+	r, err := NewRetention(b.db.Pool, RetentionConfig{Processed: time.Hour, Failed: time.Hour, BlockingTypes: p.BlockingTypes},
+		testLogger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.Prune(ctx, true); err != nil || res.Failed != 3 {
+		t.Errorf("prune --dry-run counts %d failed rows (%v), want 3", res.Failed, err)
+	}
+	res, err := r.Prune(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed != 3 {
+		t.Errorf("retention deleted %d failed rows, want 3 (all but the blocking head)", res.Failed)
+	}
+	for id, want := range map[string]int{"blk-dead": 1, "blk-dead-nokey": 0, "skp-dead": 0, "x-dead": 0} {
+		if n := b.countLike(t, id); n != want {
+			t.Errorf("%s: %d rows after retention, want %d", id, n, want)
+		}
+	}
+	// A barrier: two unpark sweeps after the prune, then a row of another
+	// key processed; the row behind the dead head must still be waiting.
+	for range 2 {
+		if _, err := p.Unpark(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.insert(t, "x", "after-prune")
+	waitFor(t, 10*time.Second, "a later row processed", func() bool { return b.row(t, "after-prune").Status == "processed" })
+	if r := b.row(t, "blk-next"); r.Status != "received" || r.AvailableAt.Year() != 9999 {
+		t.Errorf("blk-next is %s (due %s) after retention, want received and parked behind the dead head", r.Status, r.AvailableAt)
+	}
+}

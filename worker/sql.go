@@ -39,10 +39,11 @@ var (
 	notifySQL string
 	//go:embed sql/retention_processed.sql
 	retentionProcessedSQL string
-	//go:embed sql/retention_failed.sql
-	retentionFailedSQL string
-	//go:embed sql/retention_count.sql
-	retentionCountSQL string
+	// retentionFailedSQL and retentionCountSQL are text/templates too, for
+	// the rule they share (sql/holds_key.sql): dead rows that hold their
+	// key back are kept.
+	retentionFailedSQL = render("retention_failed.sql", true)
+	retentionCountSQL  = render("retention_count.sql", true)
 )
 
 // Indexes of the statement variants.
@@ -52,6 +53,7 @@ const (
 )
 
 //go:embed sql/claim.sql sql/complete.sql sql/complete_tx.sql sql/unpark.sql sql/unpark_deleted.sql sql/unpark_successors.sql sql/holds_key.sql
+//go:embed sql/retention_failed.sql sql/retention_count.sql
 var templateFiles embed.FS
 
 // renderVariants renders the template sql/name without and with the

@@ -24,6 +24,7 @@ type Sink struct {
 	held     int            // requests waiting on hold right now
 	delay    time.Duration
 	bytes    int64
+	keys     *keyTracker // non-nil after TrackKeys: requests in flight per ordering key
 }
 
 // NewSink starts a sink on 127.0.0.1; it is closed when t ends.
@@ -49,6 +50,10 @@ func (s *Sink) serve(w http.ResponseWriter, r *http.Request) {
 	hold, delay := s.hold, s.delay
 	if hold != nil {
 		s.held++
+	}
+	if s.keys != nil {
+		orderKey := s.keys.enter(r.Header.Get("Inbox-Event-Id"))
+		defer s.keys.leave(&s.mu, orderKey)
 	}
 	s.mu.Unlock()
 	if hold != nil {

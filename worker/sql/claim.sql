@@ -22,7 +22,11 @@
 -- Ordered routes (@ordered_types; @blocking_types are those whose dead rows
 -- hold their key back): a row with a key is claimed only when no earlier
 -- row of the same (source, key) among ordered types is unfinished (received
--- or processing, or dead on a blocking route). A later row whose nearest
+-- or processing, or dead on a blocking route), and no row of its key is
+-- processing, whatever its id (sql/holds_key.sql's runs_key: the claim sees
+-- only committed rows, so a row committed late, or requeued, can have a
+-- lower id than a row of its key claimed before; it runs after that row,
+-- never beside it; read through inbox_processing_key_idx). A later row whose nearest
 -- earlier row is received or dead is parked: its available_at becomes
 -- 9999-12-31, so that claims never read a blocked key's backlog again (it
 -- sorts after every due row of the received index; a finite date rather
@@ -61,15 +65,23 @@ WITH candidates AS (
 {{- if .Ordered}}
       -- A row of an ordered key right behind a processing one can be
       -- neither taken nor parked (that row is about to finish, and its
-      -- completion makes this one claimable): it is not even locked.
+      -- completion makes this one claimable): it is not even locked. Nor is
+      -- a row with a processing row of its key after it (committed late,
+      -- or requeued): it waits, due, until that row and its chain ended,
+      -- and never runs beside them.
       AND (key IS NULL
            OR NOT event_type = ANY (@ordered_types::text[])
-           OR (SELECT e.status
-               FROM inbox AS e
-               WHERE e.source = inbox.source AND e.key = inbox.key AND e.id < inbox.id
-                 AND {{template "holds_key" "e"}}
-               ORDER BY e.id DESC
-               LIMIT 1) IS DISTINCT FROM 'processing')
+           OR ((SELECT e.status
+                FROM inbox AS e
+                WHERE e.source = inbox.source AND e.key = inbox.key AND e.id < inbox.id
+                  AND {{template "holds_key" "e"}}
+                ORDER BY e.id DESC
+                LIMIT 1) IS DISTINCT FROM 'processing'
+               AND NOT EXISTS (
+                   SELECT 1
+                   FROM inbox AS r
+                   WHERE r.source = inbox.source AND r.key = inbox.key AND r.id > inbox.id
+                     AND {{template "runs_key" "r"}})))
 {{- end}}
     ORDER BY available_at, id
     LIMIT @window

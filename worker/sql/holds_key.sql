@@ -11,3 +11,16 @@ lookups. */}}
   AND {{.}}.event_type = ANY (@ordered_types::text[])
   AND ({{.}}.status <> 'dead' OR {{.}}.event_type = ANY (@blocking_types::text[]))
 {{- end -}}
+
+{{/* runs_key, given a table alias: the row is a processing row of an
+ordered route's key. A key runs one row at a time: a claim refuses a key's
+head while any row of its key is processing, whatever its id (a row
+committed late, or requeued, has a lower id than a row of its key that was
+claimed before it was visible). A subset of holds_key; it is
+inbox_processing_key_idx's predicate, so that small index serves the
+lookups. */}}
+{{- define "runs_key" -}}
+{{.}}.key IS NOT NULL
+  AND {{.}}.status = 'processing'
+  AND {{.}}.event_type = ANY (@ordered_types::text[])
+{{- end -}}

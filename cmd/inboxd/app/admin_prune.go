@@ -13,8 +13,10 @@ import (
 
 // runPrune runs one retention pass now, as every replica's retention loop
 // does each INBOXD_RETENTION_INTERVAL, and says how many rows it deleted (or
-// would delete, with dryRun).
-func runPrune(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, dryRun bool) error {
+// would delete, with dryRun). Dead rows that hold their key back are kept,
+// as the daemon's retention keeps them: with INBOXD_DEAD_RETENTION set, the
+// routes (opts' Go handlers and INBOXD_ROUTES) say which routes block.
+func runPrune(ctx context.Context, cfg config.Config, opts Options, stdout, stderr io.Writer, dryRun bool) error {
 	conn, err := connectSchema(ctx, cfg) // checks the schema before anything is deleted
 	if err != nil {
 		return err
@@ -30,11 +32,21 @@ func runPrune(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, 
 		return fmt.Errorf("prune: connect to %s: %w", cfg.Redacted(), err)
 	}
 	defer pool.Close()
-	r, err := worker.NewRetention(pool, worker.RetentionConfig{
+	log := newLogger(cfg, stderr)
+	rcfg := worker.RetentionConfig{
 		Processed:        cfg.Retention,
 		Failed:           cfg.DeadRetention,
 		StatementTimeout: cfg.StatementTimeout,
-	}, newLogger(cfg, stderr), nil)
+	}
+	if cfg.DeadRetention > 0 {
+		reg, err := registryBuilder{cfg: cfg, opts: opts, db: pool, log: log}.build(ctx)
+		if err != nil {
+			return usageError{fmt.Errorf("prune: the routes say which dead rows block their key: %w", err)}
+		}
+		blocking := worker.RegistryBlockingTypes(reg)
+		rcfg.BlockingTypes = func() []string { return blocking }
+	}
+	r, err := worker.NewRetention(pool, rcfg, log, nil)
 	if err != nil {
 		return usageError{fmt.Errorf("prune: %w", err)}
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -364,5 +366,42 @@ func TestMigrateUsesTheMigratorURL(t *testing.T) {
 	}
 	if code, _, stderr := runMain(t, env, "stats"); code != ExitFailure || !strings.Contains(stderr, "127.0.0.1:1") {
 		t.Errorf("stats must use INBOXD_DATABASE_URL: %d %s", code, stderr)
+	}
+}
+
+// `inboxd prune` keeps, as the daemon's retention does, the expired dead
+// rows that hold their key back: INBOXD_ROUTES says which routes block.
+func TestPruneKeepsDeadRowsThatBlockTheirKey(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ids := insertRows(t, db, `
+		INSERT INTO inbox (source, event_id, event_type, key, status, updated_at, last_error) VALUES
+		  ('s', 'blk-dead', 'blk', 'k', 'dead', now() - interval '40 days', 'x'),
+		  ('s', 'skp-dead', 'skp', 'k', 'dead', now() - interval '40 days', 'x'),
+		  ('s', 'other-dead', 't', 'k', 'dead', now() - interval '40 days', 'x');
+		INSERT INTO inbox (source, event_id, event_type, key) VALUES ('s', 'blk-next', 'blk', 'k')`)
+	routes := filepath.Join(t.TempDir(), "routes.yaml")
+	if err := os.WriteFile(routes, []byte(`routes:
+  - type: blk
+    handler: ignore
+    ordered: true
+  - type: skp
+    handler: ignore
+    ordered: true
+    on_dead: skip
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"INBOXD_DATABASE_URL=" + db.URL, "INBOXD_DEAD_RETENTION=720h", "INBOXD_ROUTES=" + routes}
+	code, out, stderr := runMain(t, env, "prune", "--dry-run")
+	if code != 0 || !strings.Contains(out, "and 2 dead/rejected rows") {
+		t.Fatalf("prune --dry-run: %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = runMain(t, env, "prune")
+	if code != 0 || !strings.Contains(out, "and 2 dead/rejected rows") {
+		t.Fatalf("prune: %d\n%s%s", code, out, stderr)
+	}
+	if s := stateOf(t, db, ids["blk-dead"]); s.Status != "dead" {
+		t.Errorf("the blocking dead head is %s after prune, want kept dead", s.Status)
 	}
 }

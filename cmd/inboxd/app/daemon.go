@@ -103,7 +103,9 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	if err != nil {
 		return usageError{err}
 	}
-	retention, err := worker.NewRetention(db, retentionConfig(cfg), log, metricsReg)
+	rcfg := retentionConfig(cfg)
+	rcfg.BlockingTypes = pool.BlockingTypes // dead rows that block a key are kept, as the routes are now
+	retention, err := worker.NewRetention(db, rcfg, log, metricsReg)
 	if err != nil {
 		return usageError{err}
 	}

@@ -116,7 +116,7 @@ func init() {
 		{name: "prune", summary: "run one retention pass now (INBOXD_RETENTION, INBOXD_DEAD_RETENTION)",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
 				dryRun := fs.Bool("dry-run", false, "count what a pass would delete; delete nothing")
-				return func(cfg config.Config) error { return runPrune(a.ctx, cfg, a.stdout, a.stderr, *dryRun) }
+				return func(cfg config.Config) error { return runPrune(a.ctx, cfg, a.opts, a.stdout, a.stderr, *dryRun) }
 			}},
 		{name: "help", summary: "print every command with its flags and every INBOXD_* variable", noConfig: true,
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
