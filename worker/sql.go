@@ -13,7 +13,8 @@ var (
 	// path, each in two variants: [plain] while the pool has no ordered
 	// route, [withOrdered] when it has one. The files are text/templates
 	// (sql/unpark_successors.sql holds the part complete and complete_tx
-	// share, sql/holds_key.sql the rule of which rows hold a key back); the
+	// share, sql/holds_key.sql the rule of which rows hold a key back and
+	// the hash of the key the key index holds); the
 	// plain variants leave the ordered routes' parking and
 	// unparking out, which spares their planning and their lookups.
 	claimSQL      = renderVariants("claim.sql")

@@ -33,7 +33,7 @@
 --
 -- Chains: with each key head it claims (an ordered row with no unfinished
 -- row before it), the claim takes the next rows of the key, up to @chain,
--- through the key index (inbox_key_idx), parked or due, as long as they
+-- through the key index (inbox_key_hash_idx), parked or due, as long as they
 -- are received, of the head's type and not locked by another statement.
 -- Each comes back with pred, the row before it: the worker starts it once
 -- that row ended so that the key may go on, or gives it back unstarted.
@@ -66,7 +66,9 @@ WITH candidates AS (
            OR NOT event_type = ANY (@ordered_types::text[])
            OR (SELECT e.status
                FROM inbox AS e
-               WHERE e.source = inbox.source AND e.key = inbox.key AND e.id < inbox.id
+               WHERE e.source = inbox.source
+                 AND {{template "key_hash" "e"}} = {{template "key_hash" "inbox"}}
+                 AND e.key = inbox.key AND e.id < inbox.id
                  AND {{template "holds_key" "e"}}
                ORDER BY e.id DESC
                LIMIT 1) IS DISTINCT FROM 'processing')
@@ -85,7 +87,9 @@ WITH candidates AS (
         FROM inbox AS e
         WHERE c.key IS NOT NULL
           AND c.event_type = ANY (@ordered_types::text[])
-          AND e.source = c.source AND e.key = c.key AND e.id < c.id
+          AND e.source = c.source
+          AND {{template "key_hash" "e"}} = {{template "key_hash" "c"}}
+          AND e.key = c.key AND e.id < c.id
           AND {{template "holds_key" "e"}}
         ORDER BY e.id DESC
         LIMIT 1
@@ -108,7 +112,9 @@ WITH candidates AS (
                     SELECT n.id, n.status, n.available_at, n.event_type,
                            octet_length(n.payload) + octet_length(n.key) AS size
                     FROM inbox AS n
-                    WHERE n.source = h.source AND n.key = h.key AND n.id > h.id
+                    WHERE n.source = h.source
+                      AND {{template "key_hash" "n"}} = {{template "key_hash" "h"}}
+                      AND n.key = h.key AND n.id > h.id
                       AND {{template "holds_key" "n"}}
                       AND n.id <> ALL (@skip::bigint[])
                     ORDER BY n.id
