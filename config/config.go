@@ -114,9 +114,10 @@ type Config struct {
 	Workers int `env:"INBOXD_WORKERS" envDefault:"64" help:"handlers run concurrently"`
 	// ClaimBatch caps the rows claimed by one claim statement.
 	ClaimBatch int `env:"INBOXD_CLAIM_BATCH" envDefault:"500" help:"most rows one claim statement takes"`
-	// ClaimBytes caps the payload bytes of the rows a replica holds claimed
-	// and not yet handled (a row bigger than that is claimed alone).
-	ClaimBytes int64 `env:"INBOXD_CLAIM_BYTES" envDefault:"33554432" help:"payload bytes a replica may hold claimed and not yet handled"`
+	// ClaimBytes caps the bytes (payloads, keys, headers) of the rows a
+	// replica holds claimed and not yet handled (a row bigger than that is
+	// claimed alone).
+	ClaimBytes int64 `env:"INBOXD_CLAIM_BYTES" envDefault:"33554432" help:"bytes (payloads, keys, headers) a replica may hold claimed and not yet handled"`
 	// Prefetch is how many claimed rows may wait for a free worker; 0 adapts
 	// it to the handlers (see worker.Config.Prefetch), -1 none.
 	Prefetch int `env:"INBOXD_PREFETCH" envDefault:"0" help:"claimed rows that may wait for a free worker; 0 = adaptive (min(claim batch, 4 x workers), growing to 250ms of a fast route's work, up to 2 x claim batch), -1 = none"`

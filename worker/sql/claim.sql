@@ -10,8 +10,9 @@
 -- of its rows go straight to idle handlers. Types of routes with no room are
 -- not even read (@full_types; and only @open_types when the default route
 -- has none, @default_open false), so a saturated route cannot fill a claim.
--- Bytes: no more than @max_bytes of payload and key in all (the first row
--- alone may exceed it when @first_always, so a huge row is not stuck).
+-- Bytes: no more than @max_bytes in all, each row weighing its payload,
+-- key and headers (row_size.sql; the first row alone may exceed it when
+-- @first_always, so a huge row is not stuck).
 --
 -- Started: a route's first idle_counts rows (chain followers aside, which
 -- wait for the row before them) go straight to idle handlers;
@@ -50,7 +51,7 @@
 -- claim before dead-lettering it.
 WITH candidates AS (
     SELECT id, available_at, source, key, event_type,
-           octet_length(payload) + coalesce(octet_length(key), 0) AS size
+           {{template "row_size" "inbox"}} AS size
     FROM inbox
     WHERE status = 'received'
       AND available_at <= now()
@@ -110,7 +111,7 @@ WITH candidates AS (
                 FROM classified AS h
                 CROSS JOIN LATERAL (
                     SELECT n.id, n.status, n.available_at, n.event_type,
-                           octet_length(n.payload) + octet_length(n.key) AS size
+                           {{template "row_size" "n"}} AS size
                     FROM inbox AS n
                     WHERE n.source = h.source
                       AND {{template "key_hash" "n"}} = {{template "key_hash" "h"}}
