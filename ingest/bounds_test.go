@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inboxd/inboxd/migrations/pgtest"
 )
@@ -150,4 +152,58 @@ func TestBatchBytesCountKeyAndHeaders(t *testing.T) {
 			t.Errorf("batch %d held %d messages of 900 KiB of headers (%d KiB), bound 4 MiB", i, len(a), len(a)*900)
 		}
 	}
+}
+
+// From outside, as the reliability report did it: messages with tiny
+// payloads and 900 KB of headers each, through Kafka (kfake), with a
+// payload bound of 1 KiB, so the reader's fetches are far smaller than one
+// message. Each becomes a rejected row that names its headers' size, its
+// headers not stored; the offsets are committed (the partition goes on),
+// and the well-formed messages around them are stored as events.
+func TestHeadersOverTheBoundThroughKafka(t *testing.T) {
+	t.Parallel()
+	b := setupKafka(t, 1)
+	trace := bytes.Repeat([]byte("t"), 900_000)
+	var recs []*kgo.Record
+	for i := range 6 {
+		big := b.event(0, fmt.Sprintf("big-%d", i), "order.created", []byte("v"))
+		big.Headers = append(big.Headers, kgo.RecordHeader{Key: "trace", Value: trace})
+		recs = append(recs, big, b.event(0, fmt.Sprintf("ok-%d", i), "order.created", []byte("v")))
+	}
+	for _, r := range recs {
+		b.produce(t, r)
+	}
+	cfg := b.config()
+	cfg.BatchBytes = 4 << 20
+	b.start(t, cfg, "c1")
+	b.waitCommitted(t, 30*time.Second)
+	rows := readRows(t, b.db)
+	if len(rows) != len(recs) {
+		t.Fatalf("%d rows, want %d", len(rows), len(recs))
+	}
+	for i := range 6 {
+		if r, ok := rows[fmt.Sprintf("orders ok-%d", i)]; !ok || r.Status != "received" {
+			t.Errorf("ok-%d: %+v (found %t), want received", i, r.Status, ok)
+		}
+	}
+	rejected := 0
+	for _, r := range rows {
+		if r.Status != "rejected" {
+			continue
+		}
+		rejected++
+		if r.LastError == nil || !strings.HasPrefix(*r.LastError, "headers of 900041 bytes exceed INBOXD_MAX_HEADERS (65536)") || len(r.Headers) != 0 {
+			t.Errorf("rejected row %s: last_error %q, %d headers stored", r.EventID, deref(r.LastError), len(r.Headers))
+		}
+	}
+	if rejected != 6 {
+		t.Errorf("%d rejected rows, want 6", rejected)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }
