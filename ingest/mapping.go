@@ -34,10 +34,11 @@ const MaxIdentifierBytes = 1024
 // MaxKeyBytes is the longest message key accepted, in bytes; a longer key
 // makes the message rejected, its key not stored. Keys are identifiers
 // (an order id, a customer id, a composite business key): 4 KiB holds any
-// of them with room to spare, and keeps a key small next to the payloads,
-// while every claim, lease and ordered-key comparison carries it.
-// (The index of ordered keys holds a hash of the key, so the bound is
-// about memory, not about the index.)
+// of them with room to spare (the 3,000-byte key of a reliability report
+// included) and keeps a key small next to the payloads, while every claimed
+// row carries it and every ordered-key lookup compares it. The index of
+// ordered keys holds a hash of the key, so the bound is about memory, not
+// about the index.
 const MaxKeyBytes = 4096
 
 // RejectReason says why a message became a rejected row. Its values are the
@@ -127,8 +128,8 @@ type Row struct {
 	// Key is the message key, nil when the message has none (stored as
 	// NULL) or when it is longer than MaxKeyBytes (the row is rejected).
 	Key []byte
-	// Payload is the message value byte for byte, never nil; empty for an
-	// oversize message.
+	// Payload is the message value byte for byte, never nil; empty when it
+	// is larger than MapOptions.MaxPayload (the row is rejected).
 	Payload []byte
 	// Headers is the JSON object stored in the headers column; {} when the
 	// message's headers exceed MapOptions.MaxHeaders (the row is rejected).
