@@ -66,11 +66,19 @@ func TestBigHeadersBoundedMemory(t *testing.T) {
 		_ = db.Pool.QueryRow(context.Background(), q).Scan(&c)
 		return c
 	}
-	WaitFor(t, scale(3*time.Minute), "every big-header message rejected, every small one processed", func() bool {
+	rejected := func() int {
+		return count(`SELECT count(*) FROM inbox WHERE status = 'rejected' AND event_id NOT LIKE 'small-%'`)
+	}
+	small := func() int {
+		return count(`SELECT count(*) FROM inbox WHERE status = 'processed' AND event_id LIKE 'small-%'`)
+	}
+	if !waitCond(scale(3*time.Minute), 50*time.Millisecond, func() bool {
 		sample()
-		return count(`SELECT count(*) FROM inbox WHERE status = 'rejected' AND event_id NOT LIKE 'small-%'`) == n &&
-			count(`SELECT count(*) FROM inbox WHERE status = 'processed' AND event_id LIKE 'small-%'`) == n
-	})
+		return rejected() == n && small() == n
+	}) {
+		t.Fatalf("timed out: %d of %d big-header messages rejected, %d of %d small ones processed; peak RSS %d MiB (daemon running: %t)",
+			rejected(), n, small(), n, peak>>20, d.Running())
+	}
 	var reason string
 	var stored int
 	_ = db.Pool.QueryRow(context.Background(), `SELECT min(last_error), max(octet_length(headers::text)) FROM inbox WHERE status = 'rejected'`).
