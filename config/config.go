@@ -86,13 +86,19 @@ type Config struct {
 	IngestBatchSize int `env:"INBOXD_INGEST_BATCH_SIZE" envDefault:"500" help:"messages that close an ingest batch"`
 	// IngestBatchTimeout closes a non-empty ingest batch after this long.
 	IngestBatchTimeout time.Duration `env:"INBOXD_INGEST_BATCH_TIMEOUT" envDefault:"50ms" help:"a non-empty ingest batch is written at the latest after this"`
-	// IngestBatchBytes closes an ingest batch when its payloads add up to
-	// this many bytes; it also bounds the messages the Kafka reader buffers
-	// ahead (this many bytes' worth of INBOXD_MAX_PAYLOAD messages).
-	IngestBatchBytes int `env:"INBOXD_INGEST_BATCH_BYTES" envDefault:"16777216" help:"payload bytes that close an ingest batch; also bounds what the Kafka reader buffers"`
+	// IngestBatchBytes closes an ingest batch when its payloads, keys and
+	// headers add up to this many bytes; it also bounds the messages the
+	// Kafka reader buffers ahead (this many bytes' worth of the largest
+	// messages accepted: INBOXD_MAX_PAYLOAD + INBOXD_MAX_HEADERS + the key
+	// bound).
+	IngestBatchBytes int `env:"INBOXD_INGEST_BATCH_BYTES" envDefault:"16777216" help:"bytes (payloads, keys, headers) that close an ingest batch; also bounds what the Kafka reader buffers"`
 	// MaxPayload is the largest payload stored, in bytes; bigger messages
 	// become rejected rows. The Kafka reader's MaxBytes is set to match.
 	MaxPayload int `env:"INBOXD_MAX_PAYLOAD" envDefault:"1048576" help:"largest payload stored, in bytes; bigger messages become rejected rows"`
+	// MaxHeaders is the most bytes of header names and values a message may
+	// carry; messages with more become rejected rows, their headers not
+	// stored. The Kafka reader's MaxBytes and queue count it.
+	MaxHeaders int `env:"INBOXD_MAX_HEADERS" envDefault:"65536" help:"most bytes of header names and values a message may carry; messages with more become rejected rows"`
 	// EventIDHeaders are the headers tried, in order, for the event id.
 	EventIDHeaders []string `env:"INBOXD_EVENT_ID_HEADERS" envSeparator:"," envDefault:"event_id,ce_id" help:"headers tried, in order, for the event id"`
 	// EventTypeHeaders are the headers tried, in order, for the event type.
@@ -108,9 +114,10 @@ type Config struct {
 	Workers int `env:"INBOXD_WORKERS" envDefault:"64" help:"handlers run concurrently"`
 	// ClaimBatch caps the rows claimed by one claim statement.
 	ClaimBatch int `env:"INBOXD_CLAIM_BATCH" envDefault:"500" help:"most rows one claim statement takes"`
-	// ClaimBytes caps the payload bytes of the rows a replica holds claimed
-	// and not yet handled (a row bigger than that is claimed alone).
-	ClaimBytes int64 `env:"INBOXD_CLAIM_BYTES" envDefault:"33554432" help:"payload bytes a replica may hold claimed and not yet handled"`
+	// ClaimBytes caps the bytes (payloads, keys, headers) of the rows a
+	// replica holds claimed and not yet handled (a row bigger than that is
+	// claimed alone).
+	ClaimBytes int64 `env:"INBOXD_CLAIM_BYTES" envDefault:"33554432" help:"bytes (payloads, keys, headers) a replica may hold claimed and not yet handled"`
 	// Prefetch is how many claimed rows may wait for a free worker; 0 adapts
 	// it to the handlers (see worker.Config.Prefetch), -1 none.
 	Prefetch int `env:"INBOXD_PREFETCH" envDefault:"0" help:"claimed rows that may wait for a free worker; 0 = adaptive (min(claim batch, 4 x workers), growing to 250ms of a fast route's work, up to 2 x claim batch), -1 = none"`
@@ -324,6 +331,9 @@ func (c Config) Validate() error {
 	if c.MaxPayload < 1024 || c.MaxPayload > MaxPayloadLimit {
 		bad("INBOXD_MAX_PAYLOAD", "must be between 1024 and %d bytes, got %d", MaxPayloadLimit, c.MaxPayload)
 	}
+	if c.MaxHeaders < 1024 || c.MaxHeaders > MaxHeadersLimit {
+		bad("INBOXD_MAX_HEADERS", "must be between 1024 and %d bytes, got %d", MaxHeadersLimit, c.MaxHeaders)
+	}
 	if c.IngestBatchBytes < 1024 || c.IngestBatchBytes > 1<<30 {
 		bad("INBOXD_INGEST_BATCH_BYTES", "must be between 1024 and 1073741824 bytes, got %d", c.IngestBatchBytes)
 	}
@@ -397,6 +407,10 @@ const EngineConns = 8
 // the batch being written, rows claimed), so gigantic payloads belong in
 // object storage with a reference in the event.
 const MaxPayloadLimit = 32 << 20
+
+// MaxHeadersLimit is the largest INBOXD_MAX_HEADERS accepted. Headers are
+// metadata (ids, trace context, content types): data belongs in the payload.
+const MaxHeadersLimit = 1 << 20
 
 // PoolSizes returns the connection pool sizes: the engine's (EngineConns)
 // and the transactional handlers' (the rest of INBOXD_DATABASE_MAX_CONNS).

@@ -17,7 +17,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Workers != 64 || c.MaxAttempts != 10 || c.Lease != 30*time.Second || c.BackoffBase != time.Second ||
-		c.BackoffMax != 5*time.Minute || c.KafkaGroup != "inboxd" || c.MaxPayload != 1<<20 || c.HTTPAddr != ":8080" {
+		c.BackoffMax != 5*time.Minute || c.KafkaGroup != "inboxd" || c.MaxPayload != 1<<20 || c.MaxHeaders != 64<<10 || c.HTTPAddr != ":8080" {
 		t.Fatalf("unexpected defaults: %+v", c.Redacted())
 	}
 	if c.IngestEnabled() {
@@ -79,6 +79,8 @@ func TestValidationNamesTheVariable(t *testing.T) {
 		{"INBOXD_KAFKA_TLS_CERT_FILE=/c.pem", "INBOXD_KAFKA_TLS_CERT_FILE: and INBOXD_KAFKA_TLS_KEY_FILE must be set together"},
 		{"INBOXD_KAFKA_TLS=maybe", "INBOXD_KAFKA_TLS: not a boolean"},
 		{"INBOXD_MAX_PAYLOAD=10", "INBOXD_MAX_PAYLOAD: must be between 1024 and 33554432 bytes"},
+		{"INBOXD_MAX_HEADERS=10", "INBOXD_MAX_HEADERS: must be between 1024 and 1048576 bytes"},
+		{"INBOXD_MAX_HEADERS=2097152", "INBOXD_MAX_HEADERS: must be between 1024 and 1048576 bytes"},
 		{"INBOXD_INGEST_BATCH_SIZE=0", "INBOXD_INGEST_BATCH_SIZE: must be between 1 and 10000"},
 		{"INBOXD_EVENT_ID_HEADERS=,", "INBOXD_EVENT_ID_HEADERS: must name at least one header"},
 		{"INBOXD_LOG_LEVEL=loud", "INBOXD_LOG_LEVEL: must be debug, info, warn or error"},

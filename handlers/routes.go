@@ -195,15 +195,79 @@ type RegisterOptions struct {
 	Jobs JobInserter
 }
 
+// MaxRoutesFileBytes is the largest routes file accepted, in bytes. A
+// route takes a few lines, so 1 MiB holds thousands of them; a bigger file
+// is refused before it is read (a 50 MB file of routes once took the daemon
+// to 2.7 GB while it was parsed).
+const MaxRoutesFileBytes = 1 << 20
+
+// MaxReportedErrors is how many errors a routes file's check reports; the
+// rest are counted on one more line ("and K more errors"), so a broken file
+// cannot make a log line of hundreds of megabytes.
+const MaxReportedErrors = 20
+
+// maxErrorLineBytes bounds one reported error line (a route's field may
+// quote a value of the file).
+const maxErrorLineBytes = 1000
+
 // LoadRoutes reads and parses the routes file at path; its errors name the
-// file as path. See Routes for the format.
+// file as path. See Routes for the format. A file larger than
+// MaxRoutesFileBytes is refused before it is read.
 func LoadRoutes(path string) (*Routes, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read routes: %w", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxRoutesFileBytes {
+		return nil, tooLarge(path, fi.Size())
+	}
+	// The file may grow after the stat, or not be a regular file: read one
+	// byte past the limit at most.
+	data, err := io.ReadAll(io.LimitReader(f, MaxRoutesFileBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read routes: %w", err)
 	}
 	return parseRoutes(path, data)
 }
+
+// tooLarge is the error for a routes file of size bytes, over
+// MaxRoutesFileBytes.
+func tooLarge(name string, size int64) error {
+	return fmt.Errorf("%s: file of %d bytes is larger than the limit of %d bytes", name, size, MaxRoutesFileBytes)
+}
+
+// JoinErrors joins errs one per line, as errors.Join does, but reports the
+// first MaxReportedErrors of them only (each line cut to a thousand bytes),
+// then one line "<name>: and K more errors". It returns nil when errs is
+// empty. The errors reported stay reachable through errors.Is and
+// errors.As.
+func JoinErrors(name string, errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	shown := make([]error, 0, min(len(errs), MaxReportedErrors)+1)
+	for _, err := range errs[:min(len(errs), MaxReportedErrors)] {
+		if msg := err.Error(); len(msg) > maxErrorLineBytes {
+			// Cut, keeping what the error wraps.
+			err = cutError{err: err, msg: strings.ToValidUTF8(msg[:maxErrorLineBytes], "") + "…"}
+		}
+		shown = append(shown, err)
+	}
+	if more := len(errs) - len(shown); more > 0 {
+		shown = append(shown, fmt.Errorf("%s: and %d more errors", name, more))
+	}
+	return errors.Join(shown...)
+}
+
+// cutError is an error whose message was shortened for a report.
+type cutError struct {
+	err error
+	msg string
+}
+
+func (e cutError) Error() string { return e.msg }
+func (e cutError) Unwrap() error { return e.err }
 
 // ParseRoutes parses the content of a routes file; its errors name the file
 // as "routes file". See Routes for the format.
@@ -275,7 +339,7 @@ func (r *Routes) Register(reg *Registry, opts RegisterOptions) error {
 		}
 	}
 	if len(errs) > 0 {
-		return errors.Join(errs...)
+		return JoinErrors(r.fileName(), errs)
 	}
 	for t, e := range entries {
 		e.wrapped = Chain(e.handler, reg.middleware...)
@@ -368,6 +432,9 @@ func (p *routesParser) errorf(format string, args ...any) {
 // YAML node tree itself rather than decoding into structs, so that every
 // error, unknown fields included, can name its route.
 func parseRoutes(name string, data []byte) (*Routes, error) {
+	if len(data) > MaxRoutesFileBytes {
+		return nil, tooLarge(name, int64(len(data)))
+	}
 	p := &routesParser{name: name}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
@@ -433,7 +500,7 @@ func parseRoutes(name string, data []byte) (*Routes, error) {
 		}
 	}
 	if len(p.errs) > 0 {
-		return nil, errors.Join(p.errs...)
+		return nil, JoinErrors(p.name, p.errs)
 	}
 	return r, nil
 }

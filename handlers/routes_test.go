@@ -423,3 +423,89 @@ routes:
 		}
 	}
 }
+
+// Reproduction from the reliability report: a 50 MB routes file sent on
+// SIGHUP took the daemon from 32 MB to 2.7 GB and wrote a 207 MB log line.
+// The file is refused by its size before it is read (here a sparse 64 MiB
+// file: no error but the size), a file at the limit still loads, and one
+// byte more is refused.
+func TestRoutesFileIsBoundedInSize(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	huge := filepath.Join(dir, "huge.yaml")
+	if err := os.WriteFile(huge, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(huge, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	_, err := handlers.LoadRoutes(huge)
+	want := fmt.Sprintf("%s: file of %d bytes is larger than the limit of %d bytes", huge, 64<<20, handlers.MaxRoutesFileBytes)
+	if err == nil || err.Error() != want {
+		t.Fatalf("LoadRoutes of a 64 MiB file: %v\nwant: %s", err, want)
+	}
+
+	valid := "routes:\n  - type: a\n    handler: ignore\ndefault: dead\n"
+	padded := valid + strings.Repeat("#", handlers.MaxRoutesFileBytes-len(valid)-1) + "\n"
+	atLimit := filepath.Join(dir, "at-limit.yaml")
+	if err := os.WriteFile(atLimit, []byte(padded), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := handlers.LoadRoutes(atLimit); err != nil || len(r.Routes) != 1 {
+		t.Fatalf("LoadRoutes of a file of exactly %d bytes: %v", handlers.MaxRoutesFileBytes, err)
+	}
+	over := filepath.Join(dir, "over.yaml")
+	if err := os.WriteFile(over, []byte(padded+"#"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := handlers.LoadRoutes(over); err == nil || !strings.Contains(err.Error(), "larger than the limit") {
+		t.Fatalf("LoadRoutes of a file one byte over the limit: %v, want it refused", err)
+	}
+	if _, err := handlers.ParseRoutes([]byte(padded + "#")); err == nil || !strings.Contains(err.Error(), "larger than the limit") {
+		t.Fatalf("ParseRoutes of content one byte over the limit: %v, want it refused", err)
+	}
+}
+
+// A file of thousands of bad routes reports the first
+// handlers.MaxReportedErrors errors and a count of the rest, not one line
+// per error (the same for Register's errors).
+func TestRoutesErrorsAreBounded(t *testing.T) {
+	t.Parallel()
+	const n = 5000
+	var b strings.Builder
+	b.WriteString("routes:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - {type: t%d, handler: teleport}\n", i)
+	}
+	path := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := handlers.LoadRoutes(path)
+	if err == nil {
+		t.Fatal("LoadRoutes of 5,000 bad routes: no error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != handlers.MaxReportedErrors+1 {
+		t.Fatalf("error of %d lines (%d bytes), want %d", len(lines), len(err.Error()), handlers.MaxReportedErrors+1)
+	}
+	if !strings.Contains(lines[0], `route 1 (type "t0"): handler: unknown handler "teleport"`) {
+		t.Errorf("first line %q does not name the first bad route", lines[0])
+	}
+	if want := fmt.Sprintf("%s: and %d more errors", path, n-handlers.MaxReportedErrors); lines[len(lines)-1] != want {
+		t.Errorf("last line %q, want %q", lines[len(lines)-1], want)
+	}
+
+	routes := &handlers.Routes{}
+	for i := range n {
+		routes.Routes = append(routes.Routes, handlers.RouteConfig{Type: fmt.Sprintf("t%d", i), Handler: "teleport"})
+	}
+	err = routes.Register(handlers.NewRegistry(), handlers.RegisterOptions{})
+	if err == nil {
+		t.Fatal("Register of 5,000 bad routes: no error")
+	}
+	if lines := strings.Split(err.Error(), "\n"); len(lines) != handlers.MaxReportedErrors+1 ||
+		!strings.HasSuffix(lines[len(lines)-1], fmt.Sprintf("and %d more errors", n-handlers.MaxReportedErrors)) {
+		t.Errorf("Register: error of %d lines, last %q", len(lines), lines[len(lines)-1])
+	}
+}

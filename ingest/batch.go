@@ -11,13 +11,13 @@ import (
 // batch is the messages fetched and not yet written.
 type batch struct {
 	rows  []Row
-	bytes int
+	bytes int                      // the rows' sizes (Row.size), against Config.BatchBytes
 	last  map[topicPartition]int64 // highest offset per partition
 }
 
 func (b *batch) add(m kafka.Message, r Row) {
 	b.rows = append(b.rows, r)
-	b.bytes += len(r.Payload) + len(r.Key)
+	b.bytes += r.size()
 	if b.last == nil {
 		b.last = make(map[topicPartition]int64)
 	}

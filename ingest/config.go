@@ -15,10 +15,14 @@ const (
 	// DefaultLinger is how long a batch waits for more messages while the
 	// writer is idle.
 	DefaultLinger = 2 * time.Millisecond
-	// DefaultBatchBytes caps the payload bytes held by one batch.
+	// DefaultBatchBytes caps the bytes (payloads, keys and headers) held
+	// by one batch.
 	DefaultBatchBytes = 16 << 20
 	// DefaultMaxPayload is the largest payload stored, in bytes.
 	DefaultMaxPayload = 1 << 20
+	// DefaultMaxHeaders is the largest total of header names and values a
+	// message may carry, in bytes.
+	DefaultMaxHeaders = 64 << 10
 	// DefaultSessionTimeout is the consumer group session timeout.
 	DefaultSessionTimeout = 10 * time.Second
 	// DefaultRetryBackoffMin is the first delay before retrying a failed write.
@@ -39,9 +43,9 @@ const (
 	// before Healthy reports the consumer stalled.
 	DefaultStallTimeout = 2 * time.Minute
 
-	// readerHeadroom is added to MaxPayload for the reader's MaxBytes so that
-	// a message of MaxPayload bytes fits in one fetch together with its key,
-	// headers and the record batch envelope.
+	// readerHeadroom is added to the largest message accepted (payload,
+	// key and headers at their bounds) for the reader's MaxBytes, so that
+	// such a message fits in one fetch with the record batch envelope.
 	readerHeadroom = 256 << 10
 )
 
@@ -77,11 +81,12 @@ type Config struct {
 	// most BatchTimeout): at low rates rows reach the inbox at once, at high
 	// rates batches grow while the previous one is written.
 	Linger time.Duration
-	// BatchBytes closes a batch when its payloads add up to this many bytes.
-	// It also bounds what the Kafka reader buffers ahead of the batch: its
-	// queue holds BatchBytes / Mapping.MaxPayload messages (at least one, at
-	// most BatchSize), so memory stays bounded in bytes whatever the
-	// message sizes.
+	// BatchBytes closes a batch when its rows' payloads, keys and headers
+	// add up to this many bytes. It also bounds what the Kafka reader
+	// buffers ahead of the batch: its queue holds BatchBytes over the
+	// largest message accepted (Mapping.MaxPayload + Mapping.MaxHeaders +
+	// MaxKeyBytes) messages (at least one, at most BatchSize), so memory
+	// stays bounded in bytes whatever the message sizes.
 	BatchBytes int
 
 	// Mapping controls how messages become rows.
@@ -212,6 +217,9 @@ func (c Config) Validate() error {
 	}
 	if c.Mapping.MaxPayload < 1 {
 		bad("ingest: max payload must be at least 1 byte, got %d", c.Mapping.MaxPayload)
+	}
+	if c.Mapping.MaxHeaders < 1 {
+		bad("ingest: max headers must be at least 1 byte, got %d", c.Mapping.MaxHeaders)
 	}
 	if len(c.Mapping.EventIDHeaders) == 0 && c.Mapping.EventIDJSONField == "" {
 		bad("ingest: no event id header or JSON field (INBOXD_EVENT_ID_HEADERS)")

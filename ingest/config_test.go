@@ -85,22 +85,30 @@ func TestDialerErrors(t *testing.T) {
 // queue.
 func TestReaderQueueIsBoundedInBytes(t *testing.T) {
 	t.Parallel()
+	// The largest message accepted carries a payload, a key and headers at
+	// their bounds: the queue counts all three.
 	for _, tt := range []struct {
-		batchBytes, maxPayload, batchSize, want int
+		batchBytes, maxPayload, maxHeaders, batchSize, want int
 	}{
-		{16 << 20, 1 << 20, 500, 16},  // 16 MiB of 1 MiB messages
-		{16 << 20, 1 << 10, 500, 500}, // small messages: a batch's worth
-		{1 << 10, 1 << 20, 500, 1},    // never less than one
-		{32 << 20, 4 << 20, 5, 5},     // never more than a batch
+		{16 << 20, 1<<20 - MaxKeyBytes, 1 << 10, 500, 15},         // 16 MiB of 1 MiB messages, a little short of 16
+		{16 << 20, 1 << 10, 1<<20 - MaxKeyBytes - 1<<10, 500, 16}, // 16 MiB of 1 MiB of headers
+		{16 << 20, 1 << 10, 1 << 10, 500, 500},                    // small messages: a batch's worth
+		{1 << 10, 1 << 20, 1 << 10, 500, 1},                       // never less than one
+		{32 << 20, 4 << 20, 1 << 10, 5, 5},                        // never more than a batch
 	} {
-		cfg := Config{BatchBytes: tt.batchBytes, BatchSize: tt.batchSize, Mapping: MapOptions{MaxPayload: tt.maxPayload}}
+		cfg := Config{BatchBytes: tt.batchBytes, BatchSize: tt.batchSize,
+			Mapping: MapOptions{MaxPayload: tt.maxPayload, MaxHeaders: tt.maxHeaders}}
 		if got := cfg.queueCapacity(); got != tt.want {
-			t.Errorf("queue capacity for %d batch bytes of %d-byte messages (batch %d) = %d, want %d",
-				tt.batchBytes, tt.maxPayload, tt.batchSize, got, tt.want)
+			t.Errorf("queue capacity for %d batch bytes of messages of %d payload and %d header bytes (batch %d) = %d, want %d",
+				tt.batchBytes, tt.maxPayload, tt.maxHeaders, tt.batchSize, got, tt.want)
 		}
 	}
 	c := Config{Brokers: []string{"b:1"}, Topics: []string{"t"}, Group: "g"}.withDefaults()
-	if got := c.queueCapacity(); got != DefaultBatchBytes/DefaultMaxPayload {
-		t.Errorf("default queue capacity = %d, want %d", got, DefaultBatchBytes/DefaultMaxPayload)
+	if got, want := c.queueCapacity(), DefaultBatchBytes/(DefaultMaxPayload+DefaultMaxHeaders+MaxKeyBytes); got != want {
+		t.Errorf("default queue capacity = %d, want %d", got, want)
+	}
+	// A fetch holds the largest message accepted, and its envelope.
+	if mb := c.readerMaxBytes(); mb < DefaultMaxPayload+DefaultMaxHeaders+MaxKeyBytes {
+		t.Errorf("reader MaxBytes = %d, below the largest message accepted", mb)
 	}
 }

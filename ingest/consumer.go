@@ -118,7 +118,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		Strs("brokers", c.cfg.Brokers).Strs("topics", c.cfg.Topics).Str("group", c.cfg.Group).
 		Bool("tls", c.cfg.TLS.Enabled).Str("sasl_mechanism", c.cfg.SASL.Mechanism).
 		Int("batch_size", c.cfg.BatchSize).Dur("batch_timeout", c.cfg.BatchTimeout).
-		Int("max_payload", c.cfg.Mapping.MaxPayload).Dur("session_timeout", c.cfg.SessionTimeout).
+		Int("max_payload", c.cfg.Mapping.MaxPayload).Int("max_headers", c.cfg.Mapping.MaxHeaders).
+		Dur("session_timeout", c.cfg.SessionTimeout).
 		Msg("ingest starting")
 
 	deadline, err := c.loop(ctx, r)

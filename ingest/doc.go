@@ -37,10 +37,12 @@
 // TombstoneHeader ("inboxd-tombstone": "true"), which no other row has.
 //
 // Bad input never blocks a partition: a message without a usable id or type,
-// or whose payload is larger than Config.Mapping.MaxPayload, becomes a row with
+// or whose payload is larger than Config.Mapping.MaxPayload, its headers than
+// Config.Mapping.MaxHeaders or its key than MaxKeyBytes, becomes a row with
 // status rejected, event_id "<topic>/<partition>/<offset>" and a last_error
-// naming the problem, and its offset is committed like any other. An oversize
-// payload is not stored; last_error gives its size and SHA-256 instead. Should
+// naming the problem, and its offset is committed like any other. What is over
+// its bound is not stored; last_error gives its size (and, for a payload or a
+// key, its SHA-256) instead. Should
 // the database still refuse a row (a data error, which validation is meant to
 // prevent), the batch is written row by row and the refused row is stored as a
 // rejected placeholder instead of being retried for ever.

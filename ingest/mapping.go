@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +32,16 @@ const (
 // (source, event_id) cannot hold arbitrarily long keys.
 const MaxIdentifierBytes = 1024
 
+// MaxKeyBytes is the longest message key accepted, in bytes; a longer key
+// makes the message rejected, its key not stored. Keys are identifiers
+// (an order id, a customer id, a composite business key): 4 KiB holds any
+// of them with room to spare (the 3,000-byte key of a reliability report
+// included) and keeps a key small next to the payloads, while every claimed
+// row carries it and every ordered-key lookup compares it. The index of
+// ordered keys holds a hash of the key, so the bound is about memory, not
+// about the index.
+const MaxKeyBytes = 4096
+
 // RejectReason says why a message became a rejected row. Its values are the
 // label values of the rejected-rows metric.
 type RejectReason string
@@ -47,7 +58,9 @@ const (
 	RejectMissingType RejectReason = "missing_type"
 	// RejectInvalidType is RejectInvalidID for the event type.
 	RejectInvalidType RejectReason = "invalid_type"
-	// RejectOversize means the payload is larger than MapOptions.MaxPayload.
+	// RejectOversize means the payload is larger than MapOptions.MaxPayload,
+	// the headers than MapOptions.MaxHeaders, or the key than MaxKeyBytes
+	// (last_error says which).
 	RejectOversize RejectReason = "oversize"
 	// RejectRefused means the database refused the row itself (a data error
 	// that validation did not foresee); a placeholder row was stored.
@@ -68,11 +81,15 @@ type MapOptions struct {
 	// MaxPayload is the largest payload stored, in bytes; a bigger message
 	// becomes a rejected row without its payload.
 	MaxPayload int
+	// MaxHeaders is the largest total of the headers' names and values a
+	// message may carry, in bytes; a message with more becomes a rejected
+	// row without its headers.
+	MaxHeaders int
 }
 
 // DefaultMapOptions returns the mapping of the external contract: id from
 // event_id then ce_id, type from event_type then ce_type, no JSON fallback,
-// payloads up to 1 MiB.
+// payloads up to 1 MiB, headers up to 64 KiB.
 func DefaultMapOptions() MapOptions {
 	return MapOptions{}.withDefaults()
 }
@@ -87,7 +104,16 @@ func (o MapOptions) withDefaults() MapOptions {
 	if o.MaxPayload <= 0 {
 		o.MaxPayload = DefaultMaxPayload
 	}
+	if o.MaxHeaders <= 0 {
+		o.MaxHeaders = DefaultMaxHeaders
+	}
 	return o
+}
+
+// largestMessage is the most bytes a message accepted can carry: a payload,
+// a key and headers each at its bound.
+func (o MapOptions) largestMessage() int {
+	return o.MaxPayload + o.MaxHeaders + MaxKeyBytes
 }
 
 // Row is one inbox row made from one Kafka message.
@@ -100,12 +126,14 @@ type Row struct {
 	// EventType is the event type, or "" for a rejected row whose type is
 	// unknown.
 	EventType string
-	// Key is the message key, nil when the message has none (stored as NULL).
+	// Key is the message key, nil when the message has none (stored as
+	// NULL) or when it is longer than MaxKeyBytes (the row is rejected).
 	Key []byte
-	// Payload is the message value byte for byte, never nil; empty for an
-	// oversize message.
+	// Payload is the message value byte for byte, never nil; empty when it
+	// is larger than MapOptions.MaxPayload (the row is rejected).
 	Payload []byte
-	// Headers is the JSON object stored in the headers column.
+	// Headers is the JSON object stored in the headers column; {} when the
+	// message's headers exceed MapOptions.MaxHeaders (the row is rejected).
 	Headers []byte
 	// Status is StatusReceived or StatusRejected.
 	Status string
@@ -129,7 +157,6 @@ func MapMessage(m kafka.Message, opts MapOptions) Row {
 		Source:    m.Topic,
 		Key:       m.Key,
 		Payload:   m.Value,
-		Headers:   encodeHeaders(rowHeaders(m)),
 		Status:    StatusReceived,
 		Partition: int32(m.Partition),
 		Offset:    m.Offset,
@@ -138,31 +165,48 @@ func MapMessage(m kafka.Message, opts MapOptions) Row {
 		row.Payload = []byte{}
 	}
 
-	oversize := len(m.Value) > opts.MaxPayload
+	// Sizes over their bounds: what is too big is not stored (nor searched
+	// for JSON fields), what fits is.
+	var problems []string
+	oversizePayload := len(m.Value) > opts.MaxPayload
 	var payload []byte
-	if !oversize {
+	if oversizePayload {
+		sum := sha256.Sum256(m.Value)
+		problems = append(problems, fmt.Sprintf("payload of %d bytes exceeds INBOXD_MAX_PAYLOAD (%d); sha256=%s",
+			len(m.Value), opts.MaxPayload, hex.EncodeToString(sum[:])))
+		row.Payload = []byte{}
+	} else {
 		payload = m.Value // only a payload we keep is searched for JSON fields
 	}
+	if len(m.Key) > MaxKeyBytes {
+		sum := sha256.Sum256(m.Key)
+		problems = append(problems, fmt.Sprintf("key of %d bytes exceeds the limit of %d bytes; sha256=%s",
+			len(m.Key), MaxKeyBytes, hex.EncodeToString(sum[:])))
+		row.Key = nil
+	}
+	if n := headersSize(m.Headers); n > opts.MaxHeaders {
+		problems = append(problems, fmt.Sprintf("headers of %d bytes exceed INBOXD_MAX_HEADERS (%d)", n, opts.MaxHeaders))
+		row.Headers = []byte("{}")
+	} else {
+		row.Headers = encodeHeaders(rowHeaders(m))
+	}
+	oversize := len(problems) > 0
+
 	fields := jsonFields{payload: payload}
 	id, idReason, idErr := lookup(m.Headers, opts.EventIDHeaders, opts.EventIDJSONField, &fields, "event id")
 	typ, typReason, typErr := lookup(m.Headers, opts.EventTypeHeaders, opts.EventTypeJSONField, &fields, "event type")
 
-	var problems []string
 	switch {
 	case oversize:
-		sum := sha256.Sum256(m.Value)
 		row.Reason = RejectOversize
-		problems = append(problems, fmt.Sprintf("payload of %d bytes exceeds INBOXD_MAX_PAYLOAD (%d); sha256=%s",
-			len(m.Value), opts.MaxPayload, hex.EncodeToString(sum[:])))
-		row.Payload = []byte{}
 	case idReason != "":
 		row.Reason = idReason
 	case typReason != "":
 		row.Reason = typReason
 	}
 	if !oversize {
-		// An oversize message's id and type were looked up in headers only;
-		// its problem is its size.
+		// An oversize message's id and type were looked up in its headers
+		// (and a payload it keeps); its problem is its size.
 		if idErr != "" {
 			problems = append(problems, idErr)
 		}
@@ -181,6 +225,35 @@ func MapMessage(m kafka.Message, opts MapOptions) Row {
 	}
 	row.LastError = strings.Join(problems, "; ")
 	return row
+}
+
+// headersSize is what MapOptions.MaxHeaders bounds: the bytes of the
+// headers' names and values, as the message carries them.
+func headersSize(hs []kafka.Header) int {
+	n := 0
+	for _, h := range hs {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// size is what the row weighs against Config.BatchBytes: its payload, key
+// and headers.
+func (r Row) size() int { return len(r.Payload) + len(r.Key) + len(r.Headers) }
+
+// oversizeProblem matches, in a rejected row's last_error, each size over
+// its bound that MapMessage reported.
+var oversizeProblem = regexp.MustCompile(`(?:^|; )(payload|key|headers) of \d+ bytes exceeds? `)
+
+// Unstored returns what a rejected row's last_error says was over its bound
+// and so not stored: "payload", "key" and/or "headers", in that order, or
+// nothing. Mapping such a row again cannot restore its event.
+func Unstored(lastError string) []string {
+	var parts []string
+	for _, m := range oversizeProblem.FindAllStringSubmatch(lastError, -1) {
+		parts = append(parts, m[1])
+	}
+	return parts
 }
 
 // PositionID is the event id given to a rejected row:

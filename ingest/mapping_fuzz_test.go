@@ -52,8 +52,10 @@ func fuzzHeaders(blob []byte) []kafka.Header {
 // MaxIdentifierBytes, or rejected, with a reason, a non-empty last_error
 // fit for a text column and the event id <topic>/<partition>/<offset>; the
 // headers are a JSON object jsonb accepts (valid UTF-8, no \u0000) that keeps
-// the last value of every header; the key and payload are kept byte for byte
-// unless the payload is oversize.
+// the last value of every header, or {} when they are over MaxHeaders; the
+// key and payload are kept byte for byte unless over their bound (a key
+// over MaxKeyBytes is nil); a row with anything over its bound is rejected
+// as oversize, and only then.
 func FuzzMapMessage(f *testing.F) {
 	hdr := func(kv ...string) []byte {
 		var b []byte
@@ -74,6 +76,9 @@ func FuzzMapMessage(f *testing.F) {
 	f.Add([]byte(nil), bytes.Repeat([]byte("x"), 40), hdr("\x00", "e", "\x02", "t"), int64(9), int32(0), uint8(2))
 	f.Add([]byte(nil), []byte("v"), hdr("na\xffme\x00", "va\x00lue", "\uFFFD", "x", "\x00", "e", "\x02", "t"), int64(1), int32(0), uint8(0))
 	f.Add([]byte(nil), []byte("v"), hdr("\x00", strings.Repeat("i", 250), "\x02", "t", "\x00", "e2"), int64(1), int32(0), uint8(0))
+	f.Add(bytes.Repeat([]byte("k"), MaxKeyBytes+1), []byte("v"), hdr("\x00", "e", "\x02", "t"), int64(3), int32(0), uint8(0))
+	f.Add([]byte("k"), []byte("v"), hdr("\x00", "e", "\x02", "t", "trace", strings.Repeat("t", 30)), int64(4), int32(0), uint8(8))
+	f.Add([]byte("k"), bytes.Repeat([]byte("x"), 40), hdr("\x00", "e", "\x02", "t", "trace", strings.Repeat("t", 30)), int64(5), int32(0), uint8(10))
 	f.Fuzz(func(t *testing.T, key, value, headerBlob []byte, offset int64, partition int32, flags uint8) {
 		opts := MapOptions{}
 		if flags&1 != 0 {
@@ -85,22 +90,40 @@ func FuzzMapMessage(f *testing.F) {
 		if flags&4 != 0 {
 			opts.EventIDHeaders = []string{} // JSON field only
 		}
+		if flags&8 != 0 {
+			opts.MaxHeaders = 24 // reaches oversize headers without large inputs
+		}
 		m := kafka.Message{Topic: "orders", Partition: int(partition), Offset: offset,
 			Key: key, Value: value, Headers: fuzzHeaders(headerBlob)}
 		row := MapMessage(m, opts)
 		limit := opts.withDefaults().MaxPayload
+		bigKey := len(key) > MaxKeyBytes
+		bigHeaders := headersSize(m.Headers) > opts.withDefaults().MaxHeaders
 
-		if row.Source != "orders" || row.Partition != partition || row.Offset != offset || !bytes.Equal(row.Key, key) || (row.Key == nil) != (key == nil) {
-			t.Fatalf("position or key changed: %+v", row)
+		if row.Source != "orders" || row.Partition != partition || row.Offset != offset {
+			t.Fatalf("position changed: %+v", row)
 		}
-		// Stored: the message's headers less any inboxd-tombstone, plus
-		// inboxd-tombstone: true for a nil value.
-		want := slices.DeleteFunc(slices.Clone(m.Headers), func(h kafka.Header) bool { return h.Key == TombstoneHeader })
-		if value == nil {
-			want = append(want, kafka.Header{Key: TombstoneHeader, Value: []byte("true")})
+		switch {
+		case bigKey && row.Key != nil:
+			t.Fatalf("key of %d bytes, over the bound, kept (%d)", len(key), len(row.Key))
+		case !bigKey && (!bytes.Equal(row.Key, key) || (row.Key == nil) != (key == nil)):
+			t.Fatalf("key changed: %q -> %q", key, row.Key)
 		}
-		checkHeadersJSON(t, want, row.Headers)
+		if bigHeaders {
+			if string(row.Headers) != "{}" {
+				t.Fatalf("headers over the bound stored: %q", row.Headers)
+			}
+		} else {
+			// Stored: the message's headers less any inboxd-tombstone, plus
+			// inboxd-tombstone: true for a nil value.
+			want := slices.DeleteFunc(slices.Clone(m.Headers), func(h kafka.Header) bool { return h.Key == TombstoneHeader })
+			if value == nil {
+				want = append(want, kafka.Header{Key: TombstoneHeader, Value: []byte("true")})
+			}
+			checkHeadersJSON(t, want, row.Headers)
+		}
 		oversize := len(value) > limit
+		tooBig := oversize || bigKey || bigHeaders
 		switch {
 		case row.Payload == nil:
 			t.Fatal("payload is nil (stored as NULL)")
@@ -111,8 +134,8 @@ func FuzzMapMessage(f *testing.F) {
 		}
 		switch row.Status {
 		case StatusReceived:
-			if oversize || row.Reason != "" || row.LastError != "" {
-				t.Fatalf("received row with reason %q, last_error %q, oversize %v", row.Reason, row.LastError, oversize)
+			if tooBig || row.Reason != "" || row.LastError != "" {
+				t.Fatalf("received row with reason %q, last_error %q, over a bound %v", row.Reason, row.LastError, tooBig)
 			}
 			checkIdentifierOK(t, "event id", row.EventID, false)
 			checkIdentifierOK(t, "event type", row.EventType, false)
@@ -125,8 +148,9 @@ func FuzzMapMessage(f *testing.F) {
 			default:
 				t.Fatalf("rejected row with reason %q", row.Reason)
 			}
-			if oversize != (row.Reason == RejectOversize) {
-				t.Fatalf("reason %q for a payload of %d bytes (limit %d)", row.Reason, len(value), limit)
+			if tooBig != (row.Reason == RejectOversize) {
+				t.Fatalf("reason %q for a payload of %d bytes (limit %d), a key of %d, headers of %d",
+					row.Reason, len(value), limit, len(key), headersSize(m.Headers))
 			}
 			if row.LastError == "" || !utf8.ValidString(row.LastError) || strings.IndexByte(row.LastError, 0) >= 0 {
 				t.Fatalf("last_error %q is empty or not fit for a text column", row.LastError)

@@ -22,7 +22,14 @@ type messageReader interface {
 // buffer is bounded in bytes (a queue sized in messages held 500 MiB of
 // 1 MiB messages), at least one and at most a batch.
 func (c Config) queueCapacity() int {
-	return min(max(1, c.BatchBytes/max(1, c.Mapping.MaxPayload)), c.BatchSize)
+	return min(max(1, c.BatchBytes/max(1, c.Mapping.largestMessage())), c.BatchSize)
+}
+
+// readerMaxBytes is the reader's MaxBytes: the largest message accepted
+// must fit in one fetch, with its envelope. Smaller would make the broker
+// truncate it (or, with old fetch versions, stall the partition on it).
+func (c Config) readerMaxBytes() int {
+	return c.Mapping.largestMessage() + readerHeadroom
 }
 
 func (c *Consumer) readerConfig() kafka.ReaderConfig {
@@ -37,10 +44,7 @@ func (c *Consumer) readerConfig() kafka.ReaderConfig {
 		GroupTopics:   c.cfg.Topics,
 		Dialer:        c.dialer,
 		QueueCapacity: c.cfg.queueCapacity(),
-		// A message of MaxPayload bytes must fit in one fetch: smaller would
-		// make the broker truncate it (or, with old fetch versions, stall the
-		// partition on it).
-		MaxBytes: c.cfg.Mapping.MaxPayload + readerHeadroom,
+		MaxBytes:      c.cfg.readerMaxBytes(),
 		// A partition reader waits this long in a fetch with nothing to read;
 		// rebalances and Close wait for it, so keep it short.
 		MaxWait:           time.Second,

@@ -16,8 +16,8 @@ type Config struct {
 	Workers int
 	// ClaimBatch caps the rows one claim statement takes (default 500).
 	ClaimBatch int
-	// ClaimBytes caps the payload and key bytes of the rows the pool holds
-	// claimed and not yet handled, running or waiting (default 32 MiB). A
+	// ClaimBytes caps the bytes (payloads, keys and headers) of the rows the
+	// pool holds claimed and not yet handled, running or waiting (default 32 MiB). A
 	// row bigger than the whole budget is still claimed, alone.
 	ClaimBytes int64
 	// Prefetch is how many claimed rows may wait for a free handler, so

@@ -28,6 +28,11 @@ type claimedRow struct {
 	Pred int64
 }
 
+// size is what the row weighs against Config.ClaimBytes while the worker
+// holds it: its payload, key and headers, as sql/row_size.sql counts them
+// in the claim.
+func (r *claimedRow) size() int64 { return int64(len(r.Payload) + len(r.Key) + len(r.Headers)) }
+
 // event converts the row into what handlers see.
 func (r *claimedRow) event() *handlers.Event {
 	return &handlers.Event{

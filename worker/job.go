@@ -36,7 +36,7 @@ type job struct {
 	cancel context.CancelCauseFunc
 	row    claimedRow
 	token  int64
-	size   int64       // payload and key bytes, counted against ClaimBytes until the handler returns
+	size   int64       // the row's bytes (claimedRow.size), counted against ClaimBytes until the handler returns
 	route  *routeState // the route it runs on
 
 	// Guarded by Pool.mu.

@@ -119,9 +119,10 @@ func TestTxHandlersCannotStarveTheEngine(t *testing.T) {
 	}
 }
 
-// Claims are bounded in bytes as well as rows: with a 3 MiB budget and
-// 1 MiB payloads, no more than three rows are held at once, whatever the
-// number of workers; the rows still all get processed.
+// Claims are bounded in bytes as well as rows: with a budget of 3 MiB (and
+// the rows' empty headers, "{}", which count too) and 1 MiB payloads, no
+// more than three rows are held at once, whatever the number of workers;
+// the rows still all get processed.
 func TestClaimsAreBoundedInBytes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -151,11 +152,11 @@ func TestClaimsAreBoundedInBytes(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.Workers = 8
-	cfg.ClaimBytes = 3 << 20
+	cfg.ClaimBytes = 3<<20 + 3*int64(len("{}"))
 	p := b.start(t, cfg)
 	waitFor(t, 10*time.Second, "three handlers running", func() bool { return running.peak() == 3 })
 	// Nothing more is claimed while the budget is spent.
-	if held := testutil.ToFloat64(p.metrics.heldBytes); held > 3<<20 {
+	if held := testutil.ToFloat64(p.metrics.heldBytes); held > float64(cfg.ClaimBytes) {
 		t.Errorf("held %v bytes, budget 3 MiB", held)
 	}
 	if n := b.countStatus(t, "processing"); n != 3 {
@@ -165,6 +166,56 @@ func TestClaimsAreBoundedInBytes(t *testing.T) {
 	waitFor(t, 30*time.Second, "every row processed", func() bool { return b.countStatus(t, "processed") == 10 })
 	if got := running.peak(); got != 3 {
 		t.Errorf("peak handlers = %d, want 3", got)
+	}
+}
+
+// Reproduction from the reliability report: with INBOXD_CLAIM_BYTES=1MiB,
+// 20 rows of 40 payload bytes and 10 MiB of headers were held at once, and
+// inboxd_worker_held_bytes read a few hundred bytes: only payloads and keys
+// were counted. A row weighs its headers too: with 400 KB of headers each,
+// two rows fit in 1 MiB, and the gauge shows their weight.
+func TestClaimsCountHeadersInTheirBytes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var running concurrency
+	release := make(chan struct{})
+	if err := b.reg.HandleFunc("headers", func(ctx context.Context, ev *handlers.Event) error {
+		running.enter()
+		defer running.leave()
+		if len(ev.Headers["trace"]) != 400_000 {
+			t.Errorf("trace header of %d bytes, want 400,000", len(ev.Headers["trace"]))
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.Pool.Exec(ctx, `
+		INSERT INTO inbox (source, event_id, event_type, payload, headers)
+		SELECT 'test', 'h' || g, 'headers', convert_to(repeat('p', 40), 'UTF8'),
+		       jsonb_build_object('trace', repeat('t', 400000))
+		FROM generate_series(1, 20) AS g`); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.Workers = 8
+	cfg.ClaimBytes = 1 << 20
+	p := b.start(t, cfg)
+	waitFor(t, 10*time.Second, "two handlers running", func() bool { return running.peak() >= 2 })
+	if n := b.countStatus(t, "processing"); n != 2 {
+		t.Errorf("%d rows claimed, want 2 (1 MiB of rows of 400 KB of headers)", n)
+	}
+	if held := testutil.ToFloat64(p.metrics.heldBytes); held < 800_000 || held > 1<<20 {
+		t.Errorf("inboxd_worker_held_bytes = %v, want the two rows' weight (800 KB and more, at most 1 MiB)", held)
+	}
+	close(release)
+	waitFor(t, 30*time.Second, "every row processed", func() bool { return b.countStatus(t, "processed") == 20 })
+	if got := running.peak(); got != 2 {
+		t.Errorf("peak handlers = %d, want 2", got)
 	}
 }
 

@@ -135,7 +135,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		heldBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "inboxd_worker_held_bytes",
-			Help: "Payload and key bytes of the rows this worker holds claimed and not yet handled.",
+			Help: "Bytes (payloads, keys and headers) of the rows this worker holds claimed and not yet handled.",
 		}),
 		leaseAtRisk: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_worker_lease_at_risk_total",

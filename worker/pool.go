@@ -53,7 +53,7 @@ type Pool struct {
 	routes    map[string]*routeState // by route ("" for the default route)
 	queued    int                    // jobs waiting for a handler, all routes
 	running   int                    // jobs whose handler runs, all routes
-	heldBytes int64                  // payload and key bytes of queued and running jobs
+	heldBytes int64                  // bytes (payloads, keys, headers) of queued and running jobs
 	poisoned  []int64                // rows that can be neither claimed nor dead-lettered
 	stopping  bool                   // no handler starts any more
 
@@ -297,7 +297,7 @@ func (p *Pool) Run(ctx context.Context) error {
 
 // claimLoop claims rows while ctx is live and queues them on their routes.
 // Each route holds up to its concurrency plus its prefetch; the pool holds
-// up to ClaimBytes of payload. Under a backlog it claims once half the room
+// up to ClaimBytes of rows (payloads, keys, headers). Under a backlog it claims once half the room
 // is free, so every statement takes a large batch; after a notification or
 // a poll tick any room is worth a claim.
 func (p *Pool) claimLoop(ctx, stop, workCtx context.Context) {
@@ -467,7 +467,7 @@ type claimRequest struct {
 	defaultOpen bool        // the default route (every other type) has room
 	ordered     []string    // types of ordered routes
 	blocking    []string    // types of ordered routes whose dead rows block their key
-	maxBytes    int64       // most payload and key bytes
+	maxBytes    int64       // most bytes of rows (payloads, keys, headers)
 	firstAlways bool        // the first row even if it alone exceeds maxBytes
 	only        int64       // just this row (0: any)
 	chain       int         // most rows of an ordered key claimed behind its head (0: the head alone)
@@ -552,7 +552,7 @@ func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, int6
 		jctx, cancel := context.WithCancelCause(workCtx)
 		jobs[i] = &job{
 			ctx: jctx, cancel: cancel, row: claimed[i], token: token,
-			size:       int64(len(claimed[i].Payload) + len(claimed[i].Key)),
+			size:       claimed[i].size(),
 			leaseUntil: sent.Add(p.cfg.Lease),
 			dbStarted:  claimed[i].Started,
 		}

@@ -13,7 +13,9 @@ var (
 	// path, each in two variants: [plain] while the pool has no ordered
 	// route, [withOrdered] when it has one. The files are text/templates
 	// (sql/unpark_successors.sql holds the part complete and complete_tx
-	// share, sql/holds_key.sql the rule of which rows hold a key back); the
+	// share, sql/holds_key.sql the rule of which rows hold a key back and
+	// the hash of the key the key index holds, sql/row_size.sql what a row
+	// weighs against the claim's bytes); the
 	// plain variants leave the ordered routes' parking and
 	// unparking out, which spares their planning and their lookups.
 	claimSQL      = renderVariants("claim.sql")
@@ -52,7 +54,7 @@ const (
 	withOrdered = 1
 )
 
-//go:embed sql/claim.sql sql/complete.sql sql/complete_tx.sql sql/unpark.sql sql/unpark_deleted.sql sql/unpark_successors.sql sql/holds_key.sql
+//go:embed sql/claim.sql sql/complete.sql sql/complete_tx.sql sql/unpark.sql sql/unpark_deleted.sql sql/unpark_successors.sql sql/holds_key.sql sql/row_size.sql
 //go:embed sql/retention_failed.sql sql/retention_count.sql
 var templateFiles embed.FS
 
@@ -64,10 +66,10 @@ func renderVariants(name string) [2]string {
 
 // render renders the template sql/name, with the ordered routes' part when
 // ordered; the shared templates (sql/unpark_successors.sql,
-// sql/holds_key.sql) are there to call.
+// sql/holds_key.sql, sql/row_size.sql) are there to call.
 func render(name string, ordered bool) string {
 	t := template.Must(template.New(name).ParseFS(templateFiles,
-		"sql/"+name, "sql/unpark_successors.sql", "sql/holds_key.sql"))
+		"sql/"+name, "sql/unpark_successors.sql", "sql/holds_key.sql", "sql/row_size.sql"))
 	var b strings.Builder
 	if err := t.ExecuteTemplate(&b, name, struct{ Ordered bool }{ordered}); err != nil {
 		panic(err)

@@ -10,8 +10,9 @@
 -- of its rows go straight to idle handlers. Types of routes with no room are
 -- not even read (@full_types; and only @open_types when the default route
 -- has none, @default_open false), so a saturated route cannot fill a claim.
--- Bytes: no more than @max_bytes of payload and key in all (the first row
--- alone may exceed it when @first_always, so a huge row is not stuck).
+-- Bytes: no more than @max_bytes in all, each row weighing its payload,
+-- key and headers (row_size.sql; the first row alone may exceed it when
+-- @first_always, so a huge row is not stuck).
 --
 -- Started: a route's first idle_counts rows (chain followers aside, which
 -- wait for the row before them) go straight to idle handlers;
@@ -37,7 +38,7 @@
 --
 -- Chains: with each key head it claims (an ordered row with no unfinished
 -- row before it), the claim takes the next rows of the key, up to @chain,
--- through the key index (inbox_key_idx), parked or due, as long as they
+-- through the key index (inbox_key_hash_idx), parked or due, as long as they
 -- are received, of the head's type and not locked by another statement.
 -- Each comes back with pred, the row before it: the worker starts it once
 -- that row ended so that the key may go on, or gives it back unstarted.
@@ -54,7 +55,7 @@
 -- claim before dead-lettering it.
 WITH candidates AS (
     SELECT id, available_at, source, key, event_type,
-           octet_length(payload) + coalesce(octet_length(key), 0) AS size
+           {{template "row_size" "inbox"}} AS size
     FROM inbox
     WHERE status = 'received'
       AND available_at <= now()
@@ -73,14 +74,18 @@ WITH candidates AS (
            OR NOT event_type = ANY (@ordered_types::text[])
            OR ((SELECT e.status
                 FROM inbox AS e
-                WHERE e.source = inbox.source AND e.key = inbox.key AND e.id < inbox.id
+                WHERE e.source = inbox.source
+                  AND {{template "key_hash" "e"}} = {{template "key_hash" "inbox"}}
+                  AND e.key = inbox.key AND e.id < inbox.id
                   AND {{template "holds_key" "e"}}
                 ORDER BY e.id DESC
                 LIMIT 1) IS DISTINCT FROM 'processing'
                AND NOT EXISTS (
                    SELECT 1
                    FROM inbox AS r
-                   WHERE r.source = inbox.source AND r.key = inbox.key AND r.id > inbox.id
+                   WHERE r.source = inbox.source
+                     AND {{template "key_hash" "r"}} = {{template "key_hash" "inbox"}}
+                     AND r.key = inbox.key AND r.id > inbox.id
                      AND {{template "runs_key" "r"}})))
 {{- end}}
     ORDER BY available_at, id
@@ -97,7 +102,9 @@ WITH candidates AS (
         FROM inbox AS e
         WHERE c.key IS NOT NULL
           AND c.event_type = ANY (@ordered_types::text[])
-          AND e.source = c.source AND e.key = c.key AND e.id < c.id
+          AND e.source = c.source
+          AND {{template "key_hash" "e"}} = {{template "key_hash" "c"}}
+          AND e.key = c.key AND e.id < c.id
           AND {{template "holds_key" "e"}}
         ORDER BY e.id DESC
         LIMIT 1
@@ -118,9 +125,11 @@ WITH candidates AS (
                 FROM classified AS h
                 CROSS JOIN LATERAL (
                     SELECT n.id, n.status, n.available_at, n.event_type,
-                           octet_length(n.payload) + octet_length(n.key) AS size
+                           {{template "row_size" "n"}} AS size
                     FROM inbox AS n
-                    WHERE n.source = h.source AND n.key = h.key AND n.id > h.id
+                    WHERE n.source = h.source
+                      AND {{template "key_hash" "n"}} = {{template "key_hash" "h"}}
+                      AND n.key = h.key AND n.id > h.id
                       AND {{template "holds_key" "n"}}
                       AND n.id <> ALL (@skip::bigint[])
                     ORDER BY n.id

@@ -3,7 +3,7 @@ its (source, key) on ordered routes (@ordered_types): it has a key and is
 unfinished (received or processing), or dead on a route whose dead rows
 block their key (@blocking_types). Claims, completions and the sweeper
 that unparks rows all order keys by this one rule. Its first two
-conditions are inbox_key_idx's predicate, so that index serves the
+conditions are inbox_key_hash_idx's predicate, so that index serves the
 lookups. */}}
 {{- define "holds_key" -}}
 {{.}}.key IS NOT NULL
@@ -23,4 +23,15 @@ lookups. */}}
 {{.}}.key IS NOT NULL
   AND {{.}}.status = 'processing'
   AND {{.}}.event_type = ANY (@ordered_types::text[])
+{{- end -}}
+
+{{/* key_hash, given a table alias: the 64-bit hash of the row's key that
+inbox_key_hash_idx (migration 008) holds, on (source, key_hash, id): keys
+of any length, where a B-tree on the key itself refuses entries over 2,704
+bytes. A lookup of a key's rows matches source, the hash and then the key
+itself (a collision costs a comparison, never a wrong row):
+  e.source = r.source AND key_hash(e) = key_hash(r) AND e.key = r.key
+The expression must stay exactly the index's for the planner to use it. */}}
+{{- define "key_hash" -}}
+hashtextextended(encode({{.}}.key, 'hex'), 0)
 {{- end -}}

@@ -14,7 +14,9 @@ WITH stuck AS (
            OR NOT EXISTS (
                SELECT 1
                FROM inbox AS e
-               WHERE e.source = p.source AND e.key = p.key AND e.id < p.id
+               WHERE e.source = p.source
+                 AND {{template "key_hash" "e"}} = {{template "key_hash" "p"}}
+                 AND e.key = p.key AND e.id < p.id
                  AND {{template "holds_key" "e"}}))
     ORDER BY p.id
     LIMIT @limit

@@ -11,7 +11,7 @@
 -- the next row of the key of the same types that is unfinished, or dead. An
 -- unpark too many is harmless (a claim parks the row again while its key is
 -- held, see claim.sql); one too few waits for the sweeper.
--- Index: inbox_key_idx for each successor; the primary key for the update,
+-- Index: inbox_key_hash_idx for each successor; the primary key for the update,
 -- which locks the successor (and leaves one that is not parked as it is).
 -- Returns the successors' ids.
 WITH done AS (

@@ -18,7 +18,9 @@ unparking.
 successors AS (
     SELECT (SELECT n.id
             FROM inbox AS n
-            WHERE n.source = d.source AND n.key = d.key AND n.id > d.id
+            WHERE n.source = d.source
+              AND {{template "key_hash" "n"}} = {{template "key_hash" "d"}}
+              AND n.key = d.key AND n.id > d.id
               AND {{template "holds_key" "n"}}
             ORDER BY n.id
             LIMIT 1) AS id

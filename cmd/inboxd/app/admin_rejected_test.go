@@ -108,7 +108,7 @@ func TestRequeueRejectedRemapsWithTheCurrentConfiguration(t *testing.T) {
 		"id " + itoa(hopelessID) + ": still rejected with the current configuration: missing event id",
 		"id " + itoa(nulID) + ": still rejected with the current configuration: invalid event id in header event_id: contains a NUL byte",
 		"id " + itoa(bigID) + ": cannot be requeued: its payload was not stored (payload of 2000 bytes exceeds INBOXD_MAX_PAYLOAD",
-		"requeued 2 of 7 rejected rows: 2 already in the inbox (left rejected), 2 still rejected, 1 oversize, payload not stored",
+		"requeued 2 of 7 rejected rows: 2 already in the inbox (left rejected), 2 still rejected, 1 oversize, not stored",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in:\n%s", want, out)
@@ -165,5 +165,67 @@ func TestDecodeHeaders(t *testing.T) {
 	}
 	if _, err := decodeHeaders([]byte(`{"b":{"base64":"!!"}}`)); err == nil {
 		t.Error("bad base64 accepted")
+	}
+}
+
+// Reproduction from the reliability report: a message with a 3,000-byte key
+// became a rejected placeholder (the key index's B-tree refused it,
+// SQLSTATE 54000), and `requeue --status rejected` answered "still
+// rejected" for the same reason. Now the row requeues, key and all. Rows
+// rejected because their key or headers were over the bound cannot: what
+// was too big was not stored, and the output says which.
+func TestRequeueRejectedLongKeyAndUnstoredParts(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	key := make([]byte, 3000) // random: a B-tree compresses a repetitive key
+	for i := range key {
+		key[i] = byte(i*131 + i*i*7 + i>>3)
+	}
+	// The placeholder ingest stored when the database refused the row: the
+	// message as it came, status rejected.
+	var longID int64
+	if err := db.Pool.QueryRow(ctx, `
+		INSERT INTO inbox (source, event_id, event_type, key, payload, headers, status, last_error,
+		                   kafka_topic, kafka_partition, kafka_offset)
+		VALUES ('orders', 'orders/0/1', '', $1, 'v', '{"event_id": "long-key", "event_type": "order.created"}', 'rejected',
+		        'database refused the row: index row size 3032 exceeds btree version 4 maximum 2704 for index "inbox_key_idx" (SQLSTATE 54000)',
+		        'orders', 0, 1)
+		RETURNING id`, key).Scan(&longID); err != nil {
+		t.Fatal(err)
+	}
+	opts := ingest.MapOptions{MaxHeaders: 1024}
+	bigHeadersID, r := ingestMessage(t, db, kafka.Message{Topic: "orders", Offset: 2, Value: []byte("v"),
+		Headers: headers("event_id", "big-headers", "event_type", "order.created", "trace", strings.Repeat("t", 2000))}, opts)
+	if r.Status != ingest.StatusRejected {
+		t.Fatalf("setup: headers over the bound: %+v", r)
+	}
+	bigKeyID, r := ingestMessage(t, db, kafka.Message{Topic: "orders", Offset: 3, Key: make([]byte, ingest.MaxKeyBytes+1), Value: []byte("v"),
+		Headers: headers("event_id", "big-key", "event_type", "order.created")}, opts)
+	if r.Status != ingest.StatusRejected {
+		t.Fatalf("setup: key over the bound: %+v", r)
+	}
+
+	code, out, stderr := runMain(t, []string{"INBOXD_DATABASE_URL=" + db.URL, "INBOXD_MAX_HEADERS=1024"}, "requeue", "--status", "rejected", "--all")
+	if code != ExitOK {
+		t.Fatalf("requeue --status rejected: exit %d\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{
+		"id " + itoa(longID) + ": requeued as event id long-key, type order.created",
+		"id " + itoa(bigHeadersID) + ": cannot be requeued: its headers were not stored (headers of 2047 bytes exceed INBOXD_MAX_HEADERS (1024))",
+		"id " + itoa(bigKeyID) + ": cannot be requeued: its key was not stored (key of 4097 bytes exceeds the limit of 4096 bytes",
+		"requeued 1 of 3 rejected rows: 2 oversize, not stored",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	var status string
+	var stored []byte
+	if err := db.Pool.QueryRow(ctx, `SELECT status, key FROM inbox WHERE id = $1`, longID).Scan(&status, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if status != "received" || string(stored) != string(key) {
+		t.Errorf("requeued row with a 3,000-byte key: %s, key of %d bytes", status, len(stored))
 	}
 }

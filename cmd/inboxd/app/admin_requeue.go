@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -141,10 +140,6 @@ func requeueDead(ctx context.Context, conn *pgx.Conn, stdout io.Writer, log zero
 	return nil
 }
 
-// oversizeError matches the last_error ingest writes for a payload over
-// INBOXD_MAX_PAYLOAD, whose payload it does not store.
-var oversizeError = regexp.MustCompile(`^payload of \d+ bytes exceeds INBOXD_MAX_PAYLOAD`)
-
 // rejectedOutcome is what became of one rejected row.
 type rejectedOutcome int
 
@@ -219,7 +214,7 @@ func requeueRejected(ctx context.Context, cfg config.Config, conn *pgx.Conn, std
 		{outcomeDuplicate, "already in the inbox (left rejected)"},
 		{outcomeDropped, "already in the inbox (deleted)"},
 		{outcomeStillRejected, "still rejected"},
-		{outcomeOversize, "oversize, payload not stored"},
+		{outcomeOversize, "oversize, not stored"},
 		{outcomeGone, "no longer rejected"},
 	} {
 		if counts[o.o] > 0 {
@@ -263,9 +258,13 @@ func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping i
 	if err != nil {
 		return 0, "", fmt.Errorf("read rejected row %d: %w", id, err)
 	}
-	if len(s.payload) == 0 && oversizeError.MatchString(s.lastError) {
-		return outcomeOversize, fmt.Sprintf("cannot be requeued: its payload was not stored (%s); the event must be produced again",
-			oneLine(s.lastError, 200)), nil
+	if unstored := ingest.Unstored(s.lastError); len(unstored) > 0 {
+		verb := "was"
+		if len(unstored) > 1 || unstored[0] == "headers" {
+			verb = "were"
+		}
+		return outcomeOversize, fmt.Sprintf("cannot be requeued: its %s %s not stored (%s); the event must be produced again",
+			strings.Join(unstored, " and "), verb, oneLine(s.lastError, 200)), nil
 	}
 	msg, err := s.message()
 	if err != nil {

@@ -56,6 +56,7 @@ func ingestConfig(c config.Config) ingest.Config {
 			EventIDJSONField:   c.EventIDJSONField,
 			EventTypeJSONField: c.EventTypeJSONField,
 			MaxPayload:         c.MaxPayload,
+			MaxHeaders:         c.MaxHeaders,
 		},
 		TLS: ingest.TLSConfig{
 			Enabled:            c.KafkaTLS,

@@ -22,6 +22,7 @@ func TestEngineConfigFromEnvironment(t *testing.T) {
 		"INBOXD_INGEST_BATCH_TIMEOUT=10ms",
 		"INBOXD_INGEST_BATCH_BYTES=4096",
 		"INBOXD_MAX_PAYLOAD=2048",
+		"INBOXD_MAX_HEADERS=4096",
 		"INBOXD_EVENT_ID_JSON_FIELD=id",
 		"INBOXD_KAFKA_SASL_MECHANISM=SCRAM-SHA-512",
 		"INBOXD_KAFKA_SASL_USERNAME=svc",
@@ -39,7 +40,7 @@ func TestEngineConfigFromEnvironment(t *testing.T) {
 	if strings.Join(in.Brokers, ",") != "k1:9092,k2:9092" || strings.Join(in.Topics, ",") != "orders,payments" ||
 		in.Group != "g" || !in.StartFromLatest || in.SessionTimeout != 12*time.Second ||
 		in.BatchSize != 200 || in.BatchTimeout != 10*time.Millisecond || in.BatchBytes != 4096 ||
-		in.Mapping.MaxPayload != 2048 || in.Mapping.EventIDJSONField != "id" ||
+		in.Mapping.MaxPayload != 2048 || in.Mapping.MaxHeaders != 4096 || in.Mapping.EventIDJSONField != "id" ||
 		strings.Join(in.Mapping.EventIDHeaders, ",") != "event_id,ce_id" ||
 		in.SASL.Mechanism != "SCRAM-SHA-512" || in.SASL.Password != "hunter2" {
 		t.Errorf("ingest config = %+v", in)

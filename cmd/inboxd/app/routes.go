@@ -93,7 +93,7 @@ func riverInserter(ctx context.Context, path string, routes *handlers.Routes, db
 		}
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, handlers.JoinErrors(path, errs)
 	}
 	cctx, cancel := context.WithTimeout(ctx, riverSchemaCheckTimeout)
 	defer cancel()
