@@ -20,9 +20,13 @@ import (
 const maxErrorLen = 2000
 
 // execute runs the handler for one claimed row, started by its route's
-// dispatch with the route's policy at that moment, and submits the outcome.
+// dispatch with the route's policy at that moment, once the database knows
+// it starts, and submits the outcome.
 func (p *Pool) execute(j *job, policy handlers.Policy) {
 	defer j.cancel(nil)
+	if !p.markStarted(j) {
+		return // fenced or given back: not run
+	}
 	ev := j.row.event()
 	route := p.registry.Load().Lookup(ev.EventType)
 	h := &engineHandler{p: p, next: route.Handler, label: p.typeLabel(ev.EventType)}
@@ -187,20 +191,7 @@ func (p *Pool) outcome(ctx context.Context, j *job, ev *handlers.Event, err erro
 		r.lastError = errText(fmt.Errorf("attempt %d of %d: %w", ev.Attempt, policy.MaxAttempts, err))
 	default:
 		r.status, r.outcome = status.Received, outcomeRetried
-		retry, maxDelay := p.cfg.RetryPolicy, p.cfg.MaxRetryDelay
-		if policy.BackoffBase > 0 || policy.BackoffMax > 0 {
-			eb := ExponentialBackoff{Base: policy.BackoffBase, Max: policy.BackoffMax}
-			if def, ok := p.cfg.RetryPolicy.(ExponentialBackoff); ok {
-				eb.Rand = def.Rand
-				if eb.Base == 0 {
-					eb.Base = def.Base
-				}
-				if eb.Max == 0 {
-					eb.Max = max(def.Max, eb.Base)
-				}
-			}
-			retry, maxDelay = eb, eb.Max
-		}
+		retry, maxDelay := p.retryPolicy(policy)
 		r.delay = retry.NextRetry(ev.Attempt)
 		if d, ok := handlers.RetryDelay(err); ok {
 			r.delay = min(max(d, 0), maxDelay)
@@ -211,6 +202,26 @@ func (p *Pool) outcome(ctx context.Context, j *job, ev *handlers.Event, err erro
 		r.lastError = errText(fmt.Errorf("attempt %d of %d: %w", ev.Attempt, policy.MaxAttempts, err))
 	}
 	return r
+}
+
+// retryPolicy is the retry policy of a route with policy, and the cap on
+// the delays its handlers ask for: the pool's, unless the route sets its
+// own backoff.
+func (p *Pool) retryPolicy(policy handlers.Policy) (RetryPolicy, time.Duration) {
+	if policy.BackoffBase <= 0 && policy.BackoffMax <= 0 {
+		return p.cfg.RetryPolicy, p.cfg.MaxRetryDelay
+	}
+	eb := ExponentialBackoff{Base: policy.BackoffBase, Max: policy.BackoffMax}
+	if def, ok := p.cfg.RetryPolicy.(ExponentialBackoff); ok {
+		eb.Rand = def.Rand
+		if eb.Base == 0 {
+			eb.Base = def.Base
+		}
+		if eb.Max == 0 {
+			eb.Max = max(def.Max, eb.Base)
+		}
+	}
+	return eb, eb.Max
 }
 
 // releaseResult returns the row unattempted: received, due now, attempt not

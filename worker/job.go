@@ -41,8 +41,7 @@ type job struct {
 
 	// Guarded by Pool.mu.
 	state      jobState
-	ran        bool      // its handler started
-	dbStarted  bool      // the database knows it started (claim or renewal said so)
+	dbStarted  bool      // the database knows its handler starts (the claim or a start mark said so)
 	leaseUntil time.Time // when the lease ends at the latest, by the local clock
 	doneAt     time.Time // when the handler returned; outcome-write delay starts here
 	next       *job      // the next row of its key's chain, waiting for this one (jobWaiting); see follow
@@ -236,8 +235,9 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 			atRisk = append(atRisk, p.cutChainLocked(j)...)
 			continue
 		}
-		// Its bytes stay held until the handler returns.
-		j.state, j.ran = jobRunning, true
+		// Its bytes stay held until the handler returns. Its executor
+		// marks it started first, unless the claim did (see start.go).
+		j.state = jobRunning
 		rs.running++
 		p.running++
 		p.executors.Add(1)

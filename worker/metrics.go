@@ -152,7 +152,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, st := range []status.Status{status.Received, status.Dead} {
 		m.rescued.WithLabelValues(string(st))
 	}
-	for _, op := range []string{"claim", "complete", "renew", "rescue", "listen", "stats", "tx"} {
+	for _, op := range []string{"claim", "complete", "renew", "start", "rescue", "listen", "stats", "tx"} {
 		m.dbErrors.WithLabelValues(op)
 	}
 	if reg != nil {

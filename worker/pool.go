@@ -31,6 +31,7 @@ type Pool struct {
 	cfg      Config
 	db       *pgxpool.Pool // the engine's own statements
 	claimDB  *pgxpool.Pool // claims, on sessions that always walk the received index in order; set by Run
+	markDB   *pgxpool.Pool // start marks (start.go); set by Run
 	txdb     *pgxpool.Pool // transactional handlers' transactions; set by Run
 	registry atomic.Pointer[handlers.Registry]
 	log      zerolog.Logger
@@ -56,6 +57,8 @@ type Pool struct {
 	heldBytes int64                  // payload and key bytes of queued and running jobs
 	poisoned  []int64                // rows that can be neither claimed nor dead-lettered
 	stopping  bool                   // no handler starts any more
+
+	marks startMarks // rows whose handler waits for the database to know it starts (start.go)
 
 	executors sync.WaitGroup  // the jobs handed to executors and not yet done
 	idleExec  chan execTask   // unbuffered: idle executors wait for a job on it
@@ -120,6 +123,7 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg Config, logger zerol
 
 		idleExec: make(chan execTask),
 		quit:     make(chan struct{}),
+		marks:    startMarks{wake: make(chan struct{}, 1)},
 	}
 	p.registry.Store(registry)
 	p.syncRoutesLocked(registry)
@@ -207,6 +211,17 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	defer claimDB.Close()
 	p.claimDB = claimDB
+	// Start marks run on sessions of their own too: a handler waits for its
+	// mark, so the mark must never queue for a connection behind
+	// completions, renewals and the rest of the engine's statements.
+	mc := p.db.Config().Copy()
+	mc.MaxConns, mc.MinConns = numMarkWriters, 0
+	markDB, err := pgxpool.NewWithConfig(ctx, mc)
+	if err != nil {
+		return fmt.Errorf("worker: open the start marks' pool: %w", err)
+	}
+	defer markDB.Close()
+	p.markDB = markDB
 	p.txdb = p.cfg.TxDB
 	if p.txdb == nil {
 		pc := p.db.Config().Copy()
@@ -250,8 +265,13 @@ func (p *Pool) Run(ctx context.Context) error {
 	bg.Go(func() error { p.statsLoop(bgCtx); return nil })
 
 	renewCtx, stopRenew := context.WithCancel(stop)
-	renewDone := make(chan struct{})
-	go func() { defer close(renewDone); p.renewLoop(renewCtx) }()
+	var renewers sync.WaitGroup
+	renewers.Add(1)
+	go func() { defer renewers.Done(); p.renewLoop(renewCtx) }()
+	for range numMarkWriters {
+		renewers.Add(1)
+		go func() { defer renewers.Done(); p.markLoop(renewCtx) }()
+	}
 
 	var completers sync.WaitGroup
 	for range numCompleters {
@@ -285,7 +305,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	p.closeResults()
 	completers.Wait()
 	stopRenew()
-	<-renewDone
+	renewers.Wait()
 	_ = bg.Wait()
 	if n := len(p.snapshot()); n > 0 {
 		p.log.Warn().Int("rows", n).

@@ -43,44 +43,18 @@ func (p *Pool) rescueLoop(ctx context.Context) {
 }
 
 // Rescue returns every row whose lease has expired to received (or dead,
-// when its attempts are used up) and reports how many rows it moved. The
-// pool calls it every RescueInterval; it is exported for tools and tests.
+// when its attempts are used up) and reports how many rows it moved. A row
+// whose attempt had started waits its route's backoff, as a retry would:
+// it may be the one whose handler killed its worker. The pool calls it
+// every RescueInterval; it is exported for tools and tests.
 func (p *Pool) Rescue(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		qctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
-		types, maxes := p.maxAttemptsByType()
-		rows, err := p.db.Query(qctx, rescueSQL, pgx.NamedArgs{
-			"limit": rescueBatch, "max_attempts": p.cfg.MaxAttempts, "max_types": types, "max_values": maxes,
-		})
-		if err != nil {
-			cancel()
-			return total, fmt.Errorf("rescue expired leases: %w", err)
-		}
-		n := 0
-		var (
-			id                 int64
-			eventID, eventType string
-			status             string
-			attempts           int
-			started            bool
-		)
-		_, err = pgx.ForEachRow(rows, []any{&id, &eventID, &eventType, &status, &attempts, &started}, func() error {
-			n++
-			p.metrics.rescued.WithLabelValues(status).Inc()
-			msg := "rescued row with expired lease"
-			if !started {
-				msg = "rescued row whose lease expired before its handler started; the attempt is not counted"
-			}
-			p.log.Warn().Int64("row_id", id).Str("event_id", eventID).Str("event_type", eventType).
-				Str("status", status).Int("attempts", attempts).Bool("started", started).Msg(msg)
-			return nil
-		})
-		cancel()
-		if err != nil {
-			return total, fmt.Errorf("rescue expired leases: %w", err)
-		}
+		n, err := p.rescueBatch(ctx)
 		total += n
+		if err != nil {
+			return total, err
+		}
 		if n > 0 {
 			signal(p.wake)
 		}
@@ -88,6 +62,80 @@ func (p *Pool) Rescue(ctx context.Context) (int, error) {
 			return total, nil
 		}
 	}
+}
+
+// rescueBatch rescues up to rescueBatch rows in one transaction: the
+// rescue (sql/rescue.sql), then the delay of the rows whose attempt had
+// started (sql/rescue_delay.sql), so that no claim sees them due in
+// between.
+func (p *Pool) rescueBatch(ctx context.Context) (int, error) {
+	qctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
+	defer cancel()
+	tx, err := p.db.Begin(qctx)
+	if err != nil {
+		return 0, fmt.Errorf("rescue expired leases: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(qctx)) }()
+	types, maxes := p.maxAttemptsByType()
+	rows, err := tx.Query(qctx, rescueSQL, pgx.NamedArgs{
+		"limit": rescueBatch, "max_attempts": p.cfg.MaxAttempts, "max_types": types, "max_values": maxes,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("rescue expired leases: %w", err)
+	}
+	type rescued struct {
+		id                 int64
+		eventID, eventType string
+		status             string
+		attempts           int
+		started            bool
+	}
+	var (
+		got []rescued
+		r   rescued
+	)
+	_, err = pgx.ForEachRow(rows, []any{&r.id, &r.eventID, &r.eventType, &r.status, &r.attempts, &r.started}, func() error {
+		got = append(got, r)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("rescue expired leases: %w", err)
+	}
+	var delayIDs, delays []int64
+	for _, r := range got {
+		if r.started && r.status == string(status.Received) {
+			delayIDs = append(delayIDs, r.id)
+			delays = append(delays, p.rescueDelay(r.eventType, r.attempts).Milliseconds())
+		}
+	}
+	if len(delayIDs) > 0 {
+		if _, err := tx.Exec(qctx, rescueDelaySQL, pgx.NamedArgs{"ids": delayIDs, "delays_ms": delays}); err != nil {
+			return 0, fmt.Errorf("rescue expired leases: delay the started rows: %w", err)
+		}
+	}
+	if err := tx.Commit(qctx); err != nil {
+		return 0, fmt.Errorf("rescue expired leases: commit: %w", err)
+	}
+	for _, r := range got {
+		p.metrics.rescued.WithLabelValues(r.status).Inc()
+		msg := "rescued row with expired lease"
+		if !r.started {
+			msg = "rescued row whose lease expired before its handler started; the attempt is not counted"
+		}
+		p.log.Warn().Int64("row_id", r.id).Str("event_id", r.eventID).Str("event_type", r.eventType).
+			Str("status", r.status).Int("attempts", r.attempts).Bool("started", r.started).Msg(msg)
+	}
+	return len(got), nil
+}
+
+// rescueDelay is how long a row of eventType rescued after its started
+// attempt number attempt waits: its route's backoff after that attempt.
+func (p *Pool) rescueDelay(eventType string, attempt int) time.Duration {
+	p.mu.Lock()
+	policy := p.routeForLocked(eventType).policy
+	p.mu.Unlock()
+	retry, _ := p.retryPolicy(policy)
+	return retry.NextRetry(max(attempt, 1))
 }
 
 // Unpark releases parked rows of ordered routes that wait for nothing any

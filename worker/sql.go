@@ -24,6 +24,8 @@ var (
 	renewSQL string
 	//go:embed sql/rescue.sql
 	rescueSQL string
+	//go:embed sql/rescue_delay.sql
+	rescueDelaySQL string
 	//go:embed sql/poison_candidate.sql
 	poisonCandidateSQL string
 	//go:embed sql/poison.sql

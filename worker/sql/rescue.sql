@@ -6,6 +6,11 @@
 -- own (@max_types, @max_values). A row whose
 -- lease expired while it waited in a worker's prefetch queue never ran: its
 -- attempt is refunded, and it keeps the last_error of its previous attempt.
+-- Every row returned to received is due now; in the same transaction, the
+-- caller then delays those whose attempt had started by their route's
+-- backoff (sql/rescue_delay.sql).
+-- Reads the partial index on processing rows; locks the expired rows
+-- (SKIP LOCKED: never waits).
 WITH expired AS (
     SELECT id, started
     FROM inbox
