@@ -44,6 +44,8 @@ type job struct {
 	dbStarted  bool      // the database knows its handler starts (the claim or a start mark said so)
 	leaseUntil time.Time // when the lease ends at the latest, by the local clock
 	doneAt     time.Time // when the handler returned; outcome-write delay starts here
+	stuckAfter time.Time // when a running handler counts as stuck: its route's timeout + stuckGrace (zero: no timeout)
+	stuck      bool      // found stuck: its lease is no longer renewed
 	next       *job      // the next row of its key's chain, waiting for this one (jobWaiting); see follow
 }
 

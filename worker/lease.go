@@ -31,6 +31,12 @@ const (
 	renewLost
 )
 
+// stuckGrace is how long a handler may go on after its route's timeout
+// ended its context before it counts as stuck (it ignores cancellation):
+// its lease is then no longer renewed, the row is rescued, and whatever
+// the handler does when it returns at last is fenced.
+const stuckGrace = 5 * time.Second
+
 // renewTick is how often the renewal loop looks for leases to extend.
 func (c Config) renewTick() time.Duration {
 	return max(min(c.Lease/6, time.Second), 10*time.Millisecond)
@@ -58,20 +64,44 @@ func (p *Pool) renewLoop(ctx context.Context) {
 	}
 }
 
-// renew renews every lease with less than two thirds of its time left.
+// renew renews every lease with less than two thirds of its time left,
+// except those of handlers stuck past their route's timeout (stuckGrace).
 func (p *Pool) renew(ctx context.Context) error {
 	sent := p.cfg.Now()
 	threshold := sent.Add(p.cfg.Lease * 2 / 3)
-	var due []*job
+	var due, stuck, cut []*job
 	var batch []renewal
 	p.mu.Lock()
 	for _, j := range p.jobs {
+		if j.state == jobRunning && !j.stuckAfter.IsZero() && sent.After(j.stuckAfter) {
+			// It ignores cancellation: its lease lapses, the rescuer
+			// returns the row, and its late outcome is fenced.
+			// The rows of its key's chain behind it go back unstarted.
+			if !j.stuck {
+				j.stuck = true
+				j.cancel(errLeaseLost)
+				stuck = append(stuck, j)
+				cut = append(cut, p.cutChainLocked(j)...)
+				p.routeGaugesLocked(j.route)
+			}
+			continue
+		}
 		if j.leaseUntil.Before(threshold) {
 			due = append(due, j)
 			batch = append(batch, renewal{id: j.row.ID, token: j.token, extend: true})
 		}
 	}
 	p.mu.Unlock()
+	for _, j := range stuck {
+		p.metrics.stuckHandlers.Inc()
+		p.log.Error().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
+			Dur("grace", stuckGrace).
+			Msg("handler still running after its route's timeout and the grace: it ignores cancellation; " +
+				"its lease is no longer renewed and the row will be rescued")
+	}
+	for _, c := range cut {
+		p.submit(p.releaseResult(c, "released unstarted: the row before it in its key is stuck in its handler"))
+	}
 	if len(due) == 0 {
 		return nil
 	}
