@@ -14,7 +14,7 @@ type renewal struct {
 	id       int64
 	token    int64
 	started  bool // its handler starts once the statement committed: tell the database
-	finished bool // its handler returned, outcome unwritten: a crash now is not its doing
+	idle     bool // its handler does not run (returned, outcome unwritten; or not started): a crash now is not its doing
 	extend   bool // extend its lease
 }
 
@@ -145,13 +145,13 @@ func (p *Pool) renewRows(ctx context.Context, db *pgxpool.Pool, batch []renewal)
 	ids := make([]int64, len(batch))
 	tokens := make([]int64, len(batch))
 	started := make([]bool, len(batch))
-	finished := make([]bool, len(batch))
+	idle := make([]bool, len(batch))
 	extend := make([]bool, len(batch))
 	for i, r := range batch {
-		ids[i], tokens[i], started[i], finished[i], extend[i] = r.id, r.token, r.started, r.finished, r.extend
+		ids[i], tokens[i], started[i], idle[i], extend[i] = r.id, r.token, r.started, r.idle, r.extend
 	}
 	rows, err := db.Query(ctx, renewSQL, pgx.NamedArgs{
-		"ids": ids, "tokens": tokens, "started": started, "finished": finished, "extend": extend,
+		"ids": ids, "tokens": tokens, "started": started, "idle": idle, "extend": extend,
 		"lease_ms": p.cfg.Lease.Milliseconds(),
 	})
 	if err != nil {

@@ -59,6 +59,9 @@ type Pool struct {
 	stopping  bool                   // no handler starts any more
 
 	marks startMarks // rows whose handler waits for the database to know it starts (start.go)
+	// suspectRunning: a suspect's handler runs (job.suspect); the next one
+	// waits for it.
+	suspectRunning bool
 
 	executors sync.WaitGroup  // the jobs handed to executors and not yet done
 	idleExec  chan execTask   // unbuffered: idle executors wait for a job on it
@@ -567,6 +570,13 @@ func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, int6
 	// Rows go to the queue in claim order: the first ones are those marked
 	// started, for the idle executors.
 	slices.SortFunc(claimed, func(a, b claimedRow) int { return cmp.Compare(a.Rank, b.Rank) })
+	suspects, err := p.suspects(ctx, claimed)
+	if err != nil {
+		// The rows are claimed: run them, only without the care for
+		// suspects (the next claim of a suspect asks again).
+		p.metrics.dbErrors.WithLabelValues("claim").Inc()
+		p.log.Warn().Err(err).Msg("looking up rows rescued after a crash failed")
+	}
 	jobs := make([]*job, len(claimed))
 	for i := range claimed {
 		jctx, cancel := context.WithCancelCause(workCtx)
@@ -575,10 +585,40 @@ func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, int6
 			size:       int64(len(claimed[i].Payload) + len(claimed[i].Key)),
 			leaseUntil: sent.Add(p.cfg.Lease),
 			dbStarted:  claimed[i].Started,
+			suspect:    suspects[claimed[i].ID],
 		}
 	}
 	p.track(jobs)
 	return len(claimed), parked, nil
+}
+
+// suspects returns which of the claimed rows were last rescued after a
+// started attempt (sql/suspects.sql): one of them may have killed its
+// worker. Only rows attempted before are looked up, so a claim of first
+// attempts costs nothing.
+func (p *Pool) suspects(ctx context.Context, claimed []claimedRow) (map[int64]bool, error) {
+	var ids []int64
+	for i := range claimed {
+		if claimed[i].Attempts > 1 {
+			ids = append(ids, claimed[i].ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := p.db.Query(ctx, suspectsSQL, pgx.NamedArgs{"ids": ids, "expired_prefix": expiredPrefix})
+	if err != nil {
+		return nil, fmt.Errorf("look up suspects: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("look up suspects: %w", err)
+	}
+	out := make(map[int64]bool, len(found))
+	for _, id := range found {
+		out[id] = true
+	}
+	return out, nil
 }
 
 // claimArgs are the claim statement's arguments for req.

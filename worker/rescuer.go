@@ -10,6 +10,11 @@ import (
 	"github.com/inboxd/inboxd/internal/status"
 )
 
+// expiredPrefix begins the last_error the rescuer writes on a row whose
+// lease expired during a started attempt ("lease expired during attempt 2
+// (worker … lost the row)"); the claim's suspects lookup reads it back.
+const expiredPrefix = "lease expired during attempt "
+
 // rescueBatch caps the rows one rescue statement returns.
 const rescueBatch = 1000
 
@@ -79,6 +84,7 @@ func (p *Pool) rescueBatch(ctx context.Context) (int, error) {
 	types, maxes := p.maxAttemptsByType()
 	rows, err := tx.Query(qctx, rescueSQL, pgx.NamedArgs{
 		"limit": rescueBatch, "max_attempts": p.cfg.MaxAttempts, "max_types": types, "max_values": maxes,
+		"expired_prefix": expiredPrefix,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("rescue expired leases: %w", err)

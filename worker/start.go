@@ -23,11 +23,12 @@ import (
 // it starts.
 type startMark struct {
 	j *job
-	// pred is the row before j in its key's chain, its handler finished
-	// and its outcome not yet written: the same statement tells the
-	// database it no longer runs, so that a crash in j's handler is not
-	// charged to it.
-	pred *job
+	// idle are rows whose handlers do not run (finished with their
+	// outcomes not yet written, or not started), which the same statement
+	// tells the database, so that a crash in j's handler is not charged to
+	// them: the row before j in its key's chain, and, when j is a suspect,
+	// every other row of the pool not running (see job.suspect).
+	idle []*job
 	done chan startOutcome
 }
 
@@ -67,13 +68,21 @@ const startBusyWait = time.Millisecond
 // given back unstarted, and its books are settled.
 func (p *Pool) markStarted(j *job) bool {
 	p.mu.Lock()
-	if j.dbStarted {
+	if j.dbStarted && !j.suspect {
 		p.mu.Unlock()
 		return true
 	}
+	// A suspect is marked even when its claim marked it: the rows that
+	// finished before it must not share its crash.
 	m := &startMark{j: j, done: make(chan startOutcome, 1)}
-	if pred, ok := p.jobs[j.row.Pred]; ok && j.row.Pred != 0 && pred.token == j.token && pred.state == jobDone {
-		m.pred = pred
+	if j.suspect {
+		for _, o := range p.jobs {
+			if o != j && o.state != jobRunning {
+				m.idle = append(m.idle, o)
+			}
+		}
+	} else if pred, ok := p.jobs[j.row.Pred]; ok && j.row.Pred != 0 && pred.token == j.token && pred.state == jobDone {
+		m.idle = append(m.idle, pred)
 	}
 	p.mu.Unlock()
 
@@ -88,7 +97,10 @@ func (p *Pool) markStarted(j *job) bool {
 
 	switch <-m.done {
 	case startMarked:
-		return true
+		// Unless shutdown gave the row back meanwhile (releaseStuck).
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return j.state == jobRunning
 	case startFenced:
 		p.metrics.leaseLost.Inc()
 		p.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
@@ -180,9 +192,14 @@ func (p *Pool) writeMarks(ctx context.Context, batch []*startMark) (again []*sta
 		}
 		live = append(live, m)
 		rows = append(rows, renewal{id: m.j.row.ID, token: m.j.token, started: true})
-		if m.pred != nil {
-			rows = append(rows, renewal{id: m.pred.row.ID, token: m.pred.token, finished: true})
+		idle := m.idle[:0]
+		for _, o := range m.idle {
+			if o.state != jobRunning { // started meanwhile: not idle any more
+				idle = append(idle, o)
+				rows = append(rows, renewal{id: o.row.ID, token: o.token, idle: true})
+			}
 		}
+		m.idle = idle
 	}
 	p.mu.Unlock()
 	if len(live) == 0 {
@@ -202,6 +219,13 @@ func (p *Pool) writeMarks(ctx context.Context, batch []*startMark) (again []*sta
 		switch states[m.j.row.ID] {
 		case renewed:
 			m.j.dbStarted = true
+			for _, o := range m.idle {
+				if o.state != jobRunning && o.state != jobDone && states[o.row.ID] == renewed {
+					// Its claim marked it started (a suspect waiting for
+					// this one): it is marked again when it starts.
+					o.dbStarted = false
+				}
+			}
 			m.done <- startMarked
 		case renewBusy:
 			again = append(again, m)

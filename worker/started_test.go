@@ -25,7 +25,11 @@ const (
 	crashHelperEnv   = "INBOXD_WORKER_TEST_CRASH_DB"
 	crashModeEnv     = "INBOXD_WORKER_TEST_CRASH_MODE"
 	crashModeOrdered = "ordered"
-	crashExitCode    = 3
+	// crashModeWide: four handlers at once, and the rows named "slow-…"
+	// take 300 ms, so that they run beside the poison row when it kills
+	// the process.
+	crashModeWide = "wide"
+	crashExitCode = 3
 )
 
 // crashRoutes registers the crash tests' route on reg: handler h for type
@@ -39,10 +43,14 @@ func crashRoutes(reg *handlers.Registry, mode string, h func(context.Context, *h
 }
 
 // crashConfig is the crash helper's configuration (and the test's own
-// rescuer's): a 1 s lease, 3 attempts, one handler at a time.
-func crashConfig() Config {
+// rescuer's): a 1 s lease, 3 attempts, one handler at a time (four in
+// crashModeWide).
+func crashConfig(mode string) Config {
 	cfg := testConfig()
 	cfg.Workers, cfg.Lease, cfg.MaxAttempts = 1, time.Second, 3
+	if mode == crashModeWide {
+		cfg.Workers = 4
+	}
 	cfg.RetryPolicy = ExponentialBackoff{Base: 50 * time.Millisecond, Max: 200 * time.Millisecond}
 	return cfg
 }
@@ -58,16 +66,20 @@ func runCrashHelper() int {
 		return 2
 	}
 	reg := handlers.NewRegistry()
-	if err := crashRoutes(reg, os.Getenv(crashModeEnv), func(_ context.Context, ev *handlers.Event) error {
+	mode := os.Getenv(crashModeEnv)
+	if err := crashRoutes(reg, mode, func(ctx context.Context, ev *handlers.Event) error {
 		if ev.EventID == "poison" {
 			os.Exit(crashExitCode)
+		}
+		if strings.HasPrefix(ev.EventID, "slow-") {
+			return handlerSleep(ctx, 300*time.Millisecond)
 		}
 		return nil
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	cfg := crashConfig()
+	cfg := crashConfig(mode)
 	cfg.ID = "crashing-worker"
 	p, err := New(db, reg, cfg, zerolog.New(os.Stderr), nil)
 	if err != nil {
@@ -201,7 +213,7 @@ func TestCrashingHandlerOnQueuedRowUsesUpItsAttempts(t *testing.T) {
 	if err := crashRoutes(b.reg, "", func(context.Context, *handlers.Event) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	rescuer, err := New(b.db.Pool, b.reg, crashConfig(), testLogger(t), nil)
+	rescuer, err := New(b.db.Pool, b.reg, crashConfig(""), testLogger(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +262,7 @@ func TestCrashingChainFollowerUsesUpItsAttemptsNotItsHeads(t *testing.T) {
 	if err := crashRoutes(b.reg, crashModeOrdered, func(context.Context, *handlers.Event) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	rescuer, err := New(b.db.Pool, b.reg, crashConfig(), testLogger(t), nil)
+	rescuer, err := New(b.db.Pool, b.reg, crashConfig(crashModeOrdered), testLogger(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,6 +285,40 @@ func TestCrashingChainFollowerUsesUpItsAttemptsNotItsHeads(t *testing.T) {
 	for i := range 4 {
 		if r := b.row(t, fmt.Sprintf("other-%d", i)); r.Status != "processed" {
 			t.Errorf("other-%d (another key) is %s; rows:%s", i, r.Status, states)
+		}
+	}
+}
+
+// The rows whose handlers ran beside the one that kills the process are
+// charged for that crash (the database cannot tell which handler did it),
+// but not for every crash after it: rescued after a started attempt, they
+// are suspects, and a pool runs suspects one at a time, so the poison row
+// crashes alone. Before, the four rows came back together every round and
+// the three innocent ones went dead with the poison row.
+func TestCrashingHandlerDoesNotTakeItsNeighboursWithIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if err := crashRoutes(b.reg, crashModeWide, func(context.Context, *handlers.Event) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	rescuer, err := New(b.db.Pool, b.reg, crashConfig(crashModeWide), testLogger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		b.insertRow(t, fmt.Sprintf("slow-%d", i), nil)
+	}
+	b.insertRow(t, "poison", nil)
+	const maxAttempts = 3
+	exits := b.crashLoop(t, crashModeWide, rescuer, maxAttempts+2, nil)
+	states := b.statesByID(t)
+	if p := b.row(t, "poison"); p.Status != "dead" || exits > maxAttempts {
+		t.Errorf("after %d crashes the poison row is %s with %d attempts; want dead within %d crashes; rows:%s",
+			exits, p.Status, p.Attempts, maxAttempts, states)
+	}
+	for i := range 3 {
+		if r := b.row(t, fmt.Sprintf("slow-%d", i)); r.Status != "processed" {
+			t.Errorf("slow-%d, which ran beside the poison row, is %s after %d attempts; rows:%s", i, r.Status, r.Attempts, states)
 		}
 	}
 }

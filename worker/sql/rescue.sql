@@ -9,6 +9,7 @@
 -- Every row returned to received is due now; in the same transaction, the
 -- caller then delays those whose attempt had started by their route's
 -- backoff (sql/rescue_delay.sql).
+-- last_error of a started row begins with @expired_prefix (see suspects.sql).
 -- Reads the partial index on processing rows; locks the expired rows
 -- (SKIP LOCKED: never waits).
 WITH expired AS (
@@ -28,7 +29,7 @@ SET status           = CASE WHEN expired.started AND i.attempts >= coalesce(
                             ELSE greatest(i.attempts - 1, 0) END,
     available_at     = now(),
     last_error       = CASE WHEN expired.started
-                            THEN 'lease expired during attempt ' || i.attempts
+                            THEN @expired_prefix::text || i.attempts
                                  || ' (worker ' || coalesce(i.locked_by, 'unknown') || ' lost the row)'
                             ELSE i.last_error END,
     started          = false,
