@@ -11,11 +11,11 @@ import (
 
 // renewal is one row in a lease renewal statement.
 type renewal struct {
-	id       int64
-	token    int64
-	started  bool // its handler starts once the statement committed: tell the database
-	idle     bool // its handler does not run (returned, outcome unwritten; or not started): a crash now is not its doing
-	extend   bool // extend its lease
+	id      int64
+	token   int64
+	started bool // its handler starts once the statement committed: tell the database
+	idle    bool // its handler does not run (returned, outcome unwritten; or not started): a crash now is not its doing
+	extend  bool // extend its lease
 }
 
 // renewState is what a renewal statement found for one row.
