@@ -217,8 +217,15 @@ func (p *Pool) Run(ctx context.Context) error {
 	// Start marks run on sessions of their own too: a handler waits for its
 	// mark, so the mark must never queue for a connection behind
 	// completions, renewals and the rest of the engine's statements.
+	// Their commits do not wait for the WAL flush (synchronous_commit off):
+	// a committed mark is visible to every session at once, and survives
+	// this process however it dies, which is all a mark is for; only a
+	// crash of PostgreSQL itself may lose the last few, and a lost mark
+	// refunds an attempt, as before marks existed. The flush was most of
+	// a mark's time, which every queued row waits for.
 	mc := p.db.Config().Copy()
 	mc.MaxConns, mc.MinConns = numMarkWriters, 0
+	mc.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	markDB, err := pgxpool.NewWithConfig(ctx, mc)
 	if err != nil {
 		return fmt.Errorf("worker: open the start marks' pool: %w", err)
