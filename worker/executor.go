@@ -20,23 +20,54 @@ import (
 const maxErrorLen = 2000
 
 // execute runs the handler for one claimed row, started by its route's
-// dispatch with the route's policy at that moment, and submits the outcome.
+// dispatch with the route's policy at that moment, once the database knows
+// it starts, and submits the outcome.
 func (p *Pool) execute(j *job, policy handlers.Policy) {
 	defer j.cancel(nil)
+	if !p.markStarted(j) {
+		return // fenced or given back: not run
+	}
 	ev := j.row.event()
 	route := p.registry.Load().Lookup(ev.EventType)
 	h := &engineHandler{p: p, next: route.Handler, label: p.typeLabel(ev.EventType)}
+
+	var tx pgx.Tx
+	if route.Tx {
+		// The connection is waited for under the row's own context, not
+		// the attempt's timeout (which is the handler's), with its lease
+		// renewed meanwhile; a row whose handler could not run for want of
+		// one costs no attempt.
+		var err error
+		if tx, err = p.txdb.Begin(j.ctx); err != nil {
+			p.metrics.dbErrors.WithLabelValues("tx").Inc()
+			p.handlerReturned(j)
+			p.follow(j, false)
+			r := p.releaseResult(j, fmt.Sprintf("released unattempted: no transaction for its handler: %v", err))
+			if context.Cause(j.ctx) == nil {
+				retry, _ := p.retryPolicy(policy)
+				r.delay = retry.NextRetry(1) // the database is unwell: not at once
+			}
+			p.submit(r)
+			return
+		}
+		// Whatever happens below, an unfinished transaction is rolled back;
+		// after a commit Rollback does nothing.
+		defer func() { _ = tx.Rollback(context.WithoutCancel(j.ctx)) }()
+	}
 
 	ctx := j.ctx
 	if policy.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, policy.Timeout, errAttemptTimeout)
 		defer cancel()
+		p.mu.Lock()
+		j.stuckAfter = p.cfg.Now().Add(policy.Timeout + stuckGrace)
+		p.mu.Unlock()
 	}
 	var err error
 	if route.Tx {
 		var committed, fenced bool
-		committed, fenced, err = p.runTx(ctx, j, ev, h, policy)
+		committed, fenced, err = p.runTx(ctx, tx, j, ev, h)
 		if committed || fenced {
 			p.handlerReturned(j)
 			p.follow(j, committed)
@@ -60,21 +91,13 @@ func (p *Pool) execute(j *job, policy handlers.Policy) {
 // route's timeout.
 var errAttemptTimeout = errors.New("attempt timed out (the route's timeout)")
 
-// runTx runs a transactional handler in a transaction on the handlers' own
-// pool and, if it succeeds, marks the row processed in the same
-// transaction, fenced by the lease token, and commits. committed reports
-// that the row is processed with the handler's writes; fenced that the
-// lease was lost (everything rolled back). Otherwise err is the attempt's
-// failure, and nothing was written.
-func (p *Pool) runTx(ctx context.Context, j *job, ev *handlers.Event, h handlers.Handler, policy handlers.Policy) (committed, fenced bool, err error) {
-	tx, err := p.txdb.Begin(ctx)
-	if err != nil {
-		p.metrics.dbErrors.WithLabelValues("tx").Inc()
-		return false, false, fmt.Errorf("begin transaction: %w", err)
-	}
-	// Whatever happens below, an unfinished transaction is rolled back;
-	// after a commit Rollback does nothing.
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+// runTx runs a transactional handler in tx, a transaction on the
+// handlers' own pool, and, if it succeeds, marks the row processed in the
+// same transaction, fenced by the lease token, and commits. committed
+// reports that the row is processed with the handler's writes; fenced that
+// the lease was lost (everything rolled back). Otherwise err is the
+// attempt's failure, and nothing was written (the caller rolls tx back).
+func (p *Pool) runTx(ctx context.Context, tx pgx.Tx, j *job, ev *handlers.Event, h handlers.Handler) (committed, fenced bool, err error) {
 	if err := h.Handle(handlers.ContextWithTx(ctx, tx), ev); err != nil {
 		return false, false, err
 	}
@@ -187,20 +210,7 @@ func (p *Pool) outcome(ctx context.Context, j *job, ev *handlers.Event, err erro
 		r.lastError = errText(fmt.Errorf("attempt %d of %d: %w", ev.Attempt, policy.MaxAttempts, err))
 	default:
 		r.status, r.outcome = status.Received, outcomeRetried
-		retry, maxDelay := p.cfg.RetryPolicy, p.cfg.MaxRetryDelay
-		if policy.BackoffBase > 0 || policy.BackoffMax > 0 {
-			eb := ExponentialBackoff{Base: policy.BackoffBase, Max: policy.BackoffMax}
-			if def, ok := p.cfg.RetryPolicy.(ExponentialBackoff); ok {
-				eb.Rand = def.Rand
-				if eb.Base == 0 {
-					eb.Base = def.Base
-				}
-				if eb.Max == 0 {
-					eb.Max = max(def.Max, eb.Base)
-				}
-			}
-			retry, maxDelay = eb, eb.Max
-		}
+		retry, maxDelay := p.retryPolicy(policy)
 		r.delay = retry.NextRetry(ev.Attempt)
 		if d, ok := handlers.RetryDelay(err); ok {
 			r.delay = min(max(d, 0), maxDelay)
@@ -211,6 +221,26 @@ func (p *Pool) outcome(ctx context.Context, j *job, ev *handlers.Event, err erro
 		r.lastError = errText(fmt.Errorf("attempt %d of %d: %w", ev.Attempt, policy.MaxAttempts, err))
 	}
 	return r
+}
+
+// retryPolicy is the retry policy of a route with policy, and the cap on
+// the delays its handlers ask for: the pool's, unless the route sets its
+// own backoff.
+func (p *Pool) retryPolicy(policy handlers.Policy) (RetryPolicy, time.Duration) {
+	if policy.BackoffBase <= 0 && policy.BackoffMax <= 0 {
+		return p.cfg.RetryPolicy, p.cfg.MaxRetryDelay
+	}
+	eb := ExponentialBackoff{Base: policy.BackoffBase, Max: policy.BackoffMax}
+	if def, ok := p.cfg.RetryPolicy.(ExponentialBackoff); ok {
+		eb.Rand = def.Rand
+		if eb.Base == 0 {
+			eb.Base = def.Base
+		}
+		if eb.Max == 0 {
+			eb.Max = max(def.Max, eb.Base)
+		}
+	}
+	return eb, eb.Max
 }
 
 // releaseResult returns the row unattempted: received, due now, attempt not

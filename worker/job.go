@@ -38,13 +38,22 @@ type job struct {
 	token  int64
 	size   int64       // the row's bytes (claimedRow.size), counted against ClaimBytes until the handler returns
 	route  *routeState // the route it runs on
+	// suspect: the row was last rescued after a started attempt: its
+	// handler may have killed its worker. Suspects run one at a time in a
+	// pool, so that the one that kills the process again does not take
+	// the others, innocent, with it every time (each crash charges every
+	// row whose handler ran): only rows that were not suspects can share
+	// a crash with it, and each of those at most once before it becomes a
+	// suspect itself.
+	suspect bool
 
 	// Guarded by Pool.mu.
 	state      jobState
-	ran        bool      // its handler started
-	dbStarted  bool      // the database knows it started (claim or renewal said so)
+	dbStarted  bool      // the database knows its handler starts (the claim or a start mark said so)
 	leaseUntil time.Time // when the lease ends at the latest, by the local clock
 	doneAt     time.Time // when the handler returned; outcome-write delay starts here
+	stuckAfter time.Time // when a running handler counts as stuck: its route's timeout + stuckGrace (zero: no timeout)
+	stuck      bool      // found stuck: its lease is no longer renewed
 	next       *job      // the next row of its key's chain, waiting for this one (jobWaiting); see follow
 }
 
@@ -242,6 +251,9 @@ func (p *Pool) track(jobs []*job) {
 func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 	for !p.stopping && rs.running < rs.limit && len(rs.queue) > 0 {
 		j := rs.queue[0]
+		if j.suspect && p.suspectRunning && context.Cause(j.ctx) != errLeaseLost {
+			break // it waits for the suspect that runs (see job.suspect)
+		}
 		rs.queue[0] = nil
 		rs.queue = rs.queue[1:]
 		p.queued--
@@ -266,8 +278,10 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 			atRisk = append(atRisk, p.cutChainLocked(j)...)
 			continue
 		}
-		// Its bytes stay held until the handler returns.
-		j.state, j.ran = jobRunning, true
+		// Its bytes stay held until the handler returns. Its executor
+		// marks it started first, unless the claim did (see start.go).
+		j.state = jobRunning
+		p.suspectRunning = p.suspectRunning || j.suspect
 		rs.running++
 		p.running++
 		p.executors.Add(1)
@@ -371,6 +385,13 @@ func (p *Pool) handlerReturned(j *job) {
 		p.running--
 		p.heldBytes -= j.size
 		releases = p.dispatchLocked(j.route)
+		if j.suspect {
+			// The next suspect, whatever its route, may go.
+			p.suspectRunning = false
+			for _, rs := range p.routes {
+				releases = append(releases, p.dispatchLocked(rs)...)
+			}
+		}
 	}
 	p.updateGaugesLocked()
 	p.mu.Unlock()

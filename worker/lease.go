@@ -6,13 +6,16 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // renewal is one row in a lease renewal statement.
 type renewal struct {
 	id      int64
 	token   int64
-	started bool // its handler has started: tell the database
+	started bool // its handler starts once the statement committed: tell the database
+	idle    bool // its handler does not run (returned, outcome unwritten; or not started): a crash now is not its doing
+	extend  bool // extend its lease
 }
 
 // renewState is what a renewal statement found for one row.
@@ -28,16 +31,22 @@ const (
 	renewLost
 )
 
-// renewTick is how often the renewal loop looks for leases to extend and
-// for handlers that started without the database knowing.
+// stuckGrace is how long a handler may go on after its route's timeout
+// ended its context before it counts as stuck (it ignores cancellation):
+// its lease is then no longer renewed, the row is rescued, and whatever
+// the handler does when it returns at last is fenced.
+const stuckGrace = 5 * time.Second
+
+// renewTick is how often the renewal loop looks for leases to extend.
 func (c Config) renewTick() time.Duration {
 	return max(min(c.Lease/6, time.Second), 10*time.Millisecond)
 }
 
 // renewLoop extends the leases of every row the pool holds (waiting,
 // running, or finished with the outcome unwritten) once a third of the
-// lease has passed, tells the database which rows started their handler,
-// and cancels handlers whose rows were fenced. It runs until ctx ends,
+// lease has passed, and cancels handlers whose rows were fenced. (The
+// database learns that a handler starts before it does, from the claim or
+// a start mark: see start.go.) It runs until ctx ends,
 // which is after the last outcome is written at shutdown.
 func (p *Pool) renewLoop(ctx context.Context) {
 	t := time.NewTicker(p.cfg.renewTick())
@@ -55,22 +64,44 @@ func (p *Pool) renewLoop(ctx context.Context) {
 	}
 }
 
-// renew renews every lease with less than two thirds of its time left, and
-// every lease whose handler started since its claim without the database
-// knowing (so that a rescue counts that attempt).
+// renew renews every lease with less than two thirds of its time left,
+// except those of handlers stuck past their route's timeout (stuckGrace).
 func (p *Pool) renew(ctx context.Context) error {
 	sent := p.cfg.Now()
 	threshold := sent.Add(p.cfg.Lease * 2 / 3)
-	var due []*job
+	var due, stuck, cut []*job
 	var batch []renewal
 	p.mu.Lock()
 	for _, j := range p.jobs {
-		if j.leaseUntil.Before(threshold) || (j.ran && !j.dbStarted) {
+		if j.state == jobRunning && !j.stuckAfter.IsZero() && sent.After(j.stuckAfter) {
+			// It ignores cancellation: its lease lapses, the rescuer
+			// returns the row, and its late outcome is fenced.
+			// The rows of its key's chain behind it go back unstarted.
+			if !j.stuck {
+				j.stuck = true
+				j.cancel(errLeaseLost)
+				stuck = append(stuck, j)
+				cut = append(cut, p.cutChainLocked(j)...)
+				p.routeGaugesLocked(j.route)
+			}
+			continue
+		}
+		if j.leaseUntil.Before(threshold) {
 			due = append(due, j)
-			batch = append(batch, renewal{id: j.row.ID, token: j.token, started: j.ran})
+			batch = append(batch, renewal{id: j.row.ID, token: j.token, extend: true})
 		}
 	}
 	p.mu.Unlock()
+	for _, j := range stuck {
+		p.metrics.stuckHandlers.Inc()
+		p.log.Error().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
+			Dur("grace", stuckGrace).
+			Msg("handler still running after its route's timeout and the grace: it ignores cancellation; " +
+				"its lease is no longer renewed and the row will be rescued")
+	}
+	for _, c := range cut {
+		p.submit(p.releaseResult(c, "released unstarted: the row before it in its key is stuck in its handler"))
+	}
 	if len(due) == 0 {
 		return nil
 	}
@@ -78,21 +109,20 @@ func (p *Pool) renew(ctx context.Context) error {
 	// to anything shorter, so a slow database still gets its renewals.
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Lease)
 	defer cancel()
-	states, err := p.renewRows(ctx, batch)
+	states, err := p.renewRows(ctx, p.db, batch)
 	if err != nil {
 		return err
 	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i, j := range due {
+	for _, j := range due {
 		if cur, ok := p.jobs[j.row.ID]; !ok || cur != j {
 			continue // outcome written meanwhile
 		}
 		switch states[j.row.ID] {
 		case renewed:
 			j.leaseUntil = sent.Add(p.cfg.Lease)
-			j.dbStarted = j.dbStarted || batch[i].started
 			p.metrics.renewals.Inc()
 		case renewBusy:
 			p.log.Debug().Int64("row_id", j.row.ID).Msg("lease not renewed this time: row locked by another statement")
@@ -109,17 +139,20 @@ func (p *Pool) renew(ctx context.Context) error {
 	return nil
 }
 
-// renewRows runs one renewal statement and returns what it found for each
-// row.
-func (p *Pool) renewRows(ctx context.Context, batch []renewal) (map[int64]renewState, error) {
+// renewRows runs one renewal statement on db and returns what it found for
+// each row.
+func (p *Pool) renewRows(ctx context.Context, db *pgxpool.Pool, batch []renewal) (map[int64]renewState, error) {
 	ids := make([]int64, len(batch))
 	tokens := make([]int64, len(batch))
 	started := make([]bool, len(batch))
+	idle := make([]bool, len(batch))
+	extend := make([]bool, len(batch))
 	for i, r := range batch {
-		ids[i], tokens[i], started[i] = r.id, r.token, r.started
+		ids[i], tokens[i], started[i], idle[i], extend[i] = r.id, r.token, r.started, r.idle, r.extend
 	}
-	rows, err := p.db.Query(ctx, renewSQL, pgx.NamedArgs{
-		"ids": ids, "tokens": tokens, "started": started, "lease_ms": p.cfg.Lease.Milliseconds(),
+	rows, err := db.Query(ctx, renewSQL, pgx.NamedArgs{
+		"ids": ids, "tokens": tokens, "started": started, "idle": idle, "extend": extend,
+		"lease_ms": p.cfg.Lease.Milliseconds(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("renew leases: %w", err)

@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(runHelperProcess())
 	}
+	if os.Getenv(crashHelperEnv) != "" {
+		os.Exit(runCrashHelper())
+	}
 	goleak.VerifyTestMain(m)
 }
 

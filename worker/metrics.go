@@ -44,6 +44,7 @@ type metrics struct {
 	heldBytes         prometheus.Gauge
 	leaseAtRisk       prometheus.Counter
 	poisoned          prometheus.Counter
+	stuckHandlers     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -141,6 +142,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inboxd_worker_lease_at_risk_total",
 			Help: "Rows given back unstarted because their lease could not be renewed in time.",
 		}),
+		stuckHandlers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_worker_stuck_handlers_total",
+			Help: "Handlers still running their route's timeout plus a grace after it ended (they ignore cancellation): " +
+				"their leases are no longer renewed, so that their rows are rescued.",
+		}),
 		poisoned: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_worker_poisoned_rows_total",
 			Help: "Rows whose data made every claim fail, dead-lettered (or skipped) so that others go on.",
@@ -152,13 +158,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, st := range []status.Status{status.Received, status.Dead} {
 		m.rescued.WithLabelValues(string(st))
 	}
-	for _, op := range []string{"claim", "complete", "renew", "rescue", "listen", "stats", "tx"} {
+	for _, op := range []string{"claim", "complete", "renew", "start", "rescue", "listen", "stats", "tx"} {
 		m.dbErrors.WithLabelValues(op)
 	}
 	if reg != nil {
 		reg.MustRegister(m.claims, m.claimed, m.completed, m.fenced, m.handlerDuration, m.panics,
 			m.inflight, m.renewals, m.leaseLost, m.rescued, m.dbErrors, m.rows, m.oldestReady,
-			m.outcomeWriteDelay, m.heldBytes, m.leaseAtRisk, m.poisoned, m.oldestReceived, m.staleRows,
+			m.outcomeWriteDelay, m.heldBytes, m.leaseAtRisk, m.poisoned, m.stuckHandlers, m.oldestReceived, m.staleRows,
 			m.blockedKeys, m.routeLimit, m.routeRunning, m.routeQueued)
 	}
 	return m

@@ -31,6 +31,7 @@ type Pool struct {
 	cfg      Config
 	db       *pgxpool.Pool // the engine's own statements
 	claimDB  *pgxpool.Pool // claims, on sessions that always walk the received index in order; set by Run
+	markDB   *pgxpool.Pool // start marks (start.go); set by Run
 	txdb     *pgxpool.Pool // transactional handlers' transactions; set by Run
 	registry atomic.Pointer[handlers.Registry]
 	log      zerolog.Logger
@@ -56,6 +57,11 @@ type Pool struct {
 	heldBytes int64                  // bytes (payloads, keys, headers) of queued and running jobs
 	poisoned  []int64                // rows that can be neither claimed nor dead-lettered
 	stopping  bool                   // no handler starts any more
+
+	marks startMarks // rows whose handler waits for the database to know it starts (start.go)
+	// suspectRunning: a suspect's handler runs (job.suspect); the next one
+	// waits for it.
+	suspectRunning bool
 
 	executors sync.WaitGroup  // the jobs handed to executors and not yet done
 	idleExec  chan execTask   // unbuffered: idle executors wait for a job on it
@@ -120,6 +126,7 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg Config, logger zerol
 
 		idleExec: make(chan execTask),
 		quit:     make(chan struct{}),
+		marks:    startMarks{wake: make(chan struct{}, 1)},
 	}
 	p.registry.Store(registry)
 	p.syncRoutesLocked(registry)
@@ -207,6 +214,24 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	defer claimDB.Close()
 	p.claimDB = claimDB
+	// Start marks run on sessions of their own too: a handler waits for its
+	// mark, so the mark must never queue for a connection behind
+	// completions, renewals and the rest of the engine's statements.
+	// Their commits do not wait for the WAL flush (synchronous_commit off):
+	// a committed mark is visible to every session at once, and survives
+	// this process however it dies, which is all a mark is for; only a
+	// crash of PostgreSQL itself may lose the last few, and a lost mark
+	// refunds an attempt, as before marks existed. The flush was most of
+	// a mark's time, which every queued row waits for.
+	mc := p.db.Config().Copy()
+	mc.MaxConns, mc.MinConns = numMarkWriters, 0
+	mc.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	markDB, err := pgxpool.NewWithConfig(ctx, mc)
+	if err != nil {
+		return fmt.Errorf("worker: open the start marks' pool: %w", err)
+	}
+	defer markDB.Close()
+	p.markDB = markDB
 	p.txdb = p.cfg.TxDB
 	if p.txdb == nil {
 		pc := p.db.Config().Copy()
@@ -250,8 +275,13 @@ func (p *Pool) Run(ctx context.Context) error {
 	bg.Go(func() error { p.statsLoop(bgCtx); return nil })
 
 	renewCtx, stopRenew := context.WithCancel(stop)
-	renewDone := make(chan struct{})
-	go func() { defer close(renewDone); p.renewLoop(renewCtx) }()
+	var renewers sync.WaitGroup
+	renewers.Add(1)
+	go func() { defer renewers.Done(); p.renewLoop(renewCtx) }()
+	for range numMarkWriters {
+		renewers.Add(1)
+		go func() { defer renewers.Done(); p.markLoop(renewCtx) }()
+	}
 
 	var completers sync.WaitGroup
 	for range numCompleters {
@@ -285,7 +315,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	p.closeResults()
 	completers.Wait()
 	stopRenew()
-	<-renewDone
+	renewers.Wait()
 	_ = bg.Wait()
 	if n := len(p.snapshot()); n > 0 {
 		p.log.Warn().Int("rows", n).
@@ -547,6 +577,13 @@ func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, int6
 	// Rows go to the queue in claim order: the first ones are those marked
 	// started, for the idle executors.
 	slices.SortFunc(claimed, func(a, b claimedRow) int { return cmp.Compare(a.Rank, b.Rank) })
+	suspects, err := p.suspects(ctx, claimed)
+	if err != nil {
+		// The rows are claimed: run them, only without the care for
+		// suspects (the next claim of a suspect asks again).
+		p.metrics.dbErrors.WithLabelValues("claim").Inc()
+		p.log.Warn().Err(err).Msg("looking up rows rescued after a crash failed")
+	}
 	jobs := make([]*job, len(claimed))
 	for i := range claimed {
 		jctx, cancel := context.WithCancelCause(workCtx)
@@ -555,10 +592,40 @@ func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, int6
 			size:       claimed[i].size(),
 			leaseUntil: sent.Add(p.cfg.Lease),
 			dbStarted:  claimed[i].Started,
+			suspect:    suspects[claimed[i].ID],
 		}
 	}
 	p.track(jobs)
 	return len(claimed), parked, nil
+}
+
+// suspects returns which of the claimed rows were last rescued after a
+// started attempt (sql/suspects.sql): one of them may have killed its
+// worker. Only rows attempted before are looked up, so a claim of first
+// attempts costs nothing.
+func (p *Pool) suspects(ctx context.Context, claimed []claimedRow) (map[int64]bool, error) {
+	var ids []int64
+	for i := range claimed {
+		if claimed[i].Attempts > 1 {
+			ids = append(ids, claimed[i].ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := p.db.Query(ctx, suspectsSQL, pgx.NamedArgs{"ids": ids, "expired_prefix": expiredPrefix})
+	if err != nil {
+		return nil, fmt.Errorf("look up suspects: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("look up suspects: %w", err)
+	}
+	out := make(map[int64]bool, len(found))
+	for _, id := range found {
+		out[id] = true
+	}
+	return out, nil
 }
 
 // claimArgs are the claim statement's arguments for req.

@@ -10,6 +10,11 @@ import (
 	"github.com/inboxd/inboxd/internal/status"
 )
 
+// expiredPrefix begins the last_error the rescuer writes on a row whose
+// lease expired during a started attempt ("lease expired during attempt 2
+// (worker … lost the row)"); the claim's suspects lookup reads it back.
+const expiredPrefix = "lease expired during attempt "
+
 // rescueBatch caps the rows one rescue statement returns.
 const rescueBatch = 1000
 
@@ -47,8 +52,9 @@ func (p *Pool) rescueLoop(ctx context.Context) {
 // moved to dead on an ordered route whose dead rows do not block (on_dead:
 // skip) lets its key go on, as a completion to dead does: the rows parked
 // behind it are unparked at once (Unpark), not at the sweeper's next round.
-// The pool calls it every RescueInterval; it is exported for tools and
-// tests.
+// A row whose attempt had started waits its route's backoff, as a retry
+// would: it may be the one whose handler killed its worker. The pool calls
+// it every RescueInterval; it is exported for tools and tests.
 func (p *Pool) Rescue(ctx context.Context) (int, error) {
 	total, skippedDead := 0, false
 	defer func() {
@@ -61,42 +67,12 @@ func (p *Pool) Rescue(ctx context.Context) (int, error) {
 		}
 	}()
 	for {
-		qctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
-		types, maxes := p.maxAttemptsByType()
-		rows, err := p.db.Query(qctx, rescueSQL, pgx.NamedArgs{
-			"limit": rescueBatch, "max_attempts": p.cfg.MaxAttempts, "max_types": types, "max_values": maxes,
-		})
-		if err != nil {
-			cancel()
-			return total, fmt.Errorf("rescue expired leases: %w", err)
-		}
-		n := 0
-		var (
-			id                 int64
-			eventID, eventType string
-			status             string
-			attempts           int
-			started            bool
-		)
-		_, err = pgx.ForEachRow(rows, []any{&id, &eventID, &eventType, &status, &attempts, &started}, func() error {
-			n++
-			if status == "dead" && p.skipsDead(eventType) {
-				skippedDead = true
-			}
-			p.metrics.rescued.WithLabelValues(status).Inc()
-			msg := "rescued row with expired lease"
-			if !started {
-				msg = "rescued row whose lease expired before its handler started; the attempt is not counted"
-			}
-			p.log.Warn().Int64("row_id", id).Str("event_id", eventID).Str("event_type", eventType).
-				Str("status", status).Int("attempts", attempts).Bool("started", started).Msg(msg)
-			return nil
-		})
-		cancel()
-		if err != nil {
-			return total, fmt.Errorf("rescue expired leases: %w", err)
-		}
+		n, sd, err := p.rescueBatch(ctx)
+		skippedDead = skippedDead || sd
 		total += n
+		if err != nil {
+			return total, err
+		}
 		if n > 0 {
 			signal(p.wake)
 		}
@@ -113,6 +89,85 @@ func (p *Pool) skipsDead(eventType string) bool {
 	defer p.mu.Unlock()
 	rs, ok := p.routes[eventType]
 	return ok && rs.policy.Ordered && !rs.policy.BlocksKey()
+}
+
+// rescueBatch rescues up to rescueBatch rows in one transaction: the
+// rescue (sql/rescue.sql), then the delay of the rows whose attempt had
+// started (sql/rescue_delay.sql), so that no claim sees them due in
+// between. It reports whether it moved a row to dead on a route that skips
+// dead rows (their keys' parked rows are then to be unparked).
+func (p *Pool) rescueBatch(ctx context.Context) (n int, skippedDead bool, err error) {
+	qctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
+	defer cancel()
+	tx, err := p.db.Begin(qctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("rescue expired leases: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(qctx)) }()
+	types, maxes := p.maxAttemptsByType()
+	rows, err := tx.Query(qctx, rescueSQL, pgx.NamedArgs{
+		"limit": rescueBatch, "max_attempts": p.cfg.MaxAttempts, "max_types": types, "max_values": maxes,
+		"expired_prefix": expiredPrefix,
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("rescue expired leases: %w", err)
+	}
+	type rescued struct {
+		id                 int64
+		eventID, eventType string
+		status             string
+		attempts           int
+		started            bool
+	}
+	var (
+		got []rescued
+		r   rescued
+	)
+	_, err = pgx.ForEachRow(rows, []any{&r.id, &r.eventID, &r.eventType, &r.status, &r.attempts, &r.started}, func() error {
+		got = append(got, r)
+		return nil
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("rescue expired leases: %w", err)
+	}
+	var delayIDs, delays []int64
+	for _, r := range got {
+		if r.started && r.status == string(status.Received) {
+			delayIDs = append(delayIDs, r.id)
+			delays = append(delays, p.rescueDelay(r.eventType, r.attempts).Milliseconds())
+		}
+	}
+	if len(delayIDs) > 0 {
+		if _, err := tx.Exec(qctx, rescueDelaySQL, pgx.NamedArgs{"ids": delayIDs, "delays_ms": delays}); err != nil {
+			return 0, false, fmt.Errorf("rescue expired leases: delay the started rows: %w", err)
+		}
+	}
+	if err := tx.Commit(qctx); err != nil {
+		return 0, false, fmt.Errorf("rescue expired leases: commit: %w", err)
+	}
+	for _, r := range got {
+		if r.status == string(status.Dead) && p.skipsDead(r.eventType) {
+			skippedDead = true
+		}
+		p.metrics.rescued.WithLabelValues(r.status).Inc()
+		msg := "rescued row with expired lease"
+		if !r.started {
+			msg = "rescued row whose lease expired before its handler started; the attempt is not counted"
+		}
+		p.log.Warn().Int64("row_id", r.id).Str("event_id", r.eventID).Str("event_type", r.eventType).
+			Str("status", r.status).Int("attempts", r.attempts).Bool("started", r.started).Msg(msg)
+	}
+	return len(got), skippedDead, nil
+}
+
+// rescueDelay is how long a row of eventType rescued after its started
+// attempt number attempt waits: its route's backoff after that attempt.
+func (p *Pool) rescueDelay(eventType string, attempt int) time.Duration {
+	p.mu.Lock()
+	policy := p.routeForLocked(eventType).policy
+	p.mu.Unlock()
+	retry, _ := p.retryPolicy(policy)
+	return retry.NextRetry(max(attempt, 1))
 }
 
 // Unpark releases parked rows of ordered routes that wait for nothing any

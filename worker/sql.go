@@ -26,6 +26,10 @@ var (
 	renewSQL string
 	//go:embed sql/rescue.sql
 	rescueSQL string
+	//go:embed sql/rescue_delay.sql
+	rescueDelaySQL string
+	//go:embed sql/suspects.sql
+	suspectsSQL string
 	//go:embed sql/poison_candidate.sql
 	poisonCandidateSQL string
 	//go:embed sql/poison.sql

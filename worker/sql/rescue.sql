@@ -6,6 +6,12 @@
 -- own (@max_types, @max_values). A row whose
 -- lease expired while it waited in a worker's prefetch queue never ran: its
 -- attempt is refunded, and it keeps the last_error of its previous attempt.
+-- Every row returned to received is due now; in the same transaction, the
+-- caller then delays those whose attempt had started by their route's
+-- backoff (sql/rescue_delay.sql).
+-- last_error of a started row begins with @expired_prefix (see suspects.sql).
+-- Reads the partial index on processing rows; locks the expired rows
+-- (SKIP LOCKED: never waits).
 WITH expired AS (
     SELECT id, started
     FROM inbox
@@ -23,7 +29,7 @@ SET status           = CASE WHEN expired.started AND i.attempts >= coalesce(
                             ELSE greatest(i.attempts - 1, 0) END,
     available_at     = now(),
     last_error       = CASE WHEN expired.started
-                            THEN 'lease expired during attempt ' || i.attempts
+                            THEN @expired_prefix::text || i.attempts
                                  || ' (worker ' || coalesce(i.locked_by, 'unknown') || ' lost the row)'
                             ELSE i.last_error END,
     started          = false,

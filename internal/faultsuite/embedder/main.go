@@ -20,6 +20,9 @@
 //	FAULT_HTTP_SLEEP   how long http.effect waits before its request (default 0)
 //	FAULT_FAIL_RATE    fraction (0..1) of attempts of either type that fail with a retryable error
 //	                   (tx.effect fails after its insert, so the insert is rolled back)
+//	FAULT_EXIT_EVENT   when set, the handler of the row with this event id (either type) ends the
+//	                   process with os.Exit(ExitHandlerKilled) once it recorded its run, as a Go fatal
+//	                   error, an OOM kill or a log.Fatal in a library would
 //	FAULT_RUNS_FILE    when set, every handler invocation appends a line
 //	                   "<event_type> <event_id> <attempt> <pid>" to this file (O_APPEND, one write per
 //	                   line, so the lines of several processes interleave whole and survive SIGKILL)
@@ -85,8 +88,13 @@ func run(ctx context.Context) int {
 	return app.Main(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr, app.Options{Registry: reg})
 }
 
+// ExitHandlerKilled is the exit status of a process that the handler of
+// FAULT_EXIT_EVENT ended.
+const ExitHandlerKilled = 3
+
 // config is the embedder's FAULT_* configuration.
 type config struct {
+	exitOn    string // FAULT_EXIT_EVENT
 	txSleep   time.Duration
 	httpSleep time.Duration
 	failRate  float64
@@ -97,7 +105,7 @@ type config struct {
 }
 
 func loadConfig() (*config, error) {
-	c := &config{pid: os.Getpid()}
+	c := &config{pid: os.Getpid(), exitOn: os.Getenv("FAULT_EXIT_EVENT")}
 	var errs []error
 	dur := func(name string) time.Duration {
 		v := os.Getenv(name)
@@ -136,15 +144,18 @@ func loadConfig() (*config, error) {
 	return c, errors.Join(errs...)
 }
 
-// recordRun appends one line per handler invocation to the runs file.
+// recordRun appends one line per handler invocation to the runs file, and
+// ends the process on FAULT_EXIT_EVENT's row.
 func (c *config) recordRun(ev *handlers.Event) {
-	if c.runs == nil {
-		return
+	if c.runs != nil {
+		line := fmt.Sprintf("%s %s %d %d\n", ev.EventType, ev.EventID, ev.Attempt, c.pid)
+		c.runsMu.Lock()
+		_, _ = c.runs.WriteString(line)
+		c.runsMu.Unlock()
 	}
-	line := fmt.Sprintf("%s %s %d %d\n", ev.EventType, ev.EventID, ev.Attempt, c.pid)
-	c.runsMu.Lock()
-	defer c.runsMu.Unlock()
-	_, _ = c.runs.WriteString(line)
+	if c.exitOn != "" && ev.EventID == c.exitOn {
+		os.Exit(ExitHandlerKilled)
+	}
 }
 
 // injectFailure reports whether this attempt should fail on purpose.
