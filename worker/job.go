@@ -49,12 +49,13 @@ type job struct {
 
 	// Guarded by Pool.mu.
 	state      jobState
-	dbStarted  bool      // the database knows its handler starts (the claim or a start mark said so)
-	leaseUntil time.Time // when the lease ends at the latest, by the local clock
-	doneAt     time.Time // when the handler returned; outcome-write delay starts here
-	stuckAfter time.Time // when a running handler counts as stuck: its route's timeout + stuckGrace (zero: no timeout)
-	stuck      bool      // found stuck: its lease is no longer renewed
-	next       *job      // the next row of its key's chain, waiting for this one (jobWaiting); see follow
+	dbStarted  bool       // the database knows its handler starts (the claim or a start mark said so)
+	premark    *startMark // its start mark, written ahead while it waits near the front of its route's queue (see premarkLocked)
+	leaseUntil time.Time  // when the lease ends at the latest, by the local clock
+	doneAt     time.Time  // when the handler returned; outcome-write delay starts here
+	stuckAfter time.Time  // when a running handler counts as stuck: its route's timeout + stuckGrace (zero: no timeout)
+	stuck      bool       // found stuck: its lease is no longer renewed
+	next       *job       // the next row of its key's chain, waiting for this one (jobWaiting); see follow
 }
 
 // routeState is one route's share of the pool: how many of its rows may
@@ -118,6 +119,15 @@ func (rs *routeState) room() int { return max(0, rs.limit+rs.prefetch-rs.held())
 
 // idle is how many of the rows claimed now would start at once.
 func (rs *routeState) idle() int { return max(0, rs.limit-rs.held()) }
+
+// startSoon is how many of the rows claimed now the claim marks started:
+// those that start at once (idle), and those expected to start within
+// premarkHorizon at the route's measured rate behind the rows already
+// queued. Marking them in the claim costs no statement of its own (see
+// premarkHorizon).
+func (rs *routeState) startSoon() int {
+	return rs.idle() + max(0, int(rs.rate*premarkHorizon.Seconds())-len(rs.queue))
+}
 
 // routeFor returns the route state for eventType: its own route's if the
 // registry routes it, else the default route's. Pool.mu must be held.
@@ -293,6 +303,7 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 			go p.executor(t)
 		}
 	}
+	p.premarkLocked(rs)
 	p.routeGaugesLocked(rs)
 	return atRisk
 }

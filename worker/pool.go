@@ -439,7 +439,7 @@ func (p *Pool) claimPlan() (req claimRequest, activeRoom, activeCap int) {
 			req.defaultOpen = room > 0
 		}
 		if room > 0 {
-			req.rooms = append(req.rooms, routeRoom{route: key, room: room, idle: rs.idle()})
+			req.rooms = append(req.rooms, routeRoom{route: key, room: room, idle: rs.startSoon()})
 			req.limit += room
 		}
 	}
