@@ -65,6 +65,8 @@ func TestHTTPDialFailureIsRetryable(t *testing.T) {
 	switch {
 	case err == nil || handlers.IsPermanent(err):
 		t.Fatalf("Handle: %v, want a retryable error", err)
+	case !handlers.IsNotSent(err):
+		t.Fatalf("Handle: %v, want it marked NotSent (the attempt is not counted)", err)
 	case !handlers.IsDialError(err) || !errors.Is(err, syscall.EMFILE):
 		t.Fatalf("Handle: %v, want a dial error wrapping EMFILE", err)
 	case !strings.Contains(err.Error(), "too many open files") || !strings.Contains(err.Error(), "not sent"):

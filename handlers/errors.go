@@ -30,6 +30,35 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
+// notSentError marks an error that says the event never reached its
+// target.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
+
+// NotSent marks err as saying that the handler could not hand the event to
+// its target at all (no connection could be opened: the target or its
+// network is down, a DNS error, no file descriptor left): the attempt is
+// not counted, and the row is retried after its route's backoff (the delay
+// of its current attempt number, which does not grow), however long the
+// target stays unreachable, instead of going dead once its attempts are
+// used up. Such rows stay received: the stale-row alerts see them.
+// NotSent(nil) returns nil. A permanent error is never also not sent.
+func NotSent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &notSentError{err: err}
+}
+
+// IsNotSent reports whether err, or an error it wraps, was made with
+// NotSent.
+func IsNotSent(err error) bool {
+	var n *notSentError
+	return errors.As(err, &n)
+}
+
 // retryAfterError asks for the next attempt no sooner than after a delay.
 type retryAfterError struct {
 	err   error

@@ -299,7 +299,8 @@ func (h *httpHandler) Handle(ctx context.Context, ev *Event) error {
 
 // requestError describes a request that got no response. All such errors
 // are retryable; a dial failure (IsDialError: refused, DNS, no file
-// descriptor left) says that the request was not sent.
+// descriptor left) says that the request was not sent (NotSent: the
+// attempt is not counted).
 func (h *httpHandler) requestError(ctx, reqCtx context.Context, err error) error {
 	if ctx.Err() != nil {
 		if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
@@ -317,7 +318,7 @@ func (h *httpHandler) requestError(ctx, reqCtx context.Context, err error) error
 		err = ue.Err
 	}
 	if IsDialError(err) {
-		return fmt.Errorf("http POST %s: cannot connect, request not sent: %w", h.target, err)
+		return NotSent(fmt.Errorf("http POST %s: cannot connect, request not sent: %w", h.target, err))
 	}
 	return fmt.Errorf("http POST %s: %w", h.target, err)
 }

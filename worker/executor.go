@@ -205,6 +205,12 @@ func (p *Pool) outcome(ctx context.Context, j *job, ev *handlers.Event, err erro
 	case handlers.IsPermanent(err):
 		r.status, r.outcome = status.Dead, outcomeDead
 		r.lastError = errText(err)
+	case handlers.IsNotSent(err):
+		// The event never reached the target: the attempt is not counted,
+		// whatever the attempts left (see handlers.NotSent).
+		r = p.releaseResult(j, fmt.Sprintf("attempt %d not counted, event not sent: %v", ev.Attempt, err))
+		retry, _ := p.retryPolicy(policy)
+		r.delay = retry.NextRetry(max(ev.Attempt, 1))
 	case ev.Attempt >= policy.MaxAttempts:
 		r.status, r.outcome = status.Dead, outcomeDead
 		r.lastError = errText(fmt.Errorf("attempt %d of %d: %w", ev.Attempt, policy.MaxAttempts, err))
