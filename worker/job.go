@@ -48,14 +48,15 @@ type job struct {
 	suspect bool
 
 	// Guarded by Pool.mu.
-	state      jobState
-	dbStarted  bool       // the database knows its handler starts (the claim or a start mark said so)
-	premark    *startMark // its start mark, written ahead while it waits near the front of its route's queue (see premarkLocked)
-	leaseUntil time.Time  // when the lease ends at the latest, by the local clock
-	doneAt     time.Time  // when the handler returned; outcome-write delay starts here
-	stuckAfter time.Time  // when a running handler counts as stuck: its route's timeout + stuckGrace (zero: no timeout)
-	stuck      bool       // found stuck: its lease is no longer renewed
-	next       *job       // the next row of its key's chain, waiting for this one (jobWaiting); see follow
+	state       jobState
+	dbStarted   bool       // the database knows its handler starts (the claim or a start mark said so)
+	claimMarked bool       // its claim marked it started (inbox.started); unmarking it is a write of its row
+	premark     *startMark // its start mark, written ahead while it waits near the front of its route's queue (see premarkLocked)
+	leaseUntil  time.Time  // when the lease ends at the latest, by the local clock
+	doneAt      time.Time  // when the handler returned; outcome-write delay starts here
+	stuckAfter  time.Time  // when a running handler counts as stuck: its route's timeout + stuckGrace (zero: no timeout)
+	stuck       bool       // found stuck: its lease is no longer renewed
+	next        *job       // the next row of its key's chain, waiting for this one (jobWaiting); see follow
 }
 
 // routeState is one route's share of the pool: how many of its rows may
@@ -231,6 +232,11 @@ func (p *Pool) track(jobs []*job) {
 	touched := make(map[*routeState]bool)
 	now := p.cfg.Now()
 	for _, j := range jobs {
+		if c := p.claims[j.token]; c != nil {
+			c.held++
+		} else {
+			p.claims[j.token] = &claimStarts{held: 1}
+		}
 		j.route = p.routeForLocked(j.row.EventType)
 		j.route.lastRows = now
 		p.queued++
@@ -273,7 +279,7 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 			// leases, renewed with it, are at risk or lost too).
 			p.heldBytes -= j.size
 			j.state = jobDone
-			delete(p.jobs, j.row.ID)
+			p.forgetLocked(j)
 			atRisk = append(atRisk, p.cutChainLocked(j)...)
 			continue
 		}
@@ -460,6 +466,7 @@ func (p *Pool) forgetLocked(j *job) {
 	}
 	if cur, ok := p.jobs[j.row.ID]; ok && cur == j {
 		delete(p.jobs, j.row.ID)
+		p.claimDoneLocked(j)
 	}
 }
 

@@ -59,6 +59,9 @@ type Pool struct {
 	stopping  bool                   // no handler starts any more
 
 	marks startMarks // rows whose handler waits for the database to know it starts (start.go)
+	// claims holds the start bits of the claims whose rows are on the
+	// books, by lease token (start.go). Guarded by mu.
+	claims map[int64]*claimStarts
 	// suspectRunning: a suspect's handler runs (job.suspect); the next one
 	// waits for it.
 	suspectRunning bool
@@ -127,6 +130,7 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg Config, logger zerol
 		idleExec: make(chan execTask),
 		quit:     make(chan struct{}),
 		marks:    startMarks{wake: make(chan struct{}, 1)},
+		claims:   make(map[int64]*claimStarts),
 	}
 	p.registry.Store(registry)
 	p.syncRoutesLocked(registry)
@@ -589,10 +593,11 @@ func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, int6
 		jctx, cancel := context.WithCancelCause(workCtx)
 		jobs[i] = &job{
 			ctx: jctx, cancel: cancel, row: claimed[i], token: token,
-			size:       claimed[i].size(),
-			leaseUntil: sent.Add(p.cfg.Lease),
-			dbStarted:  claimed[i].Started,
-			suspect:    suspects[claimed[i].ID],
+			size:        claimed[i].size(),
+			leaseUntil:  sent.Add(p.cfg.Lease),
+			dbStarted:   claimed[i].Started,
+			claimMarked: claimed[i].Started,
+			suspect:     suspects[claimed[i].ID],
 		}
 	}
 	p.track(jobs)

@@ -77,9 +77,21 @@ func (p *Pool) Rescue(ctx context.Context) (int, error) {
 			signal(p.wake)
 		}
 		if n < rescueBatch {
-			return total, nil
+			return total, p.dropOrphanStarts(ctx)
 		}
 	}
+}
+
+// dropOrphanStarts deletes the start bits of claims no worker holds any
+// more (sql/starts_orphans.sql): those of workers that died, once their
+// rows were rescued (a live worker deletes its own).
+func (p *Pool) dropOrphanStarts(ctx context.Context) error {
+	qctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
+	defer cancel()
+	if _, err := p.db.Exec(qctx, startsOrphansSQL, pgx.NamedArgs{"older_ms": p.cfg.Lease.Milliseconds()}); err != nil {
+		return fmt.Errorf("delete orphaned start bits: %w", err)
+	}
+	return nil
 }
 
 // skipsDead reports whether eventType's route is ordered and lets a key go

@@ -28,6 +28,10 @@ var (
 	rescueSQL string
 	//go:embed sql/rescue_delay.sql
 	rescueDelaySQL string
+	//go:embed sql/mark_starts.sql
+	markStartsSQL string
+	//go:embed sql/starts_orphans.sql
+	startsOrphansSQL string
 	//go:embed sql/suspects.sql
 	suspectsSQL string
 	//go:embed sql/poison_candidate.sql

@@ -2,8 +2,11 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxd/inboxd/internal/backoff"
 )
@@ -12,12 +15,41 @@ import (
 // runs: a handler that kills the process (a Go fatal error, an OOM kill, a
 // log.Fatal in a library) must cost its row an attempt, or the rescuer
 // refunds it and the row crashes the process for ever. A claim marks
-// started the rows it hands straight to idle handlers; a row that waited
-// in its route's queue, or behind the row before it in its key's chain, is
-// marked by its executor just before its handler starts. The marks of the
-// rows about to start while one mark statement is in flight go together in
-// the next one (the lease renewal statement, sql/renew.sql): one statement
-// per batch, never one per row.
+// started (inbox.started) the rows it hands straight to idle handlers and
+// those expected to start very soon (routeState.startSoon); the start of
+// any other row (one that waited in its route's queue, or behind the row
+// before it in its key's chain) is recorded before its handler runs, in
+// its claim's start bits (inbox_starts, migration 010: a bit per row of the
+// claim, one small row per claim). The marks of the rows about to start
+// while one mark statement is in flight go together in the next one
+// (sql/mark_starts.sql), which writes each claim touched once: never a
+// write per row.
+
+// claimStarts is what the pool knows of one claim's start bits (by lease
+// token). Guarded by Pool.mu.
+type claimStarts struct {
+	bits    []byte // bit claim_pos - 1 set for each row recorded started
+	version int64  // bumped at every change of bits
+	held    int    // the claim's jobs still on the books
+	written bool   // a starts row may exist in the database
+}
+
+// set sets or clears pos's bit (pos from 1) and reports whether it changed.
+func (c *claimStarts) set(pos int64, on bool) bool {
+	if pos < 1 {
+		return false
+	}
+	i, mask := (pos-1)/8, byte(1)<<((pos-1)%8)
+	if on && int(i) >= len(c.bits) {
+		c.bits = append(c.bits, make([]byte, int(i)+1-len(c.bits))...)
+	}
+	if int(i) >= len(c.bits) || (c.bits[i]&mask != 0) == on {
+		return false
+	}
+	c.bits[i] ^= mask
+	c.version++
+	return true
+}
 
 // startMark is one row whose handler waits for the database to know that
 // it starts.
@@ -53,6 +85,7 @@ const (
 type startMarks struct {
 	mu      sync.Mutex
 	pending []*startMark
+	done    []int64       // tokens of claims whose rows are all done: their starts row goes
 	closed  bool          // the mark loop ended: no statement will run
 	wake    chan struct{} // signalled when a mark is added
 }
@@ -60,14 +93,12 @@ type startMarks struct {
 // premarkHorizon is how far ahead starts are marked: the rows of a route
 // expected to start within it, at the route's measured rate, are marked by
 // their claim (routeState.startSoon), or while they wait in the route's
-// queue (premarkLocked), so that a fast route's handlers neither wait for
-// a mark's round trip each nor cost a statement each (a route of no-op
-// handlers ran at 0.55x its rate when every queued row had a mark of its
-// own written as it started, 0.64x with marks written ahead). A row marked ahead that
-// has not started when the process dies is charged an attempt like a row
-// that ran: at most this much of the route's work, and each such row is
-// then a suspect (job.suspect), run alone, so it shares no second crash.
-// A slow route's rows (expected to wait longer) are marked as they start.
+// queue (premarkLocked), so that a fast route's handlers do not each wait
+// for a mark's round trip. A row marked ahead that has not started when the
+// process dies is charged an attempt like a row that ran: at most this much
+// of the route's work, and each such row is then a suspect (job.suspect),
+// run alone, so it shares no second crash. A slow route's rows (expected to
+// wait longer) are marked as they start.
 const premarkHorizon = 20 * time.Millisecond
 
 // premarkLocked writes ahead the start marks of rs's queued rows expected
@@ -98,18 +129,34 @@ func (p *Pool) premarkLocked(rs *routeState) {
 	signal(p.marks.wake)
 }
 
+// claimDoneLocked settles j's claim once j leaves the books: when the
+// claim's last job goes, its starts row is deleted by the next mark
+// statement. Pool.mu must be held.
+func (p *Pool) claimDoneLocked(j *job) {
+	c := p.claims[j.token]
+	if c == nil {
+		return
+	}
+	if c.held--; c.held > 0 {
+		return
+	}
+	delete(p.claims, j.token)
+	if !c.written {
+		return
+	}
+	p.marks.mu.Lock() // lock order: Pool.mu, then marks.mu
+	p.marks.done = append(p.marks.done, j.token)
+	p.marks.mu.Unlock()
+	signal(p.marks.wake)
+}
+
 // numMarkWriters is how many start mark statements may run at once: while
 // one waits on its commit, the marks of the next rows go in another.
 const numMarkWriters = 2
 
-// startBusyWait is how long a mark that found its row locked by another of
-// the worker's statements (a lease renewal, typically) waits before the
-// next try.
-const startBusyWait = time.Millisecond
-
 // markStarted makes sure the database knows that j's handler starts, and
-// reports whether the handler may run. If not, j's row was found fenced or
-// given back unstarted, and its books are settled.
+// reports whether the handler may run. If not, j's row was given back
+// unstarted (or found fenced), and its books are settled.
 func (p *Pool) markStarted(j *job) bool {
 	p.mu.Lock()
 	if j.dbStarted && !j.suspect {
@@ -126,7 +173,7 @@ func (p *Pool) markStarted(j *job) bool {
 	m := &startMark{j: j, done: make(chan startOutcome, 1)}
 	if j.suspect {
 		for _, o := range p.jobs {
-			if o != j && o.state != jobRunning {
+			if o != j && o.state != jobRunning && o.dbStarted {
 				m.idle = append(m.idle, o)
 			}
 		}
@@ -195,64 +242,46 @@ func (p *Pool) markLoop(ctx context.Context) {
 		}
 		for {
 			p.marks.mu.Lock()
-			batch := p.marks.pending
-			p.marks.pending = nil
+			batch, done := p.marks.pending, p.marks.done
+			p.marks.pending, p.marks.done = nil, nil
 			p.marks.mu.Unlock()
-			if len(batch) == 0 {
+			if len(batch) == 0 && len(done) == 0 {
 				break
 			}
 			signal(p.marks.wake) // marks added meanwhile go in another writer's statement
-			again, err := p.writeMarks(ctx, batch)
-			if len(again) == 0 {
-				continue
-			}
-			p.marks.mu.Lock()
-			p.marks.pending = append(again, p.marks.pending...)
-			p.marks.mu.Unlock()
-			wait := startBusyWait
-			if err != nil {
-				wait = retry.Failed()
-				p.metrics.dbErrors.WithLabelValues("start").Inc()
-				p.log.Error().Err(err).Int("rows", len(again)).Dur("retry_in", wait).Msg("recording handler starts failed")
-			}
-			if !backoff.Sleep(ctx, wait) {
-				return
-			}
+			err := p.writeMarks(ctx, batch, done)
 			if err == nil {
 				retry.Succeeded()
+				continue
+			}
+			// Tried again: the bits as the pool then holds them.
+			p.marks.mu.Lock()
+			p.marks.pending = append(batch, p.marks.pending...)
+			p.marks.done = append(done, p.marks.done...)
+			p.marks.mu.Unlock()
+			wait := retry.Failed()
+			p.metrics.dbErrors.WithLabelValues("start").Inc()
+			p.log.Error().Err(err).Int("rows", len(batch)).Dur("retry_in", wait).Msg("recording handler starts failed")
+			if !backoff.Sleep(ctx, wait) {
+				return
 			}
 		}
 	}
 }
 
-// writeMarks runs one start mark statement for batch and answers each
-// mark, except those to try again (their row was locked by another of the
-// worker's statements, or the statement failed), which it returns.
-func (p *Pool) writeMarks(ctx context.Context, batch []*startMark) (again []*startMark, err error) {
+// writeMarks records the starts of batch (and the rows they tell idle) in
+// one statement, deletes the starts rows of the done claims, and answers
+// each mark, unless the statement failed.
+func (p *Pool) writeMarks(ctx context.Context, batch []*startMark, done []int64) error {
 	sent := p.cfg.Now()
-	rows := make([]renewal, 0, len(batch)+1)
 	live := batch[:0:0]
+	touched := make(map[int64]*claimStarts)
+	var unmarkIDs, unmarkTokens []int64
 	p.mu.Lock()
-	// A row that a mark of this batch tells idle is not also marked ahead
-	// in it: one statement changes a row once.
-	var unmarked map[int64]bool
-	for _, m := range batch {
-		for _, o := range m.idle {
-			if unmarked == nil {
-				unmarked = make(map[int64]bool)
-			}
-			unmarked[o.row.ID] = true
-		}
-	}
 	for _, m := range batch {
 		switch {
-		case m.ahead && (m.j.premark != m || unmarked[m.j.row.ID]):
-			// Void (nobody waits for it: the row is queued, and marked
-			// again when it starts).
-			if m.j.premark == m {
-				m.j.premark = nil
-			}
-			continue
+		case m.ahead && m.j.premark != m:
+			continue // void: nobody waits for it (the row is marked again when it starts)
 		case context.Cause(m.j.ctx) == errLeaseLost:
 			m.done <- startFenced
 			continue
@@ -262,49 +291,59 @@ func (p *Pool) writeMarks(ctx context.Context, batch []*startMark) (again []*sta
 			m.done <- startAtRisk
 			continue
 		}
-		live = append(live, m)
-		rows = append(rows, renewal{id: m.j.row.ID, token: m.j.token, started: true})
-		idle := m.idle[:0]
 		for _, o := range m.idle {
-			if o.state != jobRunning { // started meanwhile: not idle any more
-				idle = append(idle, o)
-				rows = append(rows, renewal{id: o.row.ID, token: o.token, idle: true})
+			if o.state == jobRunning || !o.dbStarted {
+				continue // started meanwhile, or not marked: nothing to tell
 			}
+			if o.claimMarked {
+				unmarkIDs, unmarkTokens = append(unmarkIDs, o.row.ID), append(unmarkTokens, o.token)
+				o.claimMarked = false
+			}
+			if c := p.claims[o.token]; c != nil {
+				c.set(o.row.Rank, false)
+				touched[o.token] = c
+			}
+			// Marked again, should it start.
+			o.dbStarted, o.premark = false, nil
 		}
-		m.idle = idle
+		// Written whether or not the bit changed now: a statement that
+		// failed is tried again with the bits as they are then (a version
+		// the database has already is left as it is).
+		if c := p.claims[m.j.token]; c != nil {
+			c.set(m.j.row.Rank, true)
+			touched[m.j.token] = c
+		}
+		live = append(live, m)
+	}
+	tokens := make([]int64, 0, len(touched))
+	bits := make([][]byte, 0, len(touched))
+	versions := make([]int64, 0, len(touched))
+	for t, c := range touched {
+		c.written = true
+		tokens, bits, versions = append(tokens, t), append(bits, append([]byte(nil), c.bits...)), append(versions, c.version)
 	}
 	p.mu.Unlock()
-	if len(live) == 0 {
-		return nil, nil
+	if len(live) == 0 && len(done) == 0 && len(unmarkIDs) == 0 {
+		return nil
 	}
 	// Bounded like a renewal: a mark that takes longer than a lease is
 	// useless.
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Lease)
 	defer cancel()
-	states, err := p.renewRows(ctx, p.markDB, rows)
-	if err != nil {
-		return live, err
+	if _, err := p.markDB.Exec(ctx, markStartsSQL, pgx.NamedArgs{
+		"tokens": tokens, "bits": bits, "versions": versions,
+		"unmark_ids": unmarkIDs, "unmark_tokens": unmarkTokens, "done_tokens": done,
+	}); err != nil {
+		return fmt.Errorf("record handler starts: %w", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, m := range live {
-		switch states[m.j.row.ID] {
-		case renewed:
-			m.j.dbStarted = true
-			for _, o := range m.idle {
-				if o.state != jobRunning && o.state != jobDone && states[o.row.ID] == renewed {
-					// Its claim marked it started (a suspect waiting for
-					// this one), or a mark written ahead did: it is
-					// marked again when it starts.
-					o.dbStarted, o.premark = false, nil
-				}
-			}
-			m.done <- startMarked
-		case renewBusy:
-			again = append(again, m)
-		default:
-			m.done <- startFenced
+		if m.ahead && m.j.premark != m {
+			continue // unmarked meanwhile by a suspect's mark
 		}
+		m.j.dbStarted = true
+		m.done <- startMarked
 	}
-	return again, nil
+	return nil
 }

@@ -211,6 +211,7 @@ WITH candidates AS (
         lease_token      = @token,
         lease_expires_at = now() + @lease_ms::bigint * interval '1 millisecond',
         locked_by        = @worker,
+        claim_pos        = picked.rn::int,
         updated_at       = now()
     FROM picked
     JOIN rooms USING (route)

@@ -10,15 +10,23 @@
 -- caller then delays those whose attempt had started by their route's
 -- backoff (sql/rescue_delay.sql).
 -- last_error of a started row begins with @expired_prefix (see suspects.sql).
+-- Started: its claim said so (inbox.started), or its worker recorded the
+-- start in its claim's bits (inbox_starts, migration 010: bit claim_pos - 1
+-- of the claim's row, read through its primary key).
 -- Reads the partial index on processing rows; locks the expired rows
 -- (SKIP LOCKED: never waits).
 WITH expired AS (
-    SELECT id, started
+    SELECT inbox.id,
+           inbox.started OR coalesce(
+               (SELECT get_bit(s.bits, inbox.claim_pos - 1) = 1
+                FROM inbox_starts AS s
+                WHERE s.token = inbox.lease_token
+                  AND inbox.claim_pos BETWEEN 1 AND 8 * length(s.bits)), false) AS started
     FROM inbox
     WHERE status = 'processing' AND lease_expires_at < now()
     ORDER BY lease_expires_at
     LIMIT @limit
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF inbox SKIP LOCKED
 )
 UPDATE inbox AS i
 SET status           = CASE WHEN expired.started AND i.attempts >= coalesce(
