@@ -1,4 +1,4 @@
-# inboxd — see README.md.
+# inboxd — see README.md and docs/.
 SHELL := /bin/bash
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -8,7 +8,7 @@ IMAGE       ?= ghcr.io/inboxd/inboxd:0.3.0
 # Tests and benchmarks use this server; each test creates its own database.
 export INBOXD_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all build test lint bench bench-long bench-go demo clean image alerts fuzz-short fault fault-long
+.PHONY: all build test lint docs linkcheck bench bench-long bench-go demo clean image alerts fuzz-short fault fault-long
 
 all: lint test build
 
@@ -22,11 +22,19 @@ build:
 test:
 	$(GO) test -race -count=1 -timeout 12m ./...
 
-## lint: go vet, staticcheck, and the systemd unit's verification and security score
-lint:
+## lint: go vet, staticcheck, the documentation's links, and the systemd unit's verification and security score
+lint: linkcheck
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	bash deploy/systemd/check.sh
+
+## linkcheck: every relative link and #anchor in README.md and docs/ resolves (also part of `make test`)
+linkcheck:
+	$(GO) test -count=1 -timeout 60s -run '^(TestRelativeLinksResolve|TestREADMELinksIntoDocs)$$' ./internal/doccheck/
+
+## docs: rewrite what the code writes in docs/: the variable table of docs/configuration.md
+docs:
+	$(GO) test -count=1 -timeout 60s -run '^TestConfigurationPageIsWrittenByTheCode$$' ./config/ -update
 
 ## alerts: promtool check and unit tests of the alert rules
 alerts:

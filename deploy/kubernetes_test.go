@@ -832,12 +832,17 @@ func TestK8sConsistency(t *testing.T) {
 var k8sImageRe = regexp.MustCompile(`ghcr\.io/inboxd/inboxd(:[^\s"'` + "`" + `,;\]}]*)?`)
 
 // TestK8sImageReferenceEverywhere checks that every tagged mention of
-// ghcr.io/inboxd/inboxd in the repository's docs, Makefile and deployment
-// files is the Dockerfile's reference.
+// ghcr.io/inboxd/inboxd in the repository's docs (README.md and docs/),
+// Makefile and deployment files is the Dockerfile's reference.
 func TestK8sImageReferenceEverywhere(t *testing.T) {
 	want := k8sReadDockerfile(t).image
 	files := []string{"../README.md", "../Makefile"}
-	err := filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, pages...)
+	err = filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

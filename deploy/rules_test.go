@@ -1,22 +1,23 @@
 package deploy
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/inboxd/inboxd/internal/doccheck"
 )
 
-// rulesRunbookBase is where every alert's runbook_url points: README.md's
-// "Runbook: <alert>" headings, whose GitHub anchors are runbook-<alert in lower case>.
-const rulesRunbookBase = "https://github.com/inboxd/inboxd#runbook-"
+// rulesRunbookBase is where every alert's runbook_url points: the
+// "Runbook: <alert>" headings of docs/operations.md, whose GitHub anchors are
+// runbook-<alert in lower case>.
+const rulesRunbookBase = "https://github.com/inboxd/inboxd/blob/main/docs/operations.md#runbook-"
 
 // rulesRequired are the alerts the operations docs promise.
 var rulesRequired = []string{
@@ -146,7 +147,7 @@ func rulesGroupsDiff(plainYAML, promRuleYAML []byte) (string, error) {
 }
 
 // TestRulesAnnotations checks every alert: unique name, an expression that
-// parses, a severity, summary, description, and a runbook_url at its README anchor.
+// parses, a severity, summary, description, and a runbook_url at its anchor in docs/operations.md.
 func TestRulesAnnotations(t *testing.T) {
 	rf, err := parseRuleFile(embeddedRules)
 	if err != nil {
@@ -191,70 +192,40 @@ func TestRulesAnnotations(t *testing.T) {
 	}
 }
 
-// TestRulesRunbookAnchorsInREADME checks that README.md has a heading for
-// every alert's runbook_url anchor once README.md has runbook headings at all.
-func TestRulesRunbookAnchorsInREADME(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// rulesRunbookPage is the page the runbook_url annotations point into.
+const rulesRunbookPage = "../docs/operations.md"
+
+// TestRulesRunbookAnchorsInOperationsPage checks that docs/operations.md has
+// a "Runbook: <alert>" heading for every alert's runbook_url anchor, so an
+// operator is one click from the runbook. A missing page or heading fails;
+// nothing is skipped.
+func TestRulesRunbookAnchorsInOperationsPage(t *testing.T) {
+	page, err := os.ReadFile(rulesRunbookPage)
 	if err != nil {
 		t.Fatal(err)
 	}
-	anchors := rulesHeadingAnchors(readme)
-	has := false
-	for a := range anchors {
-		if strings.HasPrefix(a, "runbook-") {
-			has = true
-		}
-	}
-	if !has {
-		t.Skip("README.md has no \"Runbook: <alert>\" headings yet; the runbook_url anchors are not checked")
-	}
+	anchors := doccheck.Anchors(page)
 	rf, err := parseRuleFile(embeddedRules)
 	if err != nil {
 		t.Fatal(err)
 	}
+	n := 0
 	for _, g := range rf.Groups {
 		for _, r := range g.Rules {
+			n++
 			u := r.Annotations["runbook_url"]
 			_, anchor, ok := strings.Cut(u, "#")
-			if !ok || !anchors[anchor] {
-				t.Errorf("alert %s: README.md has no heading with anchor %q (want a heading \"Runbook: %s\")", r.Alert, anchor, r.Alert)
+			if !ok || !strings.HasPrefix(u, rulesRunbookBase) || !anchors[anchor] {
+				t.Errorf("alert %s: runbook_url %q: docs/operations.md has no heading with anchor %q (want a heading \"Runbook: %s\")", r.Alert, u, anchor, r.Alert)
 			}
 		}
 	}
-}
-
-// rulesHeadingPunct is what GitHub drops from a heading to make its anchor.
-var rulesHeadingPunct = regexp.MustCompile(`[^\p{L}\p{N}\- _]`)
-
-// rulesHeadingAnchors returns the GitHub anchors of a Markdown document's
-// ATX headings (outside fenced code blocks).
-func rulesHeadingAnchors(md []byte) map[string]bool {
-	out := map[string]bool{}
-	inFence := false
-	sc := bufio.NewScanner(bytes.NewReader(md))
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "```") {
-			inFence = !inFence
-			continue
-		}
-		if inFence || !strings.HasPrefix(line, "#") {
-			continue
-		}
-		text := strings.TrimSpace(strings.TrimLeft(line, "#"))
-		text = strings.ReplaceAll(text, "`", "")
-		anchor := strings.ReplaceAll(rulesHeadingPunct.ReplaceAllString(strings.ToLower(text), ""), " ", "-")
-		out[anchor] = true
+	if n < len(rulesRequired) {
+		t.Fatalf("%d alerts parsed, want at least %d", n, len(rulesRequired))
 	}
-	return out
-}
-
-// TestRulesHeadingAnchors pins the anchor computation to GitHub's.
-func TestRulesHeadingAnchors(t *testing.T) {
-	md := []byte("# inboxd\n## Operations\n#### Runbook: InboxdDown\n```\n# not a heading\n```\n### Runbook: `InboxdDeadRows`\n")
-	got := rulesHeadingAnchors(md)
-	want := map[string]bool{"inboxd": true, "operations": true, "runbook-inboxddown": true, "runbook-inboxddeadrows": true}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("anchors %v, want %v", got, want)
+	for _, name := range rulesRequired {
+		if !anchors["runbook-"+strings.ToLower(name)] {
+			t.Errorf("docs/operations.md has no heading \"Runbook: %s\"", name)
+		}
 	}
 }

@@ -1,6 +1,6 @@
 // Command inboxd consumes Kafka into a PostgreSQL inbox table and processes
 // the rows with a pool of workers. Run "inboxd help" for the subcommands and
-// see README.md for the configuration.
+// see docs/configuration.md for the configuration.
 package main
 
 import (

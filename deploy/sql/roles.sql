@@ -1,4 +1,4 @@
--- Least-privilege PostgreSQL roles for inboxd (see README "Database roles").
+-- Least-privilege PostgreSQL roles for inboxd (see docs/deployment.md, "Database roles").
 --
 --   migrator  runs `inboxd migrate` (INBOXD_MIGRATE_DATABASE_URL): owns every
 --             table, index, sequence and function the migrations create.

@@ -1,5 +1,5 @@
 // Package status is the one set of inbox row statuses (the status column's
-// values, README "The inbox table") that inboxd's Go code uses; SQL files
+// values, docs/inbox-table.md) that inboxd's Go code uses; SQL files
 // spell them out, and TestStatusesMatchTheSchema keeps the two in step.
 package status
 

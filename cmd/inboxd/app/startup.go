@@ -118,7 +118,7 @@ SELECT current_setting('autovacuum')::boolean,
 	case !server || !table:
 		log.Warn().Bool("autovacuum", server).Bool("inbox_autovacuum_enabled", table).
 			Msg("autovacuum will not vacuum the inbox: its dead rows pile up and claims slow down over time; " +
-				"turn autovacuum on, or run VACUUM inbox every minute or so (README: Operations)")
+				"turn autovacuum on, or run VACUUM inbox every minute or so (docs/operations.md, Vacuum)")
 	}
 }
 
