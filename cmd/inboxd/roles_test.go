@@ -98,6 +98,7 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"inbox:DELETE", "inbox:INSERT", "inbox:SELECT", "inbox:UPDATE", "inbox_id_seq:USAGE",
+		"inbox_starts:DELETE", "inbox_starts:INSERT", "inbox_starts:SELECT", "inbox_starts:UPDATE",
 		"inboxd_schema_compat:SELECT", "inboxd_schema_version:SELECT"}
 	if !slices.Equal(got, want) {
 		t.Errorf("runtime role's privileges:\n%q\nwant:\n%q", got, want)

@@ -93,7 +93,8 @@ ALTER DEFAULT PRIVILEGES FOR ROLE :"migrator" IN SCHEMA :"schema"
     GRANT USAGE ON SEQUENCES TO :"runtime";
 
 -- What exists already (after `inboxd migrate`): the inbox table and its
--- identity sequence, and the schema-version tables, which the runtime role
+-- identity sequence, the workers' start bits (inbox_starts, schema 10), and
+-- the schema-version tables, which the runtime role
 -- reads (migrations.Inspect) but never writes. (PostgreSQL does not check
 -- the sequence's privileges when the identity column fills itself in;
 -- USAGE keeps nextval() defaults working should a migration use one.)
@@ -101,6 +102,8 @@ SELECT format('GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE %I.inbox TO %I', :'
 WHERE to_regclass(format('%I.inbox', :'schema')) IS NOT NULL \gexec
 SELECT format('GRANT USAGE ON SEQUENCE %s TO %I', pg_get_serial_sequence(format('%I.inbox', :'schema'), 'id'), :'runtime')
 WHERE to_regclass(format('%I.inbox', :'schema')) IS NOT NULL \gexec
+SELECT format('GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE %I.inbox_starts TO %I', :'schema', :'runtime')
+WHERE to_regclass(format('%I.inbox_starts', :'schema')) IS NOT NULL \gexec
 SELECT format('REVOKE ALL ON TABLE %I.%I FROM %I', :'schema', t, :'runtime'),
        format('GRANT SELECT ON TABLE %I.%I TO %I', :'schema', t, :'runtime')
 FROM unnest(ARRAY['inboxd_schema_version', 'inboxd_schema_compat']) AS t
