@@ -46,20 +46,7 @@ func runDiscard(ctx context.Context, cfg config.Config, stdout, stderr io.Writer
 	var n int64
 	var runErr error
 	if f.dryRun {
-		n, runErr = f.filter.eachRange(ctx, conn, log, "", func(after, upto int64) (int64, error) {
-			list, err := f.filter.matching(ctx, conn, after, upto)
-			if err != nil {
-				return 0, err
-			}
-			for _, r := range list {
-				if f.filter.idList != nil {
-					matched[r.ID] = true
-				}
-				fmt.Fprintf(stdout, "would discard id %d: %s %s %s, last error: %s\n", r.ID, safeText(r.Source),
-					safeText(r.EventID), safeText(r.EventType), oneLine(r.LastError, 100))
-			}
-			return int64(len(list)), nil
-		})
+		n, runErr = f.filter.dryRun(ctx, conn, log, stdout, "discard", nil, matched)
 	} else {
 		n, runErr = f.filter.eachRange(ctx, conn, log, "deleted", func(after, upto int64) (int64, error) {
 			return f.filter.discardRange(ctx, conn, after, upto, matched)

@@ -237,6 +237,31 @@ func (f *failedFilter) eachRange(ctx context.Context, conn *pgx.Conn, log zerolo
 	}
 }
 
+// dryRun lists the matching rows batch after batch, each as "would VERB id
+// N: source event_id event_type, DETAIL, last error: …" (detail may add to
+// the line), noting in matched the --id rows that matched, and counts them.
+func (f *failedFilter) dryRun(ctx context.Context, conn *pgx.Conn, log zerolog.Logger, stdout io.Writer,
+	verb string, detail func(failedRow) string, matched map[int64]bool) (int64, error) {
+	return f.eachRange(ctx, conn, log, "", func(after, upto int64) (int64, error) {
+		list, err := f.matching(ctx, conn, after, upto)
+		if err != nil {
+			return 0, err
+		}
+		for _, r := range list {
+			if f.idList != nil {
+				matched[r.ID] = true
+			}
+			more := ""
+			if detail != nil {
+				more = ", " + detail(r)
+			}
+			fmt.Fprintf(stdout, "would %s id %d: %s %s %s%s, last error: %s\n", verb, r.ID, safeText(r.Source),
+				safeText(r.EventID), safeText(r.EventType), more, oneLine(r.LastError, 100))
+		}
+		return int64(len(list)), nil
+	})
+}
+
 // matching returns the rows the filter selects now among the ids
 // (after, upto].
 func (f *failedFilter) matching(ctx context.Context, conn *pgx.Conn, after, upto int64) ([]failedRow, error) {

@@ -92,20 +92,9 @@ func requeueDead(ctx context.Context, conn *pgx.Conn, stdout io.Writer, log zero
 	var n int64
 	var err error
 	if f.dryRun {
-		n, err = f.filter.eachRange(ctx, conn, log, "", func(after, upto int64) (int64, error) {
-			list, err := f.filter.matching(ctx, conn, after, upto)
-			if err != nil {
-				return 0, err
-			}
-			for _, r := range list {
-				if f.filter.idList != nil {
-					matched[r.ID] = true
-				}
-				fmt.Fprintf(stdout, "would requeue id %d: %s %s %s, %s, last error: %s\n", r.ID, safeText(r.Source),
-					safeText(r.EventID), safeText(r.EventType), plural(int64(r.Attempts), "attempt"), oneLine(r.LastError, 100))
-			}
-			return int64(len(list)), nil
-		})
+		n, err = f.filter.dryRun(ctx, conn, log, stdout, "requeue", func(r failedRow) string {
+			return plural(int64(r.Attempts), "attempt")
+		}, matched)
 		if err != nil {
 			return err
 		}
