@@ -32,7 +32,7 @@ func insertBatches(ctx context.Context, db *pgxpool.Pool, prefix string, n int) 
 	return yardstick.InsertRows(ctx, db, prefix, "bench.event", n)
 }
 
-// BenchmarkRawPipeline is the yardstick from DESIGN.md: the least an inbox
+// BenchmarkRawPipeline is the yardstick (docs/bench): the least an inbox
 // needs, in raw SQL — 500-row unnest inserts, 500-row SKIP LOCKED claims and
 // batched completions — on the same table, with two consumers.
 func BenchmarkRawPipeline(b *testing.B) {

@@ -1,5 +1,5 @@
 // Package yardstick is the raw-SQL inbox pipeline that inboxd's
-// benchmarks measure it against (DESIGN.md's yardstick): the least an
+// benchmarks measure it against (docs/bench's yardstick): the least an
 // inbox needs, written by hand — 500-row unnest inserts, 500-row SKIP
 // LOCKED claims and one-statement fenced completions on the inbox table —
 // without inboxd's routes, ordering, byte budget, lock ordering or Go side.

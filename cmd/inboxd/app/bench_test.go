@@ -40,7 +40,7 @@ import (
 //
 // `make bench` runs these and worker's BenchmarkRawPipeline and BenchmarkPool
 // in one invocation (benchmarks of different packages run one after
-// another), so their events/s can be compared. DESIGN.md asks for end to end
+// another), so their events/s can be compared. The target is end to end
 // ≥ 0.7× the raw pipeline, with and without millions of retained rows.
 
 const benchTopic = "orders"
