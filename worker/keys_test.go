@@ -125,6 +125,11 @@ func TestOrderedLookupsUseTheKeyHashIndex(t *testing.T) {
 	if n := strings.Count(plan, "inbox_key_hash_idx"); n < 3 {
 		t.Errorf("the claim's plan reads inbox_key_hash_idx %d times, want 3:\n%s", n, plan)
 	}
+	// And the rows of its key that run through the small index of processing
+	// ordered rows (migration 009).
+	if !strings.Contains(plan, "inbox_processing_key_idx") {
+		t.Errorf("the claim's plan does not read inbox_processing_key_idx:\n%s", plan)
+	}
 
 	tx, err := b.db.Pool.Begin(ctx)
 	if err != nil {

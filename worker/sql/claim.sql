@@ -212,6 +212,11 @@ WITH candidates AS (
         lease_expires_at = now() + @lease_ms::bigint * interval '1 millisecond',
         locked_by        = @worker,
         claim_pos        = picked.rn::int,
+{{- if .Ordered}}
+        runs_ordered     = i.key IS NOT NULL AND i.event_type = ANY (@ordered_types::text[]),
+{{- else}}
+        runs_ordered     = NULL,
+{{- end}}
         updated_at       = now()
     FROM picked
     JOIN rooms USING (route)

@@ -16,12 +16,13 @@ lookups. */}}
 ordered route's key. A key runs one row at a time: a claim refuses a key's
 head while any row of its key is processing, whatever its id (a row
 committed late, or requeued, has a lower id than a row of its key that was
-claimed before it was visible). A subset of holds_key; it is
-inbox_processing_key_idx's predicate, so that small index serves the
-lookups. */}}
+claimed before it was visible). A subset of holds_key: the claim marks
+runs_ordered the rows with a key of an ordered route it takes (claim.sql);
+it is inbox_processing_key_idx's predicate (migration 009), so that small
+index serves the lookups. */}}
 {{- define "runs_key" -}}
-{{.}}.key IS NOT NULL
-  AND {{.}}.status = 'processing'
+{{.}}.status = 'processing'
+  AND {{.}}.runs_ordered
   AND {{.}}.event_type = ANY (@ordered_types::text[])
 {{- end -}}
 
