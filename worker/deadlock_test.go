@@ -131,7 +131,7 @@ func TestRenewalAndCompletionDoNotDeadlock(t *testing.T) {
 	}
 
 	renew := goStatement(func() error {
-		_, err := p.renewRows(ctx, p.db, []renewal{{id: id[0], token: token, extend: true}, {id: id[1], token: token, extend: true}, {id: id[2], token: token, extend: true}})
+		_, err := p.renewRows(ctx, []renewal{{id: id[0], token: token}, {id: id[1], token: token}, {id: id[2], token: token}})
 		return err
 	})
 	b.waitLocked(t, renew, "lease_expires_at")
@@ -195,9 +195,9 @@ func TestRenewalCompletionStress(t *testing.T) {
 				if g%2 == 0 {
 					rs := make([]renewal, len(ids))
 					for i, id := range ids {
-						rs[i] = renewal{id: id, token: token, extend: true}
+						rs[i] = renewal{id: id, token: token}
 					}
-					_, err = p.renewRows(ctx, p.db, rs)
+					_, err = p.renewRows(ctx, rs)
 				} else {
 					res := make([]result, len(ids))
 					for i, id := range ids {

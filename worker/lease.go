@@ -6,16 +6,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // renewal is one row in a lease renewal statement.
 type renewal struct {
-	id      int64
-	token   int64
-	started bool // its handler starts once the statement committed: tell the database
-	idle    bool // its handler does not run (returned, outcome unwritten; or not started): a crash now is not its doing
-	extend  bool // extend its lease
+	id    int64
+	token int64
 }
 
 // renewState is what a renewal statement found for one row.
@@ -88,7 +84,7 @@ func (p *Pool) renew(ctx context.Context) error {
 		}
 		if j.leaseUntil.Before(threshold) {
 			due = append(due, j)
-			batch = append(batch, renewal{id: j.row.ID, token: j.token, extend: true})
+			batch = append(batch, renewal{id: j.row.ID, token: j.token})
 		}
 	}
 	p.mu.Unlock()
@@ -109,7 +105,7 @@ func (p *Pool) renew(ctx context.Context) error {
 	// to anything shorter, so a slow database still gets its renewals.
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Lease)
 	defer cancel()
-	states, err := p.renewRows(ctx, p.db, batch)
+	states, err := p.renewRows(ctx, batch)
 	if err != nil {
 		return err
 	}
@@ -139,20 +135,16 @@ func (p *Pool) renew(ctx context.Context) error {
 	return nil
 }
 
-// renewRows runs one renewal statement on db and returns what it found for
+// renewRows runs one renewal statement and returns what it found for
 // each row.
-func (p *Pool) renewRows(ctx context.Context, db *pgxpool.Pool, batch []renewal) (map[int64]renewState, error) {
+func (p *Pool) renewRows(ctx context.Context, batch []renewal) (map[int64]renewState, error) {
 	ids := make([]int64, len(batch))
 	tokens := make([]int64, len(batch))
-	started := make([]bool, len(batch))
-	idle := make([]bool, len(batch))
-	extend := make([]bool, len(batch))
 	for i, r := range batch {
-		ids[i], tokens[i], started[i], idle[i], extend[i] = r.id, r.token, r.started, r.idle, r.extend
+		ids[i], tokens[i] = r.id, r.token
 	}
-	rows, err := db.Query(ctx, renewSQL, pgx.NamedArgs{
-		"ids": ids, "tokens": tokens, "started": started, "idle": idle, "extend": extend,
-		"lease_ms": p.cfg.Lease.Milliseconds(),
+	rows, err := p.db.Query(ctx, renewSQL, pgx.NamedArgs{
+		"ids": ids, "tokens": tokens, "lease_ms": p.cfg.Lease.Milliseconds(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("renew leases: %w", err)

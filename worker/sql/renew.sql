@@ -1,16 +1,6 @@
--- Extend the leases of rows this worker still holds, and record which of
--- them start their handler now (@started: the worker starts the handler
--- only once this statement committed, so that a rescue after a crash
--- counts the attempt) and which do not run theirs (@idle: finished with
--- the outcome not yet written, or waiting unstarted; the rows that must
--- not share the crash of a row about to start: the row before a chain
--- follower, or every other row of the worker when a suspect starts, see
--- start.go): a rescue refunds their attempt. The lease renewal loop and the start marks (start.go)
--- share this statement; the index used is the primary key. @extend says
--- which leases to extend: start marks leave them as they are (the claim's
--- is fresh enough), so that a mark changes no indexed column and
--- PostgreSQL can update the row in place (a HOT update, no new index
--- entries): marks run once per started row, renewals rarely.
+-- Extend the leases of rows this worker still holds (queued, running, or
+-- finished with the outcome unwritten). Starts are recorded elsewhere
+-- (sql/mark_starts.sql); the index used is the primary key.
 --
 -- It never waits: a row locked by another statement (this worker's own
 -- completion or transactional handler commit, typically) is skipped and
@@ -25,8 +15,7 @@
 -- Fenced by the lease token alone, as in complete.sql (see there why).
 WITH c AS (
     SELECT *
-    FROM unnest(@ids::bigint[], @tokens::bigint[], @started::boolean[], @idle::boolean[], @extend::boolean[])
-         AS c(id, lease_token, started, idle, extend)
+    FROM unnest(@ids::bigint[], @tokens::bigint[]) AS c(id, lease_token)
 ), locked AS (
     SELECT i.id
     FROM inbox AS i
@@ -35,9 +24,7 @@ WITH c AS (
     FOR UPDATE OF i SKIP LOCKED
 ), renewed AS (
     UPDATE inbox AS i
-    SET lease_expires_at = CASE WHEN c.extend THEN now() + @lease_ms::bigint * interval '1 millisecond'
-                                ELSE i.lease_expires_at END,
-        started          = CASE WHEN c.idle THEN false ELSE i.started OR c.started END
+    SET lease_expires_at = now() + @lease_ms::bigint * interval '1 millisecond'
     FROM c
     JOIN locked USING (id)
     WHERE i.id = c.id
