@@ -14,8 +14,8 @@ import (
 	"github.com/inboxd/inboxd/worker"
 )
 
-//go:embed sql/discard.sql
-var discardSQL string
+// discardSQL deletes a batch of the matching rows (sql/discard.sql).
+var discardSQL = renderFiltered("discard.sql")
 
 // discardFlags are the discard command's flags.
 type discardFlags struct {

@@ -2,7 +2,7 @@ package app
 
 import (
 	"context"
-	_ "embed"
+	"embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"text/template"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,9 +20,24 @@ import (
 	"github.com/inboxd/inboxd/internal/status"
 )
 
+// filteredFiles are the statements over the rows a requeue or discard
+// filter matches, text/templates sharing the filter (sql/failed_filter.sql).
+//
+//go:embed sql/failed_filter.sql sql/failed_match.sql sql/requeue.sql sql/discard.sql
+var filteredFiles embed.FS
+
+// renderFiltered renders the statement sql/name with the shared filter.
+func renderFiltered(name string) string {
+	t := template.Must(template.ParseFS(filteredFiles, "sql/failed_filter.sql", "sql/"+name))
+	var b strings.Builder
+	if err := t.ExecuteTemplate(&b, name, nil); err != nil {
+		panic(fmt.Sprintf("render sql/%s: %v", name, err)) // the files are embedded: a test catches it
+	}
+	return b.String()
+}
+
 var (
-	//go:embed sql/failed_match.sql
-	failedMatchSQL string
+	failedMatchSQL = renderFiltered("failed_match.sql")
 	//go:embed sql/rows_by_id.sql
 	rowsByIDSQL string
 	//go:embed sql/failed_range.sql

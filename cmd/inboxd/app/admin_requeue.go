@@ -23,8 +23,7 @@ import (
 )
 
 var (
-	//go:embed sql/requeue.sql
-	requeueSQL string
+	requeueSQL = renderFiltered("requeue.sql")
 	//go:embed sql/rejected_row.sql
 	rejectedRowSQL string
 	//go:embed sql/requeue_rejected.sql

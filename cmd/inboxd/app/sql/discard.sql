@@ -1,7 +1,7 @@
 -- Delete the dead or rejected rows that match the filter in one range of
 -- ids, (@after, @upto] (see failed_range.sql); returns each deleted row's
 -- id, source, key and event type (what unparking the rows behind a dead one
--- needs). The filter is the one of failed_match.sql.
+-- needs). The filter: sql/failed_filter.sql.
 -- Index: inbox_failed_idx (status, id), partial on dead and rejected rows,
 -- the range of it; with @ids, the primary key.
 -- Locks the rows it deletes, at most one batch of them, FOR UPDATE SKIP
@@ -10,12 +10,7 @@ WITH batch AS (
     SELECT id
     FROM inbox
     WHERE status = @status::text AND status IN ('dead', 'rejected')
-      AND id > @after::bigint AND id <= @upto::bigint
-      AND (@ids::bigint[] IS NULL OR id = ANY (@ids::bigint[]))
-      AND (@event_type::text = '' OR event_type = @event_type::text)
-      AND (@source::text = '' OR source = @source::text)
-      AND (@since::timestamptz IS NULL OR updated_at >= @since::timestamptz)
-      AND (@until::timestamptz IS NULL OR updated_at < @until::timestamptz)
+      AND {{template "failed_filter"}}
     FOR UPDATE SKIP LOCKED
 )
 DELETE FROM inbox AS i

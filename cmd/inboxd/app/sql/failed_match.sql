@@ -4,14 +4,9 @@
 -- `requeue --status rejected` re-maps one by one.
 -- Index: inbox_failed_idx (status, id), partial on dead and rejected rows,
 -- the range of it; with @ids, the primary key. Locks nothing.
--- @status 'dead' or 'rejected'; the other parameters as in requeue.sql.
+-- @status 'dead' or 'rejected'; the filter: sql/failed_filter.sql.
 SELECT id, status, source, event_id, event_type, attempts, updated_at, coalesce(last_error, '')
 FROM inbox
 WHERE status = @status::text AND status IN ('dead', 'rejected')
-  AND id > @after::bigint AND id <= @upto::bigint
-  AND (@ids::bigint[] IS NULL OR id = ANY (@ids::bigint[]))
-  AND (@event_type::text = '' OR event_type = @event_type::text)
-  AND (@source::text = '' OR source = @source::text)
-  AND (@since::timestamptz IS NULL OR updated_at >= @since::timestamptz)
-  AND (@until::timestamptz IS NULL OR updated_at < @until::timestamptz)
+  AND {{template "failed_filter"}}
 ORDER BY status, id

@@ -8,18 +8,12 @@
 -- Locks the rows it requeues, at most one batch of them, FOR UPDATE SKIP
 -- LOCKED: a row another statement holds (retention deleting it, another
 -- requeue or discard) is left as it is, for a later run.
--- @ids bigint[] (NULL = any), @event_type and @source ('' = any),
--- @since and @until timestamptz on updated_at (NULL = unbounded).
+-- The filter: sql/failed_filter.sql.
 WITH batch AS (
     SELECT id
     FROM inbox
     WHERE status = 'dead' AND status IN ('dead', 'rejected')
-      AND id > @after::bigint AND id <= @upto::bigint
-      AND (@ids::bigint[] IS NULL OR id = ANY (@ids::bigint[]))
-      AND (@event_type::text = '' OR event_type = @event_type::text)
-      AND (@source::text = '' OR source = @source::text)
-      AND (@since::timestamptz IS NULL OR updated_at >= @since::timestamptz)
-      AND (@until::timestamptz IS NULL OR updated_at < @until::timestamptz)
+      AND {{template "failed_filter"}}
     FOR UPDATE SKIP LOCKED
 )
 UPDATE inbox AS i
