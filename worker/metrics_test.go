@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/status"
@@ -34,6 +35,21 @@ func TestEventTypeLabelsAreBoundedByRoutes(t *testing.T) {
 	runPool(t, p)
 	waitFor(t, 10*time.Second, "every row finished", func() bool {
 		return b.countStatus(t, "processed") == 3 && b.countStatus(t, "dead") == 6
+	})
+	// The completer counts a batch once it committed: the rows may show
+	// their status a moment before the counters do.
+	waitFor(t, 10*time.Second, "every outcome counted", func() bool {
+		// Summed over every series, so that no label value is made here.
+		var n float64
+		ch := make(chan prometheus.Metric, 16)
+		go func() { p.metrics.completed.Collect(ch); close(ch) }()
+		for m := range ch {
+			var d dto.Metric
+			if err := m.Write(&d); err == nil {
+				n += d.GetCounter().GetValue()
+			}
+		}
+		return n >= 9
 	})
 	if got := testutil.ToFloat64(p.metrics.completed.WithLabelValues(outcomeProcessed, "order.created")); got != 3 {
 		t.Errorf("processed{event_type=order.created} = %v, want 3", got)
