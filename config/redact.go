@@ -250,7 +250,10 @@ var knownKeys = func() map[string]bool {
 	return m
 }()
 
-func knownKey(k string) bool { return knownKeys[strings.ToLower(k)] }
+// knownKey matches as pgx does: exactly. pgx sends "Host" or "hOst" to the
+// server as a setting name, so text after a raw password that spells a known
+// keyword in another case is as ambiguous as an unknown name.
+func knownKey(k string) bool { return knownKeys[k] }
 
 // Redacted returns the database URL with any password removed, for logs.
 // Key=value connection strings are shown as a URL too.

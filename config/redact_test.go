@@ -123,6 +123,8 @@ func TestConnectionStringShapes(t *testing.T) {
 		{"kv quote inside a quoted password", "host=h user=u password='ab'cdef=x' dbname=app", "ab'cdef=x", false, "quote the password"},
 		{"kv unterminated quote", "host=h user=u password='abcdef dbname=app", "abcdef", false, "not a valid"},
 		{"kv sslpassword", "host=h user=u sslpassword=abcd efgh=1", "abcd efgh", false, "quote the password"},
+		{"kv password spelling a keyword in another case", "host=h port=5432 user=u dbname=d password=0 hOst= sslmode=disable", "0 hOst=", false, "quote the password"},
+		{"query password spelling a keyword in another case", "postgres://u@h/db?password=ab&Host=evil", "ab&Host=evil", false, "%26"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
