@@ -15,7 +15,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/inboxd/inboxd/internal/status"
+	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
 // Row statuses written by ingest.

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"github.com/inboxd/inboxd/internal/driver"
+
 	"cmp"
 	"context"
 	"fmt"
@@ -170,7 +172,7 @@ func (p *Pool) writeOutcomes(ctx context.Context, batch []result) (map[int64]boo
 		signal(p.wake) // the next rows of finished keys were unparked
 	}
 	if released {
-		if _, err := p.db.Exec(ctx, notifySQL); err != nil {
+		if err := driver.Notify(ctx, p.db); err != nil {
 			p.log.Warn().Err(err).Msg("notify after release failed; other workers will poll")
 		}
 	}

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"github.com/inboxd/inboxd/internal/driver"
+
 	"context"
 	"time"
 
@@ -44,7 +46,7 @@ func (p *Pool) listenOnce(ctx context.Context, ready func()) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+	if _, err := conn.Exec(ctx, driver.ListenSQL); err != nil {
 		return err
 	}
 	ready()

@@ -3,7 +3,7 @@ package worker
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/inboxd/inboxd/internal/status"
+	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
 // Outcomes of one handled row, used as the outcome label.

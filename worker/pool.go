@@ -22,7 +22,7 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/backoff"
-	"github.com/inboxd/inboxd/internal/status"
+	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
 // Pool claims inbox rows and runs their handlers. Create it with New and

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/inboxd/inboxd/internal/status"
+	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
 // expiredPrefix begins the last_error the rescuer writes on a row whose

@@ -45,8 +45,6 @@ var (
 	blockedKeysSQL string
 	//go:embed sql/stats.sql
 	statsSQL string
-	//go:embed sql/notify.sql
-	notifySQL string
 	//go:embed sql/retention_processed.sql
 	retentionProcessedSQL string
 	// retentionFailedSQL and retentionCountSQL are text/templates too, for
@@ -93,6 +91,3 @@ func variant(ordered []string) int {
 	}
 	return plain
 }
-
-// notifyChannel is the channel the inbox trigger notifies on.
-const notifyChannel = "inboxd_received"

@@ -17,7 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/config"
-	"github.com/inboxd/inboxd/internal/status"
+	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
 // filteredFiles are the statements over the rows a requeue or discard

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"github.com/inboxd/inboxd/internal/driver"
+
 	"context"
 	_ "embed"
 	"encoding/base64"
@@ -19,7 +21,7 @@ import (
 
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/ingest"
-	"github.com/inboxd/inboxd/internal/status"
+	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
 var (
@@ -30,8 +32,6 @@ var (
 	requeueRejectedSQL string
 	//go:embed sql/event_owner.sql
 	eventOwnerSQL string
-	//go:embed sql/notify.sql
-	notifySQL string
 )
 
 // requeueFlags are the requeue command's flags.
@@ -78,7 +78,7 @@ func notifyRequeued(ctx context.Context, conn *pgx.Conn, n int64) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
 	defer cancel()
-	if _, err := conn.Exec(ctx, notifySQL); err != nil {
+	if err := driver.Notify(ctx, conn); err != nil {
 		return fmt.Errorf("requeue: %s requeued, but waking the workers failed (they find the rows at their next poll): %w",
 			plural(n, "row"), err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/inboxd/inboxd/config"
-	"github.com/inboxd/inboxd/internal/status"
+	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
 // Version is the release version, set at build time with

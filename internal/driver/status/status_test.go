@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/inboxd/inboxd/internal/status"
+	"github.com/inboxd/inboxd/internal/driver/status"
 	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 

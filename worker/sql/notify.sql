@@ -1,1 +1,0 @@
-SELECT pg_notify('inboxd_received', '')
