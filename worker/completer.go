@@ -1,8 +1,6 @@
 package worker
 
 import (
-	"github.com/inboxd/inboxd/internal/driver"
-
 	"cmp"
 	"context"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/internal/backoff"
+	"github.com/inboxd/inboxd/internal/driver"
 )
 
 // maxCompleteBatch caps the rows written by one completion statement.
@@ -152,7 +151,7 @@ func (p *Pool) writeOutcomes(ctx context.Context, batch []result) (map[int64]boo
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
 	defer cancel()
 	ordered, blocking := p.orderedTypes()
-	rows, err := p.db.Query(ctx, completeSQL[variant(ordered)], pgx.NamedArgs{
+	rows, err := p.db.Query(ctx, driver.CompleteSQL[driver.Variant(ordered)], pgx.NamedArgs{
 		"ids": ids, "tokens": tokens, "statuses": statuses, "delays_ms": delays,
 		"errors": errs, "attempts_delta": deltas, "chained": chained,
 		"ordered_types": ordered, "blocking_types": blocking,

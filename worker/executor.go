@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
@@ -108,7 +109,7 @@ func (p *Pool) runTx(ctx context.Context, tx pgx.Tx, j *job, ev *handlers.Event,
 	wctx, cancel := context.WithTimeout(p.stop, p.cfg.StatementTimeout)
 	defer cancel()
 	ordered, blocking := p.orderedTypes()
-	rows, err := tx.Query(wctx, completeTxSQL[variant(ordered)], pgx.NamedArgs{
+	rows, err := tx.Query(wctx, driver.CompleteTxSQL[driver.Variant(ordered)], pgx.NamedArgs{
 		"id": j.row.ID, "token": j.token, "chained": p.chained(j),
 		"ordered_types": ordered, "blocking_types": blocking,
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/driver"
 )
 
 // ExplainClaim returns the plan PostgreSQL follows for the claim a pool
@@ -33,7 +34,7 @@ func ExplainClaim(ctx context.Context, db *pgxpool.Pool, registry *handlers.Regi
 			return "", fmt.Errorf("explain claim: %w", err)
 		}
 	}
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS)\n"+claimSQL[variant(req.ordered)],
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS)\n"+driver.ClaimSQL[driver.Variant(req.ordered)],
 		p.claimArgs(req, 0, []int64{}))
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/driver"
 )
 
 // Reproduction from the reliability report: a row with a 3,000-byte key
@@ -144,7 +145,7 @@ func TestOrderedLookupsUseTheKeyHashIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rows, err := tx.Query(ctx, "EXPLAIN "+unparkSQL, pgx.NamedArgs{
+	rows, err := tx.Query(ctx, "EXPLAIN "+driver.UnparkSQL, pgx.NamedArgs{
 		"ordered_types": []string{"ord"}, "blocking_types": []string{"ord"}, "limit": 100})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/inboxd/inboxd/internal/driver"
 )
 
 // renewal is one row in a lease renewal statement.
@@ -143,7 +145,7 @@ func (p *Pool) renewRows(ctx context.Context, batch []renewal) (map[int64]renewS
 	for i, r := range batch {
 		ids[i], tokens[i] = r.id, r.token
 	}
-	rows, err := p.db.Query(ctx, renewSQL, pgx.NamedArgs{
+	rows, err := p.db.Query(ctx, driver.RenewSQL, pgx.NamedArgs{
 		"ids": ids, "tokens": tokens, "lease_ms": p.cfg.Lease.Milliseconds(),
 	})
 	if err != nil {

@@ -1,14 +1,13 @@
 package worker
 
 import (
-	"github.com/inboxd/inboxd/internal/driver"
-
 	"context"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxd/inboxd/internal/backoff"
+	"github.com/inboxd/inboxd/internal/driver"
 )
 
 // listen holds a dedicated connection that LISTENs for the inbox trigger's

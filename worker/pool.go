@@ -22,6 +22,7 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/backoff"
+	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
@@ -536,7 +537,7 @@ func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, int6
 	}
 	// The claim is planned with its values every time (see Run's
 	// plan_cache_mode).
-	rows, err := p.claimDB.Query(ctx, claimSQL[variant(req.ordered)], p.claimArgs(req, token, skip))
+	rows, err := p.claimDB.Query(ctx, driver.ClaimSQL[driver.Variant(req.ordered)], p.claimArgs(req, token, skip))
 	if err != nil {
 		return 0, 0, fmt.Errorf("claim batch: %w", err)
 	}
@@ -618,7 +619,7 @@ func (p *Pool) suspects(ctx context.Context, claimed []claimedRow) (map[int64]bo
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := p.db.Query(ctx, suspectsSQL, pgx.NamedArgs{"ids": ids, "expired_prefix": expiredPrefix})
+	rows, err := p.db.Query(ctx, driver.SuspectsSQL, pgx.NamedArgs{"ids": ids, "expired_prefix": expiredPrefix})
 	if err != nil {
 		return nil, fmt.Errorf("look up suspects: %w", err)
 	}
@@ -849,7 +850,7 @@ func (p *Pool) searchPoison(stop, workCtx context.Context, s *poisonSearch, req 
 	skip := append([]int64{}, p.poisoned...)
 	p.mu.Unlock()
 	var suspect int64
-	if err := p.db.QueryRow(ctx, poisonCandidateSQL, pgx.NamedArgs{"skip": skip}).Scan(&suspect); err != nil {
+	if err := p.db.QueryRow(ctx, driver.PoisonCandidateSQL, pgx.NamedArgs{"skip": skip}).Scan(&suspect); err != nil {
 		return false
 	}
 	one := req
@@ -859,7 +860,7 @@ func (p *Pool) searchPoison(stop, workCtx context.Context, s *poisonSearch, req 
 	}
 	reason := fmt.Sprintf("claim refused by the database because of this row's data: %v", claimErr)
 	p.metrics.poisoned.Inc()
-	tag, err := p.db.Exec(ctx, poisonSQL, pgx.NamedArgs{"id": suspect, "reason": *errText(errors.New(reason))})
+	tag, err := p.db.Exec(ctx, driver.PoisonSQL, pgx.NamedArgs{"id": suspect, "reason": *errText(errors.New(reason))})
 	if err == nil && tag.RowsAffected() == 1 {
 		p.log.Error().Int64("row_id", suspect).Err(claimErr).Msg("row dead-lettered: its data makes every claim fail")
 	} else {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
@@ -88,7 +89,7 @@ func (p *Pool) Rescue(ctx context.Context) (int, error) {
 func (p *Pool) dropOrphanStarts(ctx context.Context) error {
 	qctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
 	defer cancel()
-	if _, err := p.db.Exec(qctx, startsOrphansSQL, pgx.NamedArgs{"older_ms": p.cfg.Lease.Milliseconds()}); err != nil {
+	if _, err := p.db.Exec(qctx, driver.StartsOrphansSQL, pgx.NamedArgs{"older_ms": p.cfg.Lease.Milliseconds()}); err != nil {
 		return fmt.Errorf("delete orphaned start bits: %w", err)
 	}
 	return nil
@@ -117,7 +118,7 @@ func (p *Pool) rescueBatch(ctx context.Context) (n int, skippedDead bool, err er
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(qctx)) }()
 	types, maxes := p.maxAttemptsByType()
-	rows, err := tx.Query(qctx, rescueSQL, pgx.NamedArgs{
+	rows, err := tx.Query(qctx, driver.RescueSQL, pgx.NamedArgs{
 		"limit": rescueBatch, "max_attempts": p.cfg.MaxAttempts, "max_types": types, "max_values": maxes,
 		"expired_prefix": expiredPrefix,
 	})
@@ -150,7 +151,7 @@ func (p *Pool) rescueBatch(ctx context.Context) (n int, skippedDead bool, err er
 		}
 	}
 	if len(delayIDs) > 0 {
-		if _, err := tx.Exec(qctx, rescueDelaySQL, pgx.NamedArgs{"ids": delayIDs, "delays_ms": delays}); err != nil {
+		if _, err := tx.Exec(qctx, driver.RescueDelaySQL, pgx.NamedArgs{"ids": delayIDs, "delays_ms": delays}); err != nil {
 			return 0, false, fmt.Errorf("rescue expired leases: delay the started rows: %w", err)
 		}
 	}
@@ -190,7 +191,7 @@ func (p *Pool) Unpark(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		qctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
-		tag, err := p.db.Exec(qctx, unparkSQL, pgx.NamedArgs{
+		tag, err := p.db.Exec(qctx, driver.UnparkSQL, pgx.NamedArgs{
 			"limit": rescueBatch, "ordered_types": ordered, "blocking_types": blocking,
 		})
 		cancel()
@@ -241,7 +242,7 @@ func (p *Pool) refreshStats(ctx context.Context) error {
 	p.metrics.oldestReady.Set(st.OldestReadyAge.Seconds())
 	if _, blocking := p.orderedTypes(); len(blocking) > 0 {
 		var n int64
-		if err := p.db.QueryRow(ctx, blockedKeysSQL, pgx.NamedArgs{"blocking_types": blocking}).Scan(&n); err != nil {
+		if err := p.db.QueryRow(ctx, driver.BlockedKeysSQL, pgx.NamedArgs{"blocking_types": blocking}).Scan(&n); err != nil {
 			return fmt.Errorf("blocked keys: %w", err)
 		}
 		p.metrics.blockedKeys.Set(float64(n))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/backoff"
+	"github.com/inboxd/inboxd/internal/driver"
 )
 
 // RetentionConfig configures a Retention. Zero values take the defaults
@@ -160,7 +161,7 @@ func (r *Retention) Prune(ctx context.Context, dryRun bool) (PruneResult, error)
 		qctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 		defer cancel()
 		blocking := r.blockingTypes()
-		err := r.db.QueryRow(qctx, retentionCountSQL, pgx.NamedArgs{
+		err := r.db.QueryRow(qctx, driver.RetentionCountSQL, pgx.NamedArgs{
 			"processed_ms": r.cfg.Processed.Milliseconds(), "failed_ms": r.cfg.Failed.Milliseconds(),
 			"ordered_types": blocking, "blocking_types": blocking,
 		}).Scan(&res.Processed, &res.Failed)
@@ -170,13 +171,13 @@ func (r *Retention) Prune(ctx context.Context, dryRun bool) (PruneResult, error)
 		return res, nil
 	}
 	var res PruneResult
-	n, err := r.deleteAll(ctx, retentionProcessedSQL, r.cfg.Processed, "processed", nil)
+	n, err := r.deleteAll(ctx, driver.RetentionProcessedSQL, r.cfg.Processed, "processed", nil)
 	res.Processed = n
 	if err != nil || r.cfg.Failed == 0 {
 		return res, err
 	}
 	blocking := r.blockingTypes()
-	res.Failed, err = r.deleteAll(ctx, retentionFailedSQL, r.cfg.Failed, "failed",
+	res.Failed, err = r.deleteAll(ctx, driver.RetentionFailedSQL, r.cfg.Failed, "failed",
 		pgx.NamedArgs{"ordered_types": blocking, "blocking_types": blocking})
 	return res, err
 }

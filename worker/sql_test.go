@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/driver"
 )
 
 // Both variants of each templated statement are valid SQL for the schema,
@@ -20,7 +21,7 @@ func TestStatementVariantsPrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	for name, variants := range map[string][2]string{"claim": claimSQL, "complete": completeSQL, "complete_tx": completeTxSQL} {
+	for name, variants := range map[string][2]string{"claim": driver.ClaimSQL, "complete": driver.CompleteSQL, "complete_tx": driver.CompleteTxSQL} {
 		for i, sql := range variants {
 			// Named arguments become $n as pgx sends them.
 			sql, _, err := pgx.NamedArgs{}.RewriteQuery(context.Background(), conn.Conn(), sql, nil)
@@ -30,7 +31,7 @@ func TestStatementVariantsPrepare(t *testing.T) {
 			if _, err := conn.Conn().Prepare(context.Background(), "", sql); err != nil {
 				t.Errorf("%s[%d] does not prepare: %v\n%s", name, i, err, sql)
 			}
-			if parks := strings.Contains(sql, "parked AS ("); parks != (i == withOrdered) {
+			if parks := strings.Contains(sql, "parked AS ("); parks != (i == driver.WithOrdered) {
 				t.Errorf("%s[%d]: mentions parked rows = %v", name, i, parks)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxd/inboxd/internal/backoff"
+	"github.com/inboxd/inboxd/internal/driver"
 )
 
 // Start marks. The database must know that a row's handler runs before it
@@ -330,7 +331,7 @@ func (p *Pool) writeMarks(ctx context.Context, batch []*startMark, done []int64)
 	// useless.
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Lease)
 	defer cancel()
-	if _, err := p.markDB.Exec(ctx, markStartsSQL, pgx.NamedArgs{
+	if _, err := p.markDB.Exec(ctx, driver.MarkStartsSQL, pgx.NamedArgs{
 		"tokens": tokens, "bits": bits, "versions": versions,
 		"unmark_ids": unmarkIDs, "unmark_tokens": unmarkTokens, "done_tokens": done,
 	}); err != nil {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/inboxd/inboxd/internal/driver"
 )
 
 // Stats are the inbox's live figures, as the gauges and `inboxd stats` show
@@ -31,7 +33,7 @@ func ReadStats(ctx context.Context, db interface {
 }, staleAfter time.Duration) (Stats, error) {
 	var s Stats
 	var oldestReceived, oldestReady float64
-	if err := db.QueryRow(ctx, statsSQL, pgx.NamedArgs{"stale_ms": staleAfter.Milliseconds()}).Scan(
+	if err := db.QueryRow(ctx, driver.StatsSQL, pgx.NamedArgs{"stale_ms": staleAfter.Milliseconds()}).Scan(
 		&s.Received, &s.Processing, &s.Dead, &s.Rejected, &s.Stale, &oldestReceived, &oldestReady); err != nil {
 		return Stats{}, fmt.Errorf("inbox stats: %w", err)
 	}

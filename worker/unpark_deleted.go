@@ -7,11 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-)
 
-// unparkDeletedSQL is a text/template too, for the rule it shares with the
-// completions (sql/unpark_successors.sql).
-var unparkDeletedSQL = render("unpark_deleted.sql", true)
+	"github.com/inboxd/inboxd/internal/driver"
+)
 
 // DeletedRow is an inbox row deleted by hand, as UnparkAfterDelete needs it.
 type DeletedRow struct {
@@ -50,7 +48,7 @@ func UnparkAfterDelete(ctx context.Context, tx interface {
 	kinds := slices.Clone(types)
 	slices.Sort(kinds)
 	kinds = slices.Compact(kinds)
-	if _, err := tx.Exec(ctx, unparkDeletedSQL, pgx.NamedArgs{
+	if _, err := tx.Exec(ctx, driver.UnparkDeletedSQL, pgx.NamedArgs{
 		"ids": ids, "sources": sources, "keys": keys, "event_types": types,
 		"ordered_types": kinds, "blocking_types": kinds,
 	}); err != nil {

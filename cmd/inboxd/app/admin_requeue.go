@@ -1,8 +1,6 @@
 package app
 
 import (
-	"github.com/inboxd/inboxd/internal/driver"
-
 	"context"
 	_ "embed"
 	"encoding/base64"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
