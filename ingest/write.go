@@ -2,10 +2,9 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/inboxd/inboxd/internal/driver"
 )
 
 // flush writes b (retrying the same rows until it succeeds or ctx ends), then
@@ -97,14 +96,28 @@ const maxIdentityRetries = 1000
 // and succeed once the sequence has passed the taken ids. The data is not
 // at fault and no row is rejected for it.
 //
-// If the database refuses the data itself, retrying cannot help: the rows
-// are written one by one and a refused row is replaced, in rows, by a
-// rejected placeholder that keeps what the message carried.
+// If the database refuses the data itself (driver.AsDataError: a data
+// exception such as an untranslatable character on a non-UTF-8 database, a
+// program limit such as an index row too large, or data or index
+// corruption), retrying cannot help: the rows are written one by one and a
+// refused row is replaced, in rows, by a rejected placeholder that keeps
+// what the message carried. Everything else, integrity violations included
+// (an identity clash, a constraint someone added, a missing table), says
+// nothing bad about the message: the batch is retried and ingest pauses
+// meanwhile.
+//
+// Corruption (XX001, XX002) counts as refusal here as it does in the
+// worker's poison search: one rule for both. The placeholder has another
+// event id (the message's position), so it lands elsewhere in the unique
+// index; if the corruption is not the row's, the placeholder fails too and
+// the error goes back to write, which retries the batch, as for any other
+// error. What corruption never does is stall ingest behind one row that
+// cannot be stored.
 func (c *Consumer) writeOnce(ctx context.Context, rows []Row) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
 	defer cancel()
 	n, err := c.writer.WriteBatch(ctx, rows)
-	for i := 0; i < maxIdentityRetries && identityClash(err); i++ {
+	for i := 0; i < maxIdentityRetries && driver.IdentityClash(err); i++ {
 		if i == 0 {
 			c.log.Warn().Err(err).Int("rows", len(rows)).
 				Msg("inbox ids clash with rows inserted with explicit ids; retrying as the identity sequence moves past them " +
@@ -112,19 +125,19 @@ func (c *Consumer) writeOnce(ctx context.Context, rows []Row) (int, error) {
 		}
 		n, err = c.writer.WriteBatch(ctx, rows)
 	}
-	if _, refused := refusedByDatabase(err); !refused {
+	if _, refused := driver.AsDataError(err); !refused {
 		return n, err
 	}
 	c.log.Warn().Err(err).Int("rows", len(rows)).Msg("database refused the batch; writing it row by row")
 	total := 0
 	for i := range rows {
 		n, err := c.writer.WriteBatch(ctx, rows[i:i+1])
-		if pgErr, refused := refusedByDatabase(err); refused {
+		if pgErr, refused := driver.AsDataError(err); refused {
 			c.log.Error().Str("topic", rows[i].Source).Int32("partition", rows[i].Partition).
 				Int64("offset", rows[i].Offset).Str("sqlstate", pgErr.Code).
 				Msg("database refused a row; storing a rejected placeholder instead")
 			placeholder := placeholderFor(rows[i], pgErr)
-			if n, err = c.writer.WriteBatch(ctx, []Row{placeholder}); isRefused(err) {
+			if n, err = c.writer.WriteBatch(ctx, []Row{placeholder}); driver.Classify(err) == driver.DataError {
 				// Even the headers cannot be stored: keep key and payload.
 				placeholder.Headers = []byte("{}")
 				n, err = c.writer.WriteBatch(ctx, []Row{placeholder})
@@ -139,17 +152,4 @@ func (c *Consumer) writeOnce(ctx context.Context, rows []Row) (int, error) {
 		total += n
 	}
 	return total, nil
-}
-
-// identityClash reports whether err is a unique violation on the inbox's
-// primary key: ids drawn from the identity sequence that a third party had
-// already used explicitly.
-func identityClash(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "inbox_pkey"
-}
-
-func isRefused(err error) bool {
-	_, refused := refusedByDatabase(err)
-	return refused
 }

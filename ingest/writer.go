@@ -2,16 +2,14 @@ package ingest
 
 import (
 	"context"
-	_ "embed"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-)
 
-//go:embed insert_batch.sql
-var insertBatchSQL string
+	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/driver/status"
+)
 
 // inboxWriter persists batches of rows. WriteBatch writes all rows or none
 // (one transaction), skips rows whose (source, event_id) is already present,
@@ -20,63 +18,35 @@ type inboxWriter interface {
 	WriteBatch(ctx context.Context, rows []Row) (inserted int, err error)
 }
 
-// pgWriter is the inboxWriter on PostgreSQL: one multi-row INSERT per batch.
+// pgWriter is the inboxWriter on PostgreSQL: one multi-row INSERT per batch
+// (driver.InsertBatch).
 type pgWriter struct {
 	pool *pgxpool.Pool
 }
 
 // WriteBatch implements inboxWriter.
 func (w pgWriter) WriteBatch(ctx context.Context, rows []Row) (int, error) {
-	n := len(rows)
-	var (
-		sources    = make([]string, n)
-		eventIDs   = make([]string, n)
-		eventTypes = make([]string, n)
-		keys       = make([][]byte, n)
-		payloads   = make([][]byte, n)
-		headers    = make([]string, n)
-		statuses   = make([]string, n)
-		lastErrors = make([]string, n)
-		partitions = make([]int32, n)
-		offsets    = make([]int64, n)
-	)
-	for i, r := range rows {
-		sources[i] = r.Source
-		eventIDs[i] = r.EventID
-		eventTypes[i] = r.EventType
-		keys[i] = r.Key
-		payloads[i] = r.Payload
-		headers[i] = string(r.Headers)
-		statuses[i] = r.Status
-		lastErrors[i] = r.LastError
-		partitions[i] = r.Partition
-		offsets[i] = r.Offset
-	}
-	tag, err := w.pool.Exec(ctx, insertBatchSQL, sources, eventIDs, eventTypes, keys, payloads,
-		headers, statuses, lastErrors, partitions, offsets)
-	if err != nil {
-		return 0, fmt.Errorf("insert batch of %d rows: %w", n, err)
-	}
-	return int(tag.RowsAffected()), nil
+	return driver.InsertBatch(ctx, w.pool, newRows(rows))
 }
 
-// refusedByDatabase reports whether err is the database refusing the data
-// itself: a data exception (class 22: a value it cannot store, such as an
-// untranslatable character on a non-UTF-8 database) or a program limit
-// (class 54, such as an index row too large). Retrying the same rows cannot
-// succeed. Everything else, integrity violations included (an identity
-// clash, a constraint someone added, a missing table), says nothing bad
-// about the message: the batch is retried and ingest pauses meanwhile.
-func refusedByDatabase(err error) (*pgconn.PgError, bool) {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {
-		return nil, false
+// newRows is rows as the driver writes them.
+func newRows(rows []Row) []driver.NewRow {
+	out := make([]driver.NewRow, len(rows))
+	for i, r := range rows {
+		out[i] = driver.NewRow{
+			Source:    r.Source,
+			EventID:   r.EventID,
+			EventType: r.EventType,
+			Key:       r.Key,
+			Payload:   r.Payload,
+			Headers:   r.Headers,
+			Status:    status.Status(r.Status),
+			LastError: r.LastError,
+			Partition: r.Partition,
+			Offset:    r.Offset,
+		}
 	}
-	switch pgErr.Code[:2] {
-	case "22", "54":
-		return pgErr, true
-	}
-	return nil, false
+	return out
 }
 
 // placeholderFor is the row stored instead of one the database refused: its

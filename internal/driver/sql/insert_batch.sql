@@ -3,6 +3,8 @@
 -- (source, event_id) is already in the inbox is skipped; the command tag's
 -- row count is the number of rows actually inserted. kafka_topic is the
 -- source. Empty last_error strings are stored as NULL.
+-- Index: the unique (source, event_id) index decides the conflicts; the
+-- primary key draws from the identity sequence (see driver.IdentityClash).
 INSERT INTO inbox (source, event_id, event_type, key, payload, headers, status,
                    last_error, kafka_topic, kafka_partition, kafka_offset)
 SELECT b.source, b.event_id, b.event_type, b.key, b.payload, b.headers::jsonb, b.status,
