@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,13 +14,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 	"github.com/inboxd/inboxd/migrations"
 	"github.com/inboxd/inboxd/worker"
 )
-
-//go:embed sql/failed_list.sql
-var failedListSQL string
 
 // statsReport is the stats command's output: the figures of the inbox
 // gauges (worker.ReadStats, through the partial indexes on the live
@@ -156,18 +153,14 @@ func runList(ctx context.Context, cfg config.Config, stdout io.Writer, f listFla
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, failedListSQL, f.status, f.eventType, f.limit)
-	if err != nil {
-		return fmt.Errorf("list %s rows: %w", f.status, err)
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[failedRow])
+	list, err := driver.ListFailed(ctx, conn, status.Status(f.status), f.eventType, f.limit)
 	if err != nil {
 		return fmt.Errorf("list %s rows: %w", f.status, err)
 	}
 	if f.json {
 		enc := json.NewEncoder(stdout)
 		for _, r := range list {
-			if err := enc.Encode(r); err != nil {
+			if err := enc.Encode(failedRow(r)); err != nil {
 				return err
 			}
 		}

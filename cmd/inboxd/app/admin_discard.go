@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"io"
 	"time"
@@ -10,12 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 	"github.com/inboxd/inboxd/worker"
 )
-
-// discardSQL deletes a batch of the matching rows (sql/discard.sql).
-var discardSQL = renderFiltered("discard.sql")
 
 // discardFlags are the discard command's flags.
 type discardFlags struct {
@@ -109,34 +106,27 @@ func runDiscard(ctx context.Context, cfg config.Config, stdout, stderr io.Writer
 // transaction, with the unparking of the rows behind the dead ones, and
 // returns how many it deleted; with --id it marks each id in matched.
 func (f *failedFilter) discardRange(ctx context.Context, conn *pgx.Conn, after, upto int64, matched map[int64]bool) (int64, error) {
-	var deleted []worker.DeletedRow
+	var deleted []driver.DeletedRow
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, discardSQL, f.rangeArgs(after, upto))
-		if err != nil {
-			return err
-		}
-		deleted, err = pgx.CollectRows(rows, pgx.RowToStructByPos[worker.DeletedRow])
+		var err error
+		deleted, err = driver.DiscardFailed(ctx, tx, f.query(), after, upto)
 		if err != nil {
 			return err
 		}
 		if f.status != string(status.Dead) {
 			return nil // rejected rows hold no key back
 		}
-		return worker.UnparkAfterDelete(ctx, tx, deleted)
+		unpark := make([]worker.DeletedRow, len(deleted))
+		for i, r := range deleted {
+			unpark[i] = worker.DeletedRow(r)
+		}
+		return worker.UnparkAfterDelete(ctx, tx, unpark)
 	})
 	if err != nil {
 		return 0, err
 	}
 	for _, r := range deleted {
-		if f.idList != nil {
-			matched[r.ID] = true
-		}
+		f.mark(matched, r.ID)
 	}
 	return int64(len(deleted)), nil
-}
-
-// discardArgs are discard.sql's arguments for the one row id.
-func discardArgs(status string, id int64) pgx.NamedArgs {
-	return pgx.NamedArgs{"status": status, "ids": []int64{id}, "event_type": "", "source": "", "since": nil, "until": nil,
-		"after": id - 1, "upto": id}
 }

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,38 +9,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
-)
-
-// filteredFiles are the statements over the rows a requeue or discard
-// filter matches, text/templates sharing the filter (sql/failed_filter.sql).
-//
-//go:embed sql/failed_filter.sql sql/failed_match.sql sql/requeue.sql sql/discard.sql
-var filteredFiles embed.FS
-
-// renderFiltered renders the statement sql/name with the shared filter.
-func renderFiltered(name string) string {
-	t := template.Must(template.ParseFS(filteredFiles, "sql/failed_filter.sql", "sql/"+name))
-	var b strings.Builder
-	if err := t.ExecuteTemplate(&b, name, nil); err != nil {
-		panic(fmt.Sprintf("render sql/%s: %v", name, err)) // the files are embedded: a test catches it
-	}
-	return b.String()
-}
-
-var (
-	failedMatchSQL = renderFiltered("failed_match.sql")
-	//go:embed sql/rows_by_id.sql
-	rowsByIDSQL string
-	//go:embed sql/failed_range.sql
-	failedRangeSQL string
 )
 
 // failedBatch is how many dead or rejected rows requeue and discard take at
@@ -146,15 +121,15 @@ func parseSince(s string, now time.Time) (*time.Time, error) {
 	return &t, nil
 }
 
-// args are the named arguments of the filter's SQL.
-func (f *failedFilter) args() pgx.NamedArgs {
-	return pgx.NamedArgs{
-		"status":     f.status,
-		"ids":        f.idList, // nil: any
-		"event_type": f.eventType,
-		"source":     f.source,
-		"since":      f.sinceTime,
-		"until":      f.untilTime,
+// query is the filter as the driver takes it.
+func (f *failedFilter) query() driver.FailedFilter {
+	return driver.FailedFilter{
+		Status:    status.Status(f.status),
+		IDs:       f.idList, // nil: any
+		EventType: f.eventType,
+		Source:    f.source,
+		Since:     f.sinceTime,
+		Until:     f.untilTime,
 	}
 }
 
@@ -182,16 +157,17 @@ func (f *failedFilter) describe() string {
 	return strings.Join(parts, " ")
 }
 
-// failedRow is one dead or rejected row, without its payload.
+// failedRow is one dead or rejected row, without its payload, as the dead
+// command's --json prints it (a driver.FailedRow).
 type failedRow struct {
-	ID        int64     `json:"id"`
-	Status    string    `json:"status"`
-	Source    string    `json:"source"`
-	EventID   string    `json:"event_id"`
-	EventType string    `json:"event_type"`
-	Attempts  int       `json:"attempts"`
-	UpdatedAt time.Time `json:"updated_at"`
-	LastError string    `json:"last_error"`
+	ID        int64         `json:"id"`
+	Status    status.Status `json:"status"`
+	Source    string        `json:"source"`
+	EventID   string        `json:"event_id"`
+	EventType string        `json:"event_type"`
+	Attempts  int           `json:"attempts"`
+	UpdatedAt time.Time     `json:"updated_at"`
+	LastError string        `json:"last_error"`
 }
 
 // adminLog is the log of the commands that change rows: at info whatever
@@ -199,13 +175,6 @@ type failedRow struct {
 // always leave a trace.
 func adminLog(cfg config.Config, stderr io.Writer, command string) zerolog.Logger {
 	return newLogger(cfg, stderr).Level(zerolog.InfoLevel).With().Str("component", "admin").Str("command", command).Logger()
-}
-
-// rangeArgs are the filter's arguments for the range of ids (after, upto].
-func (f *failedFilter) rangeArgs(after, upto int64) pgx.NamedArgs {
-	a := f.args()
-	a["after"], a["upto"] = after, upto
-	return a
 }
 
 // eachRange calls fn with each range of ids (after, upto] of the status's
@@ -228,23 +197,20 @@ func (f *failedFilter) eachRange(ctx context.Context, conn *pgx.Conn, log zerolo
 	}
 	var after int64
 	for {
-		var upto *int64
-		err := conn.QueryRow(ctx, failedRangeSQL, pgx.NamedArgs{
-			"status": f.status, "after": after, "ids": f.idList, "limit": failedBatch,
-		}).Scan(&upto)
+		upto, ok, err := driver.FailedRangeEnd(ctx, conn, f.query(), after, failedBatch)
 		if err != nil {
 			return stopped(fmt.Errorf("select the next %d %s rows: %w", failedBatch, f.status, err))
 		}
-		if upto == nil {
+		if !ok {
 			return total, nil
 		}
-		n, err := fn(after, *upto)
+		n, err := fn(after, upto)
 		total += n
 		if err != nil {
 			return stopped(err)
 		}
 		batches++
-		after = *upto
+		after = upto
 		if total-reported >= progressRows || time.Since(lastReport) >= progressEvery {
 			log.Info().Str("status", f.status).Int64("rows", total).Int("batches", batches).Int64("last_id", after).
 				Msg(f.parsedFrom + " progress")
@@ -257,16 +223,14 @@ func (f *failedFilter) eachRange(ctx context.Context, conn *pgx.Conn, log zerolo
 // N: source event_id event_type, DETAIL, last error: …" (detail may add to
 // the line), noting in matched the --id rows that matched, and counts them.
 func (f *failedFilter) dryRun(ctx context.Context, conn *pgx.Conn, log zerolog.Logger, stdout io.Writer,
-	verb string, detail func(failedRow) string, matched map[int64]bool) (int64, error) {
+	verb string, detail func(driver.FailedRow) string, matched map[int64]bool) (int64, error) {
 	return f.eachRange(ctx, conn, log, "", func(after, upto int64) (int64, error) {
 		list, err := f.matching(ctx, conn, after, upto)
 		if err != nil {
 			return 0, err
 		}
 		for _, r := range list {
-			if f.idList != nil {
-				matched[r.ID] = true
-			}
+			f.mark(matched, r.ID)
 			more := ""
 			if detail != nil {
 				more = ", " + detail(r)
@@ -280,39 +244,22 @@ func (f *failedFilter) dryRun(ctx context.Context, conn *pgx.Conn, log zerolog.L
 
 // matching returns the rows the filter selects now among the ids
 // (after, upto].
-func (f *failedFilter) matching(ctx context.Context, conn *pgx.Conn, after, upto int64) ([]failedRow, error) {
-	rows, err := conn.Query(ctx, failedMatchSQL, f.rangeArgs(after, upto))
-	if err != nil {
-		return nil, fmt.Errorf("select %s rows: %w", f.status, err)
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[failedRow])
+func (f *failedFilter) matching(ctx context.Context, conn *pgx.Conn, after, upto int64) ([]driver.FailedRow, error) {
+	list, err := driver.MatchFailed(ctx, conn, f.query(), after, upto)
 	if err != nil {
 		return nil, fmt.Errorf("select %s rows: %w", f.status, err)
 	}
 	return list, nil
 }
 
-// apply runs query (a statement returning the id of each row it changed)
-// with the filter's arguments for the ids (after, upto], and counts
-// the rows; with --id it marks each id in matched.
-func (f *failedFilter) apply(ctx context.Context, conn *pgx.Conn, query string, after, upto int64, matched map[int64]bool) (int64, error) {
-	rows, err := conn.Query(ctx, query, f.rangeArgs(after, upto))
-	if err != nil {
-		return 0, err
+// mark notes, with --id, each of ids in matched.
+func (f *failedFilter) mark(matched map[int64]bool, ids ...int64) {
+	if f.idList == nil {
+		return
 	}
-	defer rows.Close()
-	var n int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return n, err
-		}
-		if f.idList != nil {
-			matched[id] = true
-		}
-		n++
+	for _, id := range ids {
+		matched[id] = true
 	}
-	return n, rows.Err()
 }
 
 // unmatched explains, for every id given with --id that is not in matched,
@@ -328,22 +275,11 @@ func (f *failedFilter) unmatched(ctx context.Context, conn *pgx.Conn, matched ma
 	if len(missing) == 0 {
 		return nil, nil
 	}
-	type idRow struct {
-		ID        int64
-		Status    string
-		Source    string
-		EventType string
-		UpdatedAt time.Time
-	}
-	rows, err := conn.Query(ctx, rowsByIDSQL, pgx.NamedArgs{"ids": missing})
+	found, err := driver.RowStates(ctx, conn, missing)
 	if err != nil {
 		return nil, fmt.Errorf("%s: look up ids: %w", f.parsedFrom, err)
 	}
-	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[idRow])
-	if err != nil {
-		return nil, fmt.Errorf("%s: look up ids: %w", f.parsedFrom, err)
-	}
-	byID := make(map[int64]idRow, len(found))
+	byID := make(map[int64]driver.RowState, len(found))
 	for _, r := range found {
 		byID[r.ID] = r
 	}
@@ -354,9 +290,9 @@ func (f *failedFilter) unmatched(ctx context.Context, conn *pgx.Conn, matched ma
 		switch {
 		case !ok:
 			why = "no such row"
-		case r.Status != f.status:
+		case string(r.Status) != f.status:
 			why = fmt.Sprintf("%s, not %s", r.Status, f.status)
-			if status.Status(r.Status).IsFailed() {
+			if r.Status.IsFailed() {
 				why += fmt.Sprintf(" (use --status %s)", r.Status)
 			}
 		default:
@@ -376,7 +312,7 @@ func (f *failedFilter) unmatched(ctx context.Context, conn *pgx.Conn, matched ma
 			if len(not) == 0 {
 				not = append(not, "it changed while this command ran")
 			}
-			why = r.Status + ", but " + strings.Join(not, " and ")
+			why = string(r.Status) + ", but " + strings.Join(not, " and ")
 		}
 		out = append(out, fmt.Sprintf("id %d: %s", id, why))
 	}

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	_ "embed"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
@@ -21,16 +19,6 @@ import (
 	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
-)
-
-var (
-	requeueSQL = renderFiltered("requeue.sql")
-	//go:embed sql/rejected_row.sql
-	rejectedRowSQL string
-	//go:embed sql/requeue_rejected.sql
-	requeueRejectedSQL string
-	//go:embed sql/event_owner.sql
-	eventOwnerSQL string
 )
 
 // requeueFlags are the requeue command's flags.
@@ -90,7 +78,7 @@ func requeueDead(ctx context.Context, conn *pgx.Conn, stdout io.Writer, log zero
 	var n int64
 	var err error
 	if f.dryRun {
-		n, err = f.filter.dryRun(ctx, conn, log, stdout, "requeue", func(r failedRow) string {
+		n, err = f.filter.dryRun(ctx, conn, log, stdout, "requeue", func(r driver.FailedRow) string {
 			return plural(int64(r.Attempts), "attempt")
 		}, matched)
 		if err != nil {
@@ -98,7 +86,9 @@ func requeueDead(ctx context.Context, conn *pgx.Conn, stdout io.Writer, log zero
 		}
 	} else {
 		n, err = f.filter.eachRange(ctx, conn, log, "requeued", func(after, upto int64) (int64, error) {
-			return f.filter.apply(ctx, conn, requeueSQL, after, upto, matched)
+			ids, err := driver.RequeueDead(ctx, conn, f.filter.query(), after, upto)
+			f.filter.mark(matched, ids...)
+			return int64(len(ids)), err
 		})
 		nerr := notifyRequeued(ctx, conn, n)
 		if err != nil {
@@ -156,9 +146,7 @@ func requeueRejected(ctx context.Context, cfg config.Config, conn *pgx.Conn, std
 			return 0, err
 		}
 		for i, r := range list {
-			if f.filter.idList != nil {
-				matched[r.ID] = true
-			}
+			f.filter.mark(matched, r.ID)
 			outcome, line, err := requeueOneRejected(ctx, conn, r.ID, mapping, f.dryRun, f.dropDuplicates)
 			if err != nil {
 				return int64(i), err
@@ -221,39 +209,26 @@ func requeueRejected(ctx context.Context, cfg config.Config, conn *pgx.Conn, std
 	return nil
 }
 
-// storedRejected is a rejected row as rejected_row.sql reads it.
-type storedRejected struct {
-	source, eventID string
-	key, payload    []byte
-	headers         string
-	topic           *string
-	partition       *int32
-	offset          *int64
-	lastError       string
-}
-
 // requeueOneRejected re-maps the rejected row id and, unless dryRun, hands
 // it to the workers under its new event id. It returns the outcome and a
 // line for the operator.
 func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping ingest.MapOptions, dryRun, dropDuplicates bool) (rejectedOutcome, string, error) {
-	var s storedRejected
-	err := conn.QueryRow(ctx, rejectedRowSQL, pgx.NamedArgs{"id": id}).Scan(&s.source, &s.eventID, &s.key, &s.payload,
-		&s.headers, &s.topic, &s.partition, &s.offset, &s.lastError)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return outcomeGone, "no longer rejected (changed while this command ran)", nil
-	}
+	s, ok, err := driver.ReadRejected(ctx, conn, id)
 	if err != nil {
 		return 0, "", fmt.Errorf("read rejected row %d: %w", id, err)
 	}
-	if unstored := ingest.Unstored(s.lastError); len(unstored) > 0 {
+	if !ok {
+		return outcomeGone, "no longer rejected (changed while this command ran)", nil
+	}
+	if unstored := ingest.Unstored(s.LastError); len(unstored) > 0 {
 		verb := "was"
 		if len(unstored) > 1 || unstored[0] == "headers" {
 			verb = "were"
 		}
 		return outcomeOversize, fmt.Sprintf("cannot be requeued: its %s %s not stored (%s); the event must be produced again",
-			strings.Join(unstored, " and "), verb, oneLine(s.lastError, 200)), nil
+			strings.Join(unstored, " and "), verb, oneLine(s.LastError, 200)), nil
 	}
-	msg, err := s.message()
+	msg, err := rejectedMessage(s)
 	if err != nil {
 		return outcomeStillRejected, fmt.Sprintf("still rejected: %v", err), nil
 	}
@@ -263,14 +238,12 @@ func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping i
 	}
 	target := fmt.Sprintf("event id %s, type %s", safeText(row.EventID), safeText(row.EventType))
 	owner := func() (string, error) {
-		var ownerID int64
-		var ownerStatus string
-		err := conn.QueryRow(ctx, eventOwnerSQL, pgx.NamedArgs{"source": s.source, "event_id": row.EventID}).Scan(&ownerID, &ownerStatus)
+		ownerID, ownerStatus, ok, err := driver.EventOwner(ctx, conn, s.Source, row.EventID)
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return "", nil
 		case err != nil:
 			return "", fmt.Errorf("look up %s: %w", target, err)
+		case !ok:
+			return "", nil
 		}
 		return fmt.Sprintf("row %d (%s)", ownerID, ownerStatus), nil
 	}
@@ -286,10 +259,10 @@ func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping i
 		}
 		return outcomeRequeued, "would requeue as " + target, nil
 	}
-	tag, err := conn.Exec(ctx, requeueRejectedSQL, pgx.NamedArgs{"id": id, "event_id": row.EventID, "event_type": row.EventType})
-	var pgErr *pgconn.PgError
+	requeued, err := driver.RequeueRejected(ctx, conn, id, row.EventID, row.EventType)
+	pgErr, refused := driver.AsDataError(err)
 	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == "23505": // unique_violation: the event arrived again
+	case errors.Is(err, driver.ErrEventTaken): // the event arrived again
 		dup, err := owner()
 		if err != nil {
 			return 0, "", err
@@ -300,42 +273,43 @@ func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping i
 		if !dropDuplicates {
 			return outcomeDuplicate, fmt.Sprintf("maps to %s, which %s already holds: left rejected (--drop-duplicates deletes it)", target, dup), nil
 		}
-		del, err := conn.Exec(ctx, discardSQL, discardArgs(string(status.Rejected), id))
+		del, err := driver.DiscardFailed(ctx, conn, driver.FailedFilter{Status: status.Rejected, IDs: []int64{id}}, id-1, id)
 		if err != nil {
 			return 0, "", fmt.Errorf("delete duplicate rejected row %d: %w", id, err)
 		}
-		if del.RowsAffected() == 0 {
+		if len(del) == 0 {
 			return outcomeGone, "no longer rejected (changed while this command ran)", nil
 		}
 		return outcomeDropped, fmt.Sprintf("maps to %s, which %s already holds: deleted", target, dup), nil
-	case errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "54")):
-		// A data error (as ingest's refused rows): this row stays, the
-		// others go on.
+	case refused:
+		// A data error (driver.AsDataError, as for ingest's refused rows):
+		// this row stays, the others go on.
 		return outcomeStillRejected, fmt.Sprintf("still rejected: the database refuses %s: %s (SQLSTATE %s)",
 			target, pgErr.Message, pgErr.Code), nil
 	case err != nil:
 		return 0, "", fmt.Errorf("rejected row %d: %w", id, err)
-	case tag.RowsAffected() == 0:
+	case !requeued:
 		return outcomeGone, "no longer rejected (changed while this command ran)", nil
 	}
 	return outcomeRequeued, "requeued as " + target, nil
 }
 
-// message rebuilds the Kafka message a rejected row was made from: its
-// position (the source and zeros for a row that did not come from Kafka),
-// key, payload and headers, with {"base64": "…"} header values decoded.
-func (s storedRejected) message() (kafka.Message, error) {
-	m := kafka.Message{Topic: s.source, Key: s.key, Value: s.payload}
-	if s.topic != nil {
-		m.Topic = *s.topic
+// rejectedMessage rebuilds the Kafka message a rejected row was made from:
+// its position (the source and zeros for a row that did not come from
+// Kafka), key, payload and headers, with {"base64": "…"} header values
+// decoded.
+func rejectedMessage(s driver.RejectedRow) (kafka.Message, error) {
+	m := kafka.Message{Topic: s.Source, Key: s.Key, Value: s.Payload}
+	if s.Topic != nil {
+		m.Topic = *s.Topic
 	}
-	if s.partition != nil {
-		m.Partition = int(*s.partition)
+	if s.Partition != nil {
+		m.Partition = int(*s.Partition)
 	}
-	if s.offset != nil {
-		m.Offset = *s.offset
+	if s.Offset != nil {
+		m.Offset = *s.Offset
 	}
-	hs, err := decodeHeaders([]byte(s.headers))
+	hs, err := decodeHeaders([]byte(s.Headers))
 	if err != nil {
 		return kafka.Message{}, err
 	}

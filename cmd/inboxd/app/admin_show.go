@@ -3,7 +3,6 @@ package app
 import (
 	"bytes"
 	"context"
-	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -16,13 +15,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/internal/driver"
 )
-
-//go:embed sql/show.sql
-var showSQL string
 
 // showFlags are the show command's flags.
 type showFlags struct {
@@ -36,12 +31,6 @@ const (
 	showTextLimit   = 4096
 	showBinaryLimit = 1024
 )
-
-// column is one column of the row show prints.
-type column struct {
-	name  string
-	value any
-}
 
 // runShow prints one row, every column the table has, with its key,
 // headers and payload.
@@ -59,30 +48,13 @@ func runShow(ctx context.Context, cfg config.Config, stdout io.Writer, args []st
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 
-	// SELECT *: a column a later migration adds is shown too.
-	rows, err := conn.Query(ctx, showSQL, pgx.NamedArgs{"id": id})
+	// Every column: one a later migration adds is shown too.
+	cols, ok, err := driver.ShowRow(ctx, conn, id)
 	if err != nil {
 		return fmt.Errorf("show: %w", err)
 	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("show: %w", err)
-		}
+	if !ok {
 		return fmt.Errorf("show: no row with id %d", id)
-	}
-	values, err := rows.Values()
-	if err != nil {
-		return fmt.Errorf("show: %w", err)
-	}
-	fields := rows.FieldDescriptions()
-	cols := make([]column, len(fields))
-	for i, fd := range fields {
-		cols[i] = column{name: fd.Name, value: values[i]}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("show: %w", err)
 	}
 	if f.json {
 		return showJSON(stdout, cols)
@@ -92,17 +64,17 @@ func runShow(ctx context.Context, cfg config.Config, stdout io.Writer, args []st
 
 // showJSON prints the row as one JSON object, columns in table order:
 // bytea (key, payload) in base64, jsonb (headers) as JSON, times in RFC 3339.
-func showJSON(w io.Writer, cols []column) error {
+func showJSON(w io.Writer, cols []driver.Column) error {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	for i, c := range cols {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		name, _ := json.Marshal(c.name)
-		value, err := json.Marshal(c.value)
+		name, _ := json.Marshal(c.Name)
+		value, err := json.Marshal(c.Value)
 		if err != nil {
-			return fmt.Errorf("show: column %s: %w", c.name, err)
+			return fmt.Errorf("show: column %s: %w", c.Name, err)
 		}
 		b.Write(name)
 		b.WriteByte(':')
@@ -115,26 +87,26 @@ func showJSON(w io.Writer, cols []column) error {
 
 // showText prints the row for a person: one column a line, then the key,
 // the headers and the payload.
-func showText(w io.Writer, cols []column, full bool) error {
+func showText(w io.Writer, cols []driver.Column, full bool) error {
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	var key, payload []byte
 	var haveKey bool
 	var headers any
 	for _, c := range cols {
-		switch c.name {
+		switch c.Name {
 		case "key":
-			key, _ = c.value.([]byte)
-			haveKey = c.value != nil
+			key, _ = c.Value.([]byte)
+			haveKey = c.Value != nil
 			continue
 		case "payload":
-			payload, _ = c.value.([]byte)
+			payload, _ = c.Value.([]byte)
 			continue
 		case "headers":
-			headers = c.value
+			headers = c.Value
 			continue
 		}
-		fmt.Fprintf(tw, "%s:\t%s\n", c.name, textValue(c.value))
+		fmt.Fprintf(tw, "%s:\t%s\n", c.Name, textValue(c.Value))
 	}
 	switch {
 	case !haveKey:

@@ -8,7 +8,7 @@
 -- Locks the rows it requeues, at most one batch of them, FOR UPDATE SKIP
 -- LOCKED: a row another statement holds (retention deleting it, another
 -- requeue or discard) is left as it is, for a later run.
--- The filter: sql/failed_filter.sql.
+-- The filter: sql/failed_filter.sql; the SET: sql/requeue_set.sql.
 WITH batch AS (
     SELECT id
     FROM inbox
@@ -17,8 +17,7 @@ WITH batch AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE inbox AS i
-SET status = 'received', attempts = 0, available_at = now(), updated_at = now(),
-    started = false, lease_token = NULL, lease_expires_at = NULL, locked_by = NULL
+SET {{template "requeue_set"}}
 FROM batch
 WHERE i.id = batch.id
 RETURNING i.id
