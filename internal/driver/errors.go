@@ -44,19 +44,30 @@ func (k ErrorKind) String() string {
 
 // Classify interprets err, returned by a statement of this package (or any
 // pgx call), as one ErrorKind. nil is Transient; callers test err first.
+// Errors met while connecting read a little differently: ClassifyConnect.
 func Classify(err error) ErrorKind {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return Transient
 	}
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {
+	if !errors.As(err, &pgErr) {
 		return Transient
 	}
-	switch pgErr.Code {
+	return sqlStateKind(pgErr.Code)
+}
+
+// sqlStateKind is what a server error with this SQLSTATE means for a
+// statement: the one reading of SQLSTATEs, which ClassifyConnect adapts to
+// connecting (see connectPermanent).
+func sqlStateKind(code string) ErrorKind {
+	if len(code) < 2 {
+		return Transient
+	}
+	switch code {
 	case "XX001", "XX002": // data_corrupted, index_corrupted
 		return DataError
 	}
-	switch pgErr.Code[:2] {
+	switch code[:2] {
 	case "22", "54":
 		return DataError
 	case "28", // invalid_authorization_specification

@@ -16,6 +16,7 @@ import (
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/handlers/riverjob"
+	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -104,7 +105,7 @@ func riverInserter(ctx context.Context, path string, routes *handlers.Routes, db
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		_, reason := classifyConnectError(err)
+		_, reason := driver.ClassifyConnect(err)
 		log.Warn().Str("error", reason).
 			Msg("River's schema could not be checked yet; if it is missing, river routes fail until `inboxd migrate --river` has run")
 	}

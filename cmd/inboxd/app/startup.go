@@ -16,6 +16,7 @@ import (
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/handlers/riverjob"
 	"github.com/inboxd/inboxd/internal/backoff"
+	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/migrations"
 )
 
@@ -42,7 +43,7 @@ func waitForDatabase(ctx context.Context, db *pgxpool.Pool, log zerolog.Logger) 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		permanent, reason := classifyConnectError(err)
+		permanent, reason := driver.ClassifyConnect(err)
 		switch {
 		case !permanent:
 			permanentSince = time.Time{}

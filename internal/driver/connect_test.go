@@ -1,4 +1,4 @@
-package app
+package driver
 
 import (
 	"context"
@@ -148,9 +148,9 @@ func TestClassifyConnectErrorRealServer(t *testing.T) {
 			t.Run(fmt.Sprintf("%s pool=%v", tt.name, viaPool), func(t *testing.T) {
 				t.Parallel()
 				err := connectErr(t, tt.conn, viaPool)
-				permanent, reason := classifyConnectError(err)
+				permanent, reason := ClassifyConnect(err)
 				if permanent != tt.permanent || !strings.Contains(reason, tt.want) {
-					t.Errorf("classifyConnectError = %v, %q; want %v and %q\nerror: %v", permanent, reason, tt.permanent, tt.want, err)
+					t.Errorf("ClassifyConnect = %v, %q; want %v and %q\nerror: %v", permanent, reason, tt.permanent, tt.want, err)
 				}
 				if strings.Contains(reason, "\n") || !strings.HasPrefix(reason, "user=") {
 					t.Errorf("reason %q: want one line starting with user=", reason)
@@ -242,10 +242,10 @@ func TestClassifyConnectErrorWrongPassword(t *testing.T) {
 	for _, sslmode := range []string{"prefer", "disable"} {
 		for _, viaPool := range []bool{false, true} {
 			err := connectErr(t, "postgres://inboxd:"+password+"@"+s.addr+"/app?sslmode="+sslmode, viaPool)
-			permanent, reason := classifyConnectError(err)
+			permanent, reason := ClassifyConnect(err)
 			want := `user=inboxd database=app: FATAL: password authentication failed for user "inboxd" (SQLSTATE 28P01)`
 			if !permanent || reason != want {
-				t.Errorf("sslmode=%s pool=%v: classifyConnectError = %v, %q; want true, %q\nerror: %v", sslmode, viaPool, permanent, reason, want, err)
+				t.Errorf("sslmode=%s pool=%v: ClassifyConnect = %v, %q; want true, %q\nerror: %v", sslmode, viaPool, permanent, reason, want, err)
 			}
 			if strings.Contains(reason, password) || strings.Contains(err.Error(), password) {
 				t.Errorf("the password shows in %q / %q", reason, err)
@@ -323,13 +323,50 @@ func TestClassifyConnectErrorShapes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			permanent, reason := classifyConnectError(tt.err)
+			permanent, reason := ClassifyConnect(tt.err)
 			if permanent != tt.permanent || !strings.Contains(reason, tt.reason) || (tt.reason == "" && reason != "") {
-				t.Errorf("classifyConnectError = %v, %q; want %v, %q", permanent, reason, tt.permanent, tt.reason)
+				t.Errorf("ClassifyConnect = %v, %q; want %v, %q", permanent, reason, tt.permanent, tt.reason)
 			}
 			if strings.Contains(reason, "\n") || strings.Contains(reason, "hunter2") {
 				t.Errorf("reason %q is not one line, or shows a password", reason)
 			}
 		})
+	}
+}
+
+// Connecting reads SQLSTATEs as statements do (sqlStateKind) but for the
+// three differences connectPermanent names: a bad setting value, a
+// protocol violation and a database not accepting connections are
+// permanent, and a data error is no row's fault.
+func TestConnectPermanentAgainstClassify(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		code      string
+		statement ErrorKind
+		connect   bool
+	}{
+		{"28000", Permanent, true},
+		{"28P01", Permanent, true},
+		{"3D000", Permanent, true},
+		{"42501", Permanent, true},
+		{"42704", Permanent, true},
+		{"0A000", Permanent, true},
+		{"22023", DataError, true},
+		{"08P01", Transient, true},
+		{"55000", Transient, true},
+		{"54000", DataError, false},
+		{"XX001", DataError, false},
+		{"XX000", Transient, false},
+		{"57P03", Transient, false},
+		{"53300", Transient, false},
+		{"08006", Transient, false},
+		{"", Transient, false},
+	} {
+		if got := sqlStateKind(tt.code); got != tt.statement {
+			t.Errorf("sqlStateKind(%q) = %v, want %v", tt.code, got, tt.statement)
+		}
+		if got := connectPermanent(tt.code); got != tt.connect {
+			t.Errorf("connectPermanent(%q) = %v, want %v", tt.code, got, tt.connect)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package app
+package driver
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// classifyConnectError says whether err, returned by connecting to
+// ClassifyConnect says whether err, returned by connecting to
 // PostgreSQL (pgx.ConnectConfig, pgxpool.Pool.Ping or Acquire), is
 // permanent, that is, a mistake in the configuration or on the server that
 // retrying cannot fix, and names it in reason.
@@ -20,16 +20,15 @@ import (
 //
 //   - permanent is true only when every connection attempt in err (pgx tries
 //     each host, and TLS then plain text with sslmode=prefer, and joins the
-//     errors) failed permanently. Permanent are the server's answers in
-//     SQLSTATE classes 28 (role does not exist, no pg_hba.conf entry:
-//     28000; wrong password: 28P01), 3D (database does not exist), 42
-//     (permission denied for the database: 42501; unknown setting in the
-//     connection string: 42704), 22 (bad setting value: 22023), 0A and 08P01
-//     (protocol not supported), 55000 (database not accepting connections);
-//     and, on the client side, certificate verification and other TLS
-//     handshake failures, a server that refuses TLS when it is required,
-//     require_auth, channel_binding and sslcertmode checks, SASL or GSS
-//     failures, protocol-version mismatches and unparsable settings.
+//     errors) failed permanently: the server answered with a SQLSTATE
+//     connectPermanent reads as permanent (a role that does not exist, a
+//     wrong password, a missing database, no CONNECT privilege, an unknown
+//     setting or a bad setting value, an unsupported protocol, a database
+//     not accepting connections), or, on the client side, certificate
+//     verification and other TLS handshake failures, a server that refuses
+//     TLS when it is required, require_auth, channel_binding and
+//     sslcertmode checks, SASL or GSS failures, protocol-version mismatches
+//     and unparsable settings.
 //   - Everything else is transient: connection refused or reset, timeouts,
 //     DNS failures, the server starting up or shutting down (57P03, 57P01),
 //     too many connections (53300) and other resource errors (53, 58, XX),
@@ -46,8 +45,8 @@ import (
 //     neither pgx's connect errors nor PostgreSQL's authentication errors
 //     quote a password, and config.Validate refuses connection strings that
 //     would put part of one in a host, user or database name.
-//   - classifyConnectError(nil) is (false, "").
-func classifyConnectError(err error) (permanent bool, reason string) {
+//   - ClassifyConnect(nil) is (false, "").
+func ClassifyConnect(err error) (permanent bool, reason string) {
 	if err == nil {
 		return false, ""
 	}
@@ -113,7 +112,7 @@ func classifyAttempt(err error) attempt {
 		if pgErr.Hint != "" {
 			r += " (hint: " + pgErr.Hint + ")"
 		}
-		return attempt{permanent: permanentSQLState(pgErr.Code), server: true, reason: r}
+		return attempt{permanent: connectPermanent(pgErr.Code), server: true, reason: r}
 	}
 	text := err.Error()
 	if ce := (*pgconn.ConnectError)(nil); errors.As(err, &ce) {
@@ -142,29 +141,35 @@ func classifyAttempt(err error) attempt {
 	return attempt{reason: text}
 }
 
-// permanentSQLState reports whether a server error with this SQLSTATE, met
-// while connecting, will recur however often the connection is retried.
-func permanentSQLState(code string) bool {
-	switch code {
-	case "08P01", // protocol_violation (e.g. an unsupported startup parameter)
-		"55000": // object_not_in_prerequisite_state: database not accepting connections
+// connectPermanent reports whether a server error with this SQLSTATE, met
+// while connecting, will recur however often the connection is retried. It
+// is sqlStateKind's Permanent (28 authorization: no such role, a wrong
+// password, no pg_hba.conf entry; 3D no such database; 3F; 42 no CONNECT
+// privilege, an unknown setting in the connection string; 0A an
+// unsupported feature such as the protocol version) with three differences,
+// all because the server has read no statement and no row yet, only the
+// connection's settings:
+//
+//   - class 22 (data_exception) is a setting's bad value (22023
+//     invalid_parameter_value), not a row's data: permanent, where a
+//     statement's is a DataError;
+//   - 08P01 (protocol_violation) is a startup parameter the server does
+//     not support: permanent, where during a session it is the connection
+//     breaking (transient);
+//   - 55000 (object_not_in_prerequisite_state) is a database not accepting
+//     connections (datallowconn false): permanent, where a statement's is
+//     transient.
+//
+// XX001/XX002 cannot be a row's fault at connect time and stay transient
+// there, with the rest of 08 (connection exception), 53 (insufficient
+// resources, too many connections), 57 (cannot connect now, shutdown), 58,
+// XX and anything else: the server or the network may recover.
+func connectPermanent(code string) bool {
+	switch {
+	case code == "08P01", code == "55000", strings.HasPrefix(code, "22"):
 		return true
 	}
-	if len(code) < 2 {
-		return false
-	}
-	switch code[:2] {
-	case "28", // invalid_authorization_specification, invalid_password
-		"3D", // invalid_catalog_name: the database does not exist
-		"42", // insufficient_privilege (no CONNECT), undefined_object (unknown setting)
-		"22", // data_exception: invalid_parameter_value of a setting
-		"0A": // feature_not_supported (e.g. the protocol version)
-		return true
-	}
-	// 08 (connection exception), 53 (insufficient resources, too many
-	// connections), 57 (cannot connect now, shutdown), 58, XX and anything
-	// else: the server or the network may recover.
-	return false
+	return sqlStateKind(code) == Permanent
 }
 
 // permanentClientFailures are pgconn's messages for connection attempts that
