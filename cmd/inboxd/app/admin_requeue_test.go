@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
@@ -169,7 +170,7 @@ func TestRequeueDeadRows(t *testing.T) {
 		t.Fatalf("requeue --until: exit %d\n%s", code, out)
 	}
 	if n := listener.countUntilMarker(t); n != 1 {
-		t.Errorf("requeue sent %d notifications on inboxd_received, want 1", n)
+		t.Errorf("requeue sent %d notifications on %s, want 1", n, driver.Channel)
 	}
 	s := stateOf(t, db, ids["old"])
 	if s.Status != "received" || s.Attempts != 0 || !s.DueNow || s.Started || s.LeaseToken != nil ||
@@ -204,7 +205,7 @@ func deref(p *string) string {
 	return *p
 }
 
-// notifications LISTENs on inboxd_received on a connection of its own.
+// notifications LISTENs on driver.Channel on a connection of its own.
 type notifications struct {
 	conn   *pgx.Conn
 	marker int
@@ -218,7 +219,7 @@ func listen(t *testing.T, db *pgtest.DB) *notifications {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
-	if _, err := conn.Exec(ctx, "LISTEN inboxd_received"); err != nil {
+	if _, err := conn.Exec(ctx, driver.ListenSQL); err != nil {
 		t.Fatal(err)
 	}
 	return &notifications{conn: conn}
@@ -233,7 +234,7 @@ func (n *notifications) countUntilMarker(t *testing.T) int {
 	marker := "marker-" + itoa(int64(n.marker))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := n.conn.Exec(ctx, "SELECT pg_notify('inboxd_received', $1)", marker); err != nil {
+	if _, err := n.conn.Exec(ctx, "SELECT pg_notify($1, $2)", driver.Channel, marker); err != nil {
 		t.Fatal(err)
 	}
 	count := 0
