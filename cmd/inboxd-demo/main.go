@@ -12,11 +12,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -24,6 +26,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -34,6 +37,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inboxd/inboxd/cmd/inboxd/app"
+	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
 const (
@@ -217,12 +222,7 @@ summary (%.1fs)
 `, elapsed.Seconds(), sent.get(), p.orders, p.duplicates, p.audits,
 		st.total, st.processed, st.dead, refusedID, st.rejected, int64(sent.get())-st.total, deliveries, keys)
 
-	rows, err := db.Query(ctx, `SELECT status, event_id, event_type, last_error FROM inbox
-		WHERE status IN ('dead', 'rejected') ORDER BY id`)
-	if err != nil {
-		return err
-	}
-	failed, err := pgx.CollectRows(rows, pgx.RowToStructByPos[failedRow])
+	failed, err := failedRows(ctx, db)
 	if err != nil {
 		return err
 	}
@@ -241,8 +241,18 @@ summary (%.1fs)
 
 var validName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
-type failedRow struct {
-	Status, EventID, EventType, LastError string
+// failedRows returns the dead and rejected rows in id order.
+func failedRows(ctx context.Context, db *pgxpool.Pool) ([]driver.FailedRow, error) {
+	var all []driver.FailedRow
+	for _, st := range status.Failed {
+		rows, err := driver.MatchFailed(ctx, db, driver.FailedFilter{Status: st}, 0, math.MaxInt64)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, rows...)
+	}
+	slices.SortFunc(all, func(a, b driver.FailedRow) int { return cmp.Compare(a.ID, b.ID) })
+	return all, nil
 }
 
 // produce sends the demo's events, synchronously, in a handful of batches.
@@ -293,14 +303,20 @@ type stats struct {
 }
 
 func readStats(ctx context.Context, db *pgxpool.Pool) (stats, error) {
-	var s stats
-	err := db.QueryRow(ctx, `SELECT count(*),
-		count(*) FILTER (WHERE status = 'processed'),
-		count(*) FILTER (WHERE status = 'dead'),
-		count(*) FILTER (WHERE status = 'rejected'),
-		count(*) FILTER (WHERE status IN ('received', 'processing'))
-		FROM inbox`).Scan(&s.total, &s.processed, &s.dead, &s.rejected, &s.pending)
-	return s, err
+	counts, err := driver.StatusCounts(ctx, db)
+	if err != nil {
+		return stats{}, err
+	}
+	s := stats{
+		processed: counts[status.Processed],
+		dead:      counts[status.Dead],
+		rejected:  counts[status.Rejected],
+		pending:   counts[status.Received] + counts[status.Processing],
+	}
+	for _, n := range counts {
+		s.total += n
+	}
+	return s, nil
 }
 
 // createDatabase drops and recreates the demo database and returns its URL.

@@ -31,6 +31,11 @@ func TestInsertBatchSkipsDuplicatesAndSpotsIdentityClash(t *testing.T) {
 		t.Errorf("row e1: status %s, last_error %v; want received, NULL", st, lastError)
 	}
 
+	counts, err := StatusCounts(ctx, db.Pool)
+	if err != nil || len(counts) != 2 || counts[status.Received] != 1 || counts[status.Rejected] != 1 {
+		t.Errorf("StatusCounts = %v, %v; want 1 received, 1 rejected", counts, err)
+	}
+
 	// A row inserted with an explicit id ahead of the identity sequence.
 	if _, err := db.Pool.Exec(ctx, `INSERT INTO inbox (id, source, event_id, event_type, payload)
 		OVERRIDING SYSTEM VALUE SELECT max(id) + 1, 'x', 'x', 't', '' FROM inbox`); err != nil {
