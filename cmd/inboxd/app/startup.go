@@ -107,12 +107,7 @@ func checkSchema(ctx context.Context, db *pgxpool.Pool, migrateFirst bool, log z
 // and claims slow down until someone runs VACUUM. A failed check is only
 // logged at debug: it must not stop the daemon.
 func warnIfNotVacuumed(ctx context.Context, conn *pgx.Conn, log zerolog.Logger) {
-	var server, table bool
-	err := conn.QueryRow(ctx, `
-SELECT current_setting('autovacuum')::boolean,
-       coalesce((SELECT option_value::boolean
-                 FROM pg_class AS c, pg_options_to_table(c.reloptions)
-                 WHERE c.oid = to_regclass('inbox') AND option_name = 'autovacuum_enabled'), true)`).Scan(&server, &table)
+	server, table, err := driver.Autovacuum(ctx, conn)
 	switch {
 	case err != nil:
 		log.Debug().Err(err).Msg("could not read the autovacuum settings")

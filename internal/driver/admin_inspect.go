@@ -1,5 +1,8 @@
 package driver
 
+// Statements that look at the inbox as a whole, for operators, the demo
+// and start-up checks: never on a replica's hot path.
+
 import (
 	"context"
 
@@ -28,4 +31,13 @@ func StatusCounts(ctx context.Context, db DB) (map[status.Status]int64, error) {
 		out[s] = n
 	}
 	return out, rows.Err()
+}
+
+var autovacuumSQL = load("autovacuum.sql")
+
+// Autovacuum reports whether autovacuum is on for the server and enabled
+// for the inbox table (sql/autovacuum.sql).
+func Autovacuum(ctx context.Context, db DB) (server, table bool, err error) {
+	err = db.QueryRow(ctx, autovacuumSQL).Scan(&server, &table)
+	return server, table, err
 }
