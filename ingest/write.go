@@ -107,12 +107,15 @@ const maxIdentityRetries = 1000
 // meanwhile.
 //
 // Corruption (XX001, XX002) counts as refusal here as it does in the
-// worker's poison search: one rule for both. The placeholder has another
-// event id (the message's position), so it lands elsewhere in the unique
-// index; if the corruption is not the row's, the placeholder fails too and
-// the error goes back to write, which retries the batch, as for any other
-// error. What corruption never does is stall ingest behind one row that
-// cannot be stored.
+// worker's poison search: one rule for both. Met on one row's path (its
+// event id's page of the unique index), the placeholder, under another
+// event id (the message's position), lands elsewhere and is stored; met
+// wherever a row goes, the placeholder fails too and the error goes back to
+// write, which retries the batch as for any other error. Nothing is lost
+// either way: the placeholder keeps the message, and `inboxd requeue
+// --status rejected` re-maps it once the damage is repaired. What
+// corruption never does is stall ingest behind one row that cannot be
+// stored.
 func (c *Consumer) writeOnce(ctx context.Context, rows []Row) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
 	defer cancel()
