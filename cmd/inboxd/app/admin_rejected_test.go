@@ -8,23 +8,27 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/driver/status"
 	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
-// ingestMessage maps m with opts as ingest does and stores the row with the
-// columns ingest's batch insert writes (insert_batch.sql), returning its id.
+// ingestMessage maps m with opts and stores the row as ingest does
+// (driver.InsertBatch), returning its id.
 func ingestMessage(t *testing.T, db *pgtest.DB, m kafka.Message, opts ingest.MapOptions) (int64, ingest.Row) {
 	t.Helper()
+	ctx := context.Background()
 	r := ingest.MapMessage(m, opts)
-	var id int64
-	err := db.Pool.QueryRow(context.Background(), `
-		INSERT INTO inbox (source, event_id, event_type, key, payload, headers, status,
-		                   last_error, kafka_topic, kafka_partition, kafka_offset)
-		VALUES ($1, $2, $3, $4, $5, $6::text::jsonb, $7, NULLIF($8, ''), $1, $9, $10)
-		RETURNING id`,
-		r.Source, r.EventID, r.EventType, r.Key, r.Payload, string(r.Headers), r.Status, r.LastError, r.Partition, r.Offset).Scan(&id)
-	if err != nil {
-		t.Fatal(err)
+	n, err := driver.InsertBatch(ctx, db.Pool, []driver.NewRow{{
+		Source: r.Source, EventID: r.EventID, EventType: r.EventType, Key: r.Key, Payload: r.Payload,
+		Headers: r.Headers, Status: status.Status(r.Status), LastError: r.LastError, Partition: r.Partition, Offset: r.Offset,
+	}})
+	if err != nil || n != 1 {
+		t.Fatalf("insert %s: %d rows, %v", r.EventID, n, err)
+	}
+	id, _, ok, err := driver.EventOwner(ctx, db.Pool, r.Source, r.EventID)
+	if err != nil || !ok {
+		t.Fatalf("look up %s: %v, %v", r.EventID, ok, err)
 	}
 	return id, r
 }
