@@ -73,10 +73,8 @@ type Inboxd struct {
 	retention *worker.Retention
 	consumer  *ingest.Consumer // nil without ingest
 
-	// handlersCtx ends when StopAndCancel is called; every handler's
-	// context ends with it (cancelOnStop).
-	handlersCtx    context.Context
-	cancelHandlers context.CancelCauseFunc
+	// running handlers' cancel functions, for StopAndCancel (cancelOnStop).
+	handlers handlerCancels
 
 	mu        sync.Mutex
 	ran       bool               // Run was called
@@ -136,7 +134,6 @@ func New(cfg Config) (*Inboxd, error) {
 		done:    make(chan struct{}),
 		running: make(chan struct{}),
 	}
-	ib.handlersCtx, ib.cancelHandlers = context.WithCancelCause(context.Background())
 	var err error
 	if ib.pool, err = worker.New(cfg.DB, ib.wrap(cfg.Registry), wcfg, cfg.Logger, cfg.Registerer); err != nil {
 		return nil, err
@@ -168,10 +165,68 @@ func (ib *Inboxd) cancelOnStop(next handlers.Handler) handlers.Handler {
 	return handlers.HandlerFunc(func(ctx context.Context, ev *handlers.Event) error {
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
-		unhook := context.AfterFunc(ib.handlersCtx, func() { cancel(context.Cause(ib.handlersCtx)) })
-		defer unhook()
+		var shard uint64
+		if ev != nil {
+			shard = uint64(ev.ID)
+		}
+		ib.handlers.add(shard, ctx, cancel)
+		defer ib.handlers.remove(shard, ctx)
 		return next.Handle(ctx, ev)
 	})
+}
+
+// handlerCancels holds the cancel functions of the running handlers. It
+// is sharded, and costs a handler call no more than a map insert and
+// delete under an uncontended lock: it is on every handler call's path.
+type handlerCancels struct {
+	cancelled atomic.Bool
+	shards    [16]cancelShard
+}
+
+// cancelShard is one shard of handlerCancels.
+type cancelShard struct {
+	mu      sync.Mutex
+	cancels map[context.Context]context.CancelCauseFunc
+}
+
+// add records the cancel function of the handler context ctx in shard
+// (any number: the row's id spreads the calls). A handler added once
+// cancelAll was called is cancelled at once.
+func (h *handlerCancels) add(shard uint64, ctx context.Context, cancel context.CancelCauseFunc) {
+	s := &h.shards[shard%uint64(len(h.shards))]
+	s.mu.Lock()
+	if s.cancels == nil {
+		s.cancels = make(map[context.Context]context.CancelCauseFunc)
+	}
+	s.cancels[ctx] = cancel
+	s.mu.Unlock()
+	// cancelAll sets cancelled before it goes through the shards: a
+	// handler it did not find there sees it set.
+	if h.cancelled.Load() {
+		cancel(ErrStopAndCancel)
+	}
+}
+
+// remove forgets what add recorded.
+func (h *handlerCancels) remove(shard uint64, ctx context.Context) {
+	s := &h.shards[shard%uint64(len(h.shards))]
+	s.mu.Lock()
+	delete(s.cancels, ctx)
+	s.mu.Unlock()
+}
+
+// cancelAll cancels every running handler's context, and every one added
+// from now on.
+func (h *handlerCancels) cancelAll() {
+	h.cancelled.Store(true)
+	for i := range h.shards {
+		s := &h.shards[i]
+		s.mu.Lock()
+		for _, cancel := range s.cancels {
+			cancel(ErrStopAndCancel)
+		}
+		s.mu.Unlock()
+	}
 }
 
 // SetRegistry replaces the handler registry (after a routes file was
@@ -297,7 +352,7 @@ func (ib *Inboxd) Stop(ctx context.Context) error {
 // failed attempt (dead only if that was its last attempt); one that
 // returns nil has its row processed.
 func (ib *Inboxd) StopAndCancel(ctx context.Context) error {
-	ib.cancelHandlers(ErrStopAndCancel)
+	ib.handlers.cancelAll()
 	return ib.Stop(ctx)
 }
 
