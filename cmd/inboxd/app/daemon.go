@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/inboxd/inboxd"
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/ingest"
@@ -97,27 +98,27 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	if err := metricsReg.Register(buildInfo()); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	wcfg := workerConfig(cfg)
-	wcfg.TxDB = txdb
-	pool, err := worker.New(db, reg, wcfg, log, metricsReg)
-	if err != nil {
-		return usageError{err}
-	}
-	rcfg := retentionConfig(cfg)
-	rcfg.BlockingTypes = pool.BlockingTypes // dead rows that block a key are kept, as the routes are now
-	retention, err := worker.NewRetention(db, rcfg, log, metricsReg)
-	if err != nil {
-		return usageError{err}
-	}
-	var consumer *ingest.Consumer
+	var ingestCfg *ingest.Config
 	if cfg.IngestEnabled() {
-		consumer, err = ingest.New(ingestConfig(cfg), db, log, metricsReg)
-		if err != nil {
-			return usageError{err}
-		}
+		ic := ingestConfig(cfg)
+		ingestCfg = &ic
+	}
+	ib, err := inboxd.New(inboxd.Config{
+		Registry:   reg,
+		DB:         db,
+		TxDB:       txdb,
+		Logger:     log,
+		Registerer: metricsReg,
+		Worker:     workerConfig(cfg),
+		Retention:  retentionConfig(cfg),
+		Ingest:     ingestCfg,
+		Migrate:    migrateFirst,
+	})
+	if err != nil {
+		return usageError{err}
 	}
 
-	h := &health{db: db, consumer: consumer}
+	h := &health{engine: ib}
 	var srv *http.Server
 	serveDone := make(chan error, 1)
 	switch {
@@ -145,31 +146,13 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		}
 		return err
 	}
-	if err := checkSchema(ctx, db, migrateFirst, log); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
 
 	notify := systemdNotifier{log: log}
 	defer exitIfStuck(ctx, cfg, log)()
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if err := pool.Run(gctx); err != nil {
-			return fmt.Errorf("workers: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error { return retention.Run(gctx) })
-	if consumer != nil {
-		g.Go(func() error {
-			if err := consumer.Run(gctx); err != nil {
-				return fmt.Errorf("ingest: %w", err)
-			}
-			return nil
-		})
-	}
+	// Run checks the schema (migrating it first with --migrate), then runs
+	// ingest, the workers and retention.
+	g.Go(func() error { return ib.Run(gctx) })
 	if srv != nil {
 		g.Go(func() error {
 			select {
@@ -182,31 +165,29 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 			return nil
 		})
 	}
-	g.Go(func() error { reloadRoutes(gctx, builder, pool); return nil })
+	g.Go(func() error { reloadRoutes(gctx, builder, ib); return nil })
 	g.Go(func() error {
 		// The watchdog is fed while the claim loop goes round (a loop stuck
 		// longer than any of its bounded waits is stuck for good) and ingest
 		// is not stalled on a known backlog.
 		stuckAfter := cfg.StatementTimeout + cfg.PollInterval + 10*time.Second
 		notify.watchdog(gctx, func(now time.Time) error {
-			if last := pool.Progress(); !last.IsZero() && now.Sub(last) > stuckAfter {
+			if last := ib.Progress(); !last.IsZero() && now.Sub(last) > stuckAfter {
 				return fmt.Errorf("the claim loop has not gone round for %s", now.Sub(last).Round(time.Second))
 			}
-			if consumer != nil {
-				if err := consumer.Healthy(); err != nil {
-					return fmt.Errorf("ingest: %w", err)
-				}
+			if err := ib.Healthy(); err != nil {
+				return fmt.Errorf("ingest: %w", err)
 			}
 			return nil
 		})
 		return nil
 	})
 	g.Go(func() error {
-		if !waitRunning(gctx, pool, consumer) {
+		select {
+		case <-ib.Running():
+		case <-gctx.Done():
 			return nil
 		}
-		h.started.Store(true)
-		log.Info().Msg("running")
 		notify.ready("running")
 		<-gctx.Done()
 		notify.stopping()
@@ -248,29 +229,6 @@ func exitIfStuck(ctx context.Context, cfg config.Config, log zerolog.Logger) (di
 		}
 	}()
 	return func() { close(returned) }
-}
-
-// waitRunning waits until the workers listen and, with ingest, the brokers
-// answer; it reports false if ctx ended first.
-func waitRunning(ctx context.Context, pool *worker.Pool, consumer *ingest.Consumer) bool {
-	select {
-	case <-pool.Ready():
-	case <-ctx.Done():
-		return false
-	}
-	if consumer == nil {
-		return true
-	}
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for !consumer.Reachable() {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-	}
-	return true
 }
 
 // openPool opens a pool of maxConns connections on INBOXD_DATABASE_URL with

@@ -13,11 +13,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/inboxd/inboxd"
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/handlers/riverjob"
 	"github.com/inboxd/inboxd/internal/driver"
-	"github.com/inboxd/inboxd/worker"
 )
 
 // registryBuilder builds the daemon's handler registry, at start and again
@@ -117,9 +117,9 @@ func riverInserter(ctx context.Context, path string, routes *handlers.Routes, db
 }
 
 // reloadRoutes loads the routes file again on every SIGHUP and hands the
-// new registry to the pool. A file that does not load keeps the old routes,
+// new registry to the engine. A file that does not load keeps the old routes,
 // and the log says why.
-func reloadRoutes(ctx context.Context, b registryBuilder, pool *worker.Pool) {
+func reloadRoutes(ctx context.Context, b registryBuilder, engine *inboxd.Inboxd) {
 	log := b.log
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -140,7 +140,7 @@ func reloadRoutes(ctx context.Context, b registryBuilder, pool *worker.Pool) {
 			log.Error().Err(err).Msg("SIGHUP: routes not reloaded, the old ones stay in force")
 			continue
 		}
-		pool.SetRegistry(reg)
+		engine.SetRegistry(reg)
 		log.Info().Str("routes", b.cfg.Routes).Int("types", reg.Types()).Msg("SIGHUP: routes reloaded")
 	}
 }

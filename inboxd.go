@@ -1,0 +1,403 @@
+package inboxd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/worker"
+)
+
+// Config is what an Inboxd runs with. Registry and DB are required; every
+// other field may be left zero.
+type Config struct {
+	// Registry holds the handlers, by event type, and the default route.
+	// It is copied, never changed: register everything before New (or
+	// hand a new registry to SetRegistry).
+	Registry *handlers.Registry
+
+	// DB is the pool of the engine's own statements: claims, completions,
+	// lease renewals, ingest's inserts, retention. Size it for the engine
+	// alone; transactional handlers take their connections from TxDB. The
+	// Inboxd never closes it.
+	DB *pgxpool.Pool
+	// TxDB is the pool transactional handlers take their connections from,
+	// apart from DB so that handlers holding transactions open can never
+	// starve the engine. Nil: Run opens one on DB's configuration with
+	// Worker.TxConns connections and closes it when it returns. The
+	// Inboxd never closes a pool it was given. Set it here, not in
+	// Worker.TxDB.
+	TxDB *pgxpool.Pool
+
+	// Logger receives the logs; each component adds a component field. The
+	// zero Logger logs nothing.
+	Logger zerolog.Logger
+	// Registerer receives the metrics (nil: none are registered).
+	Registerer prometheus.Registerer
+
+	// Worker configures the worker pool: handlers run at once, claims,
+	// lease, attempts, backoff, shutdown budget. Zero fields take the
+	// defaults documented on worker.Config.
+	Worker worker.Config
+	// Retention configures the deletion of expired rows. Zero fields take
+	// the defaults documented on worker.RetentionConfig; dead rows that
+	// block an ordered key are kept while the routes say so.
+	Retention worker.RetentionConfig
+	// Ingest configures the Kafka consumer; nil runs no ingest (rows come
+	// from other writers of the inbox table).
+	Ingest *ingest.Config
+
+	// Migrate applies pending schema migrations (under an advisory lock)
+	// when Run starts, instead of refusing to run on an older schema.
+	Migrate bool
+}
+
+// Inboxd is the inbox engine of one process. Create it with New, run it
+// with Run (once), stop it by cancelling Run's context, with Stop or with
+// StopAndCancel.
+type Inboxd struct {
+	db        *pgxpool.Pool
+	log       zerolog.Logger
+	migrate   bool
+	pool      *worker.Pool
+	retention *worker.Retention
+	consumer  *ingest.Consumer // nil without ingest
+
+	// running handlers' cancel functions, for StopAndCancel (cancelOnStop).
+	handlers handlerCancels
+
+	mu        sync.Mutex
+	ran       bool               // Run was called
+	stopped   bool               // Stop or StopAndCancel was called
+	cancelRun context.CancelFunc // ends Run's context; set while Run runs
+	done      chan struct{}      // closed when Run returns
+
+	running chan struct{} // closed once the workers listen and ingest reaches its brokers
+	started atomic.Bool   // running is closed
+}
+
+// ErrStopAndCancel is the cause of the handlers' contexts that
+// StopAndCancel cancels (context.Cause returns it).
+var ErrStopAndCancel = errors.New("inboxd: stopped and cancelled")
+
+// New validates cfg and returns an Inboxd ready to Run. It fails, naming
+// every problem of cfg on a line of its own, before anything is started or
+// registered; it does not reach the database or Kafka.
+func New(cfg Config) (*Inboxd, error) {
+	var errs []error
+	if cfg.Registry == nil {
+		errs = append(errs, errors.New("inboxd: Config.Registry is nil: register the handlers on a handlers.NewRegistry()"))
+	}
+	if cfg.DB == nil {
+		errs = append(errs, errors.New("inboxd: Config.DB is nil: the engine needs a database pool"))
+	}
+	if cfg.Worker.TxDB != nil {
+		errs = append(errs, errors.New("inboxd: Config.Worker.TxDB is set: give the handlers' pool as Config.TxDB"))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	wcfg := cfg.Worker
+	wcfg.TxDB = cfg.TxDB
+	// A dry run without metrics first: each engine part validates its
+	// configuration in its constructor, and none may register a metric
+	// unless all of them can be built.
+	if _, err := worker.New(cfg.DB, cfg.Registry, wcfg, cfg.Logger, nil); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := worker.NewRetention(cfg.DB, cfg.Retention, cfg.Logger, nil); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Ingest != nil {
+		if _, err := ingest.New(*cfg.Ingest, cfg.DB, cfg.Logger, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+
+	ib := &Inboxd{
+		db:      cfg.DB,
+		log:     cfg.Logger,
+		migrate: cfg.Migrate,
+		done:    make(chan struct{}),
+		running: make(chan struct{}),
+	}
+	var err error
+	if ib.pool, err = worker.New(cfg.DB, ib.wrap(cfg.Registry), wcfg, cfg.Logger, cfg.Registerer); err != nil {
+		return nil, err
+	}
+	rcfg := cfg.Retention
+	rcfg.BlockingTypes = ib.pool.BlockingTypes // dead rows that block a key are kept, as the routes are now
+	if ib.retention, err = worker.NewRetention(cfg.DB, rcfg, cfg.Logger, cfg.Registerer); err != nil {
+		return nil, err
+	}
+	if cfg.Ingest != nil {
+		if ib.consumer, err = ingest.New(*cfg.Ingest, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
+			return nil, err
+		}
+	}
+	return ib, nil
+}
+
+// wrap returns a copy of reg whose handlers' contexts also end when
+// StopAndCancel is called.
+func (ib *Inboxd) wrap(reg *handlers.Registry) *handlers.Registry {
+	c := reg.Clone()
+	c.Use(ib.cancelOnStop)
+	return c
+}
+
+// cancelOnStop is the middleware that ties a handler's context to
+// StopAndCancel.
+func (ib *Inboxd) cancelOnStop(next handlers.Handler) handlers.Handler {
+	return handlers.HandlerFunc(func(ctx context.Context, ev *handlers.Event) error {
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		var shard uint64
+		if ev != nil {
+			shard = uint64(ev.ID)
+		}
+		ib.handlers.add(shard, ctx, cancel)
+		defer ib.handlers.remove(shard, ctx)
+		return next.Handle(ctx, ev)
+	})
+}
+
+// handlerCancels holds the cancel functions of the running handlers. It
+// is sharded, and costs a handler call no more than a map insert and
+// delete under an uncontended lock: it is on every handler call's path.
+type handlerCancels struct {
+	cancelled atomic.Bool
+	shards    [16]cancelShard
+}
+
+// cancelShard is one shard of handlerCancels.
+type cancelShard struct {
+	mu      sync.Mutex
+	cancels map[context.Context]context.CancelCauseFunc
+}
+
+// add records the cancel function of the handler context ctx in shard
+// (any number: the row's id spreads the calls). A handler added once
+// cancelAll was called is cancelled at once.
+func (h *handlerCancels) add(shard uint64, ctx context.Context, cancel context.CancelCauseFunc) {
+	s := &h.shards[shard%uint64(len(h.shards))]
+	s.mu.Lock()
+	if s.cancels == nil {
+		s.cancels = make(map[context.Context]context.CancelCauseFunc)
+	}
+	s.cancels[ctx] = cancel
+	s.mu.Unlock()
+	// cancelAll sets cancelled before it goes through the shards: a
+	// handler it did not find there sees it set.
+	if h.cancelled.Load() {
+		cancel(ErrStopAndCancel)
+	}
+}
+
+// remove forgets what add recorded.
+func (h *handlerCancels) remove(shard uint64, ctx context.Context) {
+	s := &h.shards[shard%uint64(len(h.shards))]
+	s.mu.Lock()
+	delete(s.cancels, ctx)
+	s.mu.Unlock()
+}
+
+// cancelAll cancels every running handler's context, and every one added
+// from now on.
+func (h *handlerCancels) cancelAll() {
+	h.cancelled.Store(true)
+	for i := range h.shards {
+		s := &h.shards[i]
+		s.mu.Lock()
+		for _, cancel := range s.cancels {
+			cancel(ErrStopAndCancel)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// SetRegistry replaces the handler registry (after a routes file was
+// loaded again, say): rows claimed from then on are handled by reg's
+// handlers; handlers already running finish as they are. reg is copied;
+// nil is ignored.
+func (ib *Inboxd) SetRegistry(reg *handlers.Registry) {
+	if reg == nil {
+		return
+	}
+	ib.pool.SetRegistry(ib.wrap(reg))
+}
+
+// Run checks the schema (or migrates it, with Config.Migrate), then runs
+// ingest (when configured), the worker pool with its maintenance, and
+// retention until ctx ends, Stop or StopAndCancel is called, or one part
+// fails. It returns nil after a stop, and the first part's error
+// otherwise. Run runs once: a second call, or a call after Stop, returns an
+// error at once.
+//
+// Once ctx ends, Run returns within worker.Config.ShutdownTimeout +
+// worker.ShutdownMargin whatever the database does: running handlers get
+// ShutdownTimeout to finish, then their contexts are cancelled and their
+// rows released.
+func (ib *Inboxd) Run(ctx context.Context) error {
+	ib.mu.Lock()
+	switch {
+	case ib.ran:
+		ib.mu.Unlock()
+		return errors.New("inboxd: Run called twice: an Inboxd runs once")
+	case ib.stopped:
+		ib.mu.Unlock()
+		return errors.New("inboxd: Run called after Stop: an Inboxd runs once")
+	}
+	ib.ran = true
+	ctx, cancel := context.WithCancel(ctx)
+	ib.cancelRun = cancel
+	ib.mu.Unlock()
+	defer close(ib.done)
+	defer cancel()
+
+	if err := checkSchema(ctx, ib.db, ib.migrate, ib.log); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while checking: a clean stop
+		}
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := ib.pool.Run(gctx); err != nil {
+			return fmt.Errorf("workers: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error { return ib.retention.Run(gctx) })
+	if ib.consumer != nil {
+		g.Go(func() error {
+			if err := ib.consumer.Run(gctx); err != nil {
+				return fmt.Errorf("ingest: %w", err)
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		if ib.waitRunning(gctx) {
+			ib.started.Store(true)
+			close(ib.running)
+			ib.log.Info().Msg("running")
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// waitRunning waits until the workers listen and, with ingest, the brokers
+// answer; it reports false if ctx ended first.
+func (ib *Inboxd) waitRunning(ctx context.Context) bool {
+	select {
+	case <-ib.pool.Ready():
+	case <-ctx.Done():
+		return false
+	}
+	if ib.consumer == nil {
+		return true
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for !ib.consumer.Reachable() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
+
+// Stop stops claiming and ingesting, lets running handlers finish (within
+// worker.Config.ShutdownTimeout; then they are cancelled and their rows
+// released), and returns once Run has returned, or with ctx's error when
+// ctx ends first (the shutdown goes on). Stop before Run makes Run refuse
+// to start; Stop after Run returned, or twice, returns nil.
+func (ib *Inboxd) Stop(ctx context.Context) error {
+	ib.mu.Lock()
+	ib.stopped = true
+	ran, cancel := ib.ran, ib.cancelRun
+	ib.mu.Unlock()
+	if !ran {
+		return nil
+	}
+	cancel()
+	select {
+	case <-ib.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// StopAndCancel is Stop, with the running handlers' contexts cancelled at
+// once (their cause is ErrStopAndCancel). A handler that then returns an
+// error has its attempt counted and its row retried with backoff, as any
+// failed attempt (dead only if that was its last attempt); one that
+// returns nil has its row processed.
+func (ib *Inboxd) StopAndCancel(ctx context.Context) error {
+	ib.handlers.cancelAll()
+	return ib.Stop(ctx)
+}
+
+// Running is closed once Run runs: the workers listen for new rows and,
+// with ingest, the Kafka brokers answer.
+func (ib *Inboxd) Running() <-chan struct{} { return ib.running }
+
+// Progress returns when the workers' claim loop last went round (zero
+// before it started): it does at least every worker.Config.PollInterval
+// while idle. A watchdog uses it to tell a stuck engine from an idle one.
+func (ib *Inboxd) Progress() time.Time { return ib.pool.Progress() }
+
+// readyTimeout bounds Ready's database ping.
+const readyTimeout = 2 * time.Second
+
+// Ready answers a readiness probe: nil when this process does its work
+// (Run is running, the database answers within two seconds, and ingest,
+// when configured, is persisting batches), else an error that says which
+// is not the case, fit to show in the probe's answer.
+func (ib *Inboxd) Ready(ctx context.Context) error {
+	if !ib.started.Load() {
+		return errors.New("starting")
+	}
+	select {
+	case <-ib.done:
+		return errors.New("stopped")
+	default:
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	if err := ib.db.Ping(ctx); err != nil {
+		return errors.New("database unreachable")
+	}
+	if ib.consumer != nil && !ib.consumer.Ready() {
+		return errors.New("ingest not ready (cannot persist to the database or not consuming yet)")
+	}
+	return nil
+}
+
+// Healthy answers a liveness probe: it fails only when restarting the
+// process would help, that is when ingest's Kafka fetch loop is stuck. A
+// database outage is not a liveness failure.
+func (ib *Inboxd) Healthy() error {
+	if ib.consumer == nil {
+		return nil
+	}
+	return ib.consumer.Healthy()
+}
