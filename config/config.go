@@ -131,23 +131,29 @@ type Config struct {
 	// MaxAttempts is the number of attempts before a row goes dead.
 	MaxAttempts int `env:"INBOXD_MAX_ATTEMPTS" help:"attempts before a failing row goes dead"`
 	// Lease is how long a claimed row belongs to its worker without renewal.
-	Lease time.Duration `env:"INBOXD_LEASE" help:"how long a claimed row belongs to its worker; renewed every lease/3 while its handler runs"`
-	// BackoffBase is the delay before the first retry.
-	BackoffBase time.Duration `env:"INBOXD_BACKOFF_BASE" help:"delay after the first failed attempt"`
+	// While the worker holds the row (waiting for a handler, running, its
+	// outcome being written) it renews the lease once a third of it has
+	// passed, looking every lease/6 (at most 1s apart): a row is lost only
+	// after about two thirds of a lease without a successful renewal.
+	Lease time.Duration `env:"INBOXD_LEASE" help:"how long a claimed row belongs to its worker without renewal; while the worker holds the row, the lease is renewed once a third of it has passed (checked every lease/6, at most 1s apart)"`
+	// BackoffBase is the delay before the first retry; it doubles with
+	// every failed attempt up to BackoffMax, and each delay is drawn
+	// between half and all of it (equal jitter).
+	BackoffBase time.Duration `env:"INBOXD_BACKOFF_BASE" help:"delay after the first failed attempt, doubling with each one up to INBOXD_BACKOFF_MAX; each delay is drawn between half and all of it (jitter)"`
 	// BackoffMax caps the delay between retries.
 	BackoffMax time.Duration `env:"INBOXD_BACKOFF_MAX" help:"cap on the retry delay (and on Retry-After)"`
 	// PollInterval is the fallback polling period when no notification comes.
 	PollInterval time.Duration `env:"INBOXD_POLL_INTERVAL" help:"polling fallback when no notification arrives"`
 	// ShutdownTimeout is how long in-flight handlers may run after a stop
 	// signal before they are cancelled and their rows released.
-	ShutdownTimeout time.Duration `env:"INBOXD_SHUTDOWN_TIMEOUT" help:"how long in-flight handlers may finish after SIGTERM"`
+	ShutdownTimeout time.Duration `env:"INBOXD_SHUTDOWN_TIMEOUT" help:"how long in-flight handlers may finish after SIGTERM or SIGINT; then they are cancelled and their rows released"`
 	// Retention is how long processed (and ignored) rows are kept after
 	// processed_at; deduplication holds only while a row exists, so it must
 	// outlast the topics' retention.
 	Retention time.Duration `env:"INBOXD_RETENTION" help:"processed rows are deleted this long after processed_at; must outlast the topics' retention"`
 	// DeadRetention is how long dead and rejected rows are kept after they
 	// went dead (or were rejected); 0 keeps them until requeued or discarded.
-	DeadRetention time.Duration `env:"INBOXD_DEAD_RETENTION" help:"dead and rejected rows are deleted this long after they failed; 0 = kept"`
+	DeadRetention time.Duration `env:"INBOXD_DEAD_RETENTION" help:"dead and rejected rows are deleted this long after they failed; 0 = kept (a dead row holding back its key, on_dead: block, is kept)"`
 	// RetentionInterval is how often each replica deletes expired rows.
 	RetentionInterval time.Duration `env:"INBOXD_RETENTION_INTERVAL" help:"time between two retention passes"`
 	// StaleAfter is the age (by received_at) past which a received row counts

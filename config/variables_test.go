@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -239,5 +240,18 @@ func TestFormatDuration(t *testing.T) {
 		if back, err := time.ParseDuration(formatDuration(d)); err != nil || back != d {
 			t.Errorf("formatDuration(%s) = %q does not parse back: %v, %v", d, formatDuration(d), back, err)
 		}
+	}
+}
+
+// Help texts that quote a constant of the code quote its value.
+func TestHelpQuotesTheConstants(t *testing.T) {
+	t.Parallel()
+	byName := make(map[string]Variable)
+	for _, v := range Variables() {
+		byName[v.Name] = v
+	}
+	engine := fmt.Sprint(EngineConns)
+	if h := byName["INBOXD_DATABASE_MAX_CONNS"].Help; !strings.Contains(h, engine+" for the engine") || !strings.Contains(h, "0 = "+engine+" + ") {
+		t.Errorf("INBOXD_DATABASE_MAX_CONNS: help %q does not say EngineConns (%d)", h, EngineConns)
 	}
 }
