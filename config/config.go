@@ -357,7 +357,7 @@ func (c Config) Validate() error {
 	if c.KafkaStartOffset != "first" && c.KafkaStartOffset != "last" {
 		bad("INBOXD_KAFKA_START_OFFSET", "must be first or last, got %q", c.KafkaStartOffset)
 	}
-	minDur(&errs, "INBOXD_KAFKA_SESSION_TIMEOUT", c.KafkaSessionTimeout, time.Second)
+	minDur(&errs, "INBOXD_KAFKA_SESSION_TIMEOUT", c.KafkaSessionTimeout, ingest.MinSessionTimeout)
 	if (c.KafkaTLSCertFile == "") != (c.KafkaTLSKeyFile == "") {
 		bad("INBOXD_KAFKA_TLS_CERT_FILE", "and INBOXD_KAFKA_TLS_KEY_FILE must be set together")
 	}
@@ -377,7 +377,7 @@ func (c Config) Validate() error {
 	if c.IngestBatchSize < 1 || c.IngestBatchSize > ingest.MaxBatchSize {
 		bad("INBOXD_INGEST_BATCH_SIZE", "must be between 1 and %d, got %d", ingest.MaxBatchSize, c.IngestBatchSize)
 	}
-	minDur(&errs, "INBOXD_INGEST_BATCH_TIMEOUT", c.IngestBatchTimeout, time.Millisecond)
+	minDur(&errs, "INBOXD_INGEST_BATCH_TIMEOUT", c.IngestBatchTimeout, ingest.MinBatchTimeout)
 	if c.MaxPayload < ingest.MinSizeLimit || c.MaxPayload > ingest.MaxPayloadLimit {
 		bad("INBOXD_MAX_PAYLOAD", "must be between %d and %d bytes, got %d", ingest.MinSizeLimit, ingest.MaxPayloadLimit, c.MaxPayload)
 	}
@@ -410,13 +410,13 @@ func (c Config) Validate() error {
 		bad("INBOXD_MAX_ATTEMPTS", "must be between 1 and %d, got %d", handlers.MaxAttemptsLimit, c.MaxAttempts)
 	}
 	minDur(&errs, "INBOXD_LEASE", c.Lease, time.Second)
-	minDur(&errs, "INBOXD_BACKOFF_BASE", c.BackoffBase, time.Millisecond)
+	minDur(&errs, "INBOXD_BACKOFF_BASE", c.BackoffBase, handlers.MinBackoff)
 	if c.BackoffMax < c.BackoffBase {
 		bad("INBOXD_BACKOFF_MAX", "must be at least INBOXD_BACKOFF_BASE (%s), got %q", c.BackoffBase, c.BackoffMax)
 	}
-	minDur(&errs, "INBOXD_POLL_INTERVAL", c.PollInterval, 10*time.Millisecond)
-	if c.PollInterval > time.Minute {
-		bad("INBOXD_POLL_INTERVAL", "must be at most 1m, got %q", c.PollInterval)
+	minDur(&errs, "INBOXD_POLL_INTERVAL", c.PollInterval, worker.MinPollInterval)
+	if c.PollInterval > worker.MaxPollInterval {
+		bad("INBOXD_POLL_INTERVAL", "must be at most %s, got %q", formatDuration(worker.MaxPollInterval), c.PollInterval)
 	}
 	minDur(&errs, "INBOXD_SHUTDOWN_TIMEOUT", c.ShutdownTimeout, 0)
 	minDur(&errs, "INBOXD_RETENTION", c.Retention, worker.MinRetention)
@@ -425,8 +425,8 @@ func (c Config) Validate() error {
 		bad("INBOXD_DEAD_RETENTION", "must be 0 (keep) or at least 1s, got %q", c.DeadRetention)
 	}
 	minDur(&errs, "INBOXD_RETENTION_INTERVAL", c.RetentionInterval, time.Second)
-	minDur(&errs, "INBOXD_STALE_AFTER", c.StaleAfter, time.Second)
-	minDur(&errs, "INBOXD_STATS_INTERVAL", c.StatsInterval, 100*time.Millisecond)
+	minDur(&errs, "INBOXD_STALE_AFTER", c.StaleAfter, worker.MinStaleAfter)
+	minDur(&errs, "INBOXD_STATS_INTERVAL", c.StatsInterval, worker.MinStatsInterval)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

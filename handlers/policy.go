@@ -61,8 +61,8 @@ func (p Policy) validate() []string {
 	if p.MaxAttempts < 0 || p.MaxAttempts > MaxAttemptsLimit {
 		errs = append(errs, fmt.Sprintf("max_attempts: must be between 1 and %d, got %d", MaxAttemptsLimit, p.MaxAttempts))
 	}
-	if p.BackoffBase < 0 {
-		errs = append(errs, "backoff_base: must be positive")
+	if p.BackoffBase < 0 || (p.BackoffBase > 0 && p.BackoffBase < MinBackoff) { // 0: INBOXD_BACKOFF_BASE
+		errs = append(errs, fmt.Sprintf("backoff_base: must be at least %s", MinBackoff))
 	}
 	if p.BackoffMax < 0 || (p.BackoffMax > 0 && p.BackoffBase > p.BackoffMax) {
 		errs = append(errs, "backoff_max: must be at least backoff_base")
@@ -95,6 +95,10 @@ const MaxTimeout = 10 * time.Minute
 // column, 1,000,000 in migrations/002_started_attempts.sql, is far above:
 // no count of attempts can overflow.)
 const MaxAttemptsLimit = 1000
+
+// MinBackoff is the shortest delay after a first failed attempt, for a
+// route (Policy.BackoffBase) and for the daemon (INBOXD_BACKOFF_BASE).
+const MinBackoff = time.Millisecond
 
 // MaxConcurrency is the most handlers run at once, in one replica, for one
 // route (Policy.Concurrency) and for the whole pool (worker.Config.Workers,

@@ -20,6 +20,9 @@ func TestPolicyBounds(t *testing.T) {
 		{Policy{MaxAttempts: MaxAttemptsLimit, Concurrency: MaxConcurrency}, ""},
 		{Policy{MaxAttempts: MaxAttemptsLimit + 1}, fmt.Sprintf("max_attempts: must be between 1 and %d, got %d", MaxAttemptsLimit, MaxAttemptsLimit+1)},
 		{Policy{MaxAttempts: -1}, "max_attempts: must be between 1 and"},
+		{Policy{BackoffBase: MinBackoff}, ""},
+		{Policy{BackoffBase: MinBackoff - 1}, "backoff_base: must be at least 1ms"},
+		{Policy{BackoffBase: -1}, "backoff_base: must be at least 1ms"},
 		{Policy{Concurrency: MaxConcurrency + 1}, fmt.Sprintf("concurrency: must be between 1 and %d, got %d", MaxConcurrency, MaxConcurrency+1)},
 	} {
 		errs := strings.Join(tt.p.validate(), "\n")

@@ -56,6 +56,10 @@ const (
 const (
 	// MaxBatchSize is the largest Config.BatchSize.
 	MaxBatchSize = 10000
+	// MinBatchTimeout is the shortest Config.BatchTimeout.
+	MinBatchTimeout = time.Millisecond
+	// MinSessionTimeout is the shortest Config.SessionTimeout.
+	MinSessionTimeout = time.Second
 	// MinSizeLimit is the smallest Config.BatchBytes, MapOptions.MaxPayload
 	// and MapOptions.MaxHeaders accepted: 1 KiB.
 	MinSizeLimit = 1 << 10
@@ -255,6 +259,12 @@ func (c Config) Validate() error {
 	if len(c.Mapping.EventTypeHeaders) == 0 && c.Mapping.EventTypeJSONField == "" {
 		bad("ingest: no event type header or JSON field (INBOXD_EVENT_TYPE_HEADERS)")
 	}
+	if c.BatchTimeout < MinBatchTimeout {
+		bad("ingest: batch timeout must be at least %s, got %s", MinBatchTimeout, c.BatchTimeout)
+	}
+	if c.SessionTimeout < MinSessionTimeout {
+		bad("ingest: session timeout must be at least %s, got %s", MinSessionTimeout, c.SessionTimeout)
+	}
 	if c.RetryBackoffMax < c.RetryBackoffMin {
 		bad("ingest: retry backoff max (%s) is below min (%s)", c.RetryBackoffMax, c.RetryBackoffMin)
 	}
@@ -262,8 +272,7 @@ func (c Config) Validate() error {
 		name string
 		d    time.Duration
 	}{
-		{"batch timeout", c.BatchTimeout}, {"linger", c.Linger}, {"session timeout", c.SessionTimeout},
-		{"heartbeat interval", c.HeartbeatInterval}, {"rebalance timeout", c.RebalanceTimeout},
+		{"linger", c.Linger}, {"heartbeat interval", c.HeartbeatInterval}, {"rebalance timeout", c.RebalanceTimeout},
 		{"retry backoff min", c.RetryBackoffMin}, {"write timeout", c.WriteTimeout},
 		{"commit timeout", c.CommitTimeout}, {"close timeout", c.CloseTimeout},
 		{"stall timeout", c.StallTimeout}, {"lag interval", c.LagInterval},

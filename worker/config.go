@@ -54,11 +54,11 @@ type Config struct {
 	// DefaultWorkers, at most handlers.MaxConcurrency).
 	Workers int
 	// ClaimBatch caps the rows one claim statement takes (default
-	// DefaultClaimBatch).
+	// DefaultClaimBatch, at most MaxClaimBatch).
 	ClaimBatch int
 	// ClaimBytes caps the bytes (payloads, keys and headers) of the rows the
 	// pool holds claimed and not yet handled, running or waiting (default
-	// DefaultClaimBytes). A row bigger than the whole budget is still
+	// DefaultClaimBytes, between MinClaimBytes and MaxClaimBytes). A row bigger than the whole budget is still
 	// claimed, alone.
 	ClaimBytes int64
 	// Prefetch is how many claimed rows may wait for a free handler, so
@@ -69,6 +69,7 @@ type Config struct {
 	// then get full claims, and a replica never holds more waiting rows
 	// than it works off in that time). Waiting rows hold their lease
 	// (renewed like running ones); at shutdown they are released at once.
+	// At most MaxPrefetch.
 	Prefetch int
 	// MaxAttempts is the number of attempts before a failing row goes dead
 	// (default DefaultMaxAttempts, at most handlers.MaxAttemptsLimit).
@@ -90,17 +91,17 @@ type Config struct {
 	// handlers.RetryAfter (default DefaultBackoffMax).
 	MaxRetryDelay time.Duration
 	// PollInterval is the fallback polling period (default
-	// DefaultPollInterval).
+	// DefaultPollInterval, between MinPollInterval and MaxPollInterval).
 	PollInterval time.Duration
 	// RescueInterval is how often expired leases are looked for (default
 	// Lease/2, between 1s and 30s).
 	RescueInterval time.Duration
 	// StatsInterval is how often the inbox gauges are refreshed (default
-	// DefaultStatsInterval).
+	// DefaultStatsInterval, at least MinStatsInterval).
 	StatsInterval time.Duration
 	// StaleAfter is the age by received_at past which a received row counts
 	// as stale in the inboxd_inbox_stale_rows gauge (default
-	// DefaultStaleAfter).
+	// DefaultStaleAfter, at least MinStaleAfter).
 	StaleAfter time.Duration
 	// ShutdownTimeout is how long in-flight handlers may run after Run's
 	// context is cancelled before they are cancelled too (default
@@ -230,8 +231,17 @@ func (c Config) validate() error {
 	if c.StatementTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("statement timeout must be positive, got %s", c.StatementTimeout))
 	}
-	if c.PollInterval <= 0 || c.RescueInterval <= 0 || c.StatsInterval <= 0 {
-		errs = append(errs, errors.New("poll, rescue and stats intervals must be positive"))
+	if c.PollInterval < MinPollInterval || c.PollInterval > MaxPollInterval {
+		errs = append(errs, fmt.Errorf("poll interval must be between %s and %s, got %s", MinPollInterval, MaxPollInterval, c.PollInterval))
+	}
+	if c.StatsInterval < MinStatsInterval {
+		errs = append(errs, fmt.Errorf("stats interval must be at least %s, got %s", MinStatsInterval, c.StatsInterval))
+	}
+	if c.RescueInterval <= 0 {
+		errs = append(errs, errors.New("rescue interval must be positive"))
+	}
+	if c.StaleAfter < MinStaleAfter {
+		errs = append(errs, fmt.Errorf("stale after must be at least %s, got %s", MinStaleAfter, c.StaleAfter))
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown timeout must not be negative, got %s", c.ShutdownTimeout))
@@ -260,6 +270,15 @@ const (
 	// daemon asks for more (INBOXD_LEASE: at least 1s); shorter leases are
 	// for tests.
 	MinLease = 100 * time.Millisecond
+	// MinPollInterval is the shortest Config.PollInterval.
+	MinPollInterval = 10 * time.Millisecond
+	// MaxPollInterval is the longest Config.PollInterval: the polling
+	// fallback must still find rows whose notification was lost.
+	MaxPollInterval = time.Minute
+	// MinStatsInterval is the shortest Config.StatsInterval.
+	MinStatsInterval = 100 * time.Millisecond
+	// MinStaleAfter is the shortest Config.StaleAfter.
+	MinStaleAfter = time.Second
 	// MinRetention is the shortest RetentionConfig.Processed.
 	MinRetention = time.Second
 )

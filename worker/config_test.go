@@ -49,6 +49,10 @@ func TestConfigBounds(t *testing.T) {
 		{"claim bytes below the floor", func(c *Config) { c.ClaimBytes = MinClaimBytes - 1 }, "claim bytes must be between"},
 		{"claim bytes past the limit", func(c *Config) { c.ClaimBytes = MaxClaimBytes + 1 }, "claim bytes must be between"},
 		{"prefetch past the limit", func(c *Config) { c.Prefetch = MaxPrefetch + 1 }, "prefetch must be at most"},
+		{"poll interval below the floor", func(c *Config) { c.PollInterval = MinPollInterval - 1 }, "poll interval must be between"},
+		{"poll interval past the limit", func(c *Config) { c.PollInterval = MaxPollInterval + 1 }, "poll interval must be between"},
+		{"stats interval below the floor", func(c *Config) { c.StatsInterval = MinStatsInterval - 1 }, "stats interval must be at least"},
+		{"stale after below the floor", func(c *Config) { c.StaleAfter = MinStaleAfter - 1 }, "stale after must be at least"},
 		{"lease at the floor", func(c *Config) { c.Lease = MinLease }, ""},
 		{"lease below the floor", func(c *Config) { c.Lease = MinLease - time.Millisecond }, "lease must be at least"},
 	} {
