@@ -21,12 +21,19 @@ import (
 	"github.com/caarlos0/env/v11"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/worker"
 )
 
 // Config is the whole daemon configuration. The env tag of each field is the
-// environment variable it is read from; envDefault is its default; help is
-// the one line `inboxd help` shows for it (see Variables). A new field needs
-// all three.
+// environment variable it is read from; help is the one line `inboxd help`
+// shows for it (see Variables). A new field needs both, and a default:
+// a setting of the engines (worker, ingest, retention) takes the engine's
+// exported default (worker.DefaultLease, ingest.DefaultBatchSize, …) in
+// engineDefaults, so that it is written once; a setting only the daemon has
+// (the HTTP address, the log level, …) has its default in an envDefault tag.
 type Config struct {
 	// DatabaseURL is the PostgreSQL connection string (URL or key=value form).
 	DatabaseURL string `env:"INBOXD_DATABASE_URL" help:"PostgreSQL connection string, URL or key=value form (required, or INBOXD_DATABASE_URL_FILE)"`
@@ -40,7 +47,7 @@ type Config struct {
 	// one more.
 	DatabaseMaxConns int `env:"INBOXD_DATABASE_MAX_CONNS" envDefault:"0" help:"connections in all: 8 for the engine, the rest for transactional handlers; 0 = 8 + max(2, workers/4)"`
 	// StatementTimeout is set as statement_timeout on every session.
-	StatementTimeout time.Duration `env:"INBOXD_STATEMENT_TIMEOUT" envDefault:"30s" help:"statement_timeout of every session"`
+	StatementTimeout time.Duration `env:"INBOXD_STATEMENT_TIMEOUT" help:"statement_timeout of every session"`
 	// IdleInTxTimeout is set as idle_in_transaction_session_timeout on every
 	// session, so a stuck transaction cannot hold vacuum back.
 	IdleInTxTimeout time.Duration `env:"INBOXD_IDLE_IN_TRANSACTION_TIMEOUT" envDefault:"60s" help:"idle_in_transaction_session_timeout of every session"`
@@ -52,13 +59,13 @@ type Config struct {
 	// KafkaGroup is the consumer group id.
 	KafkaGroup string `env:"INBOXD_KAFKA_GROUP" envDefault:"inboxd" help:"consumer group"`
 	// KafkaClientID is sent to the brokers to identify this daemon.
-	KafkaClientID string `env:"INBOXD_KAFKA_CLIENT_ID" envDefault:"inboxd" help:"client id sent to the brokers"`
+	KafkaClientID string `env:"INBOXD_KAFKA_CLIENT_ID" help:"client id sent to the brokers"`
 	// KafkaStartOffset is where a group with no committed offset starts:
 	// "first" or "last".
 	KafkaStartOffset string `env:"INBOXD_KAFKA_START_OFFSET" envDefault:"first" help:"where a group without committed offsets starts: first or last"`
 	// KafkaSessionTimeout is the group session timeout: how long the group
 	// waits for a member that died without leaving.
-	KafkaSessionTimeout time.Duration `env:"INBOXD_KAFKA_SESSION_TIMEOUT" envDefault:"10s" help:"how long the group waits for a member that died without leaving"`
+	KafkaSessionTimeout time.Duration `env:"INBOXD_KAFKA_SESSION_TIMEOUT" help:"how long the group waits for a member that died without leaving"`
 	// KafkaTLS enables TLS to the brokers.
 	KafkaTLS bool `env:"INBOXD_KAFKA_TLS" envDefault:"false" help:"TLS to the brokers"`
 	// KafkaTLSCAFile is a PEM bundle of CAs to trust; empty uses the system pool.
@@ -83,26 +90,26 @@ type Config struct {
 	KafkaSASLPasswordFile string `env:"INBOXD_KAFKA_SASL_PASSWORD_FILE" help:"file holding the SASL password, used when INBOXD_KAFKA_SASL_PASSWORD is empty"`
 
 	// IngestBatchSize closes an ingest batch when it holds this many messages.
-	IngestBatchSize int `env:"INBOXD_INGEST_BATCH_SIZE" envDefault:"500" help:"messages that close an ingest batch"`
+	IngestBatchSize int `env:"INBOXD_INGEST_BATCH_SIZE" help:"messages that close an ingest batch"`
 	// IngestBatchTimeout closes a non-empty ingest batch after this long.
-	IngestBatchTimeout time.Duration `env:"INBOXD_INGEST_BATCH_TIMEOUT" envDefault:"50ms" help:"a non-empty ingest batch is written at the latest after this"`
+	IngestBatchTimeout time.Duration `env:"INBOXD_INGEST_BATCH_TIMEOUT" help:"a non-empty ingest batch is written at the latest after this"`
 	// IngestBatchBytes closes an ingest batch when its payloads, keys and
 	// headers add up to this many bytes; it also bounds the messages the
 	// Kafka reader buffers ahead (this many bytes' worth of the largest
 	// messages accepted: INBOXD_MAX_PAYLOAD + INBOXD_MAX_HEADERS + the key
 	// bound).
-	IngestBatchBytes int `env:"INBOXD_INGEST_BATCH_BYTES" envDefault:"16777216" help:"bytes (payloads, keys, headers) that close an ingest batch; also bounds what the Kafka reader buffers"`
+	IngestBatchBytes int `env:"INBOXD_INGEST_BATCH_BYTES" help:"bytes (payloads, keys, headers) that close an ingest batch; also bounds what the Kafka reader buffers"`
 	// MaxPayload is the largest payload stored, in bytes; bigger messages
 	// become rejected rows. The Kafka reader's MaxBytes is set to match.
-	MaxPayload int `env:"INBOXD_MAX_PAYLOAD" envDefault:"1048576" help:"largest payload stored, in bytes; bigger messages become rejected rows"`
+	MaxPayload int `env:"INBOXD_MAX_PAYLOAD" help:"largest payload stored, in bytes; bigger messages become rejected rows"`
 	// MaxHeaders is the most bytes of header names and values a message may
 	// carry; messages with more become rejected rows, their headers not
 	// stored. The Kafka reader's MaxBytes and queue count it.
-	MaxHeaders int `env:"INBOXD_MAX_HEADERS" envDefault:"65536" help:"most bytes of header names and values a message may carry; messages with more become rejected rows"`
+	MaxHeaders int `env:"INBOXD_MAX_HEADERS" help:"most bytes of header names and values a message may carry; messages with more become rejected rows"`
 	// EventIDHeaders are the headers tried, in order, for the event id.
-	EventIDHeaders []string `env:"INBOXD_EVENT_ID_HEADERS" envSeparator:"," envDefault:"event_id,ce_id" help:"headers tried, in order, for the event id"`
+	EventIDHeaders []string `env:"INBOXD_EVENT_ID_HEADERS" envSeparator:"," help:"headers tried, in order, for the event id"`
 	// EventTypeHeaders are the headers tried, in order, for the event type.
-	EventTypeHeaders []string `env:"INBOXD_EVENT_TYPE_HEADERS" envSeparator:"," envDefault:"event_type,ce_type" help:"headers tried, in order, for the event type"`
+	EventTypeHeaders []string `env:"INBOXD_EVENT_TYPE_HEADERS" envSeparator:"," help:"headers tried, in order, for the event type"`
 	// EventIDJSONField, when set, is a top-level JSON field of the payload used
 	// for the event id when no header carries it.
 	EventIDJSONField string `env:"INBOXD_EVENT_ID_JSON_FIELD" help:"top-level JSON field of the payload used when no header carries the event id"`
@@ -111,43 +118,49 @@ type Config struct {
 	EventTypeJSONField string `env:"INBOXD_EVENT_TYPE_JSON_FIELD" help:"top-level JSON field of the payload used when no header carries the event type"`
 
 	// Workers is the number of handlers run concurrently.
-	Workers int `env:"INBOXD_WORKERS" envDefault:"64" help:"handlers run concurrently"`
+	Workers int `env:"INBOXD_WORKERS" help:"handlers run concurrently"`
 	// ClaimBatch caps the rows claimed by one claim statement.
-	ClaimBatch int `env:"INBOXD_CLAIM_BATCH" envDefault:"500" help:"most rows one claim statement takes"`
+	ClaimBatch int `env:"INBOXD_CLAIM_BATCH" help:"most rows one claim statement takes"`
 	// ClaimBytes caps the bytes (payloads, keys, headers) of the rows a
 	// replica holds claimed and not yet handled (a row bigger than that is
 	// claimed alone).
-	ClaimBytes int64 `env:"INBOXD_CLAIM_BYTES" envDefault:"33554432" help:"bytes (payloads, keys, headers) a replica may hold claimed and not yet handled"`
+	ClaimBytes int64 `env:"INBOXD_CLAIM_BYTES" help:"bytes (payloads, keys, headers) a replica may hold claimed and not yet handled"`
 	// Prefetch is how many claimed rows may wait for a free worker; 0 adapts
 	// it to the handlers (see worker.Config.Prefetch), -1 none.
-	Prefetch int `env:"INBOXD_PREFETCH" envDefault:"0" help:"claimed rows that may wait for a free worker; 0 = adaptive (min(claim batch, 4 x workers), growing to 250ms of a fast route's work, up to 2 x claim batch), -1 = none"`
+	Prefetch int `env:"INBOXD_PREFETCH" help:"claimed rows that may wait for a free worker; 0 = adaptive (min(claim batch, 4 x workers), growing to 250ms of a fast route's work, up to 2 x claim batch), -1 = none"`
 	// MaxAttempts is the number of attempts before a row goes dead.
-	MaxAttempts int `env:"INBOXD_MAX_ATTEMPTS" envDefault:"10" help:"attempts before a failing row goes dead"`
+	MaxAttempts int `env:"INBOXD_MAX_ATTEMPTS" help:"attempts before a failing row goes dead"`
 	// Lease is how long a claimed row belongs to its worker without renewal.
-	Lease time.Duration `env:"INBOXD_LEASE" envDefault:"30s" help:"how long a claimed row belongs to its worker; renewed every lease/3 while its handler runs"`
-	// BackoffBase is the delay before the first retry.
-	BackoffBase time.Duration `env:"INBOXD_BACKOFF_BASE" envDefault:"1s" help:"delay after the first failed attempt"`
+	// While the worker holds the row (waiting for a handler, running, its
+	// outcome being written) it renews the lease once a third of it has
+	// passed, looking every lease/6 (at most 1s apart): a row is lost only
+	// after about two thirds of a lease without a successful renewal.
+	Lease time.Duration `env:"INBOXD_LEASE" help:"how long a claimed row belongs to its worker without renewal; while the worker holds the row, the lease is renewed once a third of it has passed (checked every lease/6, at most 1s apart)"`
+	// BackoffBase is the delay before the first retry; it doubles with
+	// every failed attempt up to BackoffMax, and each delay is drawn
+	// between half and all of it (equal jitter).
+	BackoffBase time.Duration `env:"INBOXD_BACKOFF_BASE" help:"delay after the first failed attempt, doubling with each one up to INBOXD_BACKOFF_MAX; each delay is drawn between half and all of it (jitter)"`
 	// BackoffMax caps the delay between retries.
-	BackoffMax time.Duration `env:"INBOXD_BACKOFF_MAX" envDefault:"5m" help:"cap on the retry delay (and on Retry-After)"`
+	BackoffMax time.Duration `env:"INBOXD_BACKOFF_MAX" help:"cap on the retry delay (and on Retry-After)"`
 	// PollInterval is the fallback polling period when no notification comes.
-	PollInterval time.Duration `env:"INBOXD_POLL_INTERVAL" envDefault:"500ms" help:"polling fallback when no notification arrives"`
+	PollInterval time.Duration `env:"INBOXD_POLL_INTERVAL" help:"polling fallback when no notification arrives"`
 	// ShutdownTimeout is how long in-flight handlers may run after a stop
 	// signal before they are cancelled and their rows released.
-	ShutdownTimeout time.Duration `env:"INBOXD_SHUTDOWN_TIMEOUT" envDefault:"20s" help:"how long in-flight handlers may finish after SIGTERM"`
+	ShutdownTimeout time.Duration `env:"INBOXD_SHUTDOWN_TIMEOUT" help:"how long in-flight handlers may finish after SIGTERM or SIGINT; then they are cancelled and their rows released"`
 	// Retention is how long processed (and ignored) rows are kept after
 	// processed_at; deduplication holds only while a row exists, so it must
 	// outlast the topics' retention.
-	Retention time.Duration `env:"INBOXD_RETENTION" envDefault:"168h" help:"processed rows are deleted this long after processed_at; must outlast the topics' retention"`
+	Retention time.Duration `env:"INBOXD_RETENTION" help:"processed rows are deleted this long after processed_at; must outlast the topics' retention"`
 	// DeadRetention is how long dead and rejected rows are kept after they
 	// went dead (or were rejected); 0 keeps them until requeued or discarded.
-	DeadRetention time.Duration `env:"INBOXD_DEAD_RETENTION" envDefault:"0" help:"dead and rejected rows are deleted this long after they failed; 0 = kept"`
+	DeadRetention time.Duration `env:"INBOXD_DEAD_RETENTION" help:"dead and rejected rows are deleted this long after they failed; 0 = kept (a dead row holding back its key, on_dead: block, is kept)"`
 	// RetentionInterval is how often each replica deletes expired rows.
-	RetentionInterval time.Duration `env:"INBOXD_RETENTION_INTERVAL" envDefault:"1m" help:"time between two retention passes"`
+	RetentionInterval time.Duration `env:"INBOXD_RETENTION_INTERVAL" help:"time between two retention passes"`
 	// StaleAfter is the age (by received_at) past which a received row counts
 	// as stale in inboxd_inbox_stale_rows.
-	StaleAfter time.Duration `env:"INBOXD_STALE_AFTER" envDefault:"5m" help:"received rows older than this (by received_at) count as stale"`
+	StaleAfter time.Duration `env:"INBOXD_STALE_AFTER" help:"received rows older than this (by received_at) count as stale"`
 	// StatsInterval is how often each replica refreshes the inbox gauges.
-	StatsInterval time.Duration `env:"INBOXD_STATS_INTERVAL" envDefault:"15s" help:"how often the inbox gauges are refreshed"`
+	StatsInterval time.Duration `env:"INBOXD_STATS_INTERVAL" help:"how often the inbox gauges are refreshed"`
 	// Routes names the routes file (YAML); empty means every type goes to the
 	// default route, dead.
 	Routes string `env:"INBOXD_ROUTES" help:"routes file (YAML); empty = every type goes to the default route, dead"`
@@ -178,7 +191,9 @@ func Load(environ []string) (Config, error) {
 	}
 	var errs []error
 	failed := make(map[string]bool) // variables already reported
-	var c Config
+	// An unset (or empty) variable leaves its field alone: the engine's
+	// default set here, or the field's envDefault.
+	c := engineDefaults()
 	if err := env.ParseWithOptions(&c, env.Options{Environment: vars}); err != nil {
 		perrs, names := parseErrors(err)
 		errs = append(errs, perrs...)
@@ -190,7 +205,7 @@ func Load(environ []string) (Config, error) {
 				rest[k] = v
 			}
 		}
-		c = Config{}
+		c = engineDefaults()
 		if err := env.ParseWithOptions(&c, env.Options{Environment: rest}); err != nil {
 			// Only an error without a variable name is left (none is known).
 			more, _ := parseErrors(err)
@@ -236,6 +251,41 @@ func Load(environ []string) (Config, error) {
 		return Config{}, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// engineDefaults returns the configuration with the engines' defaults set
+// for every setting that maps to one (see app's workerConfig, ingestConfig
+// and retentionConfig), before the environment (and the envDefault tags of
+// the daemon's own settings) is applied. Settings whose engine default is
+// the zero value (INBOXD_PREFETCH 0 = adaptive, INBOXD_DEAD_RETENTION 0 =
+// kept) are left zero.
+func engineDefaults() Config {
+	mapping := ingest.DefaultMapOptions()
+	return Config{
+		StatementTimeout:    worker.DefaultStatementTimeout,
+		KafkaClientID:       ingest.DefaultClientID,
+		KafkaSessionTimeout: ingest.DefaultSessionTimeout,
+		IngestBatchSize:     ingest.DefaultBatchSize,
+		IngestBatchTimeout:  ingest.DefaultBatchTimeout,
+		IngestBatchBytes:    ingest.DefaultBatchBytes,
+		MaxPayload:          mapping.MaxPayload,
+		MaxHeaders:          mapping.MaxHeaders,
+		EventIDHeaders:      mapping.EventIDHeaders,
+		EventTypeHeaders:    mapping.EventTypeHeaders,
+		Workers:             worker.DefaultWorkers,
+		ClaimBatch:          worker.DefaultClaimBatch,
+		ClaimBytes:          worker.DefaultClaimBytes,
+		MaxAttempts:         worker.DefaultMaxAttempts,
+		Lease:               worker.DefaultLease,
+		BackoffBase:         worker.DefaultBackoffBase,
+		BackoffMax:          worker.DefaultBackoffMax,
+		PollInterval:        worker.DefaultPollInterval,
+		ShutdownTimeout:     worker.DefaultShutdownTimeout,
+		Retention:           worker.DefaultRetention,
+		RetentionInterval:   worker.DefaultRetentionInterval,
+		StaleAfter:          worker.DefaultStaleAfter,
+		StatsInterval:       worker.DefaultStatsInterval,
+	}
 }
 
 // splitJoined returns the errors joined in err (by errors.Join), or err.
@@ -307,7 +357,7 @@ func (c Config) Validate() error {
 	if c.KafkaStartOffset != "first" && c.KafkaStartOffset != "last" {
 		bad("INBOXD_KAFKA_START_OFFSET", "must be first or last, got %q", c.KafkaStartOffset)
 	}
-	minDur(&errs, "INBOXD_KAFKA_SESSION_TIMEOUT", c.KafkaSessionTimeout, time.Second)
+	minDur(&errs, "INBOXD_KAFKA_SESSION_TIMEOUT", c.KafkaSessionTimeout, ingest.MinSessionTimeout)
 	if (c.KafkaTLSCertFile == "") != (c.KafkaTLSKeyFile == "") {
 		bad("INBOXD_KAFKA_TLS_CERT_FILE", "and INBOXD_KAFKA_TLS_KEY_FILE must be set together")
 	}
@@ -324,18 +374,18 @@ func (c Config) Validate() error {
 		bad("INBOXD_KAFKA_SASL_MECHANISM", "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got %q", c.KafkaSASLMechanism)
 	}
 
-	if c.IngestBatchSize < 1 || c.IngestBatchSize > 10000 {
-		bad("INBOXD_INGEST_BATCH_SIZE", "must be between 1 and 10000, got %d", c.IngestBatchSize)
+	if c.IngestBatchSize < 1 || c.IngestBatchSize > ingest.MaxBatchSize {
+		bad("INBOXD_INGEST_BATCH_SIZE", "must be between 1 and %d, got %d", ingest.MaxBatchSize, c.IngestBatchSize)
 	}
-	minDur(&errs, "INBOXD_INGEST_BATCH_TIMEOUT", c.IngestBatchTimeout, time.Millisecond)
-	if c.MaxPayload < 1024 || c.MaxPayload > MaxPayloadLimit {
-		bad("INBOXD_MAX_PAYLOAD", "must be between 1024 and %d bytes, got %d", MaxPayloadLimit, c.MaxPayload)
+	minDur(&errs, "INBOXD_INGEST_BATCH_TIMEOUT", c.IngestBatchTimeout, ingest.MinBatchTimeout)
+	if c.MaxPayload < ingest.MinSizeLimit || c.MaxPayload > ingest.MaxPayloadLimit {
+		bad("INBOXD_MAX_PAYLOAD", "must be between %d and %d bytes, got %d", ingest.MinSizeLimit, ingest.MaxPayloadLimit, c.MaxPayload)
 	}
-	if c.MaxHeaders < 1024 || c.MaxHeaders > MaxHeadersLimit {
-		bad("INBOXD_MAX_HEADERS", "must be between 1024 and %d bytes, got %d", MaxHeadersLimit, c.MaxHeaders)
+	if c.MaxHeaders < ingest.MinSizeLimit || c.MaxHeaders > ingest.MaxHeadersLimit {
+		bad("INBOXD_MAX_HEADERS", "must be between %d and %d bytes, got %d", ingest.MinSizeLimit, ingest.MaxHeadersLimit, c.MaxHeaders)
 	}
-	if c.IngestBatchBytes < 1024 || c.IngestBatchBytes > 1<<30 {
-		bad("INBOXD_INGEST_BATCH_BYTES", "must be between 1024 and 1073741824 bytes, got %d", c.IngestBatchBytes)
+	if c.IngestBatchBytes < ingest.MinSizeLimit || c.IngestBatchBytes > ingest.MaxBatchBytes {
+		bad("INBOXD_INGEST_BATCH_BYTES", "must be between %d and %d bytes, got %d", ingest.MinSizeLimit, ingest.MaxBatchBytes, c.IngestBatchBytes)
 	}
 	if len(c.EventIDHeaders) == 0 && c.EventIDJSONField == "" {
 		bad("INBOXD_EVENT_ID_HEADERS", "must name at least one header (or set INBOXD_EVENT_ID_JSON_FIELD)")
@@ -344,39 +394,39 @@ func (c Config) Validate() error {
 		bad("INBOXD_EVENT_TYPE_HEADERS", "must name at least one header (or set INBOXD_EVENT_TYPE_JSON_FIELD)")
 	}
 
-	if c.Workers < 1 || c.Workers > 10000 {
-		bad("INBOXD_WORKERS", "must be between 1 and 10000, got %d", c.Workers)
+	if c.Workers < 1 || c.Workers > handlers.MaxConcurrency {
+		bad("INBOXD_WORKERS", "must be between 1 and %d, got %d", handlers.MaxConcurrency, c.Workers)
 	}
-	if c.ClaimBatch < 1 || c.ClaimBatch > 10000 {
-		bad("INBOXD_CLAIM_BATCH", "must be between 1 and 10000, got %d", c.ClaimBatch)
+	if c.ClaimBatch < 1 || c.ClaimBatch > worker.MaxClaimBatch {
+		bad("INBOXD_CLAIM_BATCH", "must be between 1 and %d, got %d", worker.MaxClaimBatch, c.ClaimBatch)
 	}
-	if c.ClaimBytes < 1024 || c.ClaimBytes > 1<<30 {
-		bad("INBOXD_CLAIM_BYTES", "must be between 1024 and 1073741824 bytes, got %d", c.ClaimBytes)
+	if c.ClaimBytes < worker.MinClaimBytes || c.ClaimBytes > worker.MaxClaimBytes {
+		bad("INBOXD_CLAIM_BYTES", "must be between %d and %d bytes, got %d", worker.MinClaimBytes, worker.MaxClaimBytes, c.ClaimBytes)
 	}
-	if c.Prefetch < -1 || c.Prefetch > 100000 {
-		bad("INBOXD_PREFETCH", "must be -1 (none), 0 (automatic) or up to 100000, got %d", c.Prefetch)
+	if c.Prefetch < -1 || c.Prefetch > worker.MaxPrefetch {
+		bad("INBOXD_PREFETCH", "must be -1 (none), 0 (automatic) or up to %d, got %d", worker.MaxPrefetch, c.Prefetch)
 	}
-	if c.MaxAttempts < 1 || c.MaxAttempts > 1000 {
-		bad("INBOXD_MAX_ATTEMPTS", "must be between 1 and 1000, got %d", c.MaxAttempts)
+	if c.MaxAttempts < 1 || c.MaxAttempts > handlers.MaxAttemptsLimit {
+		bad("INBOXD_MAX_ATTEMPTS", "must be between 1 and %d, got %d", handlers.MaxAttemptsLimit, c.MaxAttempts)
 	}
 	minDur(&errs, "INBOXD_LEASE", c.Lease, time.Second)
-	minDur(&errs, "INBOXD_BACKOFF_BASE", c.BackoffBase, time.Millisecond)
+	minDur(&errs, "INBOXD_BACKOFF_BASE", c.BackoffBase, handlers.MinBackoff)
 	if c.BackoffMax < c.BackoffBase {
 		bad("INBOXD_BACKOFF_MAX", "must be at least INBOXD_BACKOFF_BASE (%s), got %q", c.BackoffBase, c.BackoffMax)
 	}
-	minDur(&errs, "INBOXD_POLL_INTERVAL", c.PollInterval, 10*time.Millisecond)
-	if c.PollInterval > time.Minute {
-		bad("INBOXD_POLL_INTERVAL", "must be at most 1m, got %q", c.PollInterval)
+	minDur(&errs, "INBOXD_POLL_INTERVAL", c.PollInterval, worker.MinPollInterval)
+	if c.PollInterval > worker.MaxPollInterval {
+		bad("INBOXD_POLL_INTERVAL", "must be at most %s, got %q", formatDuration(worker.MaxPollInterval), c.PollInterval)
 	}
 	minDur(&errs, "INBOXD_SHUTDOWN_TIMEOUT", c.ShutdownTimeout, 0)
-	minDur(&errs, "INBOXD_RETENTION", c.Retention, time.Second)
+	minDur(&errs, "INBOXD_RETENTION", c.Retention, worker.MinRetention)
 	minDur(&errs, "INBOXD_DEAD_RETENTION", c.DeadRetention, 0)
 	if c.DeadRetention > 0 && c.DeadRetention < time.Second {
 		bad("INBOXD_DEAD_RETENTION", "must be 0 (keep) or at least 1s, got %q", c.DeadRetention)
 	}
 	minDur(&errs, "INBOXD_RETENTION_INTERVAL", c.RetentionInterval, time.Second)
-	minDur(&errs, "INBOXD_STALE_AFTER", c.StaleAfter, time.Second)
-	minDur(&errs, "INBOXD_STATS_INTERVAL", c.StatsInterval, 100*time.Millisecond)
+	minDur(&errs, "INBOXD_STALE_AFTER", c.StaleAfter, worker.MinStaleAfter)
+	minDur(&errs, "INBOXD_STATS_INTERVAL", c.StatsInterval, worker.MinStatsInterval)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -401,16 +451,6 @@ func (c Config) IngestEnabled() bool { return len(c.KafkaBrokers) > 0 }
 // whatever transactional handlers do: claims, two completers, lease
 // renewals, the rescuer and statistics, ingest, and the readiness ping.
 const EngineConns = 8
-
-// MaxPayloadLimit is the largest INBOXD_MAX_PAYLOAD accepted. Memory grows
-// with a few times the payload size (a message buffered by the Kafka reader,
-// the batch being written, rows claimed), so gigantic payloads belong in
-// object storage with a reference in the event.
-const MaxPayloadLimit = 32 << 20
-
-// MaxHeadersLimit is the largest INBOXD_MAX_HEADERS accepted. Headers are
-// metadata (ids, trace context, content types): data belongs in the payload.
-const MaxHeadersLimit = 1 << 20
 
 // PoolSizes returns the connection pool sizes: the engine's (EngineConns)
 // and the transactional handlers' (the rest of INBOXD_DATABASE_MAX_CONNS).

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Variable describes one INBOXD_* environment variable, for `inboxd help`.
@@ -26,11 +27,14 @@ var commandVariables = []Variable{
 }
 
 // Variables returns every INBOXD_* variable inboxd reads: the fields of
-// Config in their order, from their env, envDefault and help tags, then the
-// variables only one command reads. It is the one source of `inboxd help`'s
-// list, so the list cannot drift from what Load reads.
+// Config in their order, from their env and help tags, with the default
+// Load gives them (the field's envDefault tag as written, or the engine's
+// default),
+// then the variables only one command reads. It is the one source of
+// `inboxd help`'s list, so the list cannot drift from what Load reads.
 func Variables() []Variable {
 	t := reflect.TypeFor[Config]()
+	def := reflect.ValueOf(engineDefaults())
 	out := make([]Variable, 0, t.NumField()+len(commandVariables))
 	seen := make(map[string]bool, t.NumField())
 	for i := range t.NumField() {
@@ -40,7 +44,11 @@ func Variables() []Variable {
 			continue
 		}
 		seen[name] = true
-		out = append(out, Variable{Name: name, Default: f.Tag.Get("envDefault"), Help: f.Tag.Get("help")})
+		d, ok := f.Tag.Lookup("envDefault")
+		if !ok {
+			d = formatDefault(def.Field(i))
+		}
+		out = append(out, Variable{Name: name, Default: d, Help: f.Tag.Get("help")})
 	}
 	for _, v := range commandVariables {
 		if !seen[v.Name] { // in case Config gains the field one day
@@ -48,6 +56,37 @@ func Variables() []Variable {
 		}
 	}
 	return out
+}
+
+// formatDefault writes a default as the variable would be set to it:
+// durations in their shortest Go syntax (5m, not 5m0s; 0 for none), lists
+// comma-separated, "" for an empty string or list.
+func formatDefault(v reflect.Value) string {
+	switch x := v.Interface().(type) {
+	case time.Duration:
+		return formatDuration(x)
+	case []string:
+		return strings.Join(x, ",")
+	case string:
+		return x
+	}
+	return fmt.Sprint(v.Interface())
+}
+
+// formatDuration is d.String() without the zero minutes and seconds it
+// ends with: 168h, 5m, 1h30m, 90s stays 1m30s; 0 is "0".
+func formatDuration(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // ignoredPrefixes are INBOXD_ variables that belong to the test suites, the

@@ -1,12 +1,14 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Parse errors (bad durations, bad numbers) and validation errors of the
@@ -148,8 +150,8 @@ func TestVariablesDescribeEveryField(t *testing.T) {
 			t.Errorf("field %s (%s) missing from Variables", f.Name, name)
 			continue
 		}
-		if v.Default != f.Tag.Get("envDefault") {
-			t.Errorf("%s: default %q, want %q", name, v.Default, f.Tag.Get("envDefault"))
+		if tag, ok := f.Tag.Lookup("envDefault"); ok && v.Default != tag {
+			t.Errorf("%s: default %q, want its envDefault tag %q", name, v.Default, tag)
 		}
 	}
 	if byName["INBOXD_LEASE"].Default != "30s" {
@@ -178,5 +180,78 @@ func TestMigrateEnviron(t *testing.T) {
 	c, err = Load(MigrateEnviron(append(slices.Clone(base), "INBOXD_MIGRATE_DATABASE_URL_FILE="+file)))
 	if err != nil || c.DatabaseURL != "postgres://mig2@h/db" {
 		t.Errorf("with a migrate URL file: %v %q", err, c.DatabaseURL)
+	}
+}
+
+// The default Variables shows for a variable is the value Load gives it
+// when it is unset: setting the variable to the default shown changes
+// nothing. So `inboxd help` and docs/configuration.md show the engines'
+// defaults (worker.DefaultLease, …), which Load starts from.
+func TestVariablesShowTheDefaultsLoadApplies(t *testing.T) {
+	t.Parallel()
+	unset, err := Load([]string{dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := make(map[string]Variable)
+	for _, v := range Variables() {
+		byName[v.Name] = v
+	}
+	ct := reflect.TypeFor[Config]()
+	uv := reflect.ValueOf(unset)
+	for i := range ct.NumField() {
+		name, _, _ := strings.Cut(ct.Field(i).Tag.Get("env"), ",")
+		v := byName[name]
+		if v.Default == "" {
+			if name != "INBOXD_DATABASE_URL" && !uv.Field(i).IsZero() { // the one set here
+				t.Errorf("%s: no default shown, but Load gives it %v", name, uv.Field(i))
+			}
+			continue
+		}
+		set, err := Load([]string{dsn, name + "=" + v.Default})
+		if err != nil {
+			t.Errorf("%s=%s (the default shown): %v", name, v.Default, err)
+			continue
+		}
+		if got, want := reflect.ValueOf(set).Field(i).Interface(), uv.Field(i).Interface(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the default shown, %q, loads as %v; unset, it is %v", name, v.Default, got, want)
+		}
+	}
+	for name, want := range map[string]string{ // spot checks of the format
+		"INBOXD_LEASE": "30s", "INBOXD_BACKOFF_MAX": "5m", "INBOXD_RETENTION": "168h", "INBOXD_RETENTION_INTERVAL": "1m",
+		"INBOXD_POLL_INTERVAL": "500ms", "INBOXD_DEAD_RETENTION": "0", "INBOXD_PREFETCH": "0",
+		"INBOXD_EVENT_ID_HEADERS": "event_id,ce_id", "INBOXD_CLAIM_BYTES": "33554432", "INBOXD_KAFKA_CLIENT_ID": "inboxd",
+	} {
+		if got := byName[name].Default; got != want {
+			t.Errorf("%s: default shown %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		0: "0", 10 * time.Second: "10s", 90 * time.Second: "1m30s", 5 * time.Minute: "5m", 168 * time.Hour: "168h",
+		90 * time.Minute: "1h30m", time.Hour + time.Second: "1h0m1s", 50 * time.Millisecond: "50ms", 1500 * time.Millisecond: "1.5s",
+	} {
+		if got := formatDuration(d); got != want {
+			t.Errorf("formatDuration(%s) = %q, want %q", d, got, want)
+		}
+		if back, err := time.ParseDuration(formatDuration(d)); err != nil || back != d {
+			t.Errorf("formatDuration(%s) = %q does not parse back: %v, %v", d, formatDuration(d), back, err)
+		}
+	}
+}
+
+// Help texts that quote a constant of the code quote its value.
+func TestHelpQuotesTheConstants(t *testing.T) {
+	t.Parallel()
+	byName := make(map[string]Variable)
+	for _, v := range Variables() {
+		byName[v.Name] = v
+	}
+	engine := fmt.Sprint(EngineConns)
+	if h := byName["INBOXD_DATABASE_MAX_CONNS"].Help; !strings.Contains(h, engine+" for the engine") || !strings.Contains(h, "0 = "+engine+" + ") {
+		t.Errorf("INBOXD_DATABASE_MAX_CONNS: help %q does not say EngineConns (%d)", h, EngineConns)
 	}
 }

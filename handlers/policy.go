@@ -54,14 +54,15 @@ func (p Policy) BlocksKey() bool { return p.Ordered && p.OnDead != OnDeadSkip }
 // routes file does.
 func (p Policy) validate() []string {
 	var errs []string
-	if p.Concurrency < 0 || p.Concurrency > 10000 {
-		errs = append(errs, fmt.Sprintf("concurrency: must be between 1 and 10000, got %d", p.Concurrency))
+	// 0 is the engine's default (INBOXD_WORKERS, INBOXD_MAX_ATTEMPTS).
+	if p.Concurrency < 0 || p.Concurrency > MaxConcurrency {
+		errs = append(errs, fmt.Sprintf("concurrency: must be between 1 and %d, got %d", MaxConcurrency, p.Concurrency))
 	}
-	if p.MaxAttempts < 0 || p.MaxAttempts > 1000 {
-		errs = append(errs, fmt.Sprintf("max_attempts: must be between 1 and 1000, got %d", p.MaxAttempts))
+	if p.MaxAttempts < 0 || p.MaxAttempts > MaxAttemptsLimit {
+		errs = append(errs, fmt.Sprintf("max_attempts: must be between 1 and %d, got %d", MaxAttemptsLimit, p.MaxAttempts))
 	}
-	if p.BackoffBase < 0 {
-		errs = append(errs, "backoff_base: must be positive")
+	if p.BackoffBase < 0 || (p.BackoffBase > 0 && p.BackoffBase < MinBackoff) { // 0: INBOXD_BACKOFF_BASE
+		errs = append(errs, fmt.Sprintf("backoff_base: must be at least %s", MinBackoff))
 	}
 	if p.BackoffMax < 0 || (p.BackoffMax > 0 && p.BackoffBase > p.BackoffMax) {
 		errs = append(errs, "backoff_max: must be at least backoff_base")
@@ -85,6 +86,24 @@ func (p Policy) validate() []string {
 
 // MaxTimeout is the longest per-route timeout accepted.
 const MaxTimeout = 10 * time.Minute
+
+// MaxAttemptsLimit is the most attempts a row may be given before it goes
+// dead, whoever sets it: a route's max_attempts (Policy.MaxAttempts), the
+// engine's worker.Config.MaxAttempts and INBOXD_MAX_ATTEMPTS all accept 1
+// to MaxAttemptsLimit. It is defined here, the lowest package the three
+// share, so that it is defined once. (The schema's bound on the attempts
+// column, 1,000,000 in migrations/002_started_attempts.sql, is far above:
+// no count of attempts can overflow.)
+const MaxAttemptsLimit = 1000
+
+// MinBackoff is the shortest delay after a first failed attempt, for a
+// route (Policy.BackoffBase) and for the daemon (INBOXD_BACKOFF_BASE).
+const MinBackoff = time.Millisecond
+
+// MaxConcurrency is the most handlers run at once, in one replica, for one
+// route (Policy.Concurrency) and for the whole pool (worker.Config.Workers,
+// INBOXD_WORKERS).
+const MaxConcurrency = 10000
 
 // Option sets part of a route's Policy when it is registered in Go.
 type Option func(*Policy)

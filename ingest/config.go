@@ -42,11 +42,39 @@ const (
 	// DefaultStallTimeout is how long a fetch may wait on a known backlog
 	// before Healthy reports the consumer stalled.
 	DefaultStallTimeout = 2 * time.Minute
+	// DefaultClientID is the client id sent to the brokers.
+	DefaultClientID = "inboxd"
 
 	// readerHeadroom is added to the largest message accepted (payload,
 	// key and headers at their bounds) for the reader's MaxBytes, so that
 	// such a message fits in one fetch with the record batch envelope.
 	readerHeadroom = 256 << 10
+)
+
+// Bounds of the Config fields, checked by Validate; the daemon's INBOXD_*
+// variables are checked against the same constants (package config).
+const (
+	// MaxBatchSize is the largest Config.BatchSize.
+	MaxBatchSize = 10000
+	// MinBatchTimeout is the shortest Config.BatchTimeout.
+	MinBatchTimeout = time.Millisecond
+	// MinSessionTimeout is the shortest Config.SessionTimeout.
+	MinSessionTimeout = time.Second
+	// MinSizeLimit is the smallest Config.BatchBytes, MapOptions.MaxPayload
+	// and MapOptions.MaxHeaders accepted: 1 KiB.
+	MinSizeLimit = 1 << 10
+	// MaxBatchBytes is the largest Config.BatchBytes: 1 GiB.
+	MaxBatchBytes = 1 << 30
+	// MaxPayloadLimit is the largest MapOptions.MaxPayload accepted: 32
+	// MiB. Memory grows with a few times the payload size (a message
+	// buffered by the Kafka reader, the batch being written, rows claimed),
+	// so gigantic payloads belong in object storage with a reference in the
+	// event.
+	MaxPayloadLimit = 32 << 20
+	// MaxHeadersLimit is the largest MapOptions.MaxHeaders accepted: 1 MiB.
+	// Headers are metadata (ids, trace context, content types): data
+	// belongs in the payload.
+	MaxHeadersLimit = 1 << 20
 )
 
 // Config configures a Consumer. Zero fields take the defaults above.
@@ -162,6 +190,10 @@ func (s SASLConfig) String() string {
 // GoString describes the SASL settings without the password, for %#v.
 func (s SASLConfig) GoString() string { return "ingest.SASLConfig{" + s.String() + "}" }
 
+// WithDefaults returns c with every zero field set to its default, as New
+// applies them: what a Consumer made from c runs with.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
+
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
 	setDur := func(d *time.Duration, def time.Duration) {
@@ -190,7 +222,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.StallTimeout, DefaultStallTimeout)
 	setDur(&c.LagInterval, DefaultLagInterval)
 	if c.ClientID == "" {
-		c.ClientID = "inboxd"
+		c.ClientID = DefaultClientID
 	}
 	c.Mapping = c.Mapping.withDefaults()
 	return c
@@ -209,23 +241,29 @@ func (c Config) Validate() error {
 	if c.Group == "" {
 		bad("ingest: no consumer group (INBOXD_KAFKA_GROUP)")
 	}
-	if c.BatchSize < 1 {
-		bad("ingest: batch size must be at least 1, got %d", c.BatchSize)
+	if c.BatchSize < 1 || c.BatchSize > MaxBatchSize {
+		bad("ingest: batch size must be between 1 and %d, got %d", MaxBatchSize, c.BatchSize)
 	}
-	if c.BatchBytes < 1 {
-		bad("ingest: batch bytes must be at least 1, got %d", c.BatchBytes)
+	if c.BatchBytes < MinSizeLimit || c.BatchBytes > MaxBatchBytes {
+		bad("ingest: batch bytes must be between %d and %d, got %d", MinSizeLimit, MaxBatchBytes, c.BatchBytes)
 	}
-	if c.Mapping.MaxPayload < 1 {
-		bad("ingest: max payload must be at least 1 byte, got %d", c.Mapping.MaxPayload)
+	if c.Mapping.MaxPayload < MinSizeLimit || c.Mapping.MaxPayload > MaxPayloadLimit {
+		bad("ingest: max payload must be between %d and %d bytes, got %d", MinSizeLimit, MaxPayloadLimit, c.Mapping.MaxPayload)
 	}
-	if c.Mapping.MaxHeaders < 1 {
-		bad("ingest: max headers must be at least 1 byte, got %d", c.Mapping.MaxHeaders)
+	if c.Mapping.MaxHeaders < MinSizeLimit || c.Mapping.MaxHeaders > MaxHeadersLimit {
+		bad("ingest: max headers must be between %d and %d bytes, got %d", MinSizeLimit, MaxHeadersLimit, c.Mapping.MaxHeaders)
 	}
 	if len(c.Mapping.EventIDHeaders) == 0 && c.Mapping.EventIDJSONField == "" {
 		bad("ingest: no event id header or JSON field (INBOXD_EVENT_ID_HEADERS)")
 	}
 	if len(c.Mapping.EventTypeHeaders) == 0 && c.Mapping.EventTypeJSONField == "" {
 		bad("ingest: no event type header or JSON field (INBOXD_EVENT_TYPE_HEADERS)")
+	}
+	if c.BatchTimeout < MinBatchTimeout {
+		bad("ingest: batch timeout must be at least %s, got %s", MinBatchTimeout, c.BatchTimeout)
+	}
+	if c.SessionTimeout < MinSessionTimeout {
+		bad("ingest: session timeout must be at least %s, got %s", MinSessionTimeout, c.SessionTimeout)
 	}
 	if c.RetryBackoffMax < c.RetryBackoffMin {
 		bad("ingest: retry backoff max (%s) is below min (%s)", c.RetryBackoffMax, c.RetryBackoffMin)
@@ -234,8 +272,7 @@ func (c Config) Validate() error {
 		name string
 		d    time.Duration
 	}{
-		{"batch timeout", c.BatchTimeout}, {"linger", c.Linger}, {"session timeout", c.SessionTimeout},
-		{"heartbeat interval", c.HeartbeatInterval}, {"rebalance timeout", c.RebalanceTimeout},
+		{"linger", c.Linger}, {"heartbeat interval", c.HeartbeatInterval}, {"rebalance timeout", c.RebalanceTimeout},
 		{"retry backoff min", c.RetryBackoffMin}, {"write timeout", c.WriteTimeout},
 		{"commit timeout", c.CommitTimeout}, {"close timeout", c.CloseTimeout},
 		{"stall timeout", c.StallTimeout}, {"lag interval", c.LagInterval},

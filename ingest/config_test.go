@@ -24,6 +24,14 @@ func TestConfigValidate(t *testing.T) {
 		{"TLS files without TLS", func(c *Config) { c.TLS.CAFile = "/ca.pem" }, "INBOXD_KAFKA_TLS is false"},
 		{"cert without key", func(c *Config) { c.TLS = TLSConfig{Enabled: true, CertFile: "/c.pem"} }, "set together"},
 		{"bad SASL", func(c *Config) { c.SASL.Mechanism = "GSSAPI" }, "SASL mechanism"},
+		{"batch timeout too short", func(c *Config) { c.BatchTimeout = MinBatchTimeout - 1 }, "batch timeout must be at least"},
+		{"session timeout too short", func(c *Config) { c.SessionTimeout = MinSessionTimeout - 1 }, "session timeout must be at least"},
+		{"batch too large", func(c *Config) { c.BatchSize = MaxBatchSize + 1 }, "batch size must be between 1 and"},
+		{"batch bytes below the floor", func(c *Config) { c.BatchBytes = MinSizeLimit - 1 }, "batch bytes must be between"},
+		{"batch bytes past the limit", func(c *Config) { c.BatchBytes = MaxBatchBytes + 1 }, "batch bytes must be between"},
+		{"payload past the limit", func(c *Config) { c.Mapping.MaxPayload = MaxPayloadLimit + 1 }, "max payload must be between"},
+		{"headers below the floor", func(c *Config) { c.Mapping.MaxHeaders = MinSizeLimit - 1 }, "max headers must be between"},
+		{"headers past the limit", func(c *Config) { c.Mapping.MaxHeaders = MaxHeadersLimit + 1 }, "max headers must be between"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

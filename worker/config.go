@@ -7,18 +7,59 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/inboxd/inboxd/handlers"
+)
+
+// Defaults of the Config fields left zero (Config.WithDefaults). They are
+// the one source of these defaults: the daemon's INBOXD_* variables take
+// theirs from them (package config).
+const (
+	// DefaultWorkers is the default Config.Workers.
+	DefaultWorkers = 64
+	// DefaultClaimBatch is the default Config.ClaimBatch.
+	DefaultClaimBatch = 500
+	// DefaultClaimBytes is the default Config.ClaimBytes: 32 MiB.
+	DefaultClaimBytes int64 = 32 << 20
+	// DefaultMaxAttempts is the default Config.MaxAttempts.
+	DefaultMaxAttempts = 10
+	// DefaultLease is the default Config.Lease.
+	DefaultLease = 30 * time.Second
+	// DefaultStatementTimeout is the default Config.StatementTimeout and
+	// RetentionConfig.StatementTimeout.
+	DefaultStatementTimeout = 30 * time.Second
+	// DefaultBackoffBase is the Base of the default Config.RetryPolicy.
+	DefaultBackoffBase = time.Second
+	// DefaultBackoffMax is the Max of the default Config.RetryPolicy, and
+	// the default Config.MaxRetryDelay.
+	DefaultBackoffMax = 5 * time.Minute
+	// DefaultPollInterval is the default Config.PollInterval.
+	DefaultPollInterval = 500 * time.Millisecond
+	// DefaultStatsInterval is the default Config.StatsInterval.
+	DefaultStatsInterval = 15 * time.Second
+	// DefaultStaleAfter is the default Config.StaleAfter.
+	DefaultStaleAfter = 5 * time.Minute
+	// DefaultShutdownTimeout is the default Config.ShutdownTimeout.
+	DefaultShutdownTimeout = 20 * time.Second
+	// DefaultRetention is the default RetentionConfig.Processed: a week.
+	DefaultRetention = 168 * time.Hour
+	// DefaultRetentionInterval is the default RetentionConfig.Interval.
+	DefaultRetentionInterval = time.Minute
 )
 
 // Config configures a Pool. Zero values take the defaults documented on
-// each field.
+// each field (the Default* constants).
 type Config struct {
-	// Workers is the number of handlers run concurrently (default 64).
+	// Workers is the number of handlers run concurrently (default
+	// DefaultWorkers, at most handlers.MaxConcurrency).
 	Workers int
-	// ClaimBatch caps the rows one claim statement takes (default 500).
+	// ClaimBatch caps the rows one claim statement takes (default
+	// DefaultClaimBatch, at most MaxClaimBatch).
 	ClaimBatch int
 	// ClaimBytes caps the bytes (payloads, keys and headers) of the rows the
-	// pool holds claimed and not yet handled, running or waiting (default 32 MiB). A
-	// row bigger than the whole budget is still claimed, alone.
+	// pool holds claimed and not yet handled, running or waiting (default
+	// DefaultClaimBytes, between MinClaimBytes and MaxClaimBytes). A row bigger than the whole budget is still
+	// claimed, alone.
 	ClaimBytes int64
 	// Prefetch is how many claimed rows may wait for a free handler, so
 	// claims are large and handlers never wait for one (negative: none).
@@ -28,38 +69,44 @@ type Config struct {
 	// then get full claims, and a replica never holds more waiting rows
 	// than it works off in that time). Waiting rows hold their lease
 	// (renewed like running ones); at shutdown they are released at once.
+	// At most MaxPrefetch.
 	Prefetch int
 	// MaxAttempts is the number of attempts before a failing row goes dead
-	// (default 10).
+	// (default DefaultMaxAttempts, at most handlers.MaxAttemptsLimit).
 	MaxAttempts int
 	// Lease is how long a claimed row belongs to this worker without renewal
-	// (default 30s). Leases are renewed while a row is held: waiting,
-	// running, or finished with its outcome not yet written.
+	// (default DefaultLease, at least MinLease). Leases are renewed while a
+	// row is held: waiting, running, or finished with its outcome not yet
+	// written.
 	Lease time.Duration
 	// StatementTimeout bounds each of the engine's statements: claims,
-	// outcome writes, rescues (default 30s). Lease renewals are bounded by
-	// the lease instead: a renewal that takes longer is useless.
+	// outcome writes, rescues (default DefaultStatementTimeout). Lease
+	// renewals are bounded by the lease instead: a renewal that takes
+	// longer is useless.
 	StatementTimeout time.Duration
-	// RetryPolicy spaces the attempts (default ExponentialBackoff from 1s to
-	// 5m).
+	// RetryPolicy spaces the attempts (default ExponentialBackoff from
+	// DefaultBackoffBase to DefaultBackoffMax).
 	RetryPolicy RetryPolicy
 	// MaxRetryDelay caps delays that handlers ask for with
-	// handlers.RetryAfter (default 5m).
+	// handlers.RetryAfter (default DefaultBackoffMax).
 	MaxRetryDelay time.Duration
-	// PollInterval is the fallback polling period (default 500ms).
+	// PollInterval is the fallback polling period (default
+	// DefaultPollInterval, between MinPollInterval and MaxPollInterval).
 	PollInterval time.Duration
 	// RescueInterval is how often expired leases are looked for (default
 	// Lease/2, between 1s and 30s).
 	RescueInterval time.Duration
 	// StatsInterval is how often the inbox gauges are refreshed (default
-	// 15s).
+	// DefaultStatsInterval, at least MinStatsInterval).
 	StatsInterval time.Duration
 	// StaleAfter is the age by received_at past which a received row counts
-	// as stale in the inboxd_inbox_stale_rows gauge (default 5m).
+	// as stale in the inboxd_inbox_stale_rows gauge (default
+	// DefaultStaleAfter, at least MinStaleAfter).
 	StaleAfter time.Duration
 	// ShutdownTimeout is how long in-flight handlers may run after Run's
-	// context is cancelled before they are cancelled too (default 20s). Run
-	// returns within ShutdownTimeout + ShutdownMargin.
+	// context is cancelled before they are cancelled too (default
+	// DefaultShutdownTimeout). Run returns within ShutdownTimeout +
+	// ShutdownMargin.
 	ShutdownTimeout time.Duration
 	// TxDB is the pool transactional handlers take their connections from,
 	// apart from the engine's own, so that handlers holding transactions
@@ -97,15 +144,19 @@ const ShutdownReserve = time.Second
 // writing outcomes.
 const cancelGrace = 2 * time.Second
 
+// WithDefaults returns c with every zero field set to its default, as New
+// applies them: what a Pool made from c runs with.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
+
 func (c Config) withDefaults() Config {
 	if c.Workers == 0 {
-		c.Workers = 64
+		c.Workers = DefaultWorkers
 	}
 	if c.ClaimBatch == 0 {
-		c.ClaimBatch = 500
+		c.ClaimBatch = DefaultClaimBatch
 	}
 	if c.ClaimBytes == 0 {
-		c.ClaimBytes = 32 << 20
+		c.ClaimBytes = DefaultClaimBytes
 	}
 	switch {
 	case c.Prefetch == 0:
@@ -115,34 +166,34 @@ func (c Config) withDefaults() Config {
 		c.Prefetch = 0
 	}
 	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 10
+		c.MaxAttempts = DefaultMaxAttempts
 	}
 	if c.Lease == 0 {
-		c.Lease = 30 * time.Second
+		c.Lease = DefaultLease
 	}
 	if c.StatementTimeout == 0 {
-		c.StatementTimeout = 30 * time.Second
+		c.StatementTimeout = DefaultStatementTimeout
 	}
 	if c.RetryPolicy == nil {
-		c.RetryPolicy = ExponentialBackoff{Base: time.Second, Max: 5 * time.Minute}
+		c.RetryPolicy = ExponentialBackoff{Base: DefaultBackoffBase, Max: DefaultBackoffMax}
 	}
 	if c.MaxRetryDelay == 0 {
-		c.MaxRetryDelay = 5 * time.Minute
+		c.MaxRetryDelay = DefaultBackoffMax
 	}
 	if c.PollInterval == 0 {
-		c.PollInterval = 500 * time.Millisecond
+		c.PollInterval = DefaultPollInterval
 	}
 	if c.RescueInterval == 0 {
 		c.RescueInterval = min(max(c.Lease/2, time.Second), 30*time.Second)
 	}
 	if c.StatsInterval == 0 {
-		c.StatsInterval = 15 * time.Second
+		c.StatsInterval = DefaultStatsInterval
 	}
 	if c.StaleAfter == 0 {
-		c.StaleAfter = 5 * time.Minute
+		c.StaleAfter = DefaultStaleAfter
 	}
 	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = 20 * time.Second
+		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if c.TxConns == 0 {
 		c.TxConns = max(2, c.Workers/4)
@@ -159,26 +210,38 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	var errs []error
-	if c.Workers < 1 {
-		errs = append(errs, fmt.Errorf("workers must be at least 1, got %d", c.Workers))
+	if c.Workers < 1 || c.Workers > handlers.MaxConcurrency {
+		errs = append(errs, fmt.Errorf("workers must be between 1 and %d, got %d", handlers.MaxConcurrency, c.Workers))
 	}
-	if c.ClaimBatch < 1 {
-		errs = append(errs, fmt.Errorf("claim batch must be at least 1, got %d", c.ClaimBatch))
+	if c.ClaimBatch < 1 || c.ClaimBatch > MaxClaimBatch {
+		errs = append(errs, fmt.Errorf("claim batch must be between 1 and %d, got %d", MaxClaimBatch, c.ClaimBatch))
 	}
-	if c.ClaimBytes < 1 {
-		errs = append(errs, fmt.Errorf("claim bytes must be at least 1, got %d", c.ClaimBytes))
+	if c.ClaimBytes < MinClaimBytes || c.ClaimBytes > MaxClaimBytes {
+		errs = append(errs, fmt.Errorf("claim bytes must be between %d and %d, got %d", MinClaimBytes, MaxClaimBytes, c.ClaimBytes))
 	}
-	if c.MaxAttempts < 1 || c.MaxAttempts > maxAttemptsBound {
-		errs = append(errs, fmt.Errorf("max attempts must be between 1 and %d, got %d", maxAttemptsBound, c.MaxAttempts))
+	if c.Prefetch > MaxPrefetch {
+		errs = append(errs, fmt.Errorf("prefetch must be at most %d, got %d", MaxPrefetch, c.Prefetch))
 	}
-	if c.Lease < 100*time.Millisecond {
-		errs = append(errs, fmt.Errorf("lease must be at least 100ms, got %s", c.Lease))
+	if c.MaxAttempts < 1 || c.MaxAttempts > handlers.MaxAttemptsLimit {
+		errs = append(errs, fmt.Errorf("max attempts must be between 1 and %d, got %d", handlers.MaxAttemptsLimit, c.MaxAttempts))
+	}
+	if c.Lease < MinLease {
+		errs = append(errs, fmt.Errorf("lease must be at least %s, got %s", MinLease, c.Lease))
 	}
 	if c.StatementTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("statement timeout must be positive, got %s", c.StatementTimeout))
 	}
-	if c.PollInterval <= 0 || c.RescueInterval <= 0 || c.StatsInterval <= 0 {
-		errs = append(errs, errors.New("poll, rescue and stats intervals must be positive"))
+	if c.PollInterval < MinPollInterval || c.PollInterval > MaxPollInterval {
+		errs = append(errs, fmt.Errorf("poll interval must be between %s and %s, got %s", MinPollInterval, MaxPollInterval, c.PollInterval))
+	}
+	if c.StatsInterval < MinStatsInterval {
+		errs = append(errs, fmt.Errorf("stats interval must be at least %s, got %s", MinStatsInterval, c.StatsInterval))
+	}
+	if c.RescueInterval <= 0 {
+		errs = append(errs, errors.New("rescue interval must be positive"))
+	}
+	if c.StaleAfter < MinStaleAfter {
+		errs = append(errs, fmt.Errorf("stale after must be at least %s, got %s", MinStaleAfter, c.StaleAfter))
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown timeout must not be negative, got %s", c.ShutdownTimeout))
@@ -189,8 +252,40 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// maxAttemptsBound is the schema's bound on the attempts column.
-const maxAttemptsBound = 1000000
+// Bounds of the Config fields, checked by New; the daemon's INBOXD_*
+// variables are checked against the same constants (package config). The
+// bounds of the attempts and of the handlers run at once are
+// handlers.MaxAttemptsLimit and handlers.MaxConcurrency, shared with the
+// routes.
+const (
+	// MaxClaimBatch is the largest Config.ClaimBatch.
+	MaxClaimBatch = 10000
+	// MinClaimBytes is the smallest Config.ClaimBytes: 1 KiB.
+	MinClaimBytes int64 = 1 << 10
+	// MaxClaimBytes is the largest Config.ClaimBytes: 1 GiB.
+	MaxClaimBytes int64 = 1 << 30
+	// MaxPrefetch is the largest Config.Prefetch.
+	MaxPrefetch = 100000
+	// MinLease is the shortest Config.Lease the engine accepts. The
+	// daemon asks for more (INBOXD_LEASE: at least 1s); shorter leases are
+	// for tests.
+	MinLease = 100 * time.Millisecond
+	// MinPollInterval is the shortest Config.PollInterval.
+	MinPollInterval = 10 * time.Millisecond
+	// MaxPollInterval is the longest Config.PollInterval: the polling
+	// fallback must still find rows whose notification was lost.
+	MaxPollInterval = time.Minute
+	// MinStatsInterval is the shortest Config.StatsInterval.
+	MinStatsInterval = 100 * time.Millisecond
+	// MinStaleAfter is the shortest Config.StaleAfter.
+	MinStaleAfter = time.Second
+	// MinRetention is the shortest RetentionConfig.Processed.
+	MinRetention = time.Second
+)
+
+// WithDefaults returns c with every zero field set to its default, as
+// NewRetention applies them.
+func (c RetentionConfig) WithDefaults() RetentionConfig { return c.withDefaults() }
 
 // maxCapacity is the most rows a route of the default concurrency holds
 // at once, running and waiting (its prefetch at its largest).

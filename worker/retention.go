@@ -53,10 +53,10 @@ type RetentionConfig struct {
 
 func (c RetentionConfig) withDefaults() RetentionConfig {
 	if c.Processed == 0 {
-		c.Processed = 168 * time.Hour
+		c.Processed = DefaultRetention
 	}
 	if c.Interval == 0 {
-		c.Interval = time.Minute
+		c.Interval = DefaultRetentionInterval
 	}
 	if c.Batch == 0 {
 		c.Batch = 5000
@@ -65,15 +65,15 @@ func (c RetentionConfig) withDefaults() RetentionConfig {
 		c.Pause = 10 * time.Millisecond
 	}
 	if c.StatementTimeout == 0 {
-		c.StatementTimeout = 30 * time.Second
+		c.StatementTimeout = DefaultStatementTimeout
 	}
 	return c
 }
 
 func (c RetentionConfig) validate() error {
 	var errs []error
-	if c.Processed < time.Second {
-		errs = append(errs, fmt.Errorf("processed retention must be at least 1s, got %s", c.Processed))
+	if c.Processed < MinRetention {
+		errs = append(errs, fmt.Errorf("processed retention must be at least %s, got %s", MinRetention, c.Processed))
 	}
 	if c.Failed < 0 {
 		errs = append(errs, fmt.Errorf("failed retention must not be negative, got %s", c.Failed))
