@@ -151,7 +151,7 @@ func TestNewRefusesABadConfig(t *testing.T) {
 			Worker:    worker.Config{Workers: -1, MaxAttempts: -2},
 			Retention: worker.RetentionConfig{Processed: -time.Hour},
 			Ingest:    &ingest.Config{}},
-			[]string{"workers must be at least 1, got -1", "max attempts must be between 1 and",
+			[]string{"workers must be between 1 and 10000, got -1", "max attempts must be between 1 and",
 				"processed retention must be at least 1s, got -1h0m0s", "ingest: no Kafka brokers"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
