@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 )
@@ -89,10 +87,8 @@ func (p *Pool) Rescue(ctx context.Context) (int, error) {
 func (p *Pool) dropOrphanStarts(ctx context.Context) error {
 	qctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
 	defer cancel()
-	if _, err := p.db.Exec(qctx, driver.StartsOrphansSQL, pgx.NamedArgs{"older_ms": p.cfg.Lease.Milliseconds()}); err != nil {
-		return fmt.Errorf("delete orphaned start bits: %w", err)
-	}
-	return nil
+	_, err := driver.DeleteOrphanStarts(qctx, p.db, p.cfg.Lease)
+	return err
 }
 
 // skipsDead reports whether eventType's route is ordered and lets a key go
@@ -118,57 +114,39 @@ func (p *Pool) rescueBatch(ctx context.Context) (n int, skippedDead bool, err er
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(qctx)) }()
 	types, maxes := p.maxAttemptsByType()
-	rows, err := tx.Query(qctx, driver.RescueSQL, pgx.NamedArgs{
-		"limit": rescueBatch, "max_attempts": p.cfg.MaxAttempts, "max_types": types, "max_values": maxes,
-		"expired_prefix": expiredPrefix,
+	byType := make(map[string]int, len(types))
+	for i, t := range types {
+		byType[t] = int(maxes[i])
+	}
+	got, err := driver.Rescue(qctx, tx, driver.RescueParams{
+		Limit: rescueBatch, MaxAttempts: p.cfg.MaxAttempts, MaxAttemptsByType: byType, ExpiredPrefix: expiredPrefix,
 	})
 	if err != nil {
-		return 0, false, fmt.Errorf("rescue expired leases: %w", err)
+		return 0, false, err
 	}
-	type rescued struct {
-		id                 int64
-		eventID, eventType string
-		status             string
-		attempts           int
-		started            bool
-	}
-	var (
-		got []rescued
-		r   rescued
-	)
-	_, err = pgx.ForEachRow(rows, []any{&r.id, &r.eventID, &r.eventType, &r.status, &r.attempts, &r.started}, func() error {
-		got = append(got, r)
-		return nil
-	})
-	if err != nil {
-		return 0, false, fmt.Errorf("rescue expired leases: %w", err)
-	}
-	var delayIDs, delays []int64
+	var delays []driver.RescueDelay
 	for _, r := range got {
-		if r.started && r.status == string(status.Received) {
-			delayIDs = append(delayIDs, r.id)
-			delays = append(delays, p.rescueDelay(r.eventType, r.attempts).Milliseconds())
+		if r.Started && r.Status == status.Received {
+			delays = append(delays, driver.RescueDelay{ID: r.ID, Delay: p.rescueDelay(r.EventType, r.Attempts)})
 		}
 	}
-	if len(delayIDs) > 0 {
-		if _, err := tx.Exec(qctx, driver.RescueDelaySQL, pgx.NamedArgs{"ids": delayIDs, "delays_ms": delays}); err != nil {
-			return 0, false, fmt.Errorf("rescue expired leases: delay the started rows: %w", err)
-		}
+	if err := driver.DelayRescued(qctx, tx, delays); err != nil {
+		return 0, false, fmt.Errorf("rescue expired leases: %w", err)
 	}
 	if err := tx.Commit(qctx); err != nil {
 		return 0, false, fmt.Errorf("rescue expired leases: commit: %w", err)
 	}
 	for _, r := range got {
-		if r.status == string(status.Dead) && p.skipsDead(r.eventType) {
+		if r.Status == status.Dead && p.skipsDead(r.EventType) {
 			skippedDead = true
 		}
-		p.metrics.rescued.WithLabelValues(r.status).Inc()
+		p.metrics.rescued.WithLabelValues(string(r.Status)).Inc()
 		msg := "rescued row with expired lease"
-		if !r.started {
+		if !r.Started {
 			msg = "rescued row whose lease expired before its handler started; the attempt is not counted"
 		}
-		p.log.Warn().Int64("row_id", r.id).Str("event_id", r.eventID).Str("event_type", r.eventType).
-			Str("status", r.status).Int("attempts", r.attempts).Bool("started", r.started).Msg(msg)
+		p.log.Warn().Int64("row_id", r.ID).Str("event_id", r.EventID).Str("event_type", r.EventType).
+			Str("status", string(r.Status)).Int("attempts", r.Attempts).Bool("started", r.Started).Msg(msg)
 	}
 	return len(got), skippedDead, nil
 }
@@ -191,14 +169,13 @@ func (p *Pool) Unpark(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		qctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
-		tag, err := p.db.Exec(qctx, driver.UnparkSQL, pgx.NamedArgs{
-			"limit": rescueBatch, "ordered_types": ordered, "blocking_types": blocking,
+		n, err := driver.Unpark(qctx, p.db, driver.UnparkParams{
+			Limit: rescueBatch, OrderedTypes: ordered, BlockingTypes: blocking,
 		})
 		cancel()
 		if err != nil {
-			return total, fmt.Errorf("unpark ordered rows: %w", err)
+			return total, err
 		}
-		n := int(tag.RowsAffected())
 		total += n
 		if n > 0 {
 			signal(p.wake)
@@ -241,9 +218,9 @@ func (p *Pool) refreshStats(ctx context.Context) error {
 	p.metrics.oldestReceived.Set(st.OldestReceivedAge.Seconds())
 	p.metrics.oldestReady.Set(st.OldestReadyAge.Seconds())
 	if _, blocking := p.orderedTypes(); len(blocking) > 0 {
-		var n int64
-		if err := p.db.QueryRow(ctx, driver.BlockedKeysSQL, pgx.NamedArgs{"blocking_types": blocking}).Scan(&n); err != nil {
-			return fmt.Errorf("blocked keys: %w", err)
+		n, err := driver.BlockedKeys(ctx, p.db, blocking)
+		if err != nil {
+			return err
 		}
 		p.metrics.blockedKeys.Set(float64(n))
 	} else {

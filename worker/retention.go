@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -157,28 +156,28 @@ func (r *Retention) Run(ctx context.Context) error {
 // deletes nothing and reports how many rows a pass would delete now.
 func (r *Retention) Prune(ctx context.Context, dryRun bool) (PruneResult, error) {
 	if dryRun {
-		var res PruneResult
 		qctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 		defer cancel()
-		blocking := r.blockingTypes()
-		err := r.db.QueryRow(qctx, driver.RetentionCountSQL, pgx.NamedArgs{
-			"processed_ms": r.cfg.Processed.Milliseconds(), "failed_ms": r.cfg.Failed.Milliseconds(),
-			"ordered_types": blocking, "blocking_types": blocking,
-		}).Scan(&res.Processed, &res.Failed)
+		e, err := driver.CountExpired(qctx, r.db, driver.ExpiredParams{
+			Processed: r.cfg.Processed, Failed: r.cfg.Failed, BlockingTypes: r.blockingTypes(),
+		})
 		if err != nil {
-			return PruneResult{}, fmt.Errorf("count expired rows: %w", err)
+			return PruneResult{}, err
 		}
-		return res, nil
+		return PruneResult{Processed: e.Processed, Failed: e.Failed}, nil
 	}
 	var res PruneResult
-	n, err := r.deleteAll(ctx, driver.RetentionProcessedSQL, r.cfg.Processed, "processed", nil)
+	n, err := r.deleteAll(ctx, "processed", func(ctx context.Context) (int64, error) {
+		return driver.DeleteProcessed(ctx, r.db, r.cfg.Processed, r.cfg.Batch)
+	})
 	res.Processed = n
 	if err != nil || r.cfg.Failed == 0 {
 		return res, err
 	}
 	blocking := r.blockingTypes()
-	res.Failed, err = r.deleteAll(ctx, driver.RetentionFailedSQL, r.cfg.Failed, "failed",
-		pgx.NamedArgs{"ordered_types": blocking, "blocking_types": blocking})
+	res.Failed, err = r.deleteAll(ctx, "failed", func(ctx context.Context) (int64, error) {
+		return driver.DeleteFailed(ctx, r.db, r.cfg.Failed, r.cfg.Batch, blocking)
+	})
 	return res, err
 }
 
@@ -204,23 +203,18 @@ func (r *Retention) blockingTypes() []string {
 	return nonNil(r.cfg.BlockingTypes())
 }
 
-// deleteAll runs the delete statement sql (with extra arguments beside
-// retention_ms and batch) batch after batch, pausing in between, until a
-// batch comes back short.
-func (r *Retention) deleteAll(ctx context.Context, sql string, retention time.Duration, label string, extra pgx.NamedArgs) (int64, error) {
+// deleteAll runs deleteBatch, which deletes one batch of the rows of
+// label, batch after batch, pausing in between, until a batch comes back
+// short.
+func (r *Retention) deleteAll(ctx context.Context, label string, deleteBatch func(context.Context) (int64, error)) (int64, error) {
 	var total int64
 	for {
 		qctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
-		args := pgx.NamedArgs{"retention_ms": retention.Milliseconds(), "batch": r.cfg.Batch}
-		for k, v := range extra {
-			args[k] = v
-		}
-		tag, err := r.db.Exec(qctx, sql, args)
+		n, err := deleteBatch(qctx)
 		cancel()
 		if err != nil {
-			return total, fmt.Errorf("delete expired %s rows: %w", label, err)
+			return total, err
 		}
-		n := tag.RowsAffected()
 		total += n
 		r.metrics.deleted.WithLabelValues(label).Add(float64(n))
 		if n < int64(r.cfg.Batch) {

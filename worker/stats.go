@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,13 +30,8 @@ type Stats struct {
 func ReadStats(ctx context.Context, db interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }, staleAfter time.Duration) (Stats, error) {
-	var s Stats
-	var oldestReceived, oldestReady float64
-	if err := db.QueryRow(ctx, driver.StatsSQL, pgx.NamedArgs{"stale_ms": staleAfter.Milliseconds()}).Scan(
-		&s.Received, &s.Processing, &s.Dead, &s.Rejected, &s.Stale, &oldestReceived, &oldestReady); err != nil {
-		return Stats{}, fmt.Errorf("inbox stats: %w", err)
-	}
-	s.OldestReceivedAge = time.Duration(oldestReceived * float64(time.Second))
-	s.OldestReadyAge = time.Duration(oldestReady * float64(time.Second))
-	return s, nil
+	s, err := driver.ReadStats(ctx, db, staleAfter)
+	// The same figures, field by field (a conversion: the types must stay
+	// alike).
+	return Stats(s), err
 }
