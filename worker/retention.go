@@ -87,7 +87,12 @@ func (c RetentionConfig) validate() error {
 // Processed, dead and rejected rows after RetentionConfig.Failed. Every
 // replica may run one: batches are small, each its own short transaction,
 // and taken with SKIP LOCKED so that replicas never fight over rows.
+//
+// A Retention runs once, either with Start and Stop (a maintenance
+// service: a pass at Start, then every Interval) or with Run, which does
+// the same until its context ends; Prune runs one pass on demand.
 type Retention struct {
+	periodic
 	cfg     RetentionConfig
 	db      *pgxpool.Pool
 	log     zerolog.Logger
@@ -112,41 +117,55 @@ func NewRetention(db *pgxpool.Pool, cfg RetentionConfig, logger zerolog.Logger, 
 	if db == nil {
 		return nil, errors.New("retention: nil database pool")
 	}
-	return &Retention{
+	r := &Retention{
 		cfg:     cfg,
 		db:      db,
 		log:     logger.With().Str("component", "retention").Logger(),
 		metrics: newRetentionMetrics(reg),
-	}, nil
+	}
+	r.periodic = periodic{interval: cfg.Interval, round: r.round}
+	return r, nil
 }
 
-// Run prunes once at start and then every Interval, until ctx is cancelled.
-// A failed pass is logged and counted; the next one tries again.
+// Start launches the passes: one at once, then one every Interval, until
+// Stop or ctx's end. A failed pass is logged and counted; the next one
+// tries again. It fails only if the Retention was started (or run) before.
+func (r *Retention) Start(ctx context.Context) error { return r.periodic.Start(ctx) }
+
+// Stop ends the passes and returns once the one in progress, if any, has
+// returned (its statements see their context cancelled). Stopping a
+// Retention never started, or twice, does nothing.
+func (r *Retention) Stop() { r.periodic.Stop() }
+
+// Run prunes once at start and then every Interval, until ctx is cancelled
+// (Start, then Stop at ctx's end). A failed pass is logged and counted; the
+// next one tries again. It returns an error only if the Retention was
+// started (or run) before.
 func (r *Retention) Run(ctx context.Context) error {
-	t := time.NewTicker(r.cfg.Interval)
-	defer t.Stop()
-	for {
-		start := time.Now()
-		res, err := r.Prune(ctx, false)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil:
-			r.metrics.errors.Inc()
-			r.log.Error().Err(err).Int64("deleted_processed", res.Processed).Int64("deleted_failed", res.Failed).
-				Msg("retention pass failed; the next one tries again")
-		default:
-			r.metrics.lastSuccess.SetToCurrentTime()
-			r.metrics.duration.Observe(time.Since(start).Seconds())
-			if res.Processed+res.Failed > 0 {
-				r.log.Info().Int64("deleted_processed", res.Processed).Int64("deleted_failed", res.Failed).
-					Dur("took", time.Since(start).Round(time.Millisecond)).Msg("retention pass")
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+	if err := r.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	r.Stop()
+	return nil
+}
+
+// round runs one pass, and logs and counts its outcome.
+func (r *Retention) round(ctx context.Context) {
+	start := time.Now()
+	res, err := r.Prune(ctx, false)
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		r.metrics.errors.Inc()
+		r.log.Error().Err(err).Int64("deleted_processed", res.Processed).Int64("deleted_failed", res.Failed).
+			Msg("retention pass failed; the next one tries again")
+	default:
+		r.metrics.lastSuccess.SetToCurrentTime()
+		r.metrics.duration.Observe(time.Since(start).Seconds())
+		if res.Processed+res.Failed > 0 {
+			r.log.Info().Int64("deleted_processed", res.Processed).Int64("deleted_failed", res.Failed).
+				Dur("took", time.Since(start).Round(time.Millisecond)).Msg("retention pass")
 		}
 	}
 }
