@@ -1,6 +1,12 @@
 package worker
 
-import "context"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/inboxd/inboxd/handlers"
+)
 
 // Rescue runs one rescue as the rescuer does every RescueInterval (rows of
 // expired leases back to received or dead; the rows behind dead rows of
@@ -20,4 +26,9 @@ func (p *Pool) Unpark(ctx context.Context) (int, error) {
 // once.
 func (p *Pool) DropOrphanStarts(ctx context.Context) error {
 	return newMaintenance(p).sweeper.dropOrphanStarts(ctx)
+}
+
+// ExplainClaim is explainClaim, for the tests that read the claim's plan.
+func ExplainClaim(ctx context.Context, db *pgxpool.Pool, registry *handlers.Registry, cfg Config) (string, error) {
+	return explainClaim(ctx, db, registry, cfg)
 }
