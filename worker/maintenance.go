@@ -37,6 +37,15 @@ type orderedRoutes interface {
 	orderedTypes() (ordered, blocking []string)
 }
 
+// The maintenance services keep the service contract.
+var (
+	_ service = (*rescuer)(nil)
+	_ service = (*sweeper)(nil)
+	_ service = (*statsRefresher)(nil)
+	_ service = (*Retention)(nil)
+	_ service = (*maintenance)(nil)
+)
+
 // errStarted is Start's error on a service that was started before.
 var errStarted = errors.New("worker: service already started")
 

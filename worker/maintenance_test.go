@@ -72,6 +72,51 @@ func TestPeriodicServiceContract(t *testing.T) {
 	c.Stop()
 }
 
+// The pool's maintenance starts its services together and stops them
+// together; when one cannot start, those already started are stopped
+// before Start returns its error.
+func TestMaintenanceStartsAndStopsTogether(t *testing.T) {
+	t.Parallel()
+	began := make(chan string, 16)
+	round := func(name string) func(context.Context) {
+		return func(context.Context) { began <- name }
+	}
+	m := &maintenance{rescuer: &rescuer{}, sweeper: &sweeper{}, stats: &statsRefresher{}}
+	m.rescuer.periodic = periodic{interval: time.Hour, round: round("rescuer")}
+	m.sweeper.periodic = periodic{interval: time.Hour, round: round("sweeper")}
+	m.stats.periodic = periodic{interval: time.Hour, round: round("stats")}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for range 3 {
+		seen[within(t, began, "each service's first round")] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("first rounds of %v, want the rescuer's, the sweeper's and the stats'", seen)
+	}
+	m.Stop()
+	for _, s := range []*periodic{&m.rescuer.periodic, &m.sweeper.periodic, &m.stats.periodic} {
+		within(t, s.done, "a service's end")
+	}
+
+	// The stats refresher was started before: the others are stopped again.
+	f := &maintenance{rescuer: &rescuer{}, sweeper: &sweeper{}, stats: &statsRefresher{}}
+	f.rescuer.periodic = periodic{interval: time.Hour, round: round("rescuer")}
+	f.sweeper.periodic = periodic{interval: time.Hour, round: round("sweeper")}
+	f.stats.periodic = periodic{interval: time.Hour, round: round("stats")}
+	if err := f.stats.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer f.stats.Stop()
+	if err := f.Start(context.Background()); !errors.Is(err, errStarted) {
+		t.Fatalf("Start with a service started before = %v, want errStarted", err)
+	}
+	for _, s := range []*periodic{&f.rescuer.periodic, &f.sweeper.periodic} {
+		within(t, s.done, "a service started, then stopped on the failure")
+	}
+}
+
 // fakeRoutes answers the maintenance services' questions about routes.
 type fakeRoutes struct {
 	maxTypes          []string
