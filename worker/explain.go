@@ -13,12 +13,13 @@ import (
 	"github.com/inboxd/inboxd/internal/driver"
 )
 
-// ExplainClaim returns the plan PostgreSQL follows for the claim a pool
+// explainClaim returns the plan PostgreSQL follows for the claim a pool
 // with registry and cfg would make now on db, from EXPLAIN (ANALYZE,
 // BUFFERS), with the claims' session settings. The claim runs in a
 // transaction that is rolled back: nothing is claimed. It is a diagnostic
-// (cmd/inboxd-bench prints it next to its figures).
-func ExplainClaim(ctx context.Context, db *pgxpool.Pool, registry *handlers.Registry, cfg Config) (string, error) {
+// (cmd/inboxd-bench prints it next to its figures, through
+// internal/workerdiag; tests read the indexes it walks).
+func explainClaim(ctx context.Context, db *pgxpool.Pool, registry *handlers.Registry, cfg Config) (string, error) {
 	p, err := New(db, registry, cfg, zerolog.Nop(), nil)
 	if err != nil {
 		return "", err

@@ -276,8 +276,8 @@ func (p *Pool) Run(ctx context.Context) error {
 
 	bg, bgCtx := errgroup.WithContext(ctx)
 	bg.Go(func() error { p.listen(bgCtx); return nil })
-	bg.Go(func() error { p.rescueLoop(bgCtx); return nil })
-	bg.Go(func() error { p.statsLoop(bgCtx); return nil })
+	maint := newMaintenance(p)
+	_ = maint.Start(bgCtx) // fails only if started before: it is new
 
 	renewCtx, stopRenew := context.WithCancel(stop)
 	var renewers sync.WaitGroup
@@ -322,6 +322,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	stopRenew()
 	renewers.Wait()
 	_ = bg.Wait()
+	maint.Stop()
 	if n := len(p.snapshot()); n > 0 {
 		p.log.Warn().Int("rows", n).
 			Msg("stopped with outcomes unwritten (database unreachable): these rows return when their leases expire")

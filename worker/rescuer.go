@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
@@ -16,192 +17,79 @@ import (
 // (worker … lost the row)"); the claim's suspects lookup reads it back.
 const expiredPrefix = "lease expired during attempt "
 
-// rescueBatch caps the rows one rescue statement returns.
+// rescueBatch caps the rows one rescue statement returns (and one unpark
+// statement of the sweeper's).
 const rescueBatch = 1000
 
-// unparkEvery is how many rescue rounds pass between two unpark sweeps.
-const unparkEvery = 10
+// unparker unparks the ordered rows that wait for nothing any more (the
+// sweeper), for the rescuer's dead rows on routes that skip them.
+type unparker interface {
+	unpark(ctx context.Context) (int, error)
+}
 
-// rescueLoop periodically returns rows with expired leases, and every few
-// rounds unparks ordered rows that wait for nothing any more.
-func (p *Pool) rescueLoop(ctx context.Context) {
-	t := time.NewTicker(p.cfg.RescueInterval)
-	defer t.Stop()
-	for round := 0; ; round++ {
-		if _, err := p.Rescue(ctx); err != nil && ctx.Err() == nil {
-			p.metrics.dbErrors.WithLabelValues("rescue").Inc()
-			p.log.Error().Err(err).Msg("rescue failed")
-		}
-		if round%unparkEvery == 0 {
-			if n, err := p.Unpark(ctx); err != nil && ctx.Err() == nil {
-				p.metrics.dbErrors.WithLabelValues("rescue").Inc()
-				p.log.Error().Err(err).Msg("unparking ordered rows failed")
-			} else if n > 0 {
-				p.log.Info().Int("rows", n).Msg("unparked ordered rows that waited for nothing")
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+// rescuer returns the rows whose lease expired (their worker died, hung or
+// lost the database) to received, or dead when their attempts are used up,
+// every RescueInterval. It is a service (periodic).
+type rescuer struct {
+	periodic
+	db               *pgxpool.Pool
+	routes           rescueRoutes
+	unparker         unparker
+	wake             func() // rows may be due: the claim loop looks
+	maxAttempts      int
+	statementTimeout time.Duration
+	log              zerolog.Logger
+	metrics          *metrics
+}
+
+// newRescuer returns a rescuer of the rows on db, after cfg
+// (RescueInterval, MaxAttempts, StatementTimeout) and routes, that unparks
+// through u and calls wake when it returned rows.
+func newRescuer(db *pgxpool.Pool, routes rescueRoutes, u unparker, wake func(), cfg Config, log zerolog.Logger, m *metrics) *rescuer {
+	r := &rescuer{
+		db: db, routes: routes, unparker: u, wake: wake,
+		maxAttempts: cfg.MaxAttempts, statementTimeout: cfg.StatementTimeout,
+		log: log, metrics: m,
+	}
+	r.periodic = periodic{interval: cfg.RescueInterval, round: r.round}
+	return r
+}
+
+// round rescues, and reports a failure.
+func (r *rescuer) round(ctx context.Context) {
+	if _, err := r.rescue(ctx); err != nil && ctx.Err() == nil {
+		r.metrics.dbErrors.WithLabelValues("rescue").Inc()
+		r.log.Error().Err(err).Msg("rescue failed")
 	}
 }
 
-// Rescue returns every row whose lease has expired to received (or dead,
+// rescue returns every row whose lease has expired to received (or dead,
 // when its attempts are used up) and reports how many rows it moved. A row
 // moved to dead on an ordered route whose dead rows do not block (on_dead:
 // skip) lets its key go on, as a completion to dead does: the rows parked
-// behind it are unparked at once (Unpark), not at the sweeper's next round.
-// A row whose attempt had started waits its route's backoff, as a retry
-// would: it may be the one whose handler killed its worker. The pool calls
-// it every RescueInterval; it is exported for tools and tests.
-func (p *Pool) Rescue(ctx context.Context) (int, error) {
+// behind it are unparked at once, not at the sweeper's next round. A row
+// whose attempt had started waits its route's backoff, as a retry would:
+// it may be the one whose handler killed its worker.
+func (r *rescuer) rescue(ctx context.Context) (int, error) {
 	total, skippedDead := 0, false
 	defer func() {
 		if !skippedDead || ctx.Err() != nil {
 			return
 		}
-		if _, err := p.Unpark(ctx); err != nil {
-			p.metrics.dbErrors.WithLabelValues("rescue").Inc()
-			p.log.Error().Err(err).Msg("unparking the rows behind rescued dead rows failed; the sweeper unparks them later")
+		if _, err := r.unparker.unpark(ctx); err != nil {
+			r.metrics.dbErrors.WithLabelValues("rescue").Inc()
+			r.log.Error().Err(err).Msg("unparking the rows behind rescued dead rows failed; the sweeper unparks them later")
 		}
 	}()
 	for {
-		n, sd, err := p.rescueBatch(ctx)
+		n, sd, err := r.rescueBatch(ctx)
 		skippedDead = skippedDead || sd
 		total += n
 		if err != nil {
 			return total, err
 		}
 		if n > 0 {
-			signal(p.wake)
-		}
-		if n < rescueBatch {
-			return total, p.dropOrphanStarts(ctx)
-		}
-	}
-}
-
-// dropOrphanStarts deletes the start bits of claims no worker holds any
-// more (sql/starts_orphans.sql): those of workers that died, once their
-// rows were rescued (a live worker deletes its own).
-func (p *Pool) dropOrphanStarts(ctx context.Context) error {
-	qctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
-	defer cancel()
-	if _, err := p.db.Exec(qctx, driver.StartsOrphansSQL, pgx.NamedArgs{"older_ms": p.cfg.Lease.Milliseconds()}); err != nil {
-		return fmt.Errorf("delete orphaned start bits: %w", err)
-	}
-	return nil
-}
-
-// skipsDead reports whether eventType's route is ordered and lets a key go
-// on past a dead row (on_dead: skip).
-func (p *Pool) skipsDead(eventType string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	rs, ok := p.routes[eventType]
-	return ok && rs.policy.Ordered && !rs.policy.BlocksKey()
-}
-
-// rescueBatch rescues up to rescueBatch rows in one transaction: the
-// rescue (sql/rescue.sql), then the delay of the rows whose attempt had
-// started (sql/rescue_delay.sql), so that no claim sees them due in
-// between. It reports whether it moved a row to dead on a route that skips
-// dead rows (their keys' parked rows are then to be unparked).
-func (p *Pool) rescueBatch(ctx context.Context) (n int, skippedDead bool, err error) {
-	qctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
-	defer cancel()
-	tx, err := p.db.Begin(qctx)
-	if err != nil {
-		return 0, false, fmt.Errorf("rescue expired leases: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(qctx)) }()
-	types, maxes := p.maxAttemptsByType()
-	rows, err := tx.Query(qctx, driver.RescueSQL, pgx.NamedArgs{
-		"limit": rescueBatch, "max_attempts": p.cfg.MaxAttempts, "max_types": types, "max_values": maxes,
-		"expired_prefix": expiredPrefix,
-	})
-	if err != nil {
-		return 0, false, fmt.Errorf("rescue expired leases: %w", err)
-	}
-	type rescued struct {
-		id                 int64
-		eventID, eventType string
-		status             string
-		attempts           int
-		started            bool
-	}
-	var (
-		got []rescued
-		r   rescued
-	)
-	_, err = pgx.ForEachRow(rows, []any{&r.id, &r.eventID, &r.eventType, &r.status, &r.attempts, &r.started}, func() error {
-		got = append(got, r)
-		return nil
-	})
-	if err != nil {
-		return 0, false, fmt.Errorf("rescue expired leases: %w", err)
-	}
-	var delayIDs, delays []int64
-	for _, r := range got {
-		if r.started && r.status == string(status.Received) {
-			delayIDs = append(delayIDs, r.id)
-			delays = append(delays, p.rescueDelay(r.eventType, r.attempts).Milliseconds())
-		}
-	}
-	if len(delayIDs) > 0 {
-		if _, err := tx.Exec(qctx, driver.RescueDelaySQL, pgx.NamedArgs{"ids": delayIDs, "delays_ms": delays}); err != nil {
-			return 0, false, fmt.Errorf("rescue expired leases: delay the started rows: %w", err)
-		}
-	}
-	if err := tx.Commit(qctx); err != nil {
-		return 0, false, fmt.Errorf("rescue expired leases: commit: %w", err)
-	}
-	for _, r := range got {
-		if r.status == string(status.Dead) && p.skipsDead(r.eventType) {
-			skippedDead = true
-		}
-		p.metrics.rescued.WithLabelValues(r.status).Inc()
-		msg := "rescued row with expired lease"
-		if !r.started {
-			msg = "rescued row whose lease expired before its handler started; the attempt is not counted"
-		}
-		p.log.Warn().Int64("row_id", r.id).Str("event_id", r.eventID).Str("event_type", r.eventType).
-			Str("status", r.status).Int("attempts", r.attempts).Bool("started", r.started).Msg(msg)
-	}
-	return len(got), skippedDead, nil
-}
-
-// rescueDelay is how long a row of eventType rescued after its started
-// attempt number attempt waits: its route's backoff after that attempt.
-func (p *Pool) rescueDelay(eventType string, attempt int) time.Duration {
-	p.mu.Lock()
-	policy := p.routeForLocked(eventType).policy
-	p.mu.Unlock()
-	retry, _ := p.retryPolicy(policy)
-	return retry.NextRetry(max(attempt, 1))
-}
-
-// Unpark releases parked rows of ordered routes that wait for nothing any
-// more (see sql/unpark.sql) and reports how many. The rescue loop runs it
-// every few rounds; it is exported for tools and tests.
-func (p *Pool) Unpark(ctx context.Context) (int, error) {
-	ordered, blocking := p.orderedTypes()
-	total := 0
-	for {
-		qctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
-		tag, err := p.db.Exec(qctx, driver.UnparkSQL, pgx.NamedArgs{
-			"limit": rescueBatch, "ordered_types": ordered, "blocking_types": blocking,
-		})
-		cancel()
-		if err != nil {
-			return total, fmt.Errorf("unpark ordered rows: %w", err)
-		}
-		n := int(tag.RowsAffected())
-		total += n
-		if n > 0 {
-			signal(p.wake)
+			r.wake()
 		}
 		if n < rescueBatch {
 			return total, nil
@@ -209,45 +97,53 @@ func (p *Pool) Unpark(ctx context.Context) (int, error) {
 	}
 }
 
-// statsLoop refreshes the live-row gauges.
-func (p *Pool) statsLoop(ctx context.Context) {
-	t := time.NewTicker(p.cfg.StatsInterval)
-	defer t.Stop()
-	for {
-		if err := p.refreshStats(ctx); err != nil && ctx.Err() == nil {
-			p.metrics.dbErrors.WithLabelValues("stats").Inc()
-			p.log.Warn().Err(err).Msg("refreshing inbox gauges failed")
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (p *Pool) refreshStats(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
+// rescueBatch rescues up to rescueBatch rows in one transaction: the
+// rescue (sql/rescue.sql), then the delay of the rows whose attempt had
+// started (sql/rescue_delay.sql), so that no claim sees them due in
+// between. It reports whether it moved a row to dead on a route that skips
+// dead rows (their keys' parked rows are then to be unparked).
+func (r *rescuer) rescueBatch(ctx context.Context) (n int, skippedDead bool, err error) {
+	qctx, cancel := context.WithTimeout(ctx, r.statementTimeout)
 	defer cancel()
-	st, err := ReadStats(ctx, p.db, p.cfg.StaleAfter)
+	tx, err := r.db.Begin(qctx)
 	if err != nil {
-		return err
+		return 0, false, fmt.Errorf("rescue expired leases: %w", err)
 	}
-	p.metrics.rows.WithLabelValues(string(status.Received)).Set(float64(st.Received))
-	p.metrics.rows.WithLabelValues(string(status.Processing)).Set(float64(st.Processing))
-	p.metrics.rows.WithLabelValues(string(status.Dead)).Set(float64(st.Dead))
-	p.metrics.rows.WithLabelValues(string(status.Rejected)).Set(float64(st.Rejected))
-	p.metrics.staleRows.Set(float64(st.Stale))
-	p.metrics.oldestReceived.Set(st.OldestReceivedAge.Seconds())
-	p.metrics.oldestReady.Set(st.OldestReadyAge.Seconds())
-	if _, blocking := p.orderedTypes(); len(blocking) > 0 {
-		var n int64
-		if err := p.db.QueryRow(ctx, driver.BlockedKeysSQL, pgx.NamedArgs{"blocking_types": blocking}).Scan(&n); err != nil {
-			return fmt.Errorf("blocked keys: %w", err)
+	defer func() { _ = tx.Rollback(context.WithoutCancel(qctx)) }()
+	types, maxes := r.routes.maxAttemptsByType()
+	byType := make(map[string]int, len(types))
+	for i, t := range types {
+		byType[t] = int(maxes[i])
+	}
+	got, err := driver.Rescue(qctx, tx, driver.RescueParams{
+		Limit: rescueBatch, MaxAttempts: r.maxAttempts, MaxAttemptsByType: byType, ExpiredPrefix: expiredPrefix,
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	var delays []driver.RescueDelay
+	for _, row := range got {
+		if row.Started && row.Status == status.Received {
+			delays = append(delays, driver.RescueDelay{ID: row.ID, Delay: r.routes.rescueDelay(row.EventType, row.Attempts)})
 		}
-		p.metrics.blockedKeys.Set(float64(n))
-	} else {
-		p.metrics.blockedKeys.Set(0)
 	}
-	return nil
+	if err := driver.DelayRescued(qctx, tx, delays); err != nil {
+		return 0, false, fmt.Errorf("rescue expired leases: %w", err)
+	}
+	if err := tx.Commit(qctx); err != nil {
+		return 0, false, fmt.Errorf("rescue expired leases: commit: %w", err)
+	}
+	for _, row := range got {
+		if row.Status == status.Dead && r.routes.skipsDead(row.EventType) {
+			skippedDead = true
+		}
+		r.metrics.rescued.WithLabelValues(string(row.Status)).Inc()
+		msg := "rescued row with expired lease"
+		if !row.Started {
+			msg = "rescued row whose lease expired before its handler started; the attempt is not counted"
+		}
+		r.log.Warn().Int64("row_id", row.ID).Str("event_id", row.EventID).Str("event_type", row.EventType).
+			Str("status", string(row.Status)).Int("attempts", row.Attempts).Bool("started", row.Started).Msg(msg)
+	}
+	return len(got), skippedDead, nil
 }

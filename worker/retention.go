@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -88,7 +87,12 @@ func (c RetentionConfig) validate() error {
 // Processed, dead and rejected rows after RetentionConfig.Failed. Every
 // replica may run one: batches are small, each its own short transaction,
 // and taken with SKIP LOCKED so that replicas never fight over rows.
+//
+// A Retention runs once, either with Start and Stop (a maintenance
+// service: a pass at Start, then every Interval) or with Run, which does
+// the same until its context ends; Prune runs one pass on demand.
 type Retention struct {
+	periodic
 	cfg     RetentionConfig
 	db      *pgxpool.Pool
 	log     zerolog.Logger
@@ -113,41 +117,55 @@ func NewRetention(db *pgxpool.Pool, cfg RetentionConfig, logger zerolog.Logger, 
 	if db == nil {
 		return nil, errors.New("retention: nil database pool")
 	}
-	return &Retention{
+	r := &Retention{
 		cfg:     cfg,
 		db:      db,
 		log:     logger.With().Str("component", "retention").Logger(),
 		metrics: newRetentionMetrics(reg),
-	}, nil
+	}
+	r.periodic = periodic{interval: cfg.Interval, round: r.round}
+	return r, nil
 }
 
-// Run prunes once at start and then every Interval, until ctx is cancelled.
-// A failed pass is logged and counted; the next one tries again.
+// Start launches the passes: one at once, then one every Interval, until
+// Stop or ctx's end. A failed pass is logged and counted; the next one
+// tries again. It fails only if the Retention was started (or run) before.
+func (r *Retention) Start(ctx context.Context) error { return r.periodic.Start(ctx) }
+
+// Stop ends the passes and returns once the one in progress, if any, has
+// returned (its statements see their context cancelled). Stopping a
+// Retention never started, or twice, does nothing.
+func (r *Retention) Stop() { r.periodic.Stop() }
+
+// Run prunes once at start and then every Interval, until ctx is cancelled
+// (Start, then Stop at ctx's end). A failed pass is logged and counted; the
+// next one tries again. It returns an error only if the Retention was
+// started (or run) before.
 func (r *Retention) Run(ctx context.Context) error {
-	t := time.NewTicker(r.cfg.Interval)
-	defer t.Stop()
-	for {
-		start := time.Now()
-		res, err := r.Prune(ctx, false)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil:
-			r.metrics.errors.Inc()
-			r.log.Error().Err(err).Int64("deleted_processed", res.Processed).Int64("deleted_failed", res.Failed).
-				Msg("retention pass failed; the next one tries again")
-		default:
-			r.metrics.lastSuccess.SetToCurrentTime()
-			r.metrics.duration.Observe(time.Since(start).Seconds())
-			if res.Processed+res.Failed > 0 {
-				r.log.Info().Int64("deleted_processed", res.Processed).Int64("deleted_failed", res.Failed).
-					Dur("took", time.Since(start).Round(time.Millisecond)).Msg("retention pass")
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+	if err := r.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	r.Stop()
+	return nil
+}
+
+// round runs one pass, and logs and counts its outcome.
+func (r *Retention) round(ctx context.Context) {
+	start := time.Now()
+	res, err := r.Prune(ctx, false)
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		r.metrics.errors.Inc()
+		r.log.Error().Err(err).Int64("deleted_processed", res.Processed).Int64("deleted_failed", res.Failed).
+			Msg("retention pass failed; the next one tries again")
+	default:
+		r.metrics.lastSuccess.SetToCurrentTime()
+		r.metrics.duration.Observe(time.Since(start).Seconds())
+		if res.Processed+res.Failed > 0 {
+			r.log.Info().Int64("deleted_processed", res.Processed).Int64("deleted_failed", res.Failed).
+				Dur("took", time.Since(start).Round(time.Millisecond)).Msg("retention pass")
 		}
 	}
 }
@@ -157,28 +175,28 @@ func (r *Retention) Run(ctx context.Context) error {
 // deletes nothing and reports how many rows a pass would delete now.
 func (r *Retention) Prune(ctx context.Context, dryRun bool) (PruneResult, error) {
 	if dryRun {
-		var res PruneResult
 		qctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 		defer cancel()
-		blocking := r.blockingTypes()
-		err := r.db.QueryRow(qctx, driver.RetentionCountSQL, pgx.NamedArgs{
-			"processed_ms": r.cfg.Processed.Milliseconds(), "failed_ms": r.cfg.Failed.Milliseconds(),
-			"ordered_types": blocking, "blocking_types": blocking,
-		}).Scan(&res.Processed, &res.Failed)
+		e, err := driver.CountExpired(qctx, r.db, driver.ExpiredParams{
+			Processed: r.cfg.Processed, Failed: r.cfg.Failed, BlockingTypes: r.blockingTypes(),
+		})
 		if err != nil {
-			return PruneResult{}, fmt.Errorf("count expired rows: %w", err)
+			return PruneResult{}, err
 		}
-		return res, nil
+		return PruneResult{Processed: e.Processed, Failed: e.Failed}, nil
 	}
 	var res PruneResult
-	n, err := r.deleteAll(ctx, driver.RetentionProcessedSQL, r.cfg.Processed, "processed", nil)
+	n, err := r.deleteAll(ctx, "processed", func(ctx context.Context) (int64, error) {
+		return driver.DeleteProcessed(ctx, r.db, r.cfg.Processed, r.cfg.Batch)
+	})
 	res.Processed = n
 	if err != nil || r.cfg.Failed == 0 {
 		return res, err
 	}
 	blocking := r.blockingTypes()
-	res.Failed, err = r.deleteAll(ctx, driver.RetentionFailedSQL, r.cfg.Failed, "failed",
-		pgx.NamedArgs{"ordered_types": blocking, "blocking_types": blocking})
+	res.Failed, err = r.deleteAll(ctx, "failed", func(ctx context.Context) (int64, error) {
+		return driver.DeleteFailed(ctx, r.db, r.cfg.Failed, r.cfg.Batch, blocking)
+	})
 	return res, err
 }
 
@@ -204,23 +222,18 @@ func (r *Retention) blockingTypes() []string {
 	return nonNil(r.cfg.BlockingTypes())
 }
 
-// deleteAll runs the delete statement sql (with extra arguments beside
-// retention_ms and batch) batch after batch, pausing in between, until a
-// batch comes back short.
-func (r *Retention) deleteAll(ctx context.Context, sql string, retention time.Duration, label string, extra pgx.NamedArgs) (int64, error) {
+// deleteAll runs deleteBatch, which deletes one batch of the rows of
+// label, batch after batch, pausing in between, until a batch comes back
+// short.
+func (r *Retention) deleteAll(ctx context.Context, label string, deleteBatch func(context.Context) (int64, error)) (int64, error) {
 	var total int64
 	for {
 		qctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
-		args := pgx.NamedArgs{"retention_ms": retention.Milliseconds(), "batch": r.cfg.Batch}
-		for k, v := range extra {
-			args[k] = v
-		}
-		tag, err := r.db.Exec(qctx, sql, args)
+		n, err := deleteBatch(qctx)
 		cancel()
 		if err != nil {
-			return total, fmt.Errorf("delete expired %s rows: %w", label, err)
+			return total, err
 		}
-		n := tag.RowsAffected()
 		total += n
 		r.metrics.deleted.WithLabelValues(label).Add(float64(n))
 		if n < int64(r.cfg.Batch) {

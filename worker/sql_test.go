@@ -9,6 +9,7 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/workerdiag"
 )
 
 // Both variants of each templated statement are valid SQL for the schema,
@@ -39,7 +40,8 @@ func TestStatementVariantsPrepare(t *testing.T) {
 }
 
 // ExplainClaim shows the claim's plan, reading the received index in
-// order, and claims nothing.
+// order, and claims nothing; the tools reach it through
+// internal/workerdiag, where package worker registers it.
 func TestExplainClaim(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -47,7 +49,7 @@ func TestExplainClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.insert(t, "x", ids("e", 50)...)
-	plan, err := ExplainClaim(context.Background(), b.db.Pool, b.reg, testConfig())
+	plan, err := workerdiag.ExplainClaim(context.Background(), b.db.Pool, b.reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,12 +56,16 @@ func TestStartBitsAreRecordedAndCleanedUp(t *testing.T) {
 	})
 
 	// A dead worker's bits (no processing row carries the token), older
-	// than a lease: the rescuer deletes them; a live claim's stay.
+	// than a lease: the sweeper deletes them once the rescue has returned
+	// the rows; a live claim's stay.
 	if _, err := b.db.Pool.Exec(ctx, `INSERT INTO inbox_starts (token, bits, version, updated_at)
 		VALUES (1, '\x01', 1, now() - interval '1 hour'), (2, '\x01', 1, now())`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Rescue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.DropOrphanStarts(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var left []int64
@@ -77,6 +81,6 @@ func TestStartBitsAreRecordedAndCleanedUp(t *testing.T) {
 		left = append(left, tok)
 	}
 	if len(left) != 1 || left[0] != 2 {
-		t.Errorf("start bits left after the rescue: tokens %v, want [2] (1 is an orphan, 2 too recent)", left)
+		t.Errorf("start bits left after the sweep: tokens %v, want [2] (1 is an orphan, 2 too recent)", left)
 	}
 }

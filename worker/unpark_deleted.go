@@ -2,10 +2,7 @@ package worker
 
 import (
 	"context"
-	"fmt"
-	"slices"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/inboxd/inboxd/internal/driver"
@@ -30,29 +27,9 @@ type DeletedRow struct {
 func UnparkAfterDelete(ctx context.Context, tx interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }, rows []DeletedRow) error {
-	var ids []int64
-	var sources, types []string
-	var keys [][]byte
-	for _, r := range rows {
-		if r.Key == nil {
-			continue
-		}
-		ids = append(ids, r.ID)
-		sources = append(sources, r.Source)
-		keys = append(keys, r.Key)
-		types = append(types, r.EventType)
+	deleted := make([]driver.DeletedRow, len(rows))
+	for i, r := range rows {
+		deleted[i] = driver.DeletedRow(r)
 	}
-	if len(ids) == 0 {
-		return nil
-	}
-	kinds := slices.Clone(types)
-	slices.Sort(kinds)
-	kinds = slices.Compact(kinds)
-	if _, err := tx.Exec(ctx, driver.UnparkDeletedSQL, pgx.NamedArgs{
-		"ids": ids, "sources": sources, "keys": keys, "event_types": types,
-		"ordered_types": kinds, "blocking_types": kinds,
-	}); err != nil {
-		return fmt.Errorf("unpark the rows behind %d deleted rows: %w", len(ids), err)
-	}
-	return nil
+	return driver.UnparkDeleted(ctx, tx, deleted)
 }

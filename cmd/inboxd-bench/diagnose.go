@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxd/inboxd/handlers"
-	"github.com/inboxd/inboxd/worker"
+	"github.com/inboxd/inboxd/internal/workerdiag"
 )
 
 // Statement is one statement's share of a measurement, from
@@ -134,7 +134,7 @@ func explainClaim(ctx context.Context, env *environment, n int) (string, error) 
 	if err := reg.Handle(eventType, handlers.Ignore()); err != nil {
 		return "", err
 	}
-	return worker.ExplainClaim(ctx, pool, reg, worker.Config{})
+	return workerdiag.ExplainClaim(ctx, pool, reg)
 }
 
 // printDiagnosis writes d's statements and claim plan.

@@ -18,27 +18,10 @@ var (
 	CompleteTxSQL = renderVariants("complete_tx.sql")
 
 	RenewSQL           = load("renew.sql")
-	RescueSQL          = load("rescue.sql")
-	RescueDelaySQL     = load("rescue_delay.sql")
 	MarkStartsSQL      = load("mark_starts.sql")
-	StartsOrphansSQL   = load("starts_orphans.sql")
 	SuspectsSQL        = load("suspects.sql")
 	PoisonCandidateSQL = load("poison_candidate.sql")
 	PoisonSQL          = load("poison.sql")
-	// UnparkSQL is a text/template too, for the rule it shares
-	// (sql/holds_key.sql).
-	UnparkSQL = renderWorker("unpark.sql", true)
-	// UnparkDeletedSQL is a text/template too, for the rule it shares with
-	// the completions (sql/unpark_successors.sql).
-	UnparkDeletedSQL      = renderWorker("unpark_deleted.sql", true)
-	BlockedKeysSQL        = load("blocked_keys.sql")
-	StatsSQL              = load("stats.sql")
-	RetentionProcessedSQL = load("retention_processed.sql")
-	// RetentionFailedSQL and RetentionCountSQL are text/templates too, for
-	// the rule they share (sql/holds_key.sql): dead rows that hold their
-	// key back are kept.
-	RetentionFailedSQL = renderWorker("retention_failed.sql", true)
-	RetentionCountSQL  = renderWorker("retention_count.sql", true)
 )
 
 // Indexes of the statement variants.

@@ -2,7 +2,7 @@
 -- in their key finished without unparking them (it was deleted by hand or by
 -- `inboxd discard`, requeued and processed, or finished in the very moment
 -- a claim parked them), or their route is no longer ordered. A safety net
--- run by the rescuer: completions unpark successors themselves.
+-- run by the sweeper: completions unpark successors themselves.
 -- It reads the parked rows only (the received index's '9999-12-31 00:00:00+00' end).
 WITH stuck AS (
     SELECT p.id
