@@ -125,15 +125,15 @@ func RequeueDead(ctx context.Context, db DB, f FailedFilter, after, upto int64) 
 	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
 
-// DeletedRow is an inbox row DiscardFailed deleted: what unparking the rows
-// behind it needs.
+// DeletedRow is an inbox row deleted by hand (DiscardFailed): what
+// unparking the rows behind it (UnparkDeleted) needs.
 type DeletedRow struct {
 	// ID is the deleted row's id: its successor is the next one after it.
 	ID int64
 	// Source and Key are the deleted row's ordering key; a nil Key has none.
 	Source string
 	Key    []byte
-	// EventType is the deleted row's type.
+	// EventType is the deleted row's type (see sql/unpark_deleted.sql).
 	EventType string
 }
 

@@ -44,17 +44,6 @@ func Unpark(ctx context.Context, db DB, p UnparkParams) (int, error) {
 	return int(tag.RowsAffected()), nil
 }
 
-// DeletedRow is an inbox row deleted by hand, as UnparkDeleted needs it.
-type DeletedRow struct {
-	// ID is the deleted row's id: its successor is the next one after it.
-	ID int64
-	// Source and Key are the deleted row's ordering key; a nil Key has none.
-	Source string
-	Key    []byte
-	// EventType is the deleted row's type (see sql/unpark_deleted.sql).
-	EventType string
-}
-
 // UnparkDeleted unparks the next row of each deleted row's key
 // (sql/unpark_deleted.sql), in the transaction that deleted the rows,
 // after the delete. Rows without a key need nothing.

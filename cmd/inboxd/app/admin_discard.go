@@ -11,7 +11,6 @@ import (
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
-	"github.com/inboxd/inboxd/worker"
 )
 
 // discardFlags are the discard command's flags.
@@ -26,7 +25,7 @@ type discardFlags struct {
 // in batches (failedBatch rows each, logging its progress); stopped
 // half-way, what it deleted stays deleted, and a second run does the rest.
 // Deleting a dead row unparks the row behind it on an ordered route, in the
-// batch's transaction (see worker.UnparkAfterDelete): a key held by a dead
+// batch's transaction (see driver.UnparkDeleted): a key held by a dead
 // head moves on at once.
 func runDiscard(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, f discardFlags) error {
 	if err := f.filter.parse("discard", time.Now()); err != nil {
@@ -116,11 +115,7 @@ func (f *failedFilter) discardRange(ctx context.Context, conn *pgx.Conn, after, 
 		if f.status != string(status.Dead) {
 			return nil // rejected rows hold no key back
 		}
-		unpark := make([]worker.DeletedRow, len(deleted))
-		for i, r := range deleted {
-			unpark[i] = worker.DeletedRow(r)
-		}
-		return worker.UnparkAfterDelete(ctx, tx, unpark)
+		return driver.UnparkDeleted(ctx, tx, deleted)
 	})
 	if err != nil {
 		return 0, err
