@@ -3,11 +3,9 @@ package worker
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/internal/backoff"
@@ -131,37 +129,19 @@ func (p *Pool) writeOutcomes(ctx context.Context, batch []result) (map[int64]boo
 	// Sorted by id: the statement then locks the rows in id order (see
 	// sql/complete.sql). In place: the batch is the caller's own.
 	slices.SortFunc(batch, func(a, b result) int { return cmp.Compare(a.id, b.id) })
-	n := len(batch)
-	ids := make([]int64, n)
-	tokens := make([]int64, n)
-	statuses := make([]string, n)
-	delays := make([]int64, n)
-	errs := make([]*string, n)
-	deltas := make([]int32, n)
-	chained := make([]bool, n)
+	completions := make([]driver.Completion, len(batch))
 	released := false
 	for i, r := range batch {
-		ids[i], tokens[i], statuses[i], delays[i], errs[i] = r.id, r.token, string(r.status), r.delay.Milliseconds(), r.lastError
-		chained[i] = r.chained
-		if r.release {
-			deltas[i] = -1
-			released = true
-		}
+		completions[i] = driver.Completion{ID: r.id, Token: r.token, Status: r.status, Delay: r.delay,
+			Error: r.lastError, Release: r.release, Chained: r.chained}
+		released = released || r.release
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
 	defer cancel()
 	ordered, blocking := p.orderedTypes()
-	rows, err := p.db.Query(ctx, driver.CompleteSQL[driver.Variant(ordered)], pgx.NamedArgs{
-		"ids": ids, "tokens": tokens, "statuses": statuses, "delays_ms": delays,
-		"errors": errs, "attempts_delta": deltas, "chained": chained,
-		"ordered_types": ordered, "blocking_types": blocking,
-	})
+	got, err := driver.Complete(ctx, p.db, completions, driver.Ordering{OrderedTypes: ordered, BlockingTypes: blocking})
 	if err != nil {
-		return nil, fmt.Errorf("complete batch: %w", err)
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("complete batch: %w", err)
+		return nil, err
 	}
 	applied := make(map[int64]bool, len(got))
 	for _, id := range got {

@@ -109,20 +109,13 @@ func (p *Pool) runTx(ctx context.Context, tx pgx.Tx, j *job, ev *handlers.Event,
 	wctx, cancel := context.WithTimeout(p.stop, p.cfg.StatementTimeout)
 	defer cancel()
 	ordered, blocking := p.orderedTypes()
-	rows, err := tx.Query(wctx, driver.CompleteTxSQL[driver.Variant(ordered)], pgx.NamedArgs{
-		"id": j.row.ID, "token": j.token, "chained": p.chained(j),
-		"ordered_types": ordered, "blocking_types": blocking,
-	})
+	marked, err := driver.CompleteTx(wctx, tx, j.row.ID, j.token, p.chained(j),
+		driver.Ordering{OrderedTypes: ordered, BlockingTypes: blocking})
 	if err != nil {
 		p.metrics.dbErrors.WithLabelValues("tx").Inc()
-		return false, false, fmt.Errorf("mark processed: %w", err)
+		return false, false, err
 	}
-	marked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		p.metrics.dbErrors.WithLabelValues("tx").Inc()
-		return false, false, fmt.Errorf("mark processed: %w", err)
-	}
-	if len(marked) == 0 {
+	if !marked {
 		p.metrics.fenced.Inc()
 		p.log.Warn().Int64("row_id", ev.ID).Str("event_id", ev.EventID).Str("event_type", ev.EventType).
 			Msg("fenced: lease lost while the transactional handler ran; its writes are rolled back")

@@ -2,10 +2,7 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxd/inboxd/internal/driver"
 )
@@ -15,19 +12,6 @@ type renewal struct {
 	id    int64
 	token int64
 }
-
-// renewState is what a renewal statement found for one row.
-type renewState uint8
-
-const (
-	// renewed: the lease was extended.
-	renewed renewState = iota
-	// renewBusy: still ours, but locked by another statement at that moment
-	// (our own completion or commit, typically); retried at the next tick.
-	renewBusy
-	// renewLost: fenced: rescued or claimed by another worker.
-	renewLost
-)
 
 // stuckGrace is how long a handler may go on after its route's timeout
 // ended its context before it counts as stuck (it ignores cancellation):
@@ -119,12 +103,12 @@ func (p *Pool) renew(ctx context.Context) error {
 			continue // outcome written meanwhile
 		}
 		switch states[j.row.ID] {
-		case renewed:
+		case driver.Renewed:
 			j.leaseUntil = sent.Add(p.cfg.Lease)
 			p.metrics.renewals.Inc()
-		case renewBusy:
+		case driver.RenewBusy:
 			p.log.Debug().Int64("row_id", j.row.ID).Msg("lease not renewed this time: row locked by another statement")
-		case renewLost:
+		case driver.RenewLost:
 			if j.state == jobDone {
 				continue // its outcome write will be fenced (or has just been applied)
 			}
@@ -139,36 +123,10 @@ func (p *Pool) renew(ctx context.Context) error {
 
 // renewRows runs one renewal statement and returns what it found for
 // each row.
-func (p *Pool) renewRows(ctx context.Context, batch []renewal) (map[int64]renewState, error) {
-	ids := make([]int64, len(batch))
-	tokens := make([]int64, len(batch))
+func (p *Pool) renewRows(ctx context.Context, batch []renewal) (map[int64]driver.RenewState, error) {
+	leases := make([]driver.Lease, len(batch))
 	for i, r := range batch {
-		ids[i], tokens[i] = r.id, r.token
+		leases[i] = driver.Lease{ID: r.id, Token: r.token}
 	}
-	rows, err := p.db.Query(ctx, driver.RenewSQL, pgx.NamedArgs{
-		"ids": ids, "tokens": tokens, "lease_ms": p.cfg.Lease.Milliseconds(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("renew leases: %w", err)
-	}
-	states := make(map[int64]renewState, len(batch))
-	var (
-		id             int64
-		wasRenewed, ok bool
-	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &wasRenewed, &ok}, func() error {
-		switch {
-		case wasRenewed:
-			states[id] = renewed
-		case ok:
-			states[id] = renewBusy
-		default:
-			states[id] = renewLost
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("renew leases: %w", err)
-	}
-	return states, nil
+	return driver.Renew(ctx, p.db, leases, p.cfg.Lease)
 }

@@ -12,9 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -366,7 +363,7 @@ func (p *Pool) claimLoop(ctx, stop, workCtx context.Context) {
 			got, parked, err := p.claim(stop, workCtx, req)
 			if err != nil {
 				p.metrics.dbErrors.WithLabelValues("claim").Inc()
-				if poisonedBy(err) && p.searchPoison(stop, workCtx, &bisect, req, err) {
+				if driver.Classify(err) == driver.DataError && p.searchPoison(stop, workCtx, &bisect, req, err) {
 					continue
 				}
 				delay := retry.Failed()
@@ -532,40 +529,16 @@ func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, int6
 	p.mu.Lock()
 	skip := slices.Clone(p.poisoned)
 	p.mu.Unlock()
-	if skip == nil {
-		skip = []int64{}
-	}
 	// The claim is planned with its values every time (see Run's
 	// plan_cache_mode).
-	rows, err := p.claimDB.Query(ctx, driver.ClaimSQL[driver.Variant(req.ordered)], p.claimArgs(req, token, skip))
+	c, err := driver.Claim(ctx, p.claimDB, p.claimParams(req, token, skip))
 	if err != nil {
-		return 0, 0, fmt.Errorf("claim batch: %w", err)
+		return 0, 0, err
 	}
-	var (
-		claimed = make([]claimedRow, 0, req.limit)
-		parked  int64
-		r       claimedRow
-		// NULL in the one row of an ordered claim that claimed nothing.
-		id, rank, pred          pgtype.Int8
-		attempt                 pgtype.Int4
-		recvAt                  pgtype.Timestamptz
-		started                 pgtype.Bool
-		source, eventID, evType pgtype.Text
-	)
-	_, err = pgx.ForEachRow(rows, []any{&parked, &rank, &pred, &id, &source, &eventID, &evType, &r.Key, &r.Payload,
-		&r.Headers, &attempt, &recvAt, &started}, func() error {
-		if !id.Valid {
-			return nil // none claimed: the row only carries the parked count
-		}
-		claimed = append(claimed, claimedRow{
-			Rank: rank.Int64, ID: id.Int64, Source: source.String, EventID: eventID.String, EventType: evType.String,
-			Key: r.Key, Payload: r.Payload, Headers: r.Headers,
-			Attempts: int(attempt.Int32), ReceivedAt: recvAt.Time, Started: started.Bool, Pred: pred.Int64,
-		})
-		return nil
-	})
-	if err != nil {
-		return 0, 0, fmt.Errorf("claim batch: %w", err)
+	parked := c.Parked
+	claimed := make([]claimedRow, len(c.Rows))
+	for i := range c.Rows {
+		claimed[i] = claimedRow(c.Rows[i])
 	}
 	p.metrics.claims.Inc()
 	p.metrics.claimed.Add(float64(len(claimed)))
@@ -619,13 +592,9 @@ func (p *Pool) suspects(ctx context.Context, claimed []claimedRow) (map[int64]bo
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := p.db.Query(ctx, driver.SuspectsSQL, pgx.NamedArgs{"ids": ids, "expired_prefix": expiredPrefix})
+	found, err := driver.Suspects(ctx, p.db, ids, expiredPrefix)
 	if err != nil {
-		return nil, fmt.Errorf("look up suspects: %w", err)
-	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("look up suspects: %w", err)
+		return nil, err
 	}
 	out := make(map[int64]bool, len(found))
 	for _, id := range found {
@@ -634,34 +603,30 @@ func (p *Pool) suspects(ctx context.Context, claimed []claimedRow) (map[int64]bo
 	return out, nil
 }
 
-// claimArgs are the claim statement's arguments for req.
-func (p *Pool) claimArgs(req claimRequest, token int64, skip []int64) pgx.NamedArgs {
-	roomRoutes := make([]string, len(req.rooms))
-	roomCounts := make([]int32, len(req.rooms))
-	idleCounts := make([]int32, len(req.rooms))
+// claimParams are the claim statement's parameters for req.
+func (p *Pool) claimParams(req claimRequest, token int64, skip []int64) driver.ClaimParams {
+	rooms := make([]driver.RouteRoom, len(req.rooms))
 	for i, r := range req.rooms {
-		roomRoutes[i], roomCounts[i], idleCounts[i] = r.route, int32(r.room), int32(r.idle)
+		rooms[i] = driver.RouteRoom{Route: r.route, Room: r.room, Idle: r.idle}
 	}
-	return pgx.NamedArgs{
-		"limit":          req.limit,
-		"window":         cmp.Or(req.window, req.limit),
-		"room_routes":    roomRoutes,
-		"room_counts":    roomCounts,
-		"idle_counts":    idleCounts,
-		"routed_types":   nonNil(req.routed),
-		"open_types":     nonNil(req.open),
-		"full_types":     nonNil(req.full),
-		"default_open":   req.defaultOpen,
-		"ordered_types":  nonNil(req.ordered),
-		"blocking_types": nonNil(req.blocking),
-		"max_bytes":      req.maxBytes,
-		"first_always":   req.firstAlways,
-		"only":           req.only,
-		"chain":          req.chain,
-		"skip":           skip,
-		"token":          token,
-		"lease_ms":       p.cfg.Lease.Milliseconds(),
-		"worker":         p.cfg.ID,
+	return driver.ClaimParams{
+		Limit:         req.limit,
+		Window:        req.window,
+		Rooms:         rooms,
+		RoutedTypes:   req.routed,
+		OpenTypes:     req.open,
+		FullTypes:     req.full,
+		DefaultOpen:   req.defaultOpen,
+		OrderedTypes:  req.ordered,
+		BlockingTypes: req.blocking,
+		MaxBytes:      req.maxBytes,
+		FirstAlways:   req.firstAlways,
+		Only:          req.only,
+		Chain:         req.chain,
+		Skip:          skip,
+		Token:         token,
+		Lease:         p.cfg.Lease,
+		Worker:        p.cfg.ID,
 	}
 }
 
@@ -804,21 +769,6 @@ func (p *Pool) closeResults() {
 	close(p.results)
 }
 
-// poisonedBy reports whether err is the database refusing a claim because of
-// the data of a row (a data exception, a value out of range, corrupted
-// data), as opposed to the database being unavailable or the schema wrong.
-func poisonedBy(err error) bool {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {
-		return false
-	}
-	switch pgErr.Code[:2] {
-	case "22", "54":
-		return true
-	}
-	return pgErr.Code == "XX001" || pgErr.Code == "XX002"
-}
-
 // poisonSearch narrows down which row makes claims fail.
 type poisonSearch struct {
 	singles int // single-row claims left to try before batches resume
@@ -849,19 +799,19 @@ func (p *Pool) searchPoison(stop, workCtx context.Context, s *poisonSearch, req 
 	p.mu.Lock()
 	skip := append([]int64{}, p.poisoned...)
 	p.mu.Unlock()
-	var suspect int64
-	if err := p.db.QueryRow(ctx, driver.PoisonCandidateSQL, pgx.NamedArgs{"skip": skip}).Scan(&suspect); err != nil {
+	suspect, err := driver.PoisonCandidate(ctx, p.db, skip)
+	if err != nil {
 		return false
 	}
 	one := req
 	one.limit, one.maxBytes, one.firstAlways, one.only, one.chain, one.window = 1, 1, true, suspect, 0, 0
-	if _, _, err := p.claim(stop, workCtx, one); err == nil || !poisonedBy(err) {
+	if _, _, err := p.claim(stop, workCtx, one); err == nil || driver.Classify(err) != driver.DataError {
 		return err == nil // not the culprit after all (claimed normally), or the database is unwell
 	}
 	reason := fmt.Sprintf("claim refused by the database because of this row's data: %v", claimErr)
 	p.metrics.poisoned.Inc()
-	tag, err := p.db.Exec(ctx, driver.PoisonSQL, pgx.NamedArgs{"id": suspect, "reason": *errText(errors.New(reason))})
-	if err == nil && tag.RowsAffected() == 1 {
+	done, err := driver.Poison(ctx, p.db, suspect, *errText(errors.New(reason)))
+	if err == nil && done {
 		p.log.Error().Int64("row_id", suspect).Err(claimErr).Msg("row dead-lettered: its data makes every claim fail")
 	} else {
 		p.mu.Lock()

@@ -2,11 +2,8 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/internal/driver"
@@ -277,7 +274,7 @@ func (p *Pool) writeMarks(ctx context.Context, batch []*startMark, done []int64)
 	sent := p.cfg.Now()
 	live := batch[:0:0]
 	touched := make(map[int64]*claimStarts)
-	var unmarkIDs, unmarkTokens []int64
+	var unmark []driver.Lease
 	p.mu.Lock()
 	for _, m := range batch {
 		switch {
@@ -297,7 +294,7 @@ func (p *Pool) writeMarks(ctx context.Context, batch []*startMark, done []int64)
 				continue // started meanwhile, or not marked: nothing to tell
 			}
 			if o.claimMarked {
-				unmarkIDs, unmarkTokens = append(unmarkIDs, o.row.ID), append(unmarkTokens, o.token)
+				unmark = append(unmark, driver.Lease{ID: o.row.ID, Token: o.token})
 				o.claimMarked = false
 			}
 			if c := p.claims[o.token]; c != nil {
@@ -316,26 +313,21 @@ func (p *Pool) writeMarks(ctx context.Context, batch []*startMark, done []int64)
 		}
 		live = append(live, m)
 	}
-	tokens := make([]int64, 0, len(touched))
-	bits := make([][]byte, 0, len(touched))
-	versions := make([]int64, 0, len(touched))
+	claims := make([]driver.ClaimBits, 0, len(touched))
 	for t, c := range touched {
 		c.written = true
-		tokens, bits, versions = append(tokens, t), append(bits, append([]byte(nil), c.bits...)), append(versions, c.version)
+		claims = append(claims, driver.ClaimBits{Token: t, Bits: append([]byte(nil), c.bits...), Version: c.version})
 	}
 	p.mu.Unlock()
-	if len(live) == 0 && len(done) == 0 && len(unmarkIDs) == 0 {
+	if len(live) == 0 && len(done) == 0 && len(unmark) == 0 {
 		return nil
 	}
 	// Bounded like a renewal: a mark that takes longer than a lease is
 	// useless.
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Lease)
 	defer cancel()
-	if _, err := p.markDB.Exec(ctx, driver.MarkStartsSQL, pgx.NamedArgs{
-		"tokens": tokens, "bits": bits, "versions": versions,
-		"unmark_ids": unmarkIDs, "unmark_tokens": unmarkTokens, "done_tokens": done,
-	}); err != nil {
-		return fmt.Errorf("record handler starts: %w", err)
+	if err := driver.MarkStarts(ctx, p.markDB, driver.StartMarks{Claims: claims, Unmark: unmark, DoneTokens: done}); err != nil {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
