@@ -25,7 +25,7 @@ const maxErrorLen = 2000
 // it starts, and submits the outcome.
 func (p *Pool) execute(j *job, policy handlers.Policy) {
 	defer j.cancel(nil)
-	if !p.markStarted(j) {
+	if !p.leaser.markStarted(j) {
 		return // fenced or given back: not run
 	}
 	ev := j.row.event()
@@ -48,7 +48,7 @@ func (p *Pool) execute(j *job, policy handlers.Policy) {
 				retry, _ := p.retryPolicy(policy)
 				r.delay = retry.NextRetry(1) // the database is unwell: not at once
 			}
-			p.submit(r)
+			p.completer.submit(r)
 			return
 		}
 		// Whatever happens below, an unfinished transaction is rolled back;
@@ -85,7 +85,7 @@ func (p *Pool) execute(j *job, policy handlers.Policy) {
 	p.handlerReturned(j)
 	r := p.outcome(ctx, j, ev, err, policy)
 	r.chained = p.follow(j, r.outcome == outcomeProcessed || (r.outcome == outcomeDead && policy.OnDead == handlers.OnDeadSkip))
-	p.submit(r)
+	p.completer.submit(r)
 }
 
 // errAttemptTimeout is the cause of a handler's context ending at its

@@ -309,7 +309,7 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 			go p.executor(t)
 		}
 	}
-	p.premarkLocked(rs)
+	p.leaser.premarkLocked(rs)
 	p.routeGaugesLocked(rs)
 	return atRisk
 }
@@ -365,7 +365,7 @@ func (p *Pool) follow(j *job, proceed bool) (chained bool) {
 	p.mu.Unlock()
 	p.releaseAtRisk(atRisk)
 	for _, c := range cut {
-		p.submit(p.releaseResult(c, "released unstarted: the row before it in its key did not finish"))
+		p.completer.submit(p.releaseResult(c, "released unstarted: the row before it in its key did not finish"))
 	}
 	return true
 }
@@ -384,7 +384,7 @@ func (p *Pool) releaseAtRisk(jobs []*job) {
 		p.metrics.leaseAtRisk.Inc()
 		p.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
 			Msg("lease not renewed in time: giving the row back unstarted")
-		p.submit(p.releaseResult(j, "released unstarted: its lease could not be renewed in time"))
+		p.completer.submit(p.releaseResult(j, "released unstarted: its lease could not be renewed in time"))
 	}
 }
 

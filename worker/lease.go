@@ -30,7 +30,8 @@ func (c Config) renewTick() time.Duration {
 // database learns that a handler starts before it does, from the claim or
 // a start mark: see start.go.) It runs until ctx ends,
 // which is after the last outcome is written at shutdown.
-func (p *Pool) renewLoop(ctx context.Context) {
+func (l *leaser) renewLoop(ctx context.Context) {
+	p := l.p
 	t := time.NewTicker(p.cfg.renewTick())
 	defer t.Stop()
 	for {
@@ -38,7 +39,7 @@ func (p *Pool) renewLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := p.renew(ctx); err != nil && ctx.Err() == nil {
+			if err := l.renew(ctx); err != nil && ctx.Err() == nil {
 				p.metrics.dbErrors.WithLabelValues("renew").Inc()
 				p.log.Error().Err(err).Msg("lease renewal failed")
 			}
@@ -48,7 +49,8 @@ func (p *Pool) renewLoop(ctx context.Context) {
 
 // renew renews every lease with less than two thirds of its time left,
 // except those of handlers stuck past their route's timeout (stuckGrace).
-func (p *Pool) renew(ctx context.Context) error {
+func (l *leaser) renew(ctx context.Context) error {
+	p := l.p
 	sent := p.cfg.Now()
 	threshold := sent.Add(p.cfg.Lease * 2 / 3)
 	var due, stuck, cut []*job
@@ -82,7 +84,7 @@ func (p *Pool) renew(ctx context.Context) error {
 				"its lease is no longer renewed and the row will be rescued")
 	}
 	for _, c := range cut {
-		p.submit(p.releaseResult(c, "released unstarted: the row before it in its key is stuck in its handler"))
+		p.completer.submit(p.releaseResult(c, "released unstarted: the row before it in its key is stuck in its handler"))
 	}
 	if len(due) == 0 {
 		return nil
@@ -91,7 +93,7 @@ func (p *Pool) renew(ctx context.Context) error {
 	// to anything shorter, so a slow database still gets its renewals.
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Lease)
 	defer cancel()
-	states, err := p.renewRows(ctx, batch)
+	states, err := l.renewRows(ctx, batch)
 	if err != nil {
 		return err
 	}
@@ -123,7 +125,8 @@ func (p *Pool) renew(ctx context.Context) error {
 
 // renewRows runs one renewal statement and returns what it found for
 // each row.
-func (p *Pool) renewRows(ctx context.Context, batch []renewal) (map[int64]driver.RenewState, error) {
+func (l *leaser) renewRows(ctx context.Context, batch []renewal) (map[int64]driver.RenewState, error) {
+	p := l.p
 	leases := make([]driver.Lease, len(batch))
 	for i, r := range batch {
 		leases[i] = driver.Lease{ID: r.id, Token: r.token}

@@ -29,7 +29,6 @@ type Pool struct {
 	cfg      Config
 	db       *pgxpool.Pool // the engine's own statements
 	claimDB  *pgxpool.Pool // claims, on sessions that always walk the received index in order; set by Run
-	markDB   *pgxpool.Pool // start marks (start.go); set by Run
 	txdb     *pgxpool.Pool // transactional handlers' transactions; set by Run
 	registry atomic.Pointer[handlers.Registry]
 	log      zerolog.Logger
@@ -40,12 +39,9 @@ type Pool struct {
 	wake chan struct{}
 	// freed is signalled when a claimed row is done with, making room for
 	// another.
-	freed chan struct{}
-	// results carries outcomes to the completers; resultsMu guards its
-	// closing against late senders (handlers that ignored cancellation).
-	results       chan result
-	resultsMu     sync.RWMutex
-	resultsClosed bool
+	freed     chan struct{}
+	completer *completer // writes the outcomes
+	leaser    *leaser    // renews the leases, writes the start marks
 
 	mu        sync.Mutex
 	jobs      map[int64]*job         // every claimed row until its outcome is written
@@ -56,7 +52,6 @@ type Pool struct {
 	poisoned  []int64                // rows that can be neither claimed nor dead-lettered
 	stopping  bool                   // no handler starts any more
 
-	marks startMarks // rows whose handler waits for the database to know it starts (start.go)
 	// claims holds the start bits of the claims whose rows are on the
 	// books, by lease token (start.go). Guarded by mu.
 	claims map[int64]*claimStarts
@@ -121,15 +116,15 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg Config, logger zerol
 		metrics: newMetrics(reg),
 		wake:    make(chan struct{}, 1),
 		freed:   make(chan struct{}, 1),
-		results: make(chan result, cfg.maxCapacity()),
 		jobs:    make(map[int64]*job),
 		ready:   make(chan struct{}),
 
 		idleExec: make(chan execTask),
 		quit:     make(chan struct{}),
-		marks:    startMarks{wake: make(chan struct{}, 1)},
 		claims:   make(map[int64]*claimStarts),
 	}
+	p.completer = newCompleter(p, cfg.maxCapacity())
+	p.leaser = newLeaser(p)
 	p.registry.Store(registry)
 	p.syncRoutesLocked(registry)
 	return p, nil
@@ -233,7 +228,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: open the start marks' pool: %w", err)
 	}
 	defer markDB.Close()
-	p.markDB = markDB
+	p.leaser.db = markDB
 	p.txdb = p.cfg.TxDB
 	if p.txdb == nil {
 		pc := p.db.Config().Copy()
@@ -276,20 +271,9 @@ func (p *Pool) Run(ctx context.Context) error {
 	bg.Go(func() error { p.rescueLoop(bgCtx); return nil })
 	bg.Go(func() error { p.statsLoop(bgCtx); return nil })
 
-	renewCtx, stopRenew := context.WithCancel(stop)
-	var renewers sync.WaitGroup
-	renewers.Add(1)
-	go func() { defer renewers.Done(); p.renewLoop(renewCtx) }()
-	for range numMarkWriters {
-		renewers.Add(1)
-		go func() { defer renewers.Done(); p.markLoop(renewCtx) }()
-	}
+	_ = p.leaser.Start(stop)
 
-	var completers sync.WaitGroup
-	for range numCompleters {
-		completers.Add(1)
-		go func() { defer completers.Done(); p.completeLoop(stop) }()
-	}
+	_ = p.completer.Start(stop)
 	p.stop = stop
 
 	p.claimLoop(ctx, stop, workCtx)
@@ -314,10 +298,8 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	// Outcomes still waiting are written (retrying until the hard
 	// deadline), with their leases renewed meanwhile.
-	p.closeResults()
-	completers.Wait()
-	stopRenew()
-	renewers.Wait()
+	p.completer.Stop()
+	p.leaser.Stop()
 	_ = bg.Wait()
 	if n := len(p.snapshot()); n > 0 {
 		p.log.Warn().Int("rows", n).
@@ -711,7 +693,7 @@ func (p *Pool) releaseQueued() int {
 	n := 0
 	for _, j := range queued {
 		if p.abandon(j) {
-			p.submit(p.releaseResult(j, "released unstarted at worker shutdown"))
+			p.completer.submit(p.releaseResult(j, "released unstarted at worker shutdown"))
 			n++
 		}
 	}
@@ -723,7 +705,7 @@ func (p *Pool) releaseQueued() int {
 func (p *Pool) releaseStuck() {
 	for _, j := range p.snapshot() {
 		if p.abandon(j) {
-			p.submit(p.releaseResult(j, "released unfinished at worker shutdown"))
+			p.completer.submit(p.releaseResult(j, "released unfinished at worker shutdown"))
 		}
 	}
 }
@@ -748,25 +730,6 @@ func signal(ch chan struct{}) {
 	case ch <- struct{}{}:
 	default:
 	}
-}
-
-// submit hands r to the completers. After shutdown it drops r: the row's
-// lease expires and the rescuer returns it.
-func (p *Pool) submit(r result) {
-	p.resultsMu.RLock()
-	defer p.resultsMu.RUnlock()
-	if p.resultsClosed {
-		p.forget(r.job)
-		return
-	}
-	p.results <- r
-}
-
-func (p *Pool) closeResults() {
-	p.resultsMu.Lock()
-	defer p.resultsMu.Unlock()
-	p.resultsClosed = true
-	close(p.results)
 }
 
 // poisonSearch narrows down which row makes claims fail.

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/internal/driver"
 )
@@ -22,6 +24,45 @@ import (
 // while one mark statement is in flight go together in the next one
 // (sql/mark_starts.sql), which writes each claim touched once: never a
 // write per row.
+
+// leaser keeps the leases of the rows the pool holds (renewLoop) and
+// writes their start marks (markLoop, numMarkWriters of them), on db, the
+// start marks' own sessions. It is a service: Start launches its
+// goroutines, which run until Stop (or ctx's end): at shutdown, after the
+// last outcome is written. Marks asked for after that are answered at
+// risk.
+type leaser struct {
+	p     *Pool
+	db    *pgxpool.Pool // start marks; set before Start
+	marks startMarks    // rows whose handler waits for the database to know it starts
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+}
+
+// newLeaser returns the leaser of p.
+func newLeaser(p *Pool) *leaser {
+	return &leaser{p: p, marks: startMarks{wake: make(chan struct{}, 1)}}
+}
+
+// Start launches the renewal loop and the mark writers.
+func (l *leaser) Start(ctx context.Context) error {
+	ctx, l.stop = context.WithCancel(ctx)
+	l.wg.Add(1)
+	go func() { defer l.wg.Done(); l.renewLoop(ctx) }()
+	for range numMarkWriters {
+		l.wg.Add(1)
+		go func() { defer l.wg.Done(); l.markLoop(ctx) }()
+	}
+	return nil
+}
+
+// Stop ends the renewals and the mark writers and waits for them.
+func (l *leaser) Stop() {
+	if l.stop != nil {
+		l.stop()
+	}
+	l.wg.Wait()
+}
 
 // claimStarts is what the pool knows of one claim's start bits (by lease
 // token). Guarded by Pool.mu.
@@ -102,7 +143,7 @@ const premarkHorizon = 20 * time.Millisecond
 // premarkLocked writes ahead the start marks of rs's queued rows expected
 // to start within premarkHorizon. Suspects and chain followers are marked
 // as they start: their marks also unmark other rows. Pool.mu must be held.
-func (p *Pool) premarkLocked(rs *routeState) {
+func (l *leaser) premarkLocked(rs *routeState) {
 	n := min(len(rs.queue), int(rs.rate*premarkHorizon.Seconds()))
 	var ahead []*startMark
 	for _, j := range rs.queue[:n] {
@@ -115,16 +156,16 @@ func (p *Pool) premarkLocked(rs *routeState) {
 	if len(ahead) == 0 {
 		return
 	}
-	p.marks.mu.Lock() // lock order: Pool.mu, then marks.mu
-	if p.marks.closed {
+	l.marks.mu.Lock() // lock order: Pool.mu, then marks.mu
+	if l.marks.closed {
 		for _, m := range ahead {
 			m.done <- startAtRisk
 		}
 	} else {
-		p.marks.pending = append(p.marks.pending, ahead...)
+		l.marks.pending = append(l.marks.pending, ahead...)
 	}
-	p.marks.mu.Unlock()
-	signal(p.marks.wake)
+	l.marks.mu.Unlock()
+	signal(l.marks.wake)
 }
 
 // claimDoneLocked settles j's claim once j leaves the books: when the
@@ -142,10 +183,10 @@ func (p *Pool) claimDoneLocked(j *job) {
 	if !c.written {
 		return
 	}
-	p.marks.mu.Lock() // lock order: Pool.mu, then marks.mu
-	p.marks.done = append(p.marks.done, j.token)
-	p.marks.mu.Unlock()
-	signal(p.marks.wake)
+	p.leaser.marks.mu.Lock() // lock order: Pool.mu, then marks.mu
+	p.leaser.marks.done = append(p.leaser.marks.done, j.token)
+	p.leaser.marks.mu.Unlock()
+	signal(p.leaser.marks.wake)
 }
 
 // numMarkWriters is how many start mark statements may run at once: while
@@ -155,7 +196,8 @@ const numMarkWriters = 2
 // markStarted makes sure the database knows that j's handler starts, and
 // reports whether the handler may run. If not, j's row was given back
 // unstarted (or found fenced), and its books are settled.
-func (p *Pool) markStarted(j *job) bool {
+func (l *leaser) markStarted(j *job) bool {
+	p := l.p
 	p.mu.Lock()
 	if j.dbStarted && !j.suspect {
 		p.mu.Unlock()
@@ -164,7 +206,7 @@ func (p *Pool) markStarted(j *job) bool {
 	if m := j.premark; m != nil && !j.suspect {
 		// Written ahead (premarkLocked), not yet answered: wait for it.
 		p.mu.Unlock()
-		return p.markAnswered(j, m)
+		return l.markAnswered(j, m)
 	}
 	// A suspect is marked even when its claim marked it: the rows that
 	// finished before it must not share its crash.
@@ -180,20 +222,21 @@ func (p *Pool) markStarted(j *job) bool {
 	}
 	p.mu.Unlock()
 
-	p.marks.mu.Lock()
-	if p.marks.closed {
+	l.marks.mu.Lock()
+	if l.marks.closed {
 		m.done <- startAtRisk
 	} else {
-		p.marks.pending = append(p.marks.pending, m)
+		l.marks.pending = append(l.marks.pending, m)
 	}
-	p.marks.mu.Unlock()
-	signal(p.marks.wake)
-	return p.markAnswered(j, m)
+	l.marks.mu.Unlock()
+	signal(l.marks.wake)
+	return l.markAnswered(j, m)
 }
 
 // markAnswered waits for j's start mark m to be answered, and reports
 // whether j's handler may run; if not, it settles j's books.
-func (p *Pool) markAnswered(j *job, m *startMark) bool {
+func (l *leaser) markAnswered(j *job, m *startMark) bool {
+	p := l.p
 	switch <-m.done {
 	case startMarked:
 		// Unless shutdown gave the row back meanwhile (releaseStuck).
@@ -213,7 +256,7 @@ func (p *Pool) markAnswered(j *job, m *startMark) bool {
 			Msg("start of the handler not recorded in time: giving the row back unstarted")
 		p.handlerReturned(j)
 		p.follow(j, false)
-		p.submit(p.releaseResult(j, "released unstarted: its start could not be recorded in time"))
+		p.completer.submit(p.releaseResult(j, "released unstarted: its start could not be recorded in time"))
 	}
 	return false
 }
@@ -221,12 +264,13 @@ func (p *Pool) markAnswered(j *job, m *startMark) bool {
 // markLoop writes the start marks in batches until ctx ends (numMarkWriters
 // of them run); then it answers every mark left (and every later one) at
 // risk.
-func (p *Pool) markLoop(ctx context.Context) {
+func (l *leaser) markLoop(ctx context.Context) {
+	p := l.p
 	defer func() {
-		p.marks.mu.Lock()
-		left := p.marks.pending
-		p.marks.pending, p.marks.closed = nil, true
-		p.marks.mu.Unlock()
+		l.marks.mu.Lock()
+		left := l.marks.pending
+		l.marks.pending, l.marks.closed = nil, true
+		l.marks.mu.Unlock()
 		for _, m := range left {
 			m.done <- startAtRisk
 		}
@@ -236,27 +280,27 @@ func (p *Pool) markLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-p.marks.wake:
+		case <-l.marks.wake:
 		}
 		for {
-			p.marks.mu.Lock()
-			batch, done := p.marks.pending, p.marks.done
-			p.marks.pending, p.marks.done = nil, nil
-			p.marks.mu.Unlock()
+			l.marks.mu.Lock()
+			batch, done := l.marks.pending, l.marks.done
+			l.marks.pending, l.marks.done = nil, nil
+			l.marks.mu.Unlock()
 			if len(batch) == 0 && len(done) == 0 {
 				break
 			}
-			signal(p.marks.wake) // marks added meanwhile go in another writer's statement
-			err := p.writeMarks(ctx, batch, done)
+			signal(l.marks.wake) // marks added meanwhile go in another writer's statement
+			err := l.writeMarks(ctx, batch, done)
 			if err == nil {
 				retry.Succeeded()
 				continue
 			}
 			// Tried again: the bits as the pool then holds them.
-			p.marks.mu.Lock()
-			p.marks.pending = append(batch, p.marks.pending...)
-			p.marks.done = append(done, p.marks.done...)
-			p.marks.mu.Unlock()
+			l.marks.mu.Lock()
+			l.marks.pending = append(batch, l.marks.pending...)
+			l.marks.done = append(done, l.marks.done...)
+			l.marks.mu.Unlock()
 			wait := retry.Failed()
 			p.metrics.dbErrors.WithLabelValues("start").Inc()
 			p.log.Error().Err(err).Int("rows", len(batch)).Dur("retry_in", wait).Msg("recording handler starts failed")
@@ -270,7 +314,8 @@ func (p *Pool) markLoop(ctx context.Context) {
 // writeMarks records the starts of batch (and the rows they tell idle) in
 // one statement, deletes the starts rows of the done claims, and answers
 // each mark, unless the statement failed.
-func (p *Pool) writeMarks(ctx context.Context, batch []*startMark, done []int64) error {
+func (l *leaser) writeMarks(ctx context.Context, batch []*startMark, done []int64) error {
+	p := l.p
 	sent := p.cfg.Now()
 	live := batch[:0:0]
 	touched := make(map[int64]*claimStarts)
@@ -326,7 +371,7 @@ func (p *Pool) writeMarks(ctx context.Context, batch []*startMark, done []int64)
 	// useless.
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Lease)
 	defer cancel()
-	if err := driver.MarkStarts(ctx, p.markDB, driver.StartMarks{Claims: claims, Unmark: unmark, DoneTokens: done}); err != nil {
+	if err := driver.MarkStarts(ctx, l.db, driver.StartMarks{Claims: claims, Unmark: unmark, DoneTokens: done}); err != nil {
 		return err
 	}
 	p.mu.Lock()
