@@ -22,7 +22,7 @@ func ExplainClaim(ctx context.Context, db *pgxpool.Pool, registry *handlers.Regi
 	if err != nil {
 		return "", err
 	}
-	req, _, _ := p.claimPlan()
+	req, _, _ := p.claimer.plan()
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
@@ -33,7 +33,7 @@ func ExplainClaim(ctx context.Context, db *pgxpool.Pool, registry *handlers.Regi
 			return "", fmt.Errorf("explain claim: %w", err)
 		}
 	}
-	lines, err := driver.ExplainClaim(ctx, tx, p.claimParams(req, 0, nil))
+	lines, err := driver.ExplainClaim(ctx, tx, p.claimer.params(req, 0, nil))
 	if err != nil {
 		return "", err
 	}

@@ -1,13 +1,9 @@
 package worker
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,8 +14,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/inboxd/inboxd/handlers"
-	"github.com/inboxd/inboxd/internal/backoff"
-	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
@@ -28,7 +22,6 @@ import (
 type Pool struct {
 	cfg      Config
 	db       *pgxpool.Pool // the engine's own statements
-	claimDB  *pgxpool.Pool // claims, on sessions that always walk the received index in order; set by Run
 	txdb     *pgxpool.Pool // transactional handlers' transactions; set by Run
 	registry atomic.Pointer[handlers.Registry]
 	log      zerolog.Logger
@@ -40,6 +33,7 @@ type Pool struct {
 	// freed is signalled when a claimed row is done with, making room for
 	// another.
 	freed     chan struct{}
+	claimer   *claimer   // claims rows and queues them
 	completer *completer // writes the outcomes
 	leaser    *leaser    // renews the leases, writes the start marks
 
@@ -49,7 +43,6 @@ type Pool struct {
 	queued    int                    // jobs waiting for a handler, all routes
 	running   int                    // jobs whose handler runs, all routes
 	heldBytes int64                  // bytes (payloads, keys, headers) of queued and running jobs
-	poisoned  []int64                // rows that can be neither claimed nor dead-lettered
 	stopping  bool                   // no handler starts any more
 
 	// claims holds the start bits of the claims whose rows are on the
@@ -63,12 +56,6 @@ type Pool struct {
 	idleExec  chan execTask   // unbuffered: idle executors wait for a job on it
 	quit      chan struct{}   // closed when Run returns: idle executors end
 	stop      context.Context // ends at the hard shutdown deadline; set by Run
-	lastLoop  atomic.Int64    // unix nanoseconds when the claim loop last went round
-	// rowsPerHead is how many rows recent claims took per row that was not
-	// a chain's follower (smoothed); used and set by the claim loop alone.
-	rowsPerHead float64
-	lastParked  int64 // rows the last claim parked; set by the claim loop alone
-	lastWindow  int   // due rows the last claim read at most; set by the claim loop alone
 
 	runOnce sync.Once
 	ready   chan struct{}
@@ -123,6 +110,7 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg Config, logger zerol
 		quit:     make(chan struct{}),
 		claims:   make(map[int64]*claimStarts),
 	}
+	p.claimer = &claimer{p: p}
 	p.completer = newCompleter(p, cfg.maxCapacity())
 	p.leaser = newLeaser(p)
 	p.registry.Store(registry)
@@ -144,7 +132,7 @@ func (p *Pool) typeLabel(eventType string) string {
 // StatementTimeout) or failed claim's backoff. A watchdog uses it to tell a
 // stuck daemon from an idle one. Zero before Run starts claiming.
 func (p *Pool) Progress() time.Time {
-	ns := p.lastLoop.Load()
+	ns := p.claimer.lastLoop.Load()
 	if ns == 0 {
 		return time.Time{}
 	}
@@ -210,7 +198,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: open the claims' pool: %w", err)
 	}
 	defer claimDB.Close()
-	p.claimDB = claimDB
+	p.claimer.db = claimDB
 	// Start marks run on sessions of their own too: a handler waits for its
 	// mark, so the mark must never queue for a connection behind
 	// completions, renewals and the rest of the engine's statements.
@@ -276,7 +264,10 @@ func (p *Pool) Run(ctx context.Context) error {
 	_ = p.completer.Start(stop)
 	p.stop = stop
 
-	p.claimLoop(ctx, stop, workCtx)
+	p.claimer.stopCtx, p.claimer.work = stop, workCtx
+	_ = p.claimer.Start(ctx)
+	<-ctx.Done()
+	p.claimer.Stop()
 
 	// Rows claimed but not started go back at once; then, step 1: let the
 	// running handlers finish within the budget.
@@ -307,309 +298,6 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	p.log.Info().Dur("took", time.Since(stopping).Round(time.Millisecond)).Msg("stopped")
 	return nil
-}
-
-// claimLoop claims rows while ctx is live and queues them on their routes.
-// Each route holds up to its concurrency plus its prefetch; the pool holds
-// up to ClaimBytes of rows (payloads, keys, headers). Under a backlog it claims once half the room
-// is free, so every statement takes a large batch; after a notification or
-// a poll tick any room is worth a claim.
-func (p *Pool) claimLoop(ctx, stop, workCtx context.Context) {
-	poll := time.NewTicker(p.cfg.PollInterval)
-	defer poll.Stop()
-	pending, urgent := true, true
-	// blockedByFull: the last claim found nothing while some route had no
-	// room; room freeing up is then worth a claim.
-	blockedByFull := false
-	retry := backoff.NewRetrier(backoff.Exponential{Base: 100 * time.Millisecond, Max: 5 * time.Second})
-	var bisect poisonSearch
-	for {
-		if ctx.Err() != nil {
-			return
-		}
-		p.lastLoop.Store(p.cfg.Now().UnixNano())
-		req, activeRoom, activeCap := p.claimPlan()
-		// Under a backlog, claim once the routes that have rows have half
-		// their room free, so every statement takes a large batch. A
-		// notification or a poll tick is worth a claim sooner, with an
-		// eighth of that room free (or none of it taken): new rows are not
-		// kept waiting, and a busy pool does not spend a statement on a
-		// handful of rows whenever a producer inserts.
-		roomy := activeCap > 0 && activeRoom >= max(1, min(activeCap/2, p.cfg.ClaimBatch)) &&
-			req.maxBytes >= p.cfg.ClaimBytes/2
-		worthIt := activeCap == 0 || activeRoom >= max(1, min(activeCap/8, p.cfg.ClaimBatch/4))
-		if pending && req.maxBytes > 0 && req.limit > 0 && (roomy || (urgent && worthIt)) {
-			if bisect.active() {
-				req.limit, req.chain, req.window = 1, 0, 0
-			}
-			got, parked, err := p.claim(stop, workCtx, req)
-			if err != nil {
-				p.metrics.dbErrors.WithLabelValues("claim").Inc()
-				if driver.Classify(err) == driver.DataError && p.searchPoison(stop, workCtx, &bisect, req, err) {
-					continue
-				}
-				delay := retry.Failed()
-				p.log.Error().Err(err).Dur("retry_in", delay).Msg("claim failed")
-				if !backoff.Sleep(ctx, delay) {
-					return
-				}
-				continue
-			}
-			retry.Succeeded()
-			bisect.claimed()
-			// Claim again while claims find work: a short claim says little
-			// (routes without room cap it); an empty one that parked nothing
-			// says the due rows are all taken, or wait for a full route. A
-			// claim that parked rows moved a key's backlog out of the way:
-			// the next one goes at once, however little room there is (a
-			// hot key's backlog would otherwise be parked one batch per
-			// poll, with every other key's rows waiting behind it).
-			found := got > 0 || parked > 0
-			pending, urgent, blockedByFull = found, parked > 0, !found && len(req.full) > 0
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-p.wake:
-			pending, urgent = true, true
-		case <-poll.C:
-			pending, urgent = true, true
-		case <-p.freed:
-			if blockedByFull {
-				pending, urgent = true, true
-			}
-		}
-	}
-}
-
-// claimPlan says what the next claim may take: each route's room and the
-// rows that would start at once, the types to leave out, and the byte
-// budget left. It also returns the room and the capacity (rows) of the
-// active routes, those that got rows in recent claims.
-func (p *Pool) claimPlan() (req claimRequest, activeRoom, activeCap int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	req = claimRequest{
-		maxBytes:    p.cfg.ClaimBytes - p.heldBytes,
-		firstAlways: p.heldBytes == 0,
-	}
-	now := p.cfg.Now()
-	maxPrefetch := 0
-	if p.cfg.adaptivePrefetch {
-		maxPrefetch = 2 * p.cfg.ClaimBatch
-	}
-	for key, rs := range p.routes {
-		rs.adapt(now, maxPrefetch)
-		room := rs.room()
-		if now.Sub(rs.lastRows) < activeFor {
-			activeRoom += room
-			activeCap += rs.limit + rs.prefetch
-		}
-		if key != "" {
-			req.routed = append(req.routed, key)
-			if room > 0 {
-				req.open = append(req.open, key)
-			} else {
-				req.full = append(req.full, key)
-			}
-			if rs.policy.Ordered {
-				req.ordered = append(req.ordered, key)
-				if rs.policy.BlocksKey() {
-					req.blocking = append(req.blocking, key)
-				}
-			}
-		} else {
-			req.defaultOpen = room > 0
-		}
-		if room > 0 {
-			req.rooms = append(req.rooms, routeRoom{route: key, room: room, idle: rs.startSoon()})
-			req.limit += room
-		}
-	}
-	// Every candidate row is locked, taken or not, and a lock is a write:
-	// the limit follows the room of the routes that have rows (active), with
-	// a little more so that rows of a quiet route still come in (and make it
-	// active), not the room of every route.
-	if activeRoom > 0 {
-		req.limit = min(req.limit, activeRoom+min(claimSlack, req.limit-activeRoom))
-	}
-	req.limit = min(req.limit, p.cfg.ClaimBatch)
-	if len(req.ordered) > 0 {
-		// Chains fill a claim behind fewer heads: read about as many due
-		// rows as the last claims took heads for the rows they took. While
-		// claims park a backlog (half their window or more), the window
-		// doubles: parking a key's backlog out of the way goes a window at
-		// a time.
-		req.chain = orderedChain
-		req.window = max(min(req.limit, claimSlack), int(math.Ceil(float64(req.limit)/max(1, p.rowsPerHead))))
-		if p.lastParked > 0 && p.lastParked >= int64(p.lastWindow/2) {
-			req.window = max(req.window, 2*p.lastWindow)
-		}
-		req.window = min(req.window, req.limit)
-	}
-	// Outcomes not yet written hold their rows (and leases) too: while the
-	// completers are a full route's worth behind, claim nothing more; each
-	// written batch signals freed.
-	if len(p.jobs)-p.queued-p.running >= p.cfg.maxCapacity() {
-		req.limit = 0
-	}
-	return req, activeRoom, activeCap
-}
-
-// orderedChain is how many rows of an ordered key a claim takes behind the
-// key's head, read through the key index: they wait in the worker, each
-// started once the one before it ended so that the key may go on. A key's
-// backlog then costs a claim per orderedChain+1 rows, rather than a claim,
-// a park and an unpark per row.
-const orderedChain = 16
-
-// claimSlack is how many rows a claim may take beyond the active routes'
-// room, for the routes that had no rows of late.
-const claimSlack = 32
-
-// activeFor is how long after a claim gave it rows a route counts as
-// active: its room decides when the next claim is large enough.
-const activeFor = 2 * time.Second
-
-// claimRequest is what one claim statement asks for.
-type claimRequest struct {
-	limit       int         // most rows
-	rooms       []routeRoom // per route with room: how many rows, and how many start at once
-	routed      []string    // the event types with a route of their own
-	open, full  []string    // routed types with room, and without
-	defaultOpen bool        // the default route (every other type) has room
-	ordered     []string    // types of ordered routes
-	blocking    []string    // types of ordered routes whose dead rows block their key
-	maxBytes    int64       // most bytes of rows (payloads, keys, headers)
-	firstAlways bool        // the first row even if it alone exceeds maxBytes
-	only        int64       // just this row (0: any)
-	chain       int         // most rows of an ordered key claimed behind its head (0: the head alone)
-	window      int         // most due rows read and locked (0: limit); heads, whose chains fill the rest
-}
-
-// routeRoom is one route's room in a claim.
-type routeRoom struct {
-	route      string
-	room, idle int
-}
-
-// claim takes due rows as req says and queues them on their routes. It
-// returns how many rows it claimed and how many it parked (rows of ordered
-// keys waiting behind an earlier row).
-func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, int64, error) {
-	token := rand.Int64()
-	// The lease is counted from before the statement is sent: the database
-	// starts it at some point during the round trip, never earlier.
-	sent := p.cfg.Now()
-	// A claim is not cancelled half-way by shutdown: had the UPDATE committed
-	// with its result lost, its rows would sit in processing until their
-	// leases expired. Claimed rows are handled (and drained) normally. It is
-	// bounded by the statement timeout and the hard shutdown deadline.
-	ctx, cancel := context.WithTimeout(stop, p.cfg.StatementTimeout)
-	defer cancel()
-	p.mu.Lock()
-	skip := slices.Clone(p.poisoned)
-	p.mu.Unlock()
-	// The claim is planned with its values every time (see Run's
-	// plan_cache_mode).
-	c, err := driver.Claim(ctx, p.claimDB, p.claimParams(req, token, skip))
-	if err != nil {
-		return 0, 0, err
-	}
-	parked := c.Parked
-	claimed := make([]claimedRow, len(c.Rows))
-	for i := range c.Rows {
-		claimed[i] = claimedRow(c.Rows[i])
-	}
-	p.metrics.claims.Inc()
-	p.metrics.claimed.Add(float64(len(claimed)))
-	p.lastParked, p.lastWindow = parked, cmp.Or(req.window, req.limit)
-	if req.chain > 0 && len(claimed) > 0 {
-		heads := 0
-		for i := range claimed {
-			if claimed[i].Pred == 0 {
-				heads++
-			}
-		}
-		p.rowsPerHead = 0.5*max(1, p.rowsPerHead) + 0.5*float64(len(claimed))/float64(max(1, heads))
-	}
-	// Rows go to the queue in claim order: the first ones are those marked
-	// started, for the idle executors.
-	slices.SortFunc(claimed, func(a, b claimedRow) int { return cmp.Compare(a.Rank, b.Rank) })
-	suspects, err := p.suspects(ctx, claimed)
-	if err != nil {
-		// The rows are claimed: run them, only without the care for
-		// suspects (the next claim of a suspect asks again).
-		p.metrics.dbErrors.WithLabelValues("claim").Inc()
-		p.log.Warn().Err(err).Msg("looking up rows rescued after a crash failed")
-	}
-	jobs := make([]*job, len(claimed))
-	for i := range claimed {
-		jctx, cancel := context.WithCancelCause(workCtx)
-		jobs[i] = &job{
-			ctx: jctx, cancel: cancel, row: claimed[i], token: token,
-			size:        claimed[i].size(),
-			leaseUntil:  sent.Add(p.cfg.Lease),
-			dbStarted:   claimed[i].Started,
-			claimMarked: claimed[i].Started,
-			suspect:     suspects[claimed[i].ID],
-		}
-	}
-	p.track(jobs)
-	return len(claimed), parked, nil
-}
-
-// suspects returns which of the claimed rows were last rescued after a
-// started attempt (sql/suspects.sql): one of them may have killed its
-// worker. Only rows attempted before are looked up, so a claim of first
-// attempts costs nothing.
-func (p *Pool) suspects(ctx context.Context, claimed []claimedRow) (map[int64]bool, error) {
-	var ids []int64
-	for i := range claimed {
-		if claimed[i].Attempts > 1 {
-			ids = append(ids, claimed[i].ID)
-		}
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	found, err := driver.Suspects(ctx, p.db, ids, expiredPrefix)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[int64]bool, len(found))
-	for _, id := range found {
-		out[id] = true
-	}
-	return out, nil
-}
-
-// claimParams are the claim statement's parameters for req.
-func (p *Pool) claimParams(req claimRequest, token int64, skip []int64) driver.ClaimParams {
-	rooms := make([]driver.RouteRoom, len(req.rooms))
-	for i, r := range req.rooms {
-		rooms[i] = driver.RouteRoom{Route: r.route, Room: r.room, Idle: r.idle}
-	}
-	return driver.ClaimParams{
-		Limit:         req.limit,
-		Window:        req.window,
-		Rooms:         rooms,
-		RoutedTypes:   req.routed,
-		OpenTypes:     req.open,
-		FullTypes:     req.full,
-		DefaultOpen:   req.defaultOpen,
-		OrderedTypes:  req.ordered,
-		BlockingTypes: req.blocking,
-		MaxBytes:      req.maxBytes,
-		FirstAlways:   req.firstAlways,
-		Only:          req.only,
-		Chain:         req.chain,
-		Skip:          skip,
-		Token:         token,
-		Lease:         p.cfg.Lease,
-		Worker:        p.cfg.ID,
-	}
 }
 
 // orderedTypes returns the types of ordered routes, and those among them
@@ -731,63 +419,3 @@ func signal(ch chan struct{}) {
 	default:
 	}
 }
-
-// poisonSearch narrows down which row makes claims fail.
-type poisonSearch struct {
-	singles int // single-row claims left to try before batches resume
-}
-
-func (s *poisonSearch) active() bool { return s.singles > 0 }
-
-func (s *poisonSearch) claimed() {
-	if s.singles > 0 {
-		s.singles--
-	}
-}
-
-// searchPoison handles a claim that failed because of a row's data. A batch
-// failure switches to single-row claims over as many rows as the batch
-// asked for, since the culprit was among them; a single-row failure names
-// the oldest due row as the suspect, confirms it with a claim of that row
-// alone, and dead-letters it (or, if even that fails, skips it until
-// restart). It reports whether to claim again at once.
-func (p *Pool) searchPoison(stop, workCtx context.Context, s *poisonSearch, req claimRequest, claimErr error) bool {
-	if limit := req.limit; limit > 1 {
-		s.singles = limit
-		p.log.Warn().Err(claimErr).Int("rows", limit).Msg("claim refused because of a row's data: claiming one row at a time to find it")
-		return true
-	}
-	ctx, cancel := context.WithTimeout(stop, p.cfg.StatementTimeout)
-	defer cancel()
-	p.mu.Lock()
-	skip := append([]int64{}, p.poisoned...)
-	p.mu.Unlock()
-	suspect, err := driver.PoisonCandidate(ctx, p.db, skip)
-	if err != nil {
-		return false
-	}
-	one := req
-	one.limit, one.maxBytes, one.firstAlways, one.only, one.chain, one.window = 1, 1, true, suspect, 0, 0
-	if _, _, err := p.claim(stop, workCtx, one); err == nil || driver.Classify(err) != driver.DataError {
-		return err == nil // not the culprit after all (claimed normally), or the database is unwell
-	}
-	reason := fmt.Sprintf("claim refused by the database because of this row's data: %v", claimErr)
-	p.metrics.poisoned.Inc()
-	done, err := driver.Poison(ctx, p.db, suspect, *errText(errors.New(reason)))
-	if err == nil && done {
-		p.log.Error().Int64("row_id", suspect).Err(claimErr).Msg("row dead-lettered: its data makes every claim fail")
-	} else {
-		p.mu.Lock()
-		if len(p.poisoned) < maxPoisoned {
-			p.poisoned = append(p.poisoned, suspect)
-		}
-		p.mu.Unlock()
-		p.log.Error().Int64("row_id", suspect).Err(claimErr).AnErr("dead_letter_error", err).
-			Msg("row skipped until restart: its data makes every claim fail and it cannot be dead-lettered")
-	}
-	s.singles = 0
-	return true
-}
-
-// maxPoisoned caps the rows skipped in memory.
-const maxPoisoned = 1000
