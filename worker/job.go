@@ -300,14 +300,8 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 		p.suspectRunning = p.suspectRunning || j.suspect
 		rs.running++
 		p.running++
-		p.executors.Add(1)
 		// The policy is read under the lock: a reload may change it.
-		t := execTask{j: j, policy: rs.policy}
-		select {
-		case p.idleExec <- t: // an idle executor takes it
-		default:
-			go p.executor(t)
-		}
+		p.executor.run(execTask{j: j, policy: rs.policy})
 	}
 	p.leaser.premarkLocked(rs)
 	p.routeGaugesLocked(rs)
@@ -515,36 +509,4 @@ func (p *Pool) snapshot() []*job {
 		out = append(out, j)
 	}
 	return out
-}
-
-// execTask is one job handed to an executor, with its route's policy at
-// dispatch.
-type execTask struct {
-	j      *job
-	policy handlers.Policy
-}
-
-// executorIdle is how long an executor goroutine waits for its next job
-// before it ends.
-const executorIdle = 2 * time.Second
-
-// executor runs t, then the jobs handed to it while it waits idle (on
-// Pool.idleExec), until it has waited executorIdle or the pool stopped.
-// Reusing goroutines keeps their grown stacks: a new goroutine per row
-// spent a sixth of the process's time growing stacks.
-func (p *Pool) executor(t execTask) {
-	idle := time.NewTimer(executorIdle)
-	defer idle.Stop()
-	for {
-		p.execute(t.j, t.policy)
-		p.executors.Done()
-		idle.Reset(executorIdle)
-		select {
-		case t = <-p.idleExec:
-		case <-idle.C:
-			return
-		case <-p.quit:
-			return
-		}
-	}
 }

@@ -2,10 +2,52 @@ package worker
 
 import (
 	"context"
+	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxd/inboxd/internal/driver"
 )
+
+// leaser keeps the leases of the rows the pool holds (renewLoop) and
+// writes their start marks (markLoop, numMarkWriters of them), on db, the
+// start marks' own sessions. It is a service: Start launches its
+// goroutines, which run until Stop (or ctx's end): at shutdown, after the
+// last outcome is written. Marks asked for after that are answered at
+// risk.
+type leaser struct {
+	p     *Pool
+	db    *pgxpool.Pool // start marks; set before Start
+	marks startMarks    // rows whose handler waits for the database to know it starts
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+}
+
+// newLeaser returns the leaser of p.
+func newLeaser(p *Pool) *leaser {
+	return &leaser{p: p, marks: startMarks{wake: make(chan struct{}, 1)}}
+}
+
+// Start launches the renewal loop and the mark writers.
+func (l *leaser) Start(ctx context.Context) error {
+	ctx, l.stop = context.WithCancel(ctx)
+	l.wg.Add(1)
+	go func() { defer l.wg.Done(); l.renewLoop(ctx) }()
+	for range numMarkWriters {
+		l.wg.Add(1)
+		go func() { defer l.wg.Done(); l.markLoop(ctx) }()
+	}
+	return nil
+}
+
+// Stop ends the renewals and the mark writers and waits for them.
+func (l *leaser) Stop() {
+	if l.stop != nil {
+		l.stop()
+	}
+	l.wg.Wait()
+}
 
 // renewal is one row in a lease renewal statement.
 type renewal struct {

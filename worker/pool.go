@@ -22,7 +22,6 @@ import (
 type Pool struct {
 	cfg      Config
 	db       *pgxpool.Pool // the engine's own statements
-	txdb     *pgxpool.Pool // transactional handlers' transactions; set by Run
 	registry atomic.Pointer[handlers.Registry]
 	log      zerolog.Logger
 	metrics  *metrics
@@ -34,6 +33,7 @@ type Pool struct {
 	// another.
 	freed     chan struct{}
 	claimer   *claimer   // claims rows and queues them
+	executor  *executor  // runs the handlers of the dispatched jobs
 	completer *completer // writes the outcomes
 	leaser    *leaser    // renews the leases, writes the start marks
 
@@ -51,11 +51,6 @@ type Pool struct {
 	// suspectRunning: a suspect's handler runs (job.suspect); the next one
 	// waits for it.
 	suspectRunning bool
-
-	executors sync.WaitGroup  // the jobs handed to executors and not yet done
-	idleExec  chan execTask   // unbuffered: idle executors wait for a job on it
-	quit      chan struct{}   // closed when Run returns: idle executors end
-	stop      context.Context // ends at the hard shutdown deadline; set by Run
 
 	runOnce sync.Once
 	ready   chan struct{}
@@ -106,11 +101,10 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg Config, logger zerol
 		jobs:    make(map[int64]*job),
 		ready:   make(chan struct{}),
 
-		idleExec: make(chan execTask),
-		quit:     make(chan struct{}),
-		claims:   make(map[int64]*claimStarts),
+		claims: make(map[int64]*claimStarts),
 	}
 	p.claimer = &claimer{p: p}
+	p.executor = newExecutor(p)
 	p.completer = newCompleter(p, cfg.maxCapacity())
 	p.leaser = newLeaser(p)
 	p.registry.Store(registry)
@@ -175,7 +169,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	if !started {
 		return errors.New("worker: pool already ran")
 	}
-	defer close(p.quit)
+	defer p.executor.Stop()
 	// Claims run on sessions of their own where the planner cannot choose a
 	// bitmap or sequential scan: with statistics that lag a sudden backlog
 	// (100,000 rows inserted after a quiet spell) it estimated a few hundred
@@ -217,8 +211,8 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	defer markDB.Close()
 	p.leaser.db = markDB
-	p.txdb = p.cfg.TxDB
-	if p.txdb == nil {
+	p.executor.txdb = p.cfg.TxDB
+	if p.executor.txdb == nil {
 		pc := p.db.Config().Copy()
 		pc.MaxConns = int32(p.cfg.TxConns)
 		pc.MinConns = 0
@@ -227,7 +221,7 @@ func (p *Pool) Run(ctx context.Context) error {
 			return fmt.Errorf("worker: open the transactional handlers' pool: %w", err)
 		}
 		defer txdb.Close()
-		p.txdb = txdb
+		p.executor.txdb = txdb
 	}
 
 	// stop is cancelled at the hard deadline, ShutdownTimeout +
@@ -262,7 +256,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	_ = p.leaser.Start(stop)
 
 	_ = p.completer.Start(stop)
-	p.stop = stop
+	p.executor.stopCtx = stop
 
 	p.claimer.stopCtx, p.claimer.work = stop, workCtx
 	_ = p.claimer.Start(ctx)
@@ -276,12 +270,12 @@ func (p *Pool) Run(ctx context.Context) error {
 	held, _ := p.load()
 	p.log.Info().Int("inflight", held).Int("released", released).
 		Dur("budget", p.cfg.ShutdownTimeout).Msg("stopping: no new claims")
-	if !p.waitExecutors(time.Until(stopping.Add(p.cfg.ShutdownTimeout))) {
+	if !p.executor.wait(time.Until(stopping.Add(p.cfg.ShutdownTimeout))) {
 		// Step 2: cancel them; the executors release their rows.
 		held, _ := p.load()
 		p.log.Warn().Int("inflight", held).Msg("shutdown budget spent: cancelling handlers")
 		cancelWork(errShutdown)
-		if !p.waitExecutors(cancelGrace) {
+		if !p.executor.wait(cancelGrace) {
 			held, _ := p.load()
 			p.log.Error().Int("inflight", held).Msg("handlers ignore cancellation: releasing their rows anyway")
 			p.releaseStuck()
@@ -395,20 +389,6 @@ func (p *Pool) releaseStuck() {
 		if p.abandon(j) {
 			p.completer.submit(p.releaseResult(j, "released unfinished at worker shutdown"))
 		}
-	}
-}
-
-// waitExecutors waits up to d for every running handler to return.
-func (p *Pool) waitExecutors(d time.Duration) bool {
-	done := make(chan struct{})
-	go func() { p.executors.Wait(); close(done) }()
-	t := time.NewTimer(max(d, 0))
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
 	}
 }
 
