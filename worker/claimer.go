@@ -205,7 +205,7 @@ func (c *claimer) plan() (req claimRequest, activeRoom, activeCap int) {
 	// Outcomes not yet written hold their rows (and leases) too: while the
 	// completers are a full route's worth behind, claim nothing more; each
 	// written batch signals freed.
-	if len(p.jobs)-p.queued-p.running >= p.cfg.maxCapacity() {
+	if queued, running := p.countsLocked(); len(p.jobs)-queued-running >= p.cfg.maxCapacity() {
 		req.limit = 0
 	}
 	return req, activeRoom, activeCap

@@ -128,8 +128,8 @@ func (e *executor) execute(j *job, policy handlers.Policy) {
 		var err error
 		if tx, err = e.txdb.Begin(j.ctx); err != nil {
 			p.metrics.dbErrors.WithLabelValues("tx").Inc()
-			p.handlerReturned(j)
-			p.follow(j, false)
+			waits := p.handlerReturned(j)
+			p.follow(j, waits, false)
 			r := p.releaseResult(j, fmt.Sprintf("released unattempted: no transaction for its handler: %v", err))
 			if context.Cause(j.ctx) == nil {
 				retry, _ := p.retryPolicy(policy)
@@ -157,8 +157,8 @@ func (e *executor) execute(j *job, policy handlers.Policy) {
 		var committed, fenced bool
 		committed, fenced, err = e.runTx(ctx, tx, j, ev, h)
 		if committed || fenced {
-			p.handlerReturned(j)
-			p.follow(j, committed)
+			waits := p.handlerReturned(j)
+			p.follow(j, waits, committed)
 			p.forget(j)
 			if committed {
 				p.metrics.completed.WithLabelValues(outcomeProcessed, p.typeLabel(ev.EventType)).Inc()
@@ -169,9 +169,9 @@ func (e *executor) execute(j *job, policy handlers.Policy) {
 	} else {
 		err = h.Handle(ctx, ev)
 	}
-	p.handlerReturned(j)
+	waits := p.handlerReturned(j)
 	r := e.outcome(ctx, j, ev, err, policy)
-	r.chained = p.follow(j, r.outcome == outcomeProcessed || (r.outcome == outcomeDead && policy.OnDead == handlers.OnDeadSkip))
+	r.chained = p.follow(j, waits, r.outcome == outcomeProcessed || (r.outcome == outcomeDead && policy.OnDead == handlers.OnDeadSkip))
 	p.completer.submit(r)
 }
 

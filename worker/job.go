@@ -14,8 +14,10 @@ import (
 type jobState uint8
 
 const (
+	// jobClaimed: claimed, not yet on the books (track puts it there).
+	jobClaimed jobState = iota
 	// jobQueued: claimed, waiting in its route's queue for a handler.
-	jobQueued jobState = iota
+	jobQueued
 	// jobRunning: its handler runs.
 	jobRunning
 	// jobWaiting: claimed behind the row before it in its ordered key's
@@ -30,7 +32,8 @@ const (
 )
 
 // job is one claimed row, from its claim until its outcome is written (or
-// found fenced). The fields after the comment are guarded by Pool.mu.
+// found fenced). The fields after the comment are guarded by Pool.mu; its
+// state changes only through Pool.moveLocked.
 type job struct {
 	ctx    context.Context // the handler's; cancelled on lease loss or shutdown
 	cancel context.CancelCauseFunc
@@ -114,6 +117,18 @@ func (rs *routeState) adapt(now time.Time, maxPrefetch int) {
 }
 
 func (rs *routeState) held() int { return len(rs.queue) + rs.running + rs.waiting }
+
+// dequeue takes j out of rs's queue: most often its head (dispatch).
+func (rs *routeState) dequeue(j *job) {
+	if len(rs.queue) > 0 && rs.queue[0] == j {
+		rs.queue[0] = nil
+		rs.queue = rs.queue[1:]
+		return
+	}
+	if i := slices.Index(rs.queue, j); i >= 0 {
+		rs.queue = slices.Delete(rs.queue, i, i+1)
+	}
+}
 
 // room is how many more rows the route may claim now.
 func (rs *routeState) room() int { return max(0, rs.limit+rs.prefetch-rs.held()) }
@@ -239,16 +254,13 @@ func (p *Pool) track(jobs []*job) {
 		}
 		j.route = p.routeForLocked(j.row.EventType)
 		j.route.lastRows = now
-		p.queued++
-		p.heldBytes += j.size
 		// A chain's follower waits for the row before it, claimed by the
 		// same statement (so already on the books).
 		if pred, ok := p.jobs[j.row.Pred]; ok && j.row.Pred != 0 && pred.token == j.token && pred.next == nil {
 			pred.next = j
-			j.state = jobWaiting
-			j.route.waiting++
+			p.moveLocked(j, jobWaiting, false)
 		} else {
-			j.route.queue = append(j.route.queue, j)
+			p.moveLocked(j, jobQueued, false)
 		}
 		p.jobs[j.row.ID] = j
 		touched[j.route] = true
@@ -256,7 +268,6 @@ func (p *Pool) track(jobs []*job) {
 	for rs := range touched {
 		releases = append(releases, p.dispatchLocked(rs)...)
 	}
-	p.updateGaugesLocked()
 	p.mu.Unlock()
 	p.releaseAtRisk(releases)
 }
@@ -270,15 +281,11 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 		if j.suspect && p.suspectRunning && context.Cause(j.ctx) != errLeaseLost {
 			break // it waits for the suspect that runs (see job.suspect)
 		}
-		rs.queue[0] = nil
-		rs.queue = rs.queue[1:]
-		p.queued--
 		if context.Cause(j.ctx) == errLeaseLost {
 			// Fenced while waiting: the row is someone else's; no outcome
 			// to write. The rows of its key's chain behind it go back (their
 			// leases, renewed with it, are at risk or lost too).
-			p.heldBytes -= j.size
-			j.state = jobDone
+			p.moveLocked(j, jobDone, false)
 			p.forgetLocked(j)
 			atRisk = append(atRisk, p.cutChainLocked(j)...)
 			continue
@@ -288,23 +295,19 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 			// not been renewed for a while. Running it now could overlap with
 			// a rescuer's claim, so the row goes back instead, and so do the
 			// rows of its key's chain behind it.
-			p.heldBytes -= j.size
-			j.state = jobDone
+			p.moveLocked(j, jobDone, false)
 			atRisk = append(atRisk, j)
 			atRisk = append(atRisk, p.cutChainLocked(j)...)
 			continue
 		}
 		// Its bytes stay held until the handler returns. Its executor
 		// marks it started first, unless the claim did (see start.go).
-		j.state = jobRunning
+		p.moveLocked(j, jobRunning, false)
 		p.suspectRunning = p.suspectRunning || j.suspect
-		rs.running++
-		p.running++
 		// The policy is read under the lock: a reload may change it.
 		p.executor.run(execTask{j: j, policy: rs.policy})
 	}
 	p.leaser.premarkLocked(rs)
-	p.routeGaugesLocked(rs)
 	return atRisk
 }
 
@@ -314,29 +317,23 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 func (p *Pool) cutChainLocked(j *job) []*job {
 	var cut []*job
 	for n := j.next; n != nil && n.state == jobWaiting; n = n.next {
-		n.state = jobDone
-		n.route.waiting--
-		p.queued--
-		p.heldBytes -= n.size
+		p.moveLocked(n, jobDone, false)
 		cut = append(cut, n)
 	}
 	j.next = nil
 	return cut
 }
 
-// follow ends j's part in its key's chain once j's handler returned, and
-// reports whether a row waited behind j: if j
-// ended so that its key may go on (proceed: processed, or dead on a route
-// that skips), the next row of the chain joins the front of its route's
-// queue; otherwise the rows waiting behind j go back unstarted, and a
-// later claim finds them behind j (parking them while j waits to be
-// retried, or blocks its key).
-func (p *Pool) follow(j *job, proceed bool) (chained bool) {
-	// Read unlocked first: j.next is set by track before j is dispatched,
-	// and changes after only in follow, run by j's own executor; most rows
-	// have no chain and need not take the lock for it.
-	if j.next == nil {
-		return false
+// follow ends j's part in its key's chain once j's handler returned
+// (waits: handlerReturned found a row waiting behind j), and reports
+// whether a row waited behind j: if j ended so that its key may go on
+// (proceed: processed, or dead on a route that skips), the next row of the
+// chain joins the front of its route's queue; otherwise the rows waiting
+// behind j go back unstarted, and a later claim finds them behind j
+// (parking them while j waits to be retried, or blocks its key).
+func (p *Pool) follow(j *job, waits, proceed bool) (chained bool) {
+	if !waits {
+		return false // most rows have no chain: no second lock for it
 	}
 	p.mu.Lock()
 	n := j.next
@@ -347,15 +344,11 @@ func (p *Pool) follow(j *job, proceed bool) (chained bool) {
 	var atRisk, cut []*job
 	if proceed && !p.stopping && n.state == jobWaiting && context.Cause(j.ctx) != errLeaseLost {
 		j.next = nil
-		n.state = jobQueued
-		n.route.waiting--
-		n.route.queue = slices.Insert(n.route.queue, 0, n)
+		p.moveLocked(n, jobQueued, true)
 		atRisk = p.dispatchLocked(n.route)
 	} else {
 		cut = p.cutChainLocked(j)
-		p.routeGaugesLocked(j.route)
 	}
-	p.updateGaugesLocked()
 	p.mu.Unlock()
 	p.releaseAtRisk(atRisk)
 	for _, c := range cut {
@@ -368,7 +361,9 @@ func (p *Pool) follow(j *job, proceed bool) (chained bool) {
 // worker: j's completion then need not unpark it (follow runs it, or gives
 // it back due).
 func (p *Pool) chained(j *job) bool {
-	return j.next != nil // see follow: j's executor may read it unlocked
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return j.next != nil
 }
 
 // releaseAtRisk gives back, unattempted, rows whose leases could not be
@@ -384,17 +379,16 @@ func (p *Pool) releaseAtRisk(jobs []*job) {
 
 // handlerReturned marks j's handler finished: its slot and bytes are free
 // (the route may start its next row), its lease is kept until the outcome
-// is written.
-func (p *Pool) handlerReturned(j *job) {
+// is written. It reports whether a row of j's key waits behind j, for
+// follow: j.next is read under the lock here, and after j is done only
+// j's own executor (follow) changes it.
+func (p *Pool) handlerReturned(j *job) (waits bool) {
 	p.mu.Lock()
 	var releases []*job
 	if j.state == jobRunning {
-		j.state = jobDone
 		j.doneAt = p.cfg.Now()
-		j.route.running--
 		j.route.returned++
-		p.running--
-		p.heldBytes -= j.size
+		p.moveLocked(j, jobDone, false)
 		releases = p.dispatchLocked(j.route)
 		if j.suspect {
 			// The next suspect, whatever its route, may go.
@@ -404,11 +398,12 @@ func (p *Pool) handlerReturned(j *job) {
 			}
 		}
 	}
-	p.updateGaugesLocked()
+	waits = j.next != nil
 	p.mu.Unlock()
 	j.row.Payload, j.row.Key = nil, nil // the handler is done with them
 	p.releaseAtRisk(releases)
 	signal(p.freed)
+	return waits
 }
 
 // abandon marks a queued or running job done without an outcome from its
@@ -418,28 +413,11 @@ func (p *Pool) abandon(j *job) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch j.state {
-	case jobQueued:
-		p.queued--
-		for i, q := range j.route.queue {
-			if q == j {
-				j.route.queue = append(j.route.queue[:i], j.route.queue[i+1:]...)
-				break
-			}
-		}
-	case jobRunning:
-		p.running--
-		j.route.running--
-	case jobWaiting:
-		p.queued--
-		j.route.waiting--
-	default:
-		return false
+	case jobQueued, jobRunning, jobWaiting:
+		p.moveLocked(j, jobDone, false)
+		return true
 	}
-	j.state = jobDone
-	p.heldBytes -= j.size
-	p.updateGaugesLocked()
-	p.routeGaugesLocked(j.route)
-	return true
+	return false
 }
 
 // forget removes j from the books once its outcome is written or fenced.
@@ -464,8 +442,69 @@ func (p *Pool) forgetLocked(j *job) {
 	}
 }
 
+// moveLocked is the one transition of a job's state, from j.state to to,
+// and the one place that keeps the books with it: j's route's queue
+// (leaving jobQueued takes j out of it; entering it puts j at the back, or
+// at the front when front), the route's running and waiting counts, the
+// bytes held (those of queued, waiting and running jobs, against
+// ClaimBytes), and the gauges. The pool's queued and running counts are
+// derived from the routes' (counts). Pool.mu must be held.
+func (p *Pool) moveLocked(j *job, to jobState, front bool) {
+	from, rs := j.state, j.route
+	if from == to {
+		return
+	}
+	switch from {
+	case jobQueued:
+		rs.dequeue(j)
+	case jobRunning:
+		rs.running--
+	case jobWaiting:
+		rs.waiting--
+	}
+	switch to {
+	case jobQueued:
+		if front {
+			rs.queue = slices.Insert(rs.queue, 0, j)
+		} else {
+			rs.queue = append(rs.queue, j)
+		}
+	case jobRunning:
+		rs.running++
+	case jobWaiting:
+		rs.waiting++
+	}
+	if holds(from) != holds(to) {
+		if holds(to) {
+			p.heldBytes += j.size
+		} else {
+			p.heldBytes -= j.size
+		}
+	}
+	j.state = to
+	p.routeGaugesLocked(rs)
+	p.updateGaugesLocked()
+}
+
+// holds reports whether a job in state s holds its bytes and a place in
+// its route: from its claim until its handler returns (or it is given
+// back).
+func holds(s jobState) bool { return s == jobQueued || s == jobWaiting || s == jobRunning }
+
+// countsLocked returns the jobs waiting for a handler (queued, or behind
+// the row before them in a key's chain) and the jobs whose handler runs,
+// all routes. Pool.mu must be held.
+func (p *Pool) countsLocked() (queued, running int) {
+	for _, rs := range p.routes {
+		queued += len(rs.queue) + rs.waiting
+		running += rs.running
+	}
+	return queued, running
+}
+
 func (p *Pool) updateGaugesLocked() {
-	p.metrics.inflight.Set(float64(p.queued + p.running))
+	queued, running := p.countsLocked()
+	p.metrics.inflight.Set(float64(queued + running))
 	p.metrics.heldBytes.Set(float64(p.heldBytes))
 }
 
@@ -497,7 +536,8 @@ type routeGauges struct {
 func (p *Pool) load() (held, running int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.queued + p.running, p.running
+	queued, running := p.countsLocked()
+	return queued + running, running
 }
 
 // snapshot returns every job the pool holds, in any state.

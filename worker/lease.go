@@ -108,7 +108,6 @@ func (l *leaser) renew(ctx context.Context) error {
 				j.cancel(errLeaseLost)
 				stuck = append(stuck, j)
 				cut = append(cut, p.cutChainLocked(j)...)
-				p.routeGaugesLocked(j.route)
 			}
 			continue
 		}

@@ -40,8 +40,6 @@ type Pool struct {
 	mu        sync.Mutex
 	jobs      map[int64]*job         // every claimed row until its outcome is written
 	routes    map[string]*routeState // by route ("" for the default route)
-	queued    int                    // jobs waiting for a handler, all routes
-	running   int                    // jobs whose handler runs, all routes
 	heldBytes int64                  // bytes (payloads, keys, headers) of queued and running jobs
 	stopping  bool                   // no handler starts any more
 

@@ -206,15 +206,15 @@ func (l *leaser) markAnswered(j *job, m *startMark) bool {
 		p.metrics.leaseLost.Inc()
 		p.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
 			Msg("lease lost before the handler started: not run")
-		p.handlerReturned(j)
-		p.follow(j, false)
+		waits := p.handlerReturned(j)
+		p.follow(j, waits, false)
 		p.forget(j)
 	default:
 		p.metrics.leaseAtRisk.Inc()
 		p.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
 			Msg("start of the handler not recorded in time: giving the row back unstarted")
-		p.handlerReturned(j)
-		p.follow(j, false)
+		waits := p.handlerReturned(j)
+		p.follow(j, waits, false)
 		p.completer.submit(p.releaseResult(j, "released unstarted: its start could not be recorded in time"))
 	}
 	return false
