@@ -80,7 +80,7 @@ func (c *claimer) loop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		c.lastLoop.Store(p.cfg.Now().UnixNano())
+		c.lastLoop.Store(time.Now().UnixNano())
 		req, activeRoom, activeCap := c.plan()
 		// Under a backlog, claim once the routes that have rows have half
 		// their room free, so every statement takes a large batch. A
@@ -148,7 +148,7 @@ func (c *claimer) plan() (req claimRequest, activeRoom, activeCap int) {
 		maxBytes:    p.cfg.ClaimBytes - p.heldBytes,
 		firstAlways: p.heldBytes == 0,
 	}
-	now := p.cfg.Now()
+	now := time.Now()
 	maxPrefetch := 0
 	if p.cfg.adaptivePrefetch {
 		maxPrefetch = 2 * p.cfg.ClaimBatch
@@ -256,7 +256,7 @@ func (c *claimer) claim(req claimRequest) (int, int64, error) {
 	token := rand.Int64()
 	// The lease is counted from before the statement is sent: the database
 	// starts it at some point during the round trip, never earlier.
-	sent := p.cfg.Now()
+	sent := time.Now()
 	// A claim is not cancelled half-way by shutdown: had the UPDATE committed
 	// with its result lost, its rows would sit in processing until their
 	// leases expired. Claimed rows are handled (and drained) normally. It is

@@ -145,7 +145,7 @@ func (c *completer) flush(stop context.Context, batch []result) {
 		backoff.Sleep(stop, delay)
 	}
 
-	now := p.cfg.Now()
+	now := time.Now()
 	p.mu.Lock()
 	for _, r := range batch {
 		if r.job != nil && !r.job.doneAt.IsZero() {

@@ -64,7 +64,7 @@ func (e *executor) run(t execTask) {
 // dispatch.
 type execTask struct {
 	j      *job
-	policy handlers.Policy
+	policy routePolicy
 }
 
 // executorIdle is how long an executor goroutine waits for its next job
@@ -109,7 +109,7 @@ func (e *executor) wait(d time.Duration) bool {
 // execute runs the handler for one claimed row, started by its route's
 // dispatch with the route's policy at that moment, once the database knows
 // it starts, and submits the outcome.
-func (e *executor) execute(j *job, policy handlers.Policy) {
+func (e *executor) execute(j *job, policy routePolicy) {
 	p := e.p
 	defer j.cancel(nil)
 	if !p.leaser.markStarted(j) {
@@ -132,8 +132,7 @@ func (e *executor) execute(j *job, policy handlers.Policy) {
 			p.follow(j, waits, false)
 			r := p.releaseResult(j, fmt.Sprintf("released unattempted: no transaction for its handler: %v", err))
 			if context.Cause(j.ctx) == nil {
-				retry, _ := p.retryPolicy(policy)
-				r.delay = retry.NextRetry(1) // the database is unwell: not at once
+				r.delay = policy.retry.NextRetry(1) // the database is unwell: not at once
 			}
 			p.completer.submit(r)
 			return
@@ -149,7 +148,7 @@ func (e *executor) execute(j *job, policy handlers.Policy) {
 		ctx, cancel = context.WithTimeoutCause(ctx, policy.Timeout, errAttemptTimeout)
 		defer cancel()
 		p.mu.Lock()
-		j.stuckAfter = p.cfg.Now().Add(policy.Timeout + stuckGrace)
+		j.stuckAfter = time.Now().Add(policy.Timeout + stuckGrace)
 		p.mu.Unlock()
 	}
 	var err error
@@ -193,7 +192,7 @@ func (e *executor) runTx(ctx context.Context, tx pgx.Tx, j *job, ev *handlers.Ev
 	// The handler succeeded: mark and commit even if shutdown cancels the
 	// handler's context now (the work is done), within the statement
 	// timeout and the hard deadline. A lost lease still fences the mark.
-	done := p.cfg.Now()
+	done := time.Now()
 	wctx, cancel := context.WithTimeout(e.stopCtx, p.cfg.StatementTimeout)
 	defer cancel()
 	ordered, blocking := p.orderedTypes()
@@ -216,7 +215,7 @@ func (e *executor) runTx(ctx context.Context, tx pgx.Tx, j *job, ev *handlers.Ev
 		p.metrics.dbErrors.WithLabelValues("tx").Inc()
 		return false, false, fmt.Errorf("commit: %w", err)
 	}
-	p.metrics.outcomeWriteDelay.Observe(p.cfg.Now().Sub(done).Seconds())
+	p.metrics.outcomeWriteDelay.Observe(time.Now().Sub(done).Seconds())
 	p.signalOrdered(ev.EventType)
 	return true, false, nil
 }
@@ -276,7 +275,7 @@ func (p *Pool) recoverPanic(ev *handlers.Event, err *error) {
 
 // outcome turns a handler's error into the row's next state, by its
 // route's policy.
-func (e *executor) outcome(ctx context.Context, j *job, ev *handlers.Event, err error, policy handlers.Policy) result {
+func (e *executor) outcome(ctx context.Context, j *job, ev *handlers.Event, err error, policy routePolicy) result {
 	p := e.p
 	r := result{job: j, id: j.row.ID, token: j.token, eventID: ev.EventID, eventType: ev.EventType,
 		typeLabel: p.typeLabel(ev.EventType)}
@@ -292,17 +291,15 @@ func (e *executor) outcome(ctx context.Context, j *job, ev *handlers.Event, err 
 		// The event never reached the target: the attempt is not counted,
 		// whatever the attempts left (see handlers.NotSent).
 		r = p.releaseResult(j, fmt.Sprintf("attempt %d not counted, event not sent: %v", ev.Attempt, err))
-		retry, _ := p.retryPolicy(policy)
-		r.delay = retry.NextRetry(max(ev.Attempt, 1))
+		r.delay = policy.retry.NextRetry(max(ev.Attempt, 1))
 	case ev.Attempt >= policy.MaxAttempts:
 		r.status, r.outcome = status.Dead, outcomeDead
 		r.lastError = errText(fmt.Errorf("attempt %d of %d: %w", ev.Attempt, policy.MaxAttempts, err))
 	default:
 		r.status, r.outcome = status.Received, outcomeRetried
-		retry, maxDelay := p.retryPolicy(policy)
-		r.delay = retry.NextRetry(ev.Attempt)
+		r.delay = policy.retry.NextRetry(ev.Attempt)
 		if d, ok := handlers.RetryDelay(err); ok {
-			r.delay = min(max(d, 0), maxDelay)
+			r.delay = min(max(d, 0), policy.maxDelay)
 		}
 		if context.Cause(ctx) == errAttemptTimeout {
 			err = fmt.Errorf("%w after %s: %w", errAttemptTimeout, policy.Timeout, err)
@@ -313,23 +310,10 @@ func (e *executor) outcome(ctx context.Context, j *job, ev *handlers.Event, err 
 }
 
 // retryPolicy is the retry policy of a route with policy, and the cap on
-// the delays its handlers ask for: the pool's, unless the route sets its
-// own backoff.
-func (p *Pool) retryPolicy(policy handlers.Policy) (RetryPolicy, time.Duration) {
-	if policy.BackoffBase <= 0 && policy.BackoffMax <= 0 {
-		return p.cfg.RetryPolicy, p.cfg.MaxRetryDelay
-	}
-	eb := ExponentialBackoff{Base: policy.BackoffBase, Max: policy.BackoffMax}
-	if def, ok := p.cfg.RetryPolicy.(ExponentialBackoff); ok {
-		eb.Rand = def.Rand
-		if eb.Base == 0 {
-			eb.Base = def.Base
-		}
-		if eb.Max == 0 {
-			eb.Max = max(def.Max, eb.Base)
-		}
-	}
-	return eb, eb.Max
+// the delays its handlers ask for, as resolved when the route synced (for
+// the rescuer).
+func (p *Pool) retryPolicy(policy routePolicy) (RetryPolicy, time.Duration) {
+	return policy.retry, policy.maxDelay
 }
 
 // releaseResult returns the row unattempted: received, due now, attempt not

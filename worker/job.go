@@ -64,7 +64,7 @@ func (p *Pool) track(jobs []*job) {
 	p.mu.Lock()
 	var releases []*job
 	touched := make(map[*routeState]bool)
-	now := p.cfg.Now()
+	now := time.Now()
 	for _, j := range jobs {
 		if c := p.claims[j.token]; c != nil {
 			c.held++
@@ -109,7 +109,7 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 			atRisk = append(atRisk, p.cutChainLocked(j)...)
 			continue
 		}
-		if p.cfg.Now().Add(p.cfg.Lease / 3).After(j.leaseUntil) {
+		if time.Now().Add(p.cfg.startMargin()).After(j.leaseUntil) {
 			// Healthy renewals keep at least half a lease ahead; this one has
 			// not been renewed for a while. Running it now could overlap with
 			// a rescuer's claim, so the row goes back instead, and so do the
@@ -205,7 +205,7 @@ func (p *Pool) handlerReturned(j *job) (waits bool) {
 	p.mu.Lock()
 	var releases []*job
 	if j.state == jobRunning {
-		j.doneAt = p.cfg.Now()
+		j.doneAt = time.Now()
 		j.route.returned++
 		p.moveLocked(j, jobDone, false)
 		releases = p.dispatchLocked(j.route)

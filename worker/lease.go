@@ -61,14 +61,9 @@ type renewal struct {
 // the handler does when it returns at last is fenced.
 const stuckGrace = 5 * time.Second
 
-// renewTick is how often the renewal loop looks for leases to extend.
-func (c Config) renewTick() time.Duration {
-	return max(min(c.Lease/6, time.Second), 10*time.Millisecond)
-}
-
 // renewLoop extends the leases of every row the pool holds (waiting,
-// running, or finished with the outcome unwritten) once a third of the
-// lease has passed, and cancels handlers whose rows were fenced. (The
+// running, or finished with the outcome unwritten) once less than
+// renewThreshold is left (a third of the lease passed), and cancels handlers whose rows were fenced. (The
 // database learns that a handler starts before it does, from the claim or
 // a start mark: see start.go.) It runs until ctx ends,
 // which is after the last outcome is written at shutdown.
@@ -89,12 +84,13 @@ func (l *leaser) renewLoop(ctx context.Context) {
 	}
 }
 
-// renew renews every lease with less than two thirds of its time left,
+// renew renews every lease with less than renewThreshold (two thirds of
+// the lease) left,
 // except those of handlers stuck past their route's timeout (stuckGrace).
 func (l *leaser) renew(ctx context.Context) error {
 	p := l.p
-	sent := p.cfg.Now()
-	threshold := sent.Add(p.cfg.Lease * 2 / 3)
+	sent := time.Now()
+	threshold := sent.Add(p.cfg.renewThreshold())
 	var due, stuck, cut []*job
 	var batch []renewal
 	p.mu.Lock()

@@ -14,10 +14,10 @@ import (
 // event type, or "" for the default route (every other type).
 type routeState struct {
 	key      string
-	policy   handlers.Policy // with the pool's defaults filled in
-	limit    int             // most rows in handlers at once (Policy.Concurrency)
-	prefetch int             // most rows claimed and waiting beyond limit
-	queue    []*job          // claimed, waiting for a handler, in claim order
+	policy   routePolicy // resolved once, at each sync with the registry
+	limit    int         // most rows in handlers at once (Policy.Concurrency)
+	prefetch int         // most rows claimed and waiting beyond limit
+	queue    []*job      // claimed, waiting for a handler, in claim order
 	running  int
 	waiting  int       // claimed behind the row before them in an ordered key's chain
 	lastRows time.Time // when a claim last gave it rows
@@ -162,8 +162,20 @@ func (p *Pool) retireRouteLocked(rs *routeState) {
 	p.routeGaugesLocked(def)
 }
 
-// resolvePolicy fills a route's policy in with the pool's defaults.
-func (p *Pool) resolvePolicy(pol handlers.Policy) handlers.Policy {
+// routePolicy is a route's policy resolved once (when the route syncs
+// with the registry): handlers.Policy with the pool's defaults filled in,
+// its retry policy, and the cap on the delays its handlers ask for.
+type routePolicy struct {
+	handlers.Policy
+	retry    RetryPolicy
+	maxDelay time.Duration
+}
+
+// resolvePolicy fills a route's policy in with the pool's defaults, and
+// resolves its backoff: the pool's, unless the route sets its own (then
+// what it leaves out comes from the pool's, if that is an
+// ExponentialBackoff).
+func (p *Pool) resolvePolicy(pol handlers.Policy) routePolicy {
 	if pol.Concurrency == 0 {
 		pol.Concurrency = p.cfg.Workers
 	}
@@ -173,7 +185,20 @@ func (p *Pool) resolvePolicy(pol handlers.Policy) handlers.Policy {
 	if pol.Ordered && pol.OnDead == "" {
 		pol.OnDead = handlers.OnDeadBlock
 	}
-	return pol
+	if pol.BackoffBase <= 0 && pol.BackoffMax <= 0 {
+		return routePolicy{Policy: pol, retry: p.cfg.RetryPolicy, maxDelay: p.cfg.MaxRetryDelay}
+	}
+	eb := ExponentialBackoff{Base: pol.BackoffBase, Max: pol.BackoffMax}
+	if def, ok := p.cfg.RetryPolicy.(ExponentialBackoff); ok {
+		eb.Rand = def.Rand
+		if eb.Base == 0 {
+			eb.Base = def.Base
+		}
+		if eb.Max == 0 {
+			eb.Max = max(def.Max, eb.Base)
+		}
+	}
+	return routePolicy{Policy: pol, retry: eb, maxDelay: eb.Max}
 }
 
 // prefetchFor is a route's prefetch: Config.Prefetch for a route of the

@@ -275,7 +275,7 @@ func (l *leaser) markLoop(ctx context.Context) {
 // each mark, unless the statement failed.
 func (l *leaser) writeMarks(ctx context.Context, batch []*startMark, done []int64) error {
 	p := l.p
-	sent := p.cfg.Now()
+	sent := time.Now()
 	live := batch[:0:0]
 	touched := make(map[int64]*claimStarts)
 	var unmark []driver.Lease
@@ -287,7 +287,7 @@ func (l *leaser) writeMarks(ctx context.Context, batch []*startMark, done []int6
 		case context.Cause(m.j.ctx) == errLeaseLost:
 			m.done <- startFenced
 			continue
-		case sent.Add(p.cfg.Lease / 3).After(m.j.leaseUntil):
+		case sent.Add(p.cfg.startMargin()).After(m.j.leaseUntil):
 			// As in dispatchLocked: a lease not renewed for a while could
 			// overlap with a rescuer's claim.
 			m.done <- startAtRisk
