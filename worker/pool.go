@@ -19,6 +19,11 @@ import (
 
 // Pool claims inbox rows and runs their handlers. Create it with New and
 // start it with Run; a Pool runs once.
+//
+// A Pool is the thin owner of the engine's components (see the package
+// documentation), which it wires and starts and stops in Run, and of the
+// books they share under mu: the jobs, the routes, and the one transition
+// of a job's state (moveLocked, job.go).
 type Pool struct {
 	cfg      Config
 	db       *pgxpool.Pool // the engine's own statements
@@ -251,12 +256,14 @@ func (p *Pool) Run(ctx context.Context) error {
 	bg.Go(func() error { p.rescueLoop(bgCtx); return nil })
 	bg.Go(func() error { p.statsLoop(bgCtx); return nil })
 
-	_ = p.leaser.Start(stop)
-
-	_ = p.completer.Start(stop)
+	// The components (service.go): the leaser and the completer run until
+	// the last outcome is written (or the hard deadline), the claimer
+	// until ctx ends; the executor's goroutines start with the jobs.
+	// Their Starts fail only before launching anything, which these do not.
 	p.executor.stopCtx = stop
-
 	p.claimer.stopCtx, p.claimer.work = stop, workCtx
+	_ = p.leaser.Start(stop)
+	_ = p.completer.Start(stop)
 	_ = p.claimer.Start(ctx)
 	<-ctx.Done()
 	p.claimer.Stop()

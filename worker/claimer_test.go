@@ -1,10 +1,10 @@
 package worker
 
-// Unit tests of the scheduling math: they need no database.
+// Unit tests of the claimer (the claim plan, the poison search) and of
+// adapt: they need no database.
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -12,30 +12,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/driver"
-	"github.com/inboxd/inboxd/internal/driver/status"
 )
-
-// unitPool returns a Pool that is never run, on a database pool that never
-// connects: for the parts of the engine that decide without a database.
-func unitPool(t *testing.T, reg *handlers.Registry, cfg Config) *Pool {
-	t.Helper()
-	db, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	p, err := New(db, reg, cfg, zerolog.Nop(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // hold puts n jobs of size bytes on rs's books as running (n > 0) so that
 // the plan sees the room taken.
@@ -242,91 +222,6 @@ func TestAdaptSetsThePrefetchFromTheRate(t *testing.T) {
 	if fixed.prefetch != 3 || fixed.rate != 500 {
 		t.Errorf("fixed prefetch: rate %v, prefetch %d; want the rate measured, the prefetch kept at 3", fixed.rate, fixed.prefetch)
 	}
-}
-
-// fixedRetry retries after the attempt's number of seconds.
-type fixedRetry struct{}
-
-func (fixedRetry) NextRetry(attempt int) time.Duration { return time.Duration(attempt) * time.Second }
-
-func TestOutcome(t *testing.T) {
-	t.Parallel()
-	reg := handlers.NewRegistry()
-	if err := reg.Handle("x", handlers.Ignore(), handlers.MaxAttempts(3), handlers.Timeout(time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	p := unitPool(t, reg, Config{Workers: 2, RetryPolicy: fixedRetry{}, MaxRetryDelay: 10 * time.Second})
-	policy := p.routes["x"].policy
-	j := &job{row: claimedRow{ID: 7, EventID: "e", EventType: "x"}, token: 9}
-	shutdown, stop := context.WithCancelCause(context.Background())
-	stop(errShutdown)
-	timedOut, cancel := context.WithTimeoutCause(context.Background(), 0, errAttemptTimeout)
-	defer cancel()
-	<-timedOut.Done()
-	fail := errors.New("boom")
-	for _, tt := range []struct {
-		name    string
-		ctx     context.Context
-		attempt int
-		err     error
-		outcome string
-		status  status.Status
-		delay   time.Duration
-		release bool
-		errHas  string
-	}{
-		{"success", context.Background(), 1, nil, outcomeProcessed, status.Processed, 0, false, ""},
-		{"retry", context.Background(), 2, fail, outcomeRetried, status.Received, 2 * time.Second, false, "attempt 2 of 3: boom"},
-		{"retry after", context.Background(), 1, handlers.RetryAfter(5*time.Second, fail), outcomeRetried, status.Received, 5 * time.Second, false, "boom"},
-		{"retry after, capped", context.Background(), 1, handlers.RetryAfter(time.Hour, fail), outcomeRetried, status.Received, 10 * time.Second, false, "boom"},
-		{"last attempt", context.Background(), 3, fail, outcomeDead, status.Dead, 0, false, "attempt 3 of 3: boom"},
-		{"permanent", context.Background(), 1, handlers.Permanent(fail), outcomeDead, status.Dead, 0, false, "boom"},
-		{"not sent", context.Background(), 3, handlers.NotSent(fail), outcomeReleased, status.Received, 3 * time.Second, true, "not counted"},
-		{"shutdown", shutdown, 1, fail, outcomeReleased, status.Received, 0, true, "shutdown"},
-		{"permanent at shutdown", shutdown, 1, handlers.Permanent(fail), outcomeDead, status.Dead, 0, false, "boom"},
-		{"timeout", timedOut, 1, fail, outcomeRetried, status.Received, time.Second, false, "timed out"},
-	} {
-		ev := j.row.event()
-		ev.Attempt = tt.attempt
-		r := p.executor.outcome(tt.ctx, j, ev, tt.err, policy)
-		if r.outcome != tt.outcome || r.status != tt.status || r.delay != tt.delay || r.release != tt.release || r.id != 7 || r.token != 9 {
-			t.Errorf("%s: %s %s in %s (release %v), want %s %s in %s (release %v)",
-				tt.name, r.outcome, r.status, r.delay, r.release, tt.outcome, tt.status, tt.delay, tt.release)
-		}
-		if got := ""; r.lastError != nil {
-			got = *r.lastError
-			if tt.errHas == "" || !strings.Contains(got, tt.errHas) {
-				t.Errorf("%s: last error %q, want it to say %q", tt.name, got, tt.errHas)
-			}
-		} else if tt.errHas != "" {
-			t.Errorf("%s: no last error, want one saying %q", tt.name, tt.errHas)
-		}
-	}
-}
-
-// A route's own backoff is resolved once, with what it leaves out taken
-// from the pool's.
-func TestRouteBackoffIsResolvedOnce(t *testing.T) {
-	t.Parallel()
-	reg := handlers.NewRegistry()
-	if err := reg.Handle("own", handlers.Ignore(), handlers.Backoff(time.Minute, 0)); err != nil {
-		t.Fatal(err)
-	}
-	def := ExponentialBackoff{Base: time.Second, Max: 30 * time.Second}
-	p := unitPool(t, reg, Config{RetryPolicy: def, MaxRetryDelay: 20 * time.Second})
-	if got := p.routes[""].policy; !sameBackoff(got.retry, def) || got.maxDelay != 20*time.Second {
-		t.Errorf("default route: %+v, %s; want the pool's", got.retry, got.maxDelay)
-	}
-	if got := p.routes["own"].policy; !sameBackoff(got.retry, ExponentialBackoff{Base: time.Minute, Max: time.Minute}) || got.maxDelay != time.Minute {
-		t.Errorf("own backoff: %+v, %s; want base 1m, max max(30s, 1m)", got.retry, got.maxDelay)
-	}
-}
-
-// sameBackoff reports whether r is an ExponentialBackoff with want's base
-// and max.
-func sameBackoff(r RetryPolicy, want ExponentialBackoff) bool {
-	eb, ok := r.(ExponentialBackoff)
-	return ok && eb.Base == want.Base && eb.Max == want.Max
 }
 
 // A claim that fails on a row's data switches to single-row claims over
