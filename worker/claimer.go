@@ -61,7 +61,7 @@ func (c *claimer) Stop() {
 	c.done.Wait()
 }
 
-// claimLoop claims rows while ctx is live and queues them on their routes.
+// loop claims rows while ctx is live and queues them on their routes.
 // Each route holds up to its concurrency plus its prefetch; the pool holds
 // up to ClaimBytes of rows (payloads, keys, headers). Under a backlog it claims once half the room
 // is free, so every statement takes a large batch; after a notification or

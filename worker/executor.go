@@ -92,7 +92,7 @@ func (e *executor) loop(t execTask) {
 	}
 }
 
-// waitExecutors waits up to d for every running handler to return.
+// wait waits up to d for every running handler to return.
 func (e *executor) wait(d time.Duration) bool {
 	done := make(chan struct{})
 	go func() { e.running.Wait(); close(done) }()
