@@ -127,3 +127,36 @@ func TestHotPathFunctions(t *testing.T) {
 		t.Errorf("poisoned row is %q (%v), want dead", st, err)
 	}
 }
+
+// The ordered variant: a key's head comes with the next row of its key
+// (Pred), and a claim that finds nothing returns no row (the statement's
+// one row then carries only the parked count).
+func TestClaimOrderedChain(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO inbox (source, event_id, event_type, key, payload)
+		VALUES ('s', 'a', 'o', 'k', '{}'), ('s', 'b', 'o', 'k', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	params := ClaimParams{
+		Limit: 10, Rooms: []RouteRoom{{Route: "o", Room: 10, Idle: 10}}, RoutedTypes: []string{"o"}, OpenTypes: []string{"o"},
+		OrderedTypes: []string{"o"}, BlockingTypes: []string{"o"}, MaxBytes: 1 << 20, FirstAlways: true,
+		Chain: 16, Token: 1, Lease: time.Minute, Worker: "w",
+	}
+	c, err := Claim(ctx, db.Pool, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Rows) != 2 {
+		t.Fatalf("claimed %+v, want the head and its follower", c)
+	}
+	slices.SortFunc(c.Rows, func(a, b ClaimedRow) int { return int(a.Rank - b.Rank) })
+	if head, next := c.Rows[0], c.Rows[1]; head.Pred != 0 || next.Pred != head.ID || string(next.Key) != "k" {
+		t.Errorf("head %+v, follower %+v: want the follower's pred to be the head", head, next)
+	}
+	params.Token = 2
+	if c, err := Claim(ctx, db.Pool, params); err != nil || len(c.Rows) != 0 || c.Parked != 0 {
+		t.Errorf("second claim: %+v, %v; want nothing", c, err)
+	}
+}
