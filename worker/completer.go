@@ -3,11 +3,10 @@ package worker
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
+	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/internal/backoff"
@@ -33,20 +32,75 @@ const numCompleters = 2
 // write delay histogram measures it.
 const completeLinger = 5 * time.Millisecond
 
-// completeLoop writes outcomes in batches until the results channel is
-// closed and drained. stop ends at the hard shutdown deadline: until then
-// final states are written even after shutdown began.
-func (p *Pool) completeLoop(stop context.Context) {
+// completer writes the jobs' outcomes (results) in batches, fenced by
+// their lease tokens, with numCompleters statements at most in flight. It
+// is a service: Start launches its goroutines on the hard shutdown
+// deadline's context (until then final states are written, even after
+// shutdown began), Stop closes the results and returns once every one was
+// written or given up on.
+type completer struct {
+	p *Pool
+	// results carries outcomes to the completers; mu guards its closing
+	// against late senders (handlers that ignored cancellation).
+	results chan result
+	mu      sync.RWMutex
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// newCompleter returns the completer of p, with room for capacity
+// outcomes waiting.
+func newCompleter(p *Pool, capacity int) *completer {
+	return &completer{p: p, results: make(chan result, capacity)}
+}
+
+// Start launches the completion goroutines; they write until Stop, giving
+// up on writes once stop (the hard shutdown deadline) ends.
+func (c *completer) Start(stop context.Context) error {
+	for range numCompleters {
+		c.wg.Add(1)
+		go func() { defer c.wg.Done(); c.loop(stop) }()
+	}
+	return nil
+}
+
+// Stop closes the results (later ones are dropped: their rows return when
+// their leases expire) and waits until those submitted were written.
+func (c *completer) Stop() {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.results)
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+// submit hands r to the completion goroutines. After Stop it drops r: the
+// row's lease expires and the rescuer returns it.
+func (c *completer) submit(r result) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		c.p.forget(r.job)
+		return
+	}
+	c.results <- r
+}
+
+// loop writes outcomes in batches until the results channel is closed
+// and drained.
+func (c *completer) loop(stop context.Context) {
 	batch := make([]result, 0, maxCompleteBatch)
 	linger := time.NewTimer(completeLinger)
 	linger.Stop()
-	for first := range p.results {
+	for first := range c.results {
 		batch = append(batch[:0], first)
 		linger.Reset(completeLinger)
 	gather:
 		for len(batch) < maxCompleteBatch {
 			select {
-			case r, ok := <-p.results:
+			case r, ok := <-c.results:
 				if !ok {
 					break gather
 				}
@@ -56,7 +110,7 @@ func (p *Pool) completeLoop(stop context.Context) {
 			}
 		}
 		linger.Stop()
-		p.flush(stop, batch)
+		c.flush(stop, batch)
 	}
 }
 
@@ -66,12 +120,13 @@ func (p *Pool) completeLoop(stop context.Context) {
 // renewals' own failure cannot hand a finished row to another worker. If
 // stop ends first, the rows' leases expire and the rescuer returns them
 // (at-least-once, never lost).
-func (p *Pool) flush(stop context.Context, batch []result) {
+func (c *completer) flush(stop context.Context, batch []result) {
+	p := c.p
 	retry := backoff.NewRetrier(backoff.Exponential{Base: 50 * time.Millisecond, Max: 5 * time.Second})
 	var applied map[int64]bool
 	for {
 		var err error
-		applied, err = p.writeOutcomes(stop, batch)
+		applied, err = c.writeOutcomes(stop, batch)
 		if err == nil {
 			break
 		}
@@ -90,7 +145,7 @@ func (p *Pool) flush(stop context.Context, batch []result) {
 		backoff.Sleep(stop, delay)
 	}
 
-	now := p.cfg.Now()
+	now := time.Now()
 	p.mu.Lock()
 	for _, r := range batch {
 		if r.job != nil && !r.job.doneAt.IsZero() {
@@ -127,41 +182,24 @@ func (p *Pool) flush(stop context.Context, batch []result) {
 
 // writeOutcomes runs the fenced batch completion and returns the ids it
 // applied. Released rows are announced so other workers take them at once.
-func (p *Pool) writeOutcomes(ctx context.Context, batch []result) (map[int64]bool, error) {
+func (c *completer) writeOutcomes(ctx context.Context, batch []result) (map[int64]bool, error) {
+	p := c.p
 	// Sorted by id: the statement then locks the rows in id order (see
 	// sql/complete.sql). In place: the batch is the caller's own.
 	slices.SortFunc(batch, func(a, b result) int { return cmp.Compare(a.id, b.id) })
-	n := len(batch)
-	ids := make([]int64, n)
-	tokens := make([]int64, n)
-	statuses := make([]string, n)
-	delays := make([]int64, n)
-	errs := make([]*string, n)
-	deltas := make([]int32, n)
-	chained := make([]bool, n)
+	completions := make([]driver.Completion, len(batch))
 	released := false
 	for i, r := range batch {
-		ids[i], tokens[i], statuses[i], delays[i], errs[i] = r.id, r.token, string(r.status), r.delay.Milliseconds(), r.lastError
-		chained[i] = r.chained
-		if r.release {
-			deltas[i] = -1
-			released = true
-		}
+		completions[i] = driver.Completion{ID: r.id, Token: r.token, Status: r.status, Delay: r.delay,
+			Error: r.lastError, Release: r.release, Chained: r.chained}
+		released = released || r.release
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
 	defer cancel()
 	ordered, blocking := p.orderedTypes()
-	rows, err := p.db.Query(ctx, driver.CompleteSQL[driver.Variant(ordered)], pgx.NamedArgs{
-		"ids": ids, "tokens": tokens, "statuses": statuses, "delays_ms": delays,
-		"errors": errs, "attempts_delta": deltas, "chained": chained,
-		"ordered_types": ordered, "blocking_types": blocking,
-	})
+	got, err := driver.Complete(ctx, p.db, completions, driver.Ordering{OrderedTypes: ordered, BlockingTypes: blocking})
 	if err != nil {
-		return nil, fmt.Errorf("complete batch: %w", err)
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("complete batch: %w", err)
+		return nil, err
 	}
 	applied := make(map[int64]bool, len(got))
 	for _, id := range got {

@@ -120,9 +120,6 @@ type Config struct {
 	TxConns int
 	// ID names this worker in the locked_by column (default host-pid).
 	ID string
-	// Now returns the current time; nil uses time.Now. It drives lease
-	// bookkeeping.
-	Now func() time.Time
 
 	adaptivePrefetch bool // Prefetch was left to the pool (set by withDefaults)
 }
@@ -184,7 +181,7 @@ func (c Config) withDefaults() Config {
 		c.PollInterval = DefaultPollInterval
 	}
 	if c.RescueInterval == 0 {
-		c.RescueInterval = min(max(c.Lease/2, time.Second), 30*time.Second)
+		c.RescueInterval = c.defaultRescueInterval()
 	}
 	if c.StatsInterval == 0 {
 		c.StatsInterval = DefaultStatsInterval
@@ -201,9 +198,6 @@ func (c Config) withDefaults() Config {
 	if c.ID == "" {
 		host, _ := os.Hostname()
 		c.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
-	if c.Now == nil {
-		c.Now = time.Now
 	}
 	return c
 }

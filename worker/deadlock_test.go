@@ -131,12 +131,12 @@ func TestRenewalAndCompletionDoNotDeadlock(t *testing.T) {
 	}
 
 	renew := goStatement(func() error {
-		_, err := p.renewRows(ctx, []renewal{{id: id[0], token: token}, {id: id[1], token: token}, {id: id[2], token: token}})
+		_, err := p.leaser.renewRows(ctx, []renewal{{id: id[0], token: token}, {id: id[1], token: token}, {id: id[2], token: token}})
 		return err
 	})
 	b.waitLocked(t, renew, "lease_expires_at")
 	complete := goStatement(func() error {
-		_, err := p.writeOutcomes(ctx, []result{
+		_, err := p.completer.writeOutcomes(ctx, []result{
 			{id: id[2], token: token, status: status.Processed},
 			{id: id[0], token: token, status: status.Processed},
 		})
@@ -197,13 +197,13 @@ func TestRenewalCompletionStress(t *testing.T) {
 					for i, id := range ids {
 						rs[i] = renewal{id: id, token: token}
 					}
-					_, err = p.renewRows(ctx, rs)
+					_, err = p.leaser.renewRows(ctx, rs)
 				} else {
 					res := make([]result, len(ids))
 					for i, id := range ids {
 						res[i] = result{id: id, token: token, status: status.Received}
 					}
-					_, err = p.writeOutcomes(ctx, res)
+					_, err = p.completer.writeOutcomes(ctx, res)
 					rearm()
 				}
 				if err != nil {

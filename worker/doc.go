@@ -29,6 +29,27 @@
 // trigger sends once per INSERT statement, and poll every PollInterval as a
 // fallback, so a row inserted by plain SQL is picked up within a second.
 //
+// The engine's parts, each its own type and file, with the start/stop
+// contract of service.go where it has goroutines:
+//
+//   - the claimer (claimer.go): the claim loop, the claim plan (what the
+//     next claim may take from the routes' room and the bytes held), and
+//     the poison search (the row whose data makes claims fail);
+//   - the executor (executor.go): runs each dispatched job's handler on a
+//     reused goroutine and turns its error into an outcome by the route's
+//     policy (resolved once per route, route.go);
+//   - the completer (completer.go): writes the outcomes in fenced batches;
+//   - the leaser (lease.go, start.go): renews the leases and records the
+//     handlers' starts;
+//   - the Pool (pool.go, job.go, route.go): wires them, runs Run and the
+//     shutdown, and keeps the books they share: every job state change
+//     goes through Pool.moveLocked, which keeps the route counts, the bytes
+//     held and the gauges.
+//
+// The lease's fractions (when to renew, how often to look, the margin a
+// row needs to start) are in lease_fractions.go. The SQL is the inbox
+// driver's (internal/driver).
+//
 // Run stops in two steps: on cancellation it stops claiming and lets
 // in-flight handlers finish within ShutdownTimeout, then cancels the rest and
 // releases their rows (back to `received`, attempt not counted) so another

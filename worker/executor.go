@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/handlers"
@@ -20,12 +22,97 @@ import (
 // maxErrorLen caps last_error so a huge error message cannot bloat rows.
 const maxErrorLen = 2000
 
+// executor runs the handlers of the jobs the pool dispatches: each job on
+// a goroutine of its own, an idle one reused when there is one (see loop),
+// marked started first (the leaser), its outcome decided by its route's
+// policy and handed to the completer. It is a service: Start does nothing
+// (goroutines start with the jobs), Stop ends the idle goroutines; wait
+// waits for the jobs' handlers.
+type executor struct {
+	p       *Pool
+	txdb    *pgxpool.Pool   // transactional handlers' transactions; set before jobs run
+	stopCtx context.Context // ends at the hard shutdown deadline; set before jobs run
+	idle    chan execTask   // unbuffered: idle goroutines wait for a job on it
+	quit    chan struct{}   // closed by Stop: idle goroutines end
+	stopped sync.Once
+	running sync.WaitGroup // the jobs handed over and not yet done
+}
+
+// newExecutor returns the executor of p.
+func newExecutor(p *Pool) *executor {
+	return &executor{p: p, idle: make(chan execTask), quit: make(chan struct{})}
+}
+
+// Start does nothing: the goroutines start with the jobs (run).
+func (e *executor) Start(context.Context) error { return nil }
+
+// Stop ends the idle goroutines; those running a job end after it.
+func (e *executor) Stop() { e.stopped.Do(func() { close(e.quit) }) }
+
+// run hands t to an idle goroutine, or to a new one. Pool.mu is held (by
+// dispatchLocked): it never blocks.
+func (e *executor) run(t execTask) {
+	e.running.Add(1)
+	select {
+	case e.idle <- t: // an idle goroutine takes it
+	default:
+		go e.loop(t)
+	}
+}
+
+// execTask is one job handed to an executor, with its route's policy at
+// dispatch.
+type execTask struct {
+	j      *job
+	policy routePolicy
+}
+
+// executorIdle is how long an executor goroutine waits for its next job
+// before it ends.
+const executorIdle = 2 * time.Second
+
+// executor runs t, then the jobs handed to it while it waits idle (on
+// executor.idle), until it has waited executorIdle or the pool stopped.
+// Reusing goroutines keeps their grown stacks: a new goroutine per row
+// spent a sixth of the process's time growing stacks.
+func (e *executor) loop(t execTask) {
+	idle := time.NewTimer(executorIdle)
+	defer idle.Stop()
+	for {
+		e.execute(t.j, t.policy)
+		e.running.Done()
+		idle.Reset(executorIdle)
+		select {
+		case t = <-e.idle:
+		case <-idle.C:
+			return
+		case <-e.quit:
+			return
+		}
+	}
+}
+
+// wait waits up to d for every running handler to return.
+func (e *executor) wait(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { e.running.Wait(); close(done) }()
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 // execute runs the handler for one claimed row, started by its route's
 // dispatch with the route's policy at that moment, once the database knows
 // it starts, and submits the outcome.
-func (p *Pool) execute(j *job, policy handlers.Policy) {
+func (e *executor) execute(j *job, policy routePolicy) {
+	p := e.p
 	defer j.cancel(nil)
-	if !p.markStarted(j) {
+	if !p.leaser.markStarted(j) {
 		return // fenced or given back: not run
 	}
 	ev := j.row.event()
@@ -39,16 +126,15 @@ func (p *Pool) execute(j *job, policy handlers.Policy) {
 		// renewed meanwhile; a row whose handler could not run for want of
 		// one costs no attempt.
 		var err error
-		if tx, err = p.txdb.Begin(j.ctx); err != nil {
+		if tx, err = e.txdb.Begin(j.ctx); err != nil {
 			p.metrics.dbErrors.WithLabelValues("tx").Inc()
-			p.handlerReturned(j)
-			p.follow(j, false)
+			waits := p.handlerReturned(j)
+			p.follow(j, waits, false)
 			r := p.releaseResult(j, fmt.Sprintf("released unattempted: no transaction for its handler: %v", err))
 			if context.Cause(j.ctx) == nil {
-				retry, _ := p.retryPolicy(policy)
-				r.delay = retry.NextRetry(1) // the database is unwell: not at once
+				r.delay = policy.retry.NextRetry(1) // the database is unwell: not at once
 			}
-			p.submit(r)
+			p.completer.submit(r)
 			return
 		}
 		// Whatever happens below, an unfinished transaction is rolled back;
@@ -62,16 +148,16 @@ func (p *Pool) execute(j *job, policy handlers.Policy) {
 		ctx, cancel = context.WithTimeoutCause(ctx, policy.Timeout, errAttemptTimeout)
 		defer cancel()
 		p.mu.Lock()
-		j.stuckAfter = p.cfg.Now().Add(policy.Timeout + stuckGrace)
+		j.stuckAfter = time.Now().Add(policy.Timeout + stuckGrace)
 		p.mu.Unlock()
 	}
 	var err error
 	if route.Tx {
 		var committed, fenced bool
-		committed, fenced, err = p.runTx(ctx, tx, j, ev, h)
+		committed, fenced, err = e.runTx(ctx, tx, j, ev, h)
 		if committed || fenced {
-			p.handlerReturned(j)
-			p.follow(j, committed)
+			waits := p.handlerReturned(j)
+			p.follow(j, waits, committed)
 			p.forget(j)
 			if committed {
 				p.metrics.completed.WithLabelValues(outcomeProcessed, p.typeLabel(ev.EventType)).Inc()
@@ -82,10 +168,10 @@ func (p *Pool) execute(j *job, policy handlers.Policy) {
 	} else {
 		err = h.Handle(ctx, ev)
 	}
-	p.handlerReturned(j)
-	r := p.outcome(ctx, j, ev, err, policy)
-	r.chained = p.follow(j, r.outcome == outcomeProcessed || (r.outcome == outcomeDead && policy.OnDead == handlers.OnDeadSkip))
-	p.submit(r)
+	waits := p.handlerReturned(j)
+	r := e.outcome(ctx, j, ev, err, policy)
+	r.chained = p.follow(j, waits, r.outcome == outcomeProcessed || (r.outcome == outcomeDead && policy.OnDead == handlers.OnDeadSkip))
+	p.completer.submit(r)
 }
 
 // errAttemptTimeout is the cause of a handler's context ending at its
@@ -98,31 +184,25 @@ var errAttemptTimeout = errors.New("attempt timed out (the route's timeout)")
 // reports that the row is processed with the handler's writes; fenced that
 // the lease was lost (everything rolled back). Otherwise err is the
 // attempt's failure, and nothing was written (the caller rolls tx back).
-func (p *Pool) runTx(ctx context.Context, tx pgx.Tx, j *job, ev *handlers.Event, h handlers.Handler) (committed, fenced bool, err error) {
+func (e *executor) runTx(ctx context.Context, tx pgx.Tx, j *job, ev *handlers.Event, h handlers.Handler) (committed, fenced bool, err error) {
+	p := e.p
 	if err := h.Handle(handlers.ContextWithTx(ctx, tx), ev); err != nil {
 		return false, false, err
 	}
 	// The handler succeeded: mark and commit even if shutdown cancels the
 	// handler's context now (the work is done), within the statement
 	// timeout and the hard deadline. A lost lease still fences the mark.
-	done := p.cfg.Now()
-	wctx, cancel := context.WithTimeout(p.stop, p.cfg.StatementTimeout)
+	done := time.Now()
+	wctx, cancel := context.WithTimeout(e.stopCtx, p.cfg.StatementTimeout)
 	defer cancel()
 	ordered, blocking := p.orderedTypes()
-	rows, err := tx.Query(wctx, driver.CompleteTxSQL[driver.Variant(ordered)], pgx.NamedArgs{
-		"id": j.row.ID, "token": j.token, "chained": p.chained(j),
-		"ordered_types": ordered, "blocking_types": blocking,
-	})
+	marked, err := driver.CompleteTx(wctx, tx, j.row.ID, j.token, p.chained(j),
+		driver.Ordering{OrderedTypes: ordered, BlockingTypes: blocking})
 	if err != nil {
 		p.metrics.dbErrors.WithLabelValues("tx").Inc()
-		return false, false, fmt.Errorf("mark processed: %w", err)
+		return false, false, err
 	}
-	marked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		p.metrics.dbErrors.WithLabelValues("tx").Inc()
-		return false, false, fmt.Errorf("mark processed: %w", err)
-	}
-	if len(marked) == 0 {
+	if !marked {
 		p.metrics.fenced.Inc()
 		p.log.Warn().Int64("row_id", ev.ID).Str("event_id", ev.EventID).Str("event_type", ev.EventType).
 			Msg("fenced: lease lost while the transactional handler ran; its writes are rolled back")
@@ -135,7 +215,7 @@ func (p *Pool) runTx(ctx context.Context, tx pgx.Tx, j *job, ev *handlers.Event,
 		p.metrics.dbErrors.WithLabelValues("tx").Inc()
 		return false, false, fmt.Errorf("commit: %w", err)
 	}
-	p.metrics.outcomeWriteDelay.Observe(p.cfg.Now().Sub(done).Seconds())
+	p.metrics.outcomeWriteDelay.Observe(time.Now().Sub(done).Seconds())
 	p.signalOrdered(ev.EventType)
 	return true, false, nil
 }
@@ -195,7 +275,8 @@ func (p *Pool) recoverPanic(ev *handlers.Event, err *error) {
 
 // outcome turns a handler's error into the row's next state, by its
 // route's policy.
-func (p *Pool) outcome(ctx context.Context, j *job, ev *handlers.Event, err error, policy handlers.Policy) result {
+func (e *executor) outcome(ctx context.Context, j *job, ev *handlers.Event, err error, policy routePolicy) result {
+	p := e.p
 	r := result{job: j, id: j.row.ID, token: j.token, eventID: ev.EventID, eventType: ev.EventType,
 		typeLabel: p.typeLabel(ev.EventType)}
 	switch {
@@ -210,17 +291,15 @@ func (p *Pool) outcome(ctx context.Context, j *job, ev *handlers.Event, err erro
 		// The event never reached the target: the attempt is not counted,
 		// whatever the attempts left (see handlers.NotSent).
 		r = p.releaseResult(j, fmt.Sprintf("attempt %d not counted, event not sent: %v", ev.Attempt, err))
-		retry, _ := p.retryPolicy(policy)
-		r.delay = retry.NextRetry(max(ev.Attempt, 1))
+		r.delay = policy.retry.NextRetry(max(ev.Attempt, 1))
 	case ev.Attempt >= policy.MaxAttempts:
 		r.status, r.outcome = status.Dead, outcomeDead
 		r.lastError = errText(fmt.Errorf("attempt %d of %d: %w", ev.Attempt, policy.MaxAttempts, err))
 	default:
 		r.status, r.outcome = status.Received, outcomeRetried
-		retry, maxDelay := p.retryPolicy(policy)
-		r.delay = retry.NextRetry(ev.Attempt)
+		r.delay = policy.retry.NextRetry(ev.Attempt)
 		if d, ok := handlers.RetryDelay(err); ok {
-			r.delay = min(max(d, 0), maxDelay)
+			r.delay = min(max(d, 0), policy.maxDelay)
 		}
 		if context.Cause(ctx) == errAttemptTimeout {
 			err = fmt.Errorf("%w after %s: %w", errAttemptTimeout, policy.Timeout, err)
@@ -231,23 +310,10 @@ func (p *Pool) outcome(ctx context.Context, j *job, ev *handlers.Event, err erro
 }
 
 // retryPolicy is the retry policy of a route with policy, and the cap on
-// the delays its handlers ask for: the pool's, unless the route sets its
-// own backoff.
-func (p *Pool) retryPolicy(policy handlers.Policy) (RetryPolicy, time.Duration) {
-	if policy.BackoffBase <= 0 && policy.BackoffMax <= 0 {
-		return p.cfg.RetryPolicy, p.cfg.MaxRetryDelay
-	}
-	eb := ExponentialBackoff{Base: policy.BackoffBase, Max: policy.BackoffMax}
-	if def, ok := p.cfg.RetryPolicy.(ExponentialBackoff); ok {
-		eb.Rand = def.Rand
-		if eb.Base == 0 {
-			eb.Base = def.Base
-		}
-		if eb.Max == 0 {
-			eb.Max = max(def.Max, eb.Base)
-		}
-	}
-	return eb, eb.Max
+// the delays its handlers ask for, as resolved when the route synced (for
+// the rescuer).
+func (p *Pool) retryPolicy(policy routePolicy) (RetryPolicy, time.Duration) {
+	return policy.retry, policy.maxDelay
 }
 
 // releaseResult returns the row unattempted: received, due now, attempt not

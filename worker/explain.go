@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -24,7 +23,7 @@ func explainClaim(ctx context.Context, db *pgxpool.Pool, registry *handlers.Regi
 	if err != nil {
 		return "", err
 	}
-	req, _, _ := p.claimPlan()
+	req, _, _ := p.claimer.plan()
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
@@ -35,14 +34,9 @@ func explainClaim(ctx context.Context, db *pgxpool.Pool, registry *handlers.Regi
 			return "", fmt.Errorf("explain claim: %w", err)
 		}
 	}
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS)\n"+driver.ClaimSQL[driver.Variant(req.ordered)],
-		p.claimArgs(req, 0, []int64{}))
+	lines, err := driver.ExplainClaim(ctx, tx, p.claimer.params(req, 0, nil))
 	if err != nil {
-		return "", fmt.Errorf("explain claim: %w", err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return "", fmt.Errorf("explain claim: %w", err)
+		return "", err
 	}
 	return strings.Join(lines, "\n"), nil
 }

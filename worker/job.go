@@ -4,18 +4,16 @@ import (
 	"context"
 	"slices"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/inboxd/inboxd/handlers"
 )
 
 // jobState is where a claimed row is in this worker.
 type jobState uint8
 
 const (
+	// jobClaimed: claimed, not yet on the books (track puts it there).
+	jobClaimed jobState = iota
 	// jobQueued: claimed, waiting in its route's queue for a handler.
-	jobQueued jobState = iota
+	jobQueued
 	// jobRunning: its handler runs.
 	jobRunning
 	// jobWaiting: claimed behind the row before it in its ordered key's
@@ -30,7 +28,8 @@ const (
 )
 
 // job is one claimed row, from its claim until its outcome is written (or
-// found fenced). The fields after the comment are guarded by Pool.mu.
+// found fenced). The fields after the comment are guarded by Pool.mu; its
+// state changes only through Pool.moveLocked.
 type job struct {
 	ctx    context.Context // the handler's; cancelled on lease loss or shutdown
 	cancel context.CancelCauseFunc
@@ -59,178 +58,13 @@ type job struct {
 	next        *job       // the next row of its key's chain, waiting for this one (jobWaiting); see follow
 }
 
-// routeState is one route's share of the pool: how many of its rows may
-// run at once and wait claimed, and those it holds. The key is the routed
-// event type, or "" for the default route (every other type).
-type routeState struct {
-	key      string
-	policy   handlers.Policy // with the pool's defaults filled in
-	limit    int             // most rows in handlers at once (Policy.Concurrency)
-	prefetch int             // most rows claimed and waiting beyond limit
-	queue    []*job          // claimed, waiting for a handler, in claim order
-	running  int
-	waiting  int       // claimed behind the row before them in an ordered key's chain
-	lastRows time.Time // when a claim last gave it rows
-	gauges   *routeGauges
-
-	// Adaptive prefetch (Config.Prefetch left at 0): the route's handling
-	// rate, measured from its handlers' returns.
-	basePrefetch int       // the prefetch it never goes below
-	returned     int64     // handlers returned so far
-	rateFrom     int64     // returned at rateAt
-	rateAt       time.Time // when the rate was last updated
-	rate         float64   // handlers returned per second, smoothed
-}
-
-// prefetchHorizon is how much of a route's work, at its measured rate, an
-// adaptive prefetch holds waiting: enough for the handlers never to wait
-// for a claim, little enough that one replica does not sit on rows another
-// could run.
-const prefetchHorizon = 250 * time.Millisecond
-
-// adapt updates rs's measured rate and, when maxPrefetch > 0, sets its
-// prefetch to about prefetchHorizon of work, between its base and
-// maxPrefetch. Pool.mu must be held.
-func (rs *routeState) adapt(now time.Time, maxPrefetch int) {
-	if rs.rateAt.IsZero() {
-		rs.rateAt, rs.rateFrom = now, rs.returned
-		return
-	}
-	dt := now.Sub(rs.rateAt)
-	if dt < 100*time.Millisecond {
-		return
-	}
-	inst := float64(rs.returned-rs.rateFrom) / dt.Seconds()
-	if dt > 5*time.Second {
-		rs.rate = inst // an old rate says nothing: start afresh
-	} else {
-		rs.rate = 0.5*rs.rate + 0.5*inst
-	}
-	rs.rateAt, rs.rateFrom = now, rs.returned
-	if maxPrefetch > 0 {
-		want := int(rs.rate * prefetchHorizon.Seconds())
-		rs.prefetch = min(maxPrefetch, max(rs.basePrefetch, want))
-	}
-}
-
-func (rs *routeState) held() int { return len(rs.queue) + rs.running + rs.waiting }
-
-// room is how many more rows the route may claim now.
-func (rs *routeState) room() int { return max(0, rs.limit+rs.prefetch-rs.held()) }
-
-// idle is how many of the rows claimed now would start at once.
-func (rs *routeState) idle() int { return max(0, rs.limit-rs.held()) }
-
-// startSoon is how many of the rows claimed now the claim marks started:
-// those that start at once (idle), and those expected to start within
-// premarkHorizon at the route's measured rate behind the rows already
-// queued. Marking them in the claim costs no statement of its own (see
-// premarkHorizon).
-func (rs *routeState) startSoon() int {
-	return rs.idle() + max(0, int(rs.rate*premarkHorizon.Seconds())-len(rs.queue))
-}
-
-// routeFor returns the route state for eventType: its own route's if the
-// registry routes it, else the default route's. Pool.mu must be held.
-func (p *Pool) routeForLocked(eventType string) *routeState {
-	if rs, ok := p.routes[eventType]; ok {
-		return rs
-	}
-	return p.routes[""]
-}
-
-// syncRoutesLocked makes the route states follow the registry: new routes
-// get a state, changed ones their new policy; routes that are gone are
-// retired (retireRouteLocked): their rows fall to the default route at
-// once. Pool.mu must be held; the caller dispatches the routes afterwards.
-func (p *Pool) syncRoutesLocked(reg *handlers.Registry) {
-	if p.routes == nil {
-		p.routes = make(map[string]*routeState)
-	}
-	want := append(reg.Routes(), reg.Default())
-	seen := make(map[string]bool, len(want))
-	for _, r := range want {
-		seen[r.Type] = true
-		rs := p.routes[r.Type]
-		if rs == nil {
-			rs = &routeState{key: r.Type}
-			p.routes[r.Type] = rs
-		}
-		rs.policy = p.resolvePolicy(r.Policy)
-		rs.limit = rs.policy.Concurrency
-		rs.basePrefetch = p.prefetchFor(rs.limit)
-		if !p.cfg.adaptivePrefetch || rs.prefetch < rs.basePrefetch {
-			rs.prefetch = rs.basePrefetch // an adapted prefetch survives a reload
-		}
-		p.routeGaugesLocked(rs)
-	}
-	for k, rs := range p.routes {
-		if !seen[k] {
-			p.retireRouteLocked(rs)
-		}
-	}
-}
-
-// retireRouteLocked takes rs, a route the registry no longer has, off the
-// books: claims no longer give it rows (they go to the default route, and
-// its type is no longer ordered), and the rows it holds move to the default
-// route: those not started (queued, or waiting in a key's chain) run with
-// its policy, and those running count against its concurrency until they
-// return (each attempt keeps the policy it started with). Nothing refers to
-// rs after that; its gauges go at once. Pool.mu must be held; the caller
-// dispatches the default route.
-func (p *Pool) retireRouteLocked(rs *routeState) {
-	def := p.routes[""]
-	delete(p.routes, rs.key)
-	def.queue = append(def.queue, rs.queue...)
-	for _, j := range p.jobs {
-		if j.route == rs {
-			j.route = def
-		}
-	}
-	def.running += rs.running
-	def.waiting += rs.waiting
-	rs.queue, rs.running, rs.waiting = nil, 0, 0
-	if rs.gauges != nil {
-		p.metrics.routeLimit.DeleteLabelValues(rs.key)
-		p.metrics.routeRunning.DeleteLabelValues(rs.key)
-		p.metrics.routeQueued.DeleteLabelValues(rs.key)
-		rs.gauges = nil
-	}
-	p.routeGaugesLocked(def)
-}
-
-// resolvePolicy fills a route's policy in with the pool's defaults.
-func (p *Pool) resolvePolicy(pol handlers.Policy) handlers.Policy {
-	if pol.Concurrency == 0 {
-		pol.Concurrency = p.cfg.Workers
-	}
-	if pol.MaxAttempts == 0 {
-		pol.MaxAttempts = p.cfg.MaxAttempts
-	}
-	if pol.Ordered && pol.OnDead == "" {
-		pol.OnDead = handlers.OnDeadBlock
-	}
-	return pol
-}
-
-// prefetchFor is a route's prefetch: Config.Prefetch for a route of the
-// default concurrency, in proportion for others, at least one when
-// prefetching at all.
-func (p *Pool) prefetchFor(limit int) int {
-	if p.cfg.Prefetch <= 0 {
-		return 0
-	}
-	return min(p.cfg.ClaimBatch, max(1, p.cfg.Prefetch*limit/p.cfg.Workers))
-}
-
 // track adds claimed jobs to the books and their routes' queues, in claim
 // order, and starts what may start.
 func (p *Pool) track(jobs []*job) {
 	p.mu.Lock()
 	var releases []*job
 	touched := make(map[*routeState]bool)
-	now := p.cfg.Now()
+	now := time.Now()
 	for _, j := range jobs {
 		if c := p.claims[j.token]; c != nil {
 			c.held++
@@ -239,16 +73,13 @@ func (p *Pool) track(jobs []*job) {
 		}
 		j.route = p.routeForLocked(j.row.EventType)
 		j.route.lastRows = now
-		p.queued++
-		p.heldBytes += j.size
 		// A chain's follower waits for the row before it, claimed by the
 		// same statement (so already on the books).
 		if pred, ok := p.jobs[j.row.Pred]; ok && j.row.Pred != 0 && pred.token == j.token && pred.next == nil {
 			pred.next = j
-			j.state = jobWaiting
-			j.route.waiting++
+			p.moveLocked(j, jobWaiting, false)
 		} else {
-			j.route.queue = append(j.route.queue, j)
+			p.moveLocked(j, jobQueued, false)
 		}
 		p.jobs[j.row.ID] = j
 		touched[j.route] = true
@@ -256,7 +87,6 @@ func (p *Pool) track(jobs []*job) {
 	for rs := range touched {
 		releases = append(releases, p.dispatchLocked(rs)...)
 	}
-	p.updateGaugesLocked()
 	p.mu.Unlock()
 	p.releaseAtRisk(releases)
 }
@@ -270,47 +100,33 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 		if j.suspect && p.suspectRunning && context.Cause(j.ctx) != errLeaseLost {
 			break // it waits for the suspect that runs (see job.suspect)
 		}
-		rs.queue[0] = nil
-		rs.queue = rs.queue[1:]
-		p.queued--
 		if context.Cause(j.ctx) == errLeaseLost {
 			// Fenced while waiting: the row is someone else's; no outcome
 			// to write. The rows of its key's chain behind it go back (their
 			// leases, renewed with it, are at risk or lost too).
-			p.heldBytes -= j.size
-			j.state = jobDone
+			p.moveLocked(j, jobDone, false)
 			p.forgetLocked(j)
 			atRisk = append(atRisk, p.cutChainLocked(j)...)
 			continue
 		}
-		if p.cfg.Now().Add(p.cfg.Lease / 3).After(j.leaseUntil) {
+		if time.Now().Add(p.cfg.startMargin()).After(j.leaseUntil) {
 			// Healthy renewals keep at least half a lease ahead; this one has
 			// not been renewed for a while. Running it now could overlap with
 			// a rescuer's claim, so the row goes back instead, and so do the
 			// rows of its key's chain behind it.
-			p.heldBytes -= j.size
-			j.state = jobDone
+			p.moveLocked(j, jobDone, false)
 			atRisk = append(atRisk, j)
 			atRisk = append(atRisk, p.cutChainLocked(j)...)
 			continue
 		}
 		// Its bytes stay held until the handler returns. Its executor
 		// marks it started first, unless the claim did (see start.go).
-		j.state = jobRunning
+		p.moveLocked(j, jobRunning, false)
 		p.suspectRunning = p.suspectRunning || j.suspect
-		rs.running++
-		p.running++
-		p.executors.Add(1)
 		// The policy is read under the lock: a reload may change it.
-		t := execTask{j: j, policy: rs.policy}
-		select {
-		case p.idleExec <- t: // an idle executor takes it
-		default:
-			go p.executor(t)
-		}
+		p.executor.run(execTask{j: j, policy: rs.policy})
 	}
-	p.premarkLocked(rs)
-	p.routeGaugesLocked(rs)
+	p.leaser.premarkLocked(rs)
 	return atRisk
 }
 
@@ -320,29 +136,23 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 func (p *Pool) cutChainLocked(j *job) []*job {
 	var cut []*job
 	for n := j.next; n != nil && n.state == jobWaiting; n = n.next {
-		n.state = jobDone
-		n.route.waiting--
-		p.queued--
-		p.heldBytes -= n.size
+		p.moveLocked(n, jobDone, false)
 		cut = append(cut, n)
 	}
 	j.next = nil
 	return cut
 }
 
-// follow ends j's part in its key's chain once j's handler returned, and
-// reports whether a row waited behind j: if j
-// ended so that its key may go on (proceed: processed, or dead on a route
-// that skips), the next row of the chain joins the front of its route's
-// queue; otherwise the rows waiting behind j go back unstarted, and a
-// later claim finds them behind j (parking them while j waits to be
-// retried, or blocks its key).
-func (p *Pool) follow(j *job, proceed bool) (chained bool) {
-	// Read unlocked first: j.next is set by track before j is dispatched,
-	// and changes after only in follow, run by j's own executor; most rows
-	// have no chain and need not take the lock for it.
-	if j.next == nil {
-		return false
+// follow ends j's part in its key's chain once j's handler returned
+// (waits: handlerReturned found a row waiting behind j), and reports
+// whether a row waited behind j: if j ended so that its key may go on
+// (proceed: processed, or dead on a route that skips), the next row of the
+// chain joins the front of its route's queue; otherwise the rows waiting
+// behind j go back unstarted, and a later claim finds them behind j
+// (parking them while j waits to be retried, or blocks its key).
+func (p *Pool) follow(j *job, waits, proceed bool) (chained bool) {
+	if !waits {
+		return false // most rows have no chain: no second lock for it
 	}
 	p.mu.Lock()
 	n := j.next
@@ -353,19 +163,15 @@ func (p *Pool) follow(j *job, proceed bool) (chained bool) {
 	var atRisk, cut []*job
 	if proceed && !p.stopping && n.state == jobWaiting && context.Cause(j.ctx) != errLeaseLost {
 		j.next = nil
-		n.state = jobQueued
-		n.route.waiting--
-		n.route.queue = slices.Insert(n.route.queue, 0, n)
+		p.moveLocked(n, jobQueued, true)
 		atRisk = p.dispatchLocked(n.route)
 	} else {
 		cut = p.cutChainLocked(j)
-		p.routeGaugesLocked(j.route)
 	}
-	p.updateGaugesLocked()
 	p.mu.Unlock()
 	p.releaseAtRisk(atRisk)
 	for _, c := range cut {
-		p.submit(p.releaseResult(c, "released unstarted: the row before it in its key did not finish"))
+		p.completer.submit(p.releaseResult(c, "released unstarted: the row before it in its key did not finish"))
 	}
 	return true
 }
@@ -374,7 +180,9 @@ func (p *Pool) follow(j *job, proceed bool) (chained bool) {
 // worker: j's completion then need not unpark it (follow runs it, or gives
 // it back due).
 func (p *Pool) chained(j *job) bool {
-	return j.next != nil // see follow: j's executor may read it unlocked
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return j.next != nil
 }
 
 // releaseAtRisk gives back, unattempted, rows whose leases could not be
@@ -384,23 +192,22 @@ func (p *Pool) releaseAtRisk(jobs []*job) {
 		p.metrics.leaseAtRisk.Inc()
 		p.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
 			Msg("lease not renewed in time: giving the row back unstarted")
-		p.submit(p.releaseResult(j, "released unstarted: its lease could not be renewed in time"))
+		p.completer.submit(p.releaseResult(j, "released unstarted: its lease could not be renewed in time"))
 	}
 }
 
 // handlerReturned marks j's handler finished: its slot and bytes are free
 // (the route may start its next row), its lease is kept until the outcome
-// is written.
-func (p *Pool) handlerReturned(j *job) {
+// is written. It reports whether a row of j's key waits behind j, for
+// follow: j.next is read under the lock here, and after j is done only
+// j's own executor (follow) changes it.
+func (p *Pool) handlerReturned(j *job) (waits bool) {
 	p.mu.Lock()
 	var releases []*job
 	if j.state == jobRunning {
-		j.state = jobDone
-		j.doneAt = p.cfg.Now()
-		j.route.running--
+		j.doneAt = time.Now()
 		j.route.returned++
-		p.running--
-		p.heldBytes -= j.size
+		p.moveLocked(j, jobDone, false)
 		releases = p.dispatchLocked(j.route)
 		if j.suspect {
 			// The next suspect, whatever its route, may go.
@@ -410,11 +217,12 @@ func (p *Pool) handlerReturned(j *job) {
 			}
 		}
 	}
-	p.updateGaugesLocked()
+	waits = j.next != nil
 	p.mu.Unlock()
 	j.row.Payload, j.row.Key = nil, nil // the handler is done with them
 	p.releaseAtRisk(releases)
 	signal(p.freed)
+	return waits
 }
 
 // abandon marks a queued or running job done without an outcome from its
@@ -424,28 +232,11 @@ func (p *Pool) abandon(j *job) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch j.state {
-	case jobQueued:
-		p.queued--
-		for i, q := range j.route.queue {
-			if q == j {
-				j.route.queue = append(j.route.queue[:i], j.route.queue[i+1:]...)
-				break
-			}
-		}
-	case jobRunning:
-		p.running--
-		j.route.running--
-	case jobWaiting:
-		p.queued--
-		j.route.waiting--
-	default:
-		return false
+	case jobQueued, jobRunning, jobWaiting:
+		p.moveLocked(j, jobDone, false)
+		return true
 	}
-	j.state = jobDone
-	p.heldBytes -= j.size
-	p.updateGaugesLocked()
-	p.routeGaugesLocked(j.route)
-	return true
+	return false
 }
 
 // forget removes j from the books once its outcome is written or fenced.
@@ -470,32 +261,70 @@ func (p *Pool) forgetLocked(j *job) {
 	}
 }
 
-func (p *Pool) updateGaugesLocked() {
-	p.metrics.inflight.Set(float64(p.queued + p.running))
-	p.metrics.heldBytes.Set(float64(p.heldBytes))
-}
-
-// routeGaugesLocked publishes rs's limit, running and queued rows.
-func (p *Pool) routeGaugesLocked(rs *routeState) {
-	label := rs.key
-	if label == "" {
-		label = otherEventTypes
+// moveLocked is the one transition of a job's state, from j.state to to,
+// and the one place that keeps the books with it: j's route's queue
+// (leaving jobQueued takes j out of it; entering it puts j at the back, or
+// at the front when front), the route's running and waiting counts, the
+// bytes held (those of queued, waiting and running jobs, against
+// ClaimBytes), and the gauges. The pool's queued and running counts are
+// derived from the routes' (counts). Pool.mu must be held.
+func (p *Pool) moveLocked(j *job, to jobState, front bool) {
+	from, rs := j.state, j.route
+	if from == to {
+		return
 	}
-	if rs.gauges == nil {
-		rs.gauges = &routeGauges{
-			limit:   p.metrics.routeLimit.WithLabelValues(label),
-			running: p.metrics.routeRunning.WithLabelValues(label),
-			queued:  p.metrics.routeQueued.WithLabelValues(label),
+	switch from {
+	case jobQueued:
+		rs.dequeue(j)
+	case jobRunning:
+		rs.running--
+	case jobWaiting:
+		rs.waiting--
+	}
+	switch to {
+	case jobQueued:
+		if front {
+			rs.queue = slices.Insert(rs.queue, 0, j)
+		} else {
+			rs.queue = append(rs.queue, j)
+		}
+	case jobRunning:
+		rs.running++
+	case jobWaiting:
+		rs.waiting++
+	}
+	if holds(from) != holds(to) {
+		if holds(to) {
+			p.heldBytes += j.size
+		} else {
+			p.heldBytes -= j.size
 		}
 	}
-	rs.gauges.limit.Set(float64(rs.limit))
-	rs.gauges.running.Set(float64(rs.running))
-	rs.gauges.queued.Set(float64(len(rs.queue) + rs.waiting))
+	j.state = to
+	p.routeGaugesLocked(rs)
+	p.updateGaugesLocked()
 }
 
-// routeGauges are one route's gauges, looked up once.
-type routeGauges struct {
-	limit, running, queued prometheus.Gauge
+// holds reports whether a job in state s holds its bytes and a place in
+// its route: from its claim until its handler returns (or it is given
+// back).
+func holds(s jobState) bool { return s == jobQueued || s == jobWaiting || s == jobRunning }
+
+// countsLocked returns the jobs waiting for a handler (queued, or behind
+// the row before them in a key's chain) and the jobs whose handler runs,
+// all routes. Pool.mu must be held.
+func (p *Pool) countsLocked() (queued, running int) {
+	for _, rs := range p.routes {
+		queued += len(rs.queue) + rs.waiting
+		running += rs.running
+	}
+	return queued, running
+}
+
+func (p *Pool) updateGaugesLocked() {
+	queued, running := p.countsLocked()
+	p.metrics.inflight.Set(float64(queued + running))
+	p.metrics.heldBytes.Set(float64(p.heldBytes))
 }
 
 // load reports the rows held (queued and running) and the handlers
@@ -503,7 +332,8 @@ type routeGauges struct {
 func (p *Pool) load() (held, running int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.queued + p.running, p.running
+	queued, running := p.countsLocked()
+	return queued + running, running
 }
 
 // snapshot returns every job the pool holds, in any state.
@@ -515,36 +345,4 @@ func (p *Pool) snapshot() []*job {
 		out = append(out, j)
 	}
 	return out
-}
-
-// execTask is one job handed to an executor, with its route's policy at
-// dispatch.
-type execTask struct {
-	j      *job
-	policy handlers.Policy
-}
-
-// executorIdle is how long an executor goroutine waits for its next job
-// before it ends.
-const executorIdle = 2 * time.Second
-
-// executor runs t, then the jobs handed to it while it waits idle (on
-// Pool.idleExec), until it has waited executorIdle or the pool stopped.
-// Reusing goroutines keeps their grown stacks: a new goroutine per row
-// spent a sixth of the process's time growing stacks.
-func (p *Pool) executor(t execTask) {
-	idle := time.NewTimer(executorIdle)
-	defer idle.Stop()
-	for {
-		p.execute(t.j, t.policy)
-		p.executors.Done()
-		idle.Reset(executorIdle)
-		select {
-		case t = <-p.idleExec:
-		case <-idle.C:
-			return
-		case <-p.quit:
-			return
-		}
-	}
 }

@@ -2,13 +2,52 @@ package worker
 
 import (
 	"context"
-	"fmt"
+	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxd/inboxd/internal/driver"
 )
+
+// leaser keeps the leases of the rows the pool holds (renewLoop) and
+// writes their start marks (markLoop, numMarkWriters of them), on db, the
+// start marks' own sessions. It is a service: Start launches its
+// goroutines, which run until Stop (or ctx's end): at shutdown, after the
+// last outcome is written. Marks asked for after that are answered at
+// risk.
+type leaser struct {
+	p     *Pool
+	db    *pgxpool.Pool // start marks; set before Start
+	marks startMarks    // rows whose handler waits for the database to know it starts
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+}
+
+// newLeaser returns the leaser of p.
+func newLeaser(p *Pool) *leaser {
+	return &leaser{p: p, marks: startMarks{wake: make(chan struct{}, 1)}}
+}
+
+// Start launches the renewal loop and the mark writers.
+func (l *leaser) Start(ctx context.Context) error {
+	ctx, l.stop = context.WithCancel(ctx)
+	l.wg.Add(1)
+	go func() { defer l.wg.Done(); l.renewLoop(ctx) }()
+	for range numMarkWriters {
+		l.wg.Add(1)
+		go func() { defer l.wg.Done(); l.markLoop(ctx) }()
+	}
+	return nil
+}
+
+// Stop ends the renewals and the mark writers and waits for them.
+func (l *leaser) Stop() {
+	if l.stop != nil {
+		l.stop()
+	}
+	l.wg.Wait()
+}
 
 // renewal is one row in a lease renewal statement.
 type renewal struct {
@@ -16,37 +55,20 @@ type renewal struct {
 	token int64
 }
 
-// renewState is what a renewal statement found for one row.
-type renewState uint8
-
-const (
-	// renewed: the lease was extended.
-	renewed renewState = iota
-	// renewBusy: still ours, but locked by another statement at that moment
-	// (our own completion or commit, typically); retried at the next tick.
-	renewBusy
-	// renewLost: fenced: rescued or claimed by another worker.
-	renewLost
-)
-
 // stuckGrace is how long a handler may go on after its route's timeout
 // ended its context before it counts as stuck (it ignores cancellation):
 // its lease is then no longer renewed, the row is rescued, and whatever
 // the handler does when it returns at last is fenced.
 const stuckGrace = 5 * time.Second
 
-// renewTick is how often the renewal loop looks for leases to extend.
-func (c Config) renewTick() time.Duration {
-	return max(min(c.Lease/6, time.Second), 10*time.Millisecond)
-}
-
 // renewLoop extends the leases of every row the pool holds (waiting,
-// running, or finished with the outcome unwritten) once a third of the
-// lease has passed, and cancels handlers whose rows were fenced. (The
+// running, or finished with the outcome unwritten) once less than
+// renewThreshold is left (a third of the lease passed), and cancels handlers whose rows were fenced. (The
 // database learns that a handler starts before it does, from the claim or
 // a start mark: see start.go.) It runs until ctx ends,
 // which is after the last outcome is written at shutdown.
-func (p *Pool) renewLoop(ctx context.Context) {
+func (l *leaser) renewLoop(ctx context.Context) {
+	p := l.p
 	t := time.NewTicker(p.cfg.renewTick())
 	defer t.Stop()
 	for {
@@ -54,7 +76,7 @@ func (p *Pool) renewLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := p.renew(ctx); err != nil && ctx.Err() == nil {
+			if err := l.renew(ctx); err != nil && ctx.Err() == nil {
 				p.metrics.dbErrors.WithLabelValues("renew").Inc()
 				p.log.Error().Err(err).Msg("lease renewal failed")
 			}
@@ -62,11 +84,13 @@ func (p *Pool) renewLoop(ctx context.Context) {
 	}
 }
 
-// renew renews every lease with less than two thirds of its time left,
+// renew renews every lease with less than renewThreshold (two thirds of
+// the lease) left,
 // except those of handlers stuck past their route's timeout (stuckGrace).
-func (p *Pool) renew(ctx context.Context) error {
-	sent := p.cfg.Now()
-	threshold := sent.Add(p.cfg.Lease * 2 / 3)
+func (l *leaser) renew(ctx context.Context) error {
+	p := l.p
+	sent := time.Now()
+	threshold := sent.Add(p.cfg.renewThreshold())
 	var due, stuck, cut []*job
 	var batch []renewal
 	p.mu.Lock()
@@ -80,7 +104,6 @@ func (p *Pool) renew(ctx context.Context) error {
 				j.cancel(errLeaseLost)
 				stuck = append(stuck, j)
 				cut = append(cut, p.cutChainLocked(j)...)
-				p.routeGaugesLocked(j.route)
 			}
 			continue
 		}
@@ -98,7 +121,7 @@ func (p *Pool) renew(ctx context.Context) error {
 				"its lease is no longer renewed and the row will be rescued")
 	}
 	for _, c := range cut {
-		p.submit(p.releaseResult(c, "released unstarted: the row before it in its key is stuck in its handler"))
+		p.completer.submit(p.releaseResult(c, "released unstarted: the row before it in its key is stuck in its handler"))
 	}
 	if len(due) == 0 {
 		return nil
@@ -107,7 +130,7 @@ func (p *Pool) renew(ctx context.Context) error {
 	// to anything shorter, so a slow database still gets its renewals.
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Lease)
 	defer cancel()
-	states, err := p.renewRows(ctx, batch)
+	states, err := l.renewRows(ctx, batch)
 	if err != nil {
 		return err
 	}
@@ -119,12 +142,12 @@ func (p *Pool) renew(ctx context.Context) error {
 			continue // outcome written meanwhile
 		}
 		switch states[j.row.ID] {
-		case renewed:
+		case driver.Renewed:
 			j.leaseUntil = sent.Add(p.cfg.Lease)
 			p.metrics.renewals.Inc()
-		case renewBusy:
+		case driver.RenewBusy:
 			p.log.Debug().Int64("row_id", j.row.ID).Msg("lease not renewed this time: row locked by another statement")
-		case renewLost:
+		case driver.RenewLost:
 			if j.state == jobDone {
 				continue // its outcome write will be fenced (or has just been applied)
 			}
@@ -139,36 +162,11 @@ func (p *Pool) renew(ctx context.Context) error {
 
 // renewRows runs one renewal statement and returns what it found for
 // each row.
-func (p *Pool) renewRows(ctx context.Context, batch []renewal) (map[int64]renewState, error) {
-	ids := make([]int64, len(batch))
-	tokens := make([]int64, len(batch))
+func (l *leaser) renewRows(ctx context.Context, batch []renewal) (map[int64]driver.RenewState, error) {
+	p := l.p
+	leases := make([]driver.Lease, len(batch))
 	for i, r := range batch {
-		ids[i], tokens[i] = r.id, r.token
+		leases[i] = driver.Lease{ID: r.id, Token: r.token}
 	}
-	rows, err := p.db.Query(ctx, driver.RenewSQL, pgx.NamedArgs{
-		"ids": ids, "tokens": tokens, "lease_ms": p.cfg.Lease.Milliseconds(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("renew leases: %w", err)
-	}
-	states := make(map[int64]renewState, len(batch))
-	var (
-		id             int64
-		wasRenewed, ok bool
-	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &wasRenewed, &ok}, func() error {
-		switch {
-		case wasRenewed:
-			states[id] = renewed
-		case ok:
-			states[id] = renewBusy
-		default:
-			states[id] = renewLost
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("renew leases: %w", err)
-	}
-	return states, nil
+	return driver.Renew(ctx, p.db, leases, p.cfg.Lease)
 }

@@ -1,39 +1,32 @@
 package worker
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/inboxd/inboxd/handlers"
-	"github.com/inboxd/inboxd/internal/backoff"
-	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
 // Pool claims inbox rows and runs their handlers. Create it with New and
 // start it with Run; a Pool runs once.
+//
+// A Pool is the thin owner of the engine's components (see the package
+// documentation), which it wires and starts and stops in Run, and of the
+// books they share under mu: the jobs, the routes, and the one transition
+// of a job's state (moveLocked, job.go).
 type Pool struct {
 	cfg      Config
 	db       *pgxpool.Pool // the engine's own statements
-	claimDB  *pgxpool.Pool // claims, on sessions that always walk the received index in order; set by Run
-	markDB   *pgxpool.Pool // start marks (start.go); set by Run
-	txdb     *pgxpool.Pool // transactional handlers' transactions; set by Run
 	registry atomic.Pointer[handlers.Registry]
 	log      zerolog.Logger
 	metrics  *metrics
@@ -43,40 +36,24 @@ type Pool struct {
 	wake chan struct{}
 	// freed is signalled when a claimed row is done with, making room for
 	// another.
-	freed chan struct{}
-	// results carries outcomes to the completers; resultsMu guards its
-	// closing against late senders (handlers that ignored cancellation).
-	results       chan result
-	resultsMu     sync.RWMutex
-	resultsClosed bool
+	freed     chan struct{}
+	claimer   *claimer   // claims rows and queues them
+	executor  *executor  // runs the handlers of the dispatched jobs
+	completer *completer // writes the outcomes
+	leaser    *leaser    // renews the leases, writes the start marks
 
 	mu        sync.Mutex
 	jobs      map[int64]*job         // every claimed row until its outcome is written
 	routes    map[string]*routeState // by route ("" for the default route)
-	queued    int                    // jobs waiting for a handler, all routes
-	running   int                    // jobs whose handler runs, all routes
 	heldBytes int64                  // bytes (payloads, keys, headers) of queued and running jobs
-	poisoned  []int64                // rows that can be neither claimed nor dead-lettered
 	stopping  bool                   // no handler starts any more
 
-	marks startMarks // rows whose handler waits for the database to know it starts (start.go)
 	// claims holds the start bits of the claims whose rows are on the
 	// books, by lease token (start.go). Guarded by mu.
 	claims map[int64]*claimStarts
 	// suspectRunning: a suspect's handler runs (job.suspect); the next one
 	// waits for it.
 	suspectRunning bool
-
-	executors sync.WaitGroup  // the jobs handed to executors and not yet done
-	idleExec  chan execTask   // unbuffered: idle executors wait for a job on it
-	quit      chan struct{}   // closed when Run returns: idle executors end
-	stop      context.Context // ends at the hard shutdown deadline; set by Run
-	lastLoop  atomic.Int64    // unix nanoseconds when the claim loop last went round
-	// rowsPerHead is how many rows recent claims took per row that was not
-	// a chain's follower (smoothed); used and set by the claim loop alone.
-	rowsPerHead float64
-	lastParked  int64 // rows the last claim parked; set by the claim loop alone
-	lastWindow  int   // due rows the last claim read at most; set by the claim loop alone
 
 	runOnce sync.Once
 	ready   chan struct{}
@@ -124,15 +101,15 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg Config, logger zerol
 		metrics: newMetrics(reg),
 		wake:    make(chan struct{}, 1),
 		freed:   make(chan struct{}, 1),
-		results: make(chan result, cfg.maxCapacity()),
 		jobs:    make(map[int64]*job),
 		ready:   make(chan struct{}),
 
-		idleExec: make(chan execTask),
-		quit:     make(chan struct{}),
-		marks:    startMarks{wake: make(chan struct{}, 1)},
-		claims:   make(map[int64]*claimStarts),
+		claims: make(map[int64]*claimStarts),
 	}
+	p.claimer = &claimer{p: p}
+	p.executor = newExecutor(p)
+	p.completer = newCompleter(p, cfg.maxCapacity())
+	p.leaser = newLeaser(p)
 	p.registry.Store(registry)
 	p.syncRoutesLocked(registry)
 	return p, nil
@@ -152,7 +129,7 @@ func (p *Pool) typeLabel(eventType string) string {
 // StatementTimeout) or failed claim's backoff. A watchdog uses it to tell a
 // stuck daemon from an idle one. Zero before Run starts claiming.
 func (p *Pool) Progress() time.Time {
-	ns := p.lastLoop.Load()
+	ns := p.claimer.lastLoop.Load()
 	if ns == 0 {
 		return time.Time{}
 	}
@@ -195,7 +172,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	if !started {
 		return errors.New("worker: pool already ran")
 	}
-	defer close(p.quit)
+	defer p.executor.Stop()
 	// Claims run on sessions of their own where the planner cannot choose a
 	// bitmap or sequential scan: with statistics that lag a sudden backlog
 	// (100,000 rows inserted after a quiet spell) it estimated a few hundred
@@ -218,7 +195,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: open the claims' pool: %w", err)
 	}
 	defer claimDB.Close()
-	p.claimDB = claimDB
+	p.claimer.db = claimDB
 	// Start marks run on sessions of their own too: a handler waits for its
 	// mark, so the mark must never queue for a connection behind
 	// completions, renewals and the rest of the engine's statements.
@@ -236,9 +213,9 @@ func (p *Pool) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: open the start marks' pool: %w", err)
 	}
 	defer markDB.Close()
-	p.markDB = markDB
-	p.txdb = p.cfg.TxDB
-	if p.txdb == nil {
+	p.leaser.db = markDB
+	p.executor.txdb = p.cfg.TxDB
+	if p.executor.txdb == nil {
 		pc := p.db.Config().Copy()
 		pc.MaxConns = int32(p.cfg.TxConns)
 		pc.MinConns = 0
@@ -247,7 +224,7 @@ func (p *Pool) Run(ctx context.Context) error {
 			return fmt.Errorf("worker: open the transactional handlers' pool: %w", err)
 		}
 		defer txdb.Close()
-		p.txdb = txdb
+		p.executor.txdb = txdb
 	}
 
 	// stop is cancelled at the hard deadline, ShutdownTimeout +
@@ -279,23 +256,17 @@ func (p *Pool) Run(ctx context.Context) error {
 	maint := newMaintenance(p)
 	_ = maint.Start(bgCtx) // fails only if started before: it is new
 
-	renewCtx, stopRenew := context.WithCancel(stop)
-	var renewers sync.WaitGroup
-	renewers.Add(1)
-	go func() { defer renewers.Done(); p.renewLoop(renewCtx) }()
-	for range numMarkWriters {
-		renewers.Add(1)
-		go func() { defer renewers.Done(); p.markLoop(renewCtx) }()
-	}
-
-	var completers sync.WaitGroup
-	for range numCompleters {
-		completers.Add(1)
-		go func() { defer completers.Done(); p.completeLoop(stop) }()
-	}
-	p.stop = stop
-
-	p.claimLoop(ctx, stop, workCtx)
+	// The components (service.go): the leaser and the completer run until
+	// the last outcome is written (or the hard deadline), the claimer
+	// until ctx ends; the executor's goroutines start with the jobs.
+	// Their Starts fail only before launching anything, which these do not.
+	p.executor.stopCtx = stop
+	p.claimer.stopCtx, p.claimer.work = stop, workCtx
+	_ = p.leaser.Start(stop)
+	_ = p.completer.Start(stop)
+	_ = p.claimer.Start(ctx)
+	<-ctx.Done()
+	p.claimer.Stop()
 
 	// Rows claimed but not started go back at once; then, step 1: let the
 	// running handlers finish within the budget.
@@ -304,12 +275,12 @@ func (p *Pool) Run(ctx context.Context) error {
 	held, _ := p.load()
 	p.log.Info().Int("inflight", held).Int("released", released).
 		Dur("budget", p.cfg.ShutdownTimeout).Msg("stopping: no new claims")
-	if !p.waitExecutors(time.Until(stopping.Add(p.cfg.ShutdownTimeout))) {
+	if !p.executor.wait(time.Until(stopping.Add(p.cfg.ShutdownTimeout))) {
 		// Step 2: cancel them; the executors release their rows.
 		held, _ := p.load()
 		p.log.Warn().Int("inflight", held).Msg("shutdown budget spent: cancelling handlers")
 		cancelWork(errShutdown)
-		if !p.waitExecutors(cancelGrace) {
+		if !p.executor.wait(cancelGrace) {
 			held, _ := p.load()
 			p.log.Error().Int("inflight", held).Msg("handlers ignore cancellation: releasing their rows anyway")
 			p.releaseStuck()
@@ -317,10 +288,8 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	// Outcomes still waiting are written (retrying until the hard
 	// deadline), with their leases renewed meanwhile.
-	p.closeResults()
-	completers.Wait()
-	stopRenew()
-	renewers.Wait()
+	p.completer.Stop()
+	p.leaser.Stop()
 	_ = bg.Wait()
 	maint.Stop()
 	if n := len(p.snapshot()); n > 0 {
@@ -329,341 +298,6 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	p.log.Info().Dur("took", time.Since(stopping).Round(time.Millisecond)).Msg("stopped")
 	return nil
-}
-
-// claimLoop claims rows while ctx is live and queues them on their routes.
-// Each route holds up to its concurrency plus its prefetch; the pool holds
-// up to ClaimBytes of rows (payloads, keys, headers). Under a backlog it claims once half the room
-// is free, so every statement takes a large batch; after a notification or
-// a poll tick any room is worth a claim.
-func (p *Pool) claimLoop(ctx, stop, workCtx context.Context) {
-	poll := time.NewTicker(p.cfg.PollInterval)
-	defer poll.Stop()
-	pending, urgent := true, true
-	// blockedByFull: the last claim found nothing while some route had no
-	// room; room freeing up is then worth a claim.
-	blockedByFull := false
-	retry := backoff.NewRetrier(backoff.Exponential{Base: 100 * time.Millisecond, Max: 5 * time.Second})
-	var bisect poisonSearch
-	for {
-		if ctx.Err() != nil {
-			return
-		}
-		p.lastLoop.Store(p.cfg.Now().UnixNano())
-		req, activeRoom, activeCap := p.claimPlan()
-		// Under a backlog, claim once the routes that have rows have half
-		// their room free, so every statement takes a large batch. A
-		// notification or a poll tick is worth a claim sooner, with an
-		// eighth of that room free (or none of it taken): new rows are not
-		// kept waiting, and a busy pool does not spend a statement on a
-		// handful of rows whenever a producer inserts.
-		roomy := activeCap > 0 && activeRoom >= max(1, min(activeCap/2, p.cfg.ClaimBatch)) &&
-			req.maxBytes >= p.cfg.ClaimBytes/2
-		worthIt := activeCap == 0 || activeRoom >= max(1, min(activeCap/8, p.cfg.ClaimBatch/4))
-		if pending && req.maxBytes > 0 && req.limit > 0 && (roomy || (urgent && worthIt)) {
-			if bisect.active() {
-				req.limit, req.chain, req.window = 1, 0, 0
-			}
-			got, parked, err := p.claim(stop, workCtx, req)
-			if err != nil {
-				p.metrics.dbErrors.WithLabelValues("claim").Inc()
-				if poisonedBy(err) && p.searchPoison(stop, workCtx, &bisect, req, err) {
-					continue
-				}
-				delay := retry.Failed()
-				p.log.Error().Err(err).Dur("retry_in", delay).Msg("claim failed")
-				if !backoff.Sleep(ctx, delay) {
-					return
-				}
-				continue
-			}
-			retry.Succeeded()
-			bisect.claimed()
-			// Claim again while claims find work: a short claim says little
-			// (routes without room cap it); an empty one that parked nothing
-			// says the due rows are all taken, or wait for a full route. A
-			// claim that parked rows moved a key's backlog out of the way:
-			// the next one goes at once, however little room there is (a
-			// hot key's backlog would otherwise be parked one batch per
-			// poll, with every other key's rows waiting behind it).
-			found := got > 0 || parked > 0
-			pending, urgent, blockedByFull = found, parked > 0, !found && len(req.full) > 0
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-p.wake:
-			pending, urgent = true, true
-		case <-poll.C:
-			pending, urgent = true, true
-		case <-p.freed:
-			if blockedByFull {
-				pending, urgent = true, true
-			}
-		}
-	}
-}
-
-// claimPlan says what the next claim may take: each route's room and the
-// rows that would start at once, the types to leave out, and the byte
-// budget left. It also returns the room and the capacity (rows) of the
-// active routes, those that got rows in recent claims.
-func (p *Pool) claimPlan() (req claimRequest, activeRoom, activeCap int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	req = claimRequest{
-		maxBytes:    p.cfg.ClaimBytes - p.heldBytes,
-		firstAlways: p.heldBytes == 0,
-	}
-	now := p.cfg.Now()
-	maxPrefetch := 0
-	if p.cfg.adaptivePrefetch {
-		maxPrefetch = 2 * p.cfg.ClaimBatch
-	}
-	for key, rs := range p.routes {
-		rs.adapt(now, maxPrefetch)
-		room := rs.room()
-		if now.Sub(rs.lastRows) < activeFor {
-			activeRoom += room
-			activeCap += rs.limit + rs.prefetch
-		}
-		if key != "" {
-			req.routed = append(req.routed, key)
-			if room > 0 {
-				req.open = append(req.open, key)
-			} else {
-				req.full = append(req.full, key)
-			}
-			if rs.policy.Ordered {
-				req.ordered = append(req.ordered, key)
-				if rs.policy.BlocksKey() {
-					req.blocking = append(req.blocking, key)
-				}
-			}
-		} else {
-			req.defaultOpen = room > 0
-		}
-		if room > 0 {
-			req.rooms = append(req.rooms, routeRoom{route: key, room: room, idle: rs.startSoon()})
-			req.limit += room
-		}
-	}
-	// Every candidate row is locked, taken or not, and a lock is a write:
-	// the limit follows the room of the routes that have rows (active), with
-	// a little more so that rows of a quiet route still come in (and make it
-	// active), not the room of every route.
-	if activeRoom > 0 {
-		req.limit = min(req.limit, activeRoom+min(claimSlack, req.limit-activeRoom))
-	}
-	req.limit = min(req.limit, p.cfg.ClaimBatch)
-	if len(req.ordered) > 0 {
-		// Chains fill a claim behind fewer heads: read about as many due
-		// rows as the last claims took heads for the rows they took. While
-		// claims park a backlog (half their window or more), the window
-		// doubles: parking a key's backlog out of the way goes a window at
-		// a time.
-		req.chain = orderedChain
-		req.window = max(min(req.limit, claimSlack), int(math.Ceil(float64(req.limit)/max(1, p.rowsPerHead))))
-		if p.lastParked > 0 && p.lastParked >= int64(p.lastWindow/2) {
-			req.window = max(req.window, 2*p.lastWindow)
-		}
-		req.window = min(req.window, req.limit)
-	}
-	// Outcomes not yet written hold their rows (and leases) too: while the
-	// completers are a full route's worth behind, claim nothing more; each
-	// written batch signals freed.
-	if len(p.jobs)-p.queued-p.running >= p.cfg.maxCapacity() {
-		req.limit = 0
-	}
-	return req, activeRoom, activeCap
-}
-
-// orderedChain is how many rows of an ordered key a claim takes behind the
-// key's head, read through the key index: they wait in the worker, each
-// started once the one before it ended so that the key may go on. A key's
-// backlog then costs a claim per orderedChain+1 rows, rather than a claim,
-// a park and an unpark per row.
-const orderedChain = 16
-
-// claimSlack is how many rows a claim may take beyond the active routes'
-// room, for the routes that had no rows of late.
-const claimSlack = 32
-
-// activeFor is how long after a claim gave it rows a route counts as
-// active: its room decides when the next claim is large enough.
-const activeFor = 2 * time.Second
-
-// claimRequest is what one claim statement asks for.
-type claimRequest struct {
-	limit       int         // most rows
-	rooms       []routeRoom // per route with room: how many rows, and how many start at once
-	routed      []string    // the event types with a route of their own
-	open, full  []string    // routed types with room, and without
-	defaultOpen bool        // the default route (every other type) has room
-	ordered     []string    // types of ordered routes
-	blocking    []string    // types of ordered routes whose dead rows block their key
-	maxBytes    int64       // most bytes of rows (payloads, keys, headers)
-	firstAlways bool        // the first row even if it alone exceeds maxBytes
-	only        int64       // just this row (0: any)
-	chain       int         // most rows of an ordered key claimed behind its head (0: the head alone)
-	window      int         // most due rows read and locked (0: limit); heads, whose chains fill the rest
-}
-
-// routeRoom is one route's room in a claim.
-type routeRoom struct {
-	route      string
-	room, idle int
-}
-
-// claim takes due rows as req says and queues them on their routes. It
-// returns how many rows it claimed and how many it parked (rows of ordered
-// keys waiting behind an earlier row).
-func (p *Pool) claim(stop, workCtx context.Context, req claimRequest) (int, int64, error) {
-	token := rand.Int64()
-	// The lease is counted from before the statement is sent: the database
-	// starts it at some point during the round trip, never earlier.
-	sent := p.cfg.Now()
-	// A claim is not cancelled half-way by shutdown: had the UPDATE committed
-	// with its result lost, its rows would sit in processing until their
-	// leases expired. Claimed rows are handled (and drained) normally. It is
-	// bounded by the statement timeout and the hard shutdown deadline.
-	ctx, cancel := context.WithTimeout(stop, p.cfg.StatementTimeout)
-	defer cancel()
-	p.mu.Lock()
-	skip := slices.Clone(p.poisoned)
-	p.mu.Unlock()
-	if skip == nil {
-		skip = []int64{}
-	}
-	// The claim is planned with its values every time (see Run's
-	// plan_cache_mode).
-	rows, err := p.claimDB.Query(ctx, driver.ClaimSQL[driver.Variant(req.ordered)], p.claimArgs(req, token, skip))
-	if err != nil {
-		return 0, 0, fmt.Errorf("claim batch: %w", err)
-	}
-	var (
-		claimed = make([]claimedRow, 0, req.limit)
-		parked  int64
-		r       claimedRow
-		// NULL in the one row of an ordered claim that claimed nothing.
-		id, rank, pred          pgtype.Int8
-		attempt                 pgtype.Int4
-		recvAt                  pgtype.Timestamptz
-		started                 pgtype.Bool
-		source, eventID, evType pgtype.Text
-	)
-	_, err = pgx.ForEachRow(rows, []any{&parked, &rank, &pred, &id, &source, &eventID, &evType, &r.Key, &r.Payload,
-		&r.Headers, &attempt, &recvAt, &started}, func() error {
-		if !id.Valid {
-			return nil // none claimed: the row only carries the parked count
-		}
-		claimed = append(claimed, claimedRow{
-			Rank: rank.Int64, ID: id.Int64, Source: source.String, EventID: eventID.String, EventType: evType.String,
-			Key: r.Key, Payload: r.Payload, Headers: r.Headers,
-			Attempts: int(attempt.Int32), ReceivedAt: recvAt.Time, Started: started.Bool, Pred: pred.Int64,
-		})
-		return nil
-	})
-	if err != nil {
-		return 0, 0, fmt.Errorf("claim batch: %w", err)
-	}
-	p.metrics.claims.Inc()
-	p.metrics.claimed.Add(float64(len(claimed)))
-	p.lastParked, p.lastWindow = parked, cmp.Or(req.window, req.limit)
-	if req.chain > 0 && len(claimed) > 0 {
-		heads := 0
-		for i := range claimed {
-			if claimed[i].Pred == 0 {
-				heads++
-			}
-		}
-		p.rowsPerHead = 0.5*max(1, p.rowsPerHead) + 0.5*float64(len(claimed))/float64(max(1, heads))
-	}
-	// Rows go to the queue in claim order: the first ones are those marked
-	// started, for the idle executors.
-	slices.SortFunc(claimed, func(a, b claimedRow) int { return cmp.Compare(a.Rank, b.Rank) })
-	suspects, err := p.suspects(ctx, claimed)
-	if err != nil {
-		// The rows are claimed: run them, only without the care for
-		// suspects (the next claim of a suspect asks again).
-		p.metrics.dbErrors.WithLabelValues("claim").Inc()
-		p.log.Warn().Err(err).Msg("looking up rows rescued after a crash failed")
-	}
-	jobs := make([]*job, len(claimed))
-	for i := range claimed {
-		jctx, cancel := context.WithCancelCause(workCtx)
-		jobs[i] = &job{
-			ctx: jctx, cancel: cancel, row: claimed[i], token: token,
-			size:        claimed[i].size(),
-			leaseUntil:  sent.Add(p.cfg.Lease),
-			dbStarted:   claimed[i].Started,
-			claimMarked: claimed[i].Started,
-			suspect:     suspects[claimed[i].ID],
-		}
-	}
-	p.track(jobs)
-	return len(claimed), parked, nil
-}
-
-// suspects returns which of the claimed rows were last rescued after a
-// started attempt (sql/suspects.sql): one of them may have killed its
-// worker. Only rows attempted before are looked up, so a claim of first
-// attempts costs nothing.
-func (p *Pool) suspects(ctx context.Context, claimed []claimedRow) (map[int64]bool, error) {
-	var ids []int64
-	for i := range claimed {
-		if claimed[i].Attempts > 1 {
-			ids = append(ids, claimed[i].ID)
-		}
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	rows, err := p.db.Query(ctx, driver.SuspectsSQL, pgx.NamedArgs{"ids": ids, "expired_prefix": expiredPrefix})
-	if err != nil {
-		return nil, fmt.Errorf("look up suspects: %w", err)
-	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("look up suspects: %w", err)
-	}
-	out := make(map[int64]bool, len(found))
-	for _, id := range found {
-		out[id] = true
-	}
-	return out, nil
-}
-
-// claimArgs are the claim statement's arguments for req.
-func (p *Pool) claimArgs(req claimRequest, token int64, skip []int64) pgx.NamedArgs {
-	roomRoutes := make([]string, len(req.rooms))
-	roomCounts := make([]int32, len(req.rooms))
-	idleCounts := make([]int32, len(req.rooms))
-	for i, r := range req.rooms {
-		roomRoutes[i], roomCounts[i], idleCounts[i] = r.route, int32(r.room), int32(r.idle)
-	}
-	return pgx.NamedArgs{
-		"limit":          req.limit,
-		"window":         cmp.Or(req.window, req.limit),
-		"room_routes":    roomRoutes,
-		"room_counts":    roomCounts,
-		"idle_counts":    idleCounts,
-		"routed_types":   nonNil(req.routed),
-		"open_types":     nonNil(req.open),
-		"full_types":     nonNil(req.full),
-		"default_open":   req.defaultOpen,
-		"ordered_types":  nonNil(req.ordered),
-		"blocking_types": nonNil(req.blocking),
-		"max_bytes":      req.maxBytes,
-		"first_always":   req.firstAlways,
-		"only":           req.only,
-		"chain":          req.chain,
-		"skip":           skip,
-		"token":          token,
-		"lease_ms":       p.cfg.Lease.Milliseconds(),
-		"worker":         p.cfg.ID,
-	}
 }
 
 // orderedTypes returns the types of ordered routes, and those among them
@@ -747,7 +381,7 @@ func (p *Pool) releaseQueued() int {
 	n := 0
 	for _, j := range queued {
 		if p.abandon(j) {
-			p.submit(p.releaseResult(j, "released unstarted at worker shutdown"))
+			p.completer.submit(p.releaseResult(j, "released unstarted at worker shutdown"))
 			n++
 		}
 	}
@@ -759,22 +393,8 @@ func (p *Pool) releaseQueued() int {
 func (p *Pool) releaseStuck() {
 	for _, j := range p.snapshot() {
 		if p.abandon(j) {
-			p.submit(p.releaseResult(j, "released unfinished at worker shutdown"))
+			p.completer.submit(p.releaseResult(j, "released unfinished at worker shutdown"))
 		}
-	}
-}
-
-// waitExecutors waits up to d for every running handler to return.
-func (p *Pool) waitExecutors(d time.Duration) bool {
-	done := make(chan struct{})
-	go func() { p.executors.Wait(); close(done) }()
-	t := time.NewTimer(max(d, 0))
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
 	}
 }
 
@@ -785,97 +405,3 @@ func signal(ch chan struct{}) {
 	default:
 	}
 }
-
-// submit hands r to the completers. After shutdown it drops r: the row's
-// lease expires and the rescuer returns it.
-func (p *Pool) submit(r result) {
-	p.resultsMu.RLock()
-	defer p.resultsMu.RUnlock()
-	if p.resultsClosed {
-		p.forget(r.job)
-		return
-	}
-	p.results <- r
-}
-
-func (p *Pool) closeResults() {
-	p.resultsMu.Lock()
-	defer p.resultsMu.Unlock()
-	p.resultsClosed = true
-	close(p.results)
-}
-
-// poisonedBy reports whether err is the database refusing a claim because of
-// the data of a row (a data exception, a value out of range, corrupted
-// data), as opposed to the database being unavailable or the schema wrong.
-func poisonedBy(err error) bool {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {
-		return false
-	}
-	switch pgErr.Code[:2] {
-	case "22", "54":
-		return true
-	}
-	return pgErr.Code == "XX001" || pgErr.Code == "XX002"
-}
-
-// poisonSearch narrows down which row makes claims fail.
-type poisonSearch struct {
-	singles int // single-row claims left to try before batches resume
-}
-
-func (s *poisonSearch) active() bool { return s.singles > 0 }
-
-func (s *poisonSearch) claimed() {
-	if s.singles > 0 {
-		s.singles--
-	}
-}
-
-// searchPoison handles a claim that failed because of a row's data. A batch
-// failure switches to single-row claims over as many rows as the batch
-// asked for, since the culprit was among them; a single-row failure names
-// the oldest due row as the suspect, confirms it with a claim of that row
-// alone, and dead-letters it (or, if even that fails, skips it until
-// restart). It reports whether to claim again at once.
-func (p *Pool) searchPoison(stop, workCtx context.Context, s *poisonSearch, req claimRequest, claimErr error) bool {
-	if limit := req.limit; limit > 1 {
-		s.singles = limit
-		p.log.Warn().Err(claimErr).Int("rows", limit).Msg("claim refused because of a row's data: claiming one row at a time to find it")
-		return true
-	}
-	ctx, cancel := context.WithTimeout(stop, p.cfg.StatementTimeout)
-	defer cancel()
-	p.mu.Lock()
-	skip := append([]int64{}, p.poisoned...)
-	p.mu.Unlock()
-	var suspect int64
-	if err := p.db.QueryRow(ctx, driver.PoisonCandidateSQL, pgx.NamedArgs{"skip": skip}).Scan(&suspect); err != nil {
-		return false
-	}
-	one := req
-	one.limit, one.maxBytes, one.firstAlways, one.only, one.chain, one.window = 1, 1, true, suspect, 0, 0
-	if _, _, err := p.claim(stop, workCtx, one); err == nil || !poisonedBy(err) {
-		return err == nil // not the culprit after all (claimed normally), or the database is unwell
-	}
-	reason := fmt.Sprintf("claim refused by the database because of this row's data: %v", claimErr)
-	p.metrics.poisoned.Inc()
-	tag, err := p.db.Exec(ctx, driver.PoisonSQL, pgx.NamedArgs{"id": suspect, "reason": *errText(errors.New(reason))})
-	if err == nil && tag.RowsAffected() == 1 {
-		p.log.Error().Int64("row_id", suspect).Err(claimErr).Msg("row dead-lettered: its data makes every claim fail")
-	} else {
-		p.mu.Lock()
-		if len(p.poisoned) < maxPoisoned {
-			p.poisoned = append(p.poisoned, suspect)
-		}
-		p.mu.Unlock()
-		p.log.Error().Int64("row_id", suspect).Err(claimErr).AnErr("dead_letter_error", err).
-			Msg("row skipped until restart: its data makes every claim fail and it cannot be dead-lettered")
-	}
-	s.singles = 0
-	return true
-}
-
-// maxPoisoned caps the rows skipped in memory.
-const maxPoisoned = 1000

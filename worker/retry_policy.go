@@ -35,7 +35,3 @@ func (b ExponentialBackoff) policy() backoff.Exponential {
 
 // NextRetry implements RetryPolicy.
 func (b ExponentialBackoff) NextRetry(attempt int) time.Duration { return b.policy().Delay(attempt) }
-
-// Nominal returns the delay before jitter for attempt: Base·2^(attempt-1),
-// capped at Max.
-func (b ExponentialBackoff) Nominal(attempt int) time.Duration { return b.policy().Nominal(attempt) }

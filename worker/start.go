@@ -2,11 +2,8 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/internal/driver"
@@ -105,7 +102,7 @@ const premarkHorizon = 20 * time.Millisecond
 // premarkLocked writes ahead the start marks of rs's queued rows expected
 // to start within premarkHorizon. Suspects and chain followers are marked
 // as they start: their marks also unmark other rows. Pool.mu must be held.
-func (p *Pool) premarkLocked(rs *routeState) {
+func (l *leaser) premarkLocked(rs *routeState) {
 	n := min(len(rs.queue), int(rs.rate*premarkHorizon.Seconds()))
 	var ahead []*startMark
 	for _, j := range rs.queue[:n] {
@@ -118,16 +115,16 @@ func (p *Pool) premarkLocked(rs *routeState) {
 	if len(ahead) == 0 {
 		return
 	}
-	p.marks.mu.Lock() // lock order: Pool.mu, then marks.mu
-	if p.marks.closed {
+	l.marks.mu.Lock() // lock order: Pool.mu, then marks.mu
+	if l.marks.closed {
 		for _, m := range ahead {
 			m.done <- startAtRisk
 		}
 	} else {
-		p.marks.pending = append(p.marks.pending, ahead...)
+		l.marks.pending = append(l.marks.pending, ahead...)
 	}
-	p.marks.mu.Unlock()
-	signal(p.marks.wake)
+	l.marks.mu.Unlock()
+	signal(l.marks.wake)
 }
 
 // claimDoneLocked settles j's claim once j leaves the books: when the
@@ -145,10 +142,10 @@ func (p *Pool) claimDoneLocked(j *job) {
 	if !c.written {
 		return
 	}
-	p.marks.mu.Lock() // lock order: Pool.mu, then marks.mu
-	p.marks.done = append(p.marks.done, j.token)
-	p.marks.mu.Unlock()
-	signal(p.marks.wake)
+	p.leaser.marks.mu.Lock() // lock order: Pool.mu, then marks.mu
+	p.leaser.marks.done = append(p.leaser.marks.done, j.token)
+	p.leaser.marks.mu.Unlock()
+	signal(p.leaser.marks.wake)
 }
 
 // numMarkWriters is how many start mark statements may run at once: while
@@ -158,7 +155,8 @@ const numMarkWriters = 2
 // markStarted makes sure the database knows that j's handler starts, and
 // reports whether the handler may run. If not, j's row was given back
 // unstarted (or found fenced), and its books are settled.
-func (p *Pool) markStarted(j *job) bool {
+func (l *leaser) markStarted(j *job) bool {
+	p := l.p
 	p.mu.Lock()
 	if j.dbStarted && !j.suspect {
 		p.mu.Unlock()
@@ -167,7 +165,7 @@ func (p *Pool) markStarted(j *job) bool {
 	if m := j.premark; m != nil && !j.suspect {
 		// Written ahead (premarkLocked), not yet answered: wait for it.
 		p.mu.Unlock()
-		return p.markAnswered(j, m)
+		return l.markAnswered(j, m)
 	}
 	// A suspect is marked even when its claim marked it: the rows that
 	// finished before it must not share its crash.
@@ -183,20 +181,21 @@ func (p *Pool) markStarted(j *job) bool {
 	}
 	p.mu.Unlock()
 
-	p.marks.mu.Lock()
-	if p.marks.closed {
+	l.marks.mu.Lock()
+	if l.marks.closed {
 		m.done <- startAtRisk
 	} else {
-		p.marks.pending = append(p.marks.pending, m)
+		l.marks.pending = append(l.marks.pending, m)
 	}
-	p.marks.mu.Unlock()
-	signal(p.marks.wake)
-	return p.markAnswered(j, m)
+	l.marks.mu.Unlock()
+	signal(l.marks.wake)
+	return l.markAnswered(j, m)
 }
 
 // markAnswered waits for j's start mark m to be answered, and reports
 // whether j's handler may run; if not, it settles j's books.
-func (p *Pool) markAnswered(j *job, m *startMark) bool {
+func (l *leaser) markAnswered(j *job, m *startMark) bool {
+	p := l.p
 	switch <-m.done {
 	case startMarked:
 		// Unless shutdown gave the row back meanwhile (releaseStuck).
@@ -207,16 +206,16 @@ func (p *Pool) markAnswered(j *job, m *startMark) bool {
 		p.metrics.leaseLost.Inc()
 		p.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
 			Msg("lease lost before the handler started: not run")
-		p.handlerReturned(j)
-		p.follow(j, false)
+		waits := p.handlerReturned(j)
+		p.follow(j, waits, false)
 		p.forget(j)
 	default:
 		p.metrics.leaseAtRisk.Inc()
 		p.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
 			Msg("start of the handler not recorded in time: giving the row back unstarted")
-		p.handlerReturned(j)
-		p.follow(j, false)
-		p.submit(p.releaseResult(j, "released unstarted: its start could not be recorded in time"))
+		waits := p.handlerReturned(j)
+		p.follow(j, waits, false)
+		p.completer.submit(p.releaseResult(j, "released unstarted: its start could not be recorded in time"))
 	}
 	return false
 }
@@ -224,12 +223,13 @@ func (p *Pool) markAnswered(j *job, m *startMark) bool {
 // markLoop writes the start marks in batches until ctx ends (numMarkWriters
 // of them run); then it answers every mark left (and every later one) at
 // risk.
-func (p *Pool) markLoop(ctx context.Context) {
+func (l *leaser) markLoop(ctx context.Context) {
+	p := l.p
 	defer func() {
-		p.marks.mu.Lock()
-		left := p.marks.pending
-		p.marks.pending, p.marks.closed = nil, true
-		p.marks.mu.Unlock()
+		l.marks.mu.Lock()
+		left := l.marks.pending
+		l.marks.pending, l.marks.closed = nil, true
+		l.marks.mu.Unlock()
 		for _, m := range left {
 			m.done <- startAtRisk
 		}
@@ -239,27 +239,27 @@ func (p *Pool) markLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-p.marks.wake:
+		case <-l.marks.wake:
 		}
 		for {
-			p.marks.mu.Lock()
-			batch, done := p.marks.pending, p.marks.done
-			p.marks.pending, p.marks.done = nil, nil
-			p.marks.mu.Unlock()
+			l.marks.mu.Lock()
+			batch, done := l.marks.pending, l.marks.done
+			l.marks.pending, l.marks.done = nil, nil
+			l.marks.mu.Unlock()
 			if len(batch) == 0 && len(done) == 0 {
 				break
 			}
-			signal(p.marks.wake) // marks added meanwhile go in another writer's statement
-			err := p.writeMarks(ctx, batch, done)
+			signal(l.marks.wake) // marks added meanwhile go in another writer's statement
+			err := l.writeMarks(ctx, batch, done)
 			if err == nil {
 				retry.Succeeded()
 				continue
 			}
 			// Tried again: the bits as the pool then holds them.
-			p.marks.mu.Lock()
-			p.marks.pending = append(batch, p.marks.pending...)
-			p.marks.done = append(done, p.marks.done...)
-			p.marks.mu.Unlock()
+			l.marks.mu.Lock()
+			l.marks.pending = append(batch, l.marks.pending...)
+			l.marks.done = append(done, l.marks.done...)
+			l.marks.mu.Unlock()
 			wait := retry.Failed()
 			p.metrics.dbErrors.WithLabelValues("start").Inc()
 			p.log.Error().Err(err).Int("rows", len(batch)).Dur("retry_in", wait).Msg("recording handler starts failed")
@@ -273,11 +273,12 @@ func (p *Pool) markLoop(ctx context.Context) {
 // writeMarks records the starts of batch (and the rows they tell idle) in
 // one statement, deletes the starts rows of the done claims, and answers
 // each mark, unless the statement failed.
-func (p *Pool) writeMarks(ctx context.Context, batch []*startMark, done []int64) error {
-	sent := p.cfg.Now()
+func (l *leaser) writeMarks(ctx context.Context, batch []*startMark, done []int64) error {
+	p := l.p
+	sent := time.Now()
 	live := batch[:0:0]
 	touched := make(map[int64]*claimStarts)
-	var unmarkIDs, unmarkTokens []int64
+	var unmark []driver.Lease
 	p.mu.Lock()
 	for _, m := range batch {
 		switch {
@@ -286,7 +287,7 @@ func (p *Pool) writeMarks(ctx context.Context, batch []*startMark, done []int64)
 		case context.Cause(m.j.ctx) == errLeaseLost:
 			m.done <- startFenced
 			continue
-		case sent.Add(p.cfg.Lease / 3).After(m.j.leaseUntil):
+		case sent.Add(p.cfg.startMargin()).After(m.j.leaseUntil):
 			// As in dispatchLocked: a lease not renewed for a while could
 			// overlap with a rescuer's claim.
 			m.done <- startAtRisk
@@ -297,7 +298,7 @@ func (p *Pool) writeMarks(ctx context.Context, batch []*startMark, done []int64)
 				continue // started meanwhile, or not marked: nothing to tell
 			}
 			if o.claimMarked {
-				unmarkIDs, unmarkTokens = append(unmarkIDs, o.row.ID), append(unmarkTokens, o.token)
+				unmark = append(unmark, driver.Lease{ID: o.row.ID, Token: o.token})
 				o.claimMarked = false
 			}
 			if c := p.claims[o.token]; c != nil {
@@ -316,26 +317,21 @@ func (p *Pool) writeMarks(ctx context.Context, batch []*startMark, done []int64)
 		}
 		live = append(live, m)
 	}
-	tokens := make([]int64, 0, len(touched))
-	bits := make([][]byte, 0, len(touched))
-	versions := make([]int64, 0, len(touched))
+	claims := make([]driver.ClaimBits, 0, len(touched))
 	for t, c := range touched {
 		c.written = true
-		tokens, bits, versions = append(tokens, t), append(bits, append([]byte(nil), c.bits...)), append(versions, c.version)
+		claims = append(claims, driver.ClaimBits{Token: t, Bits: append([]byte(nil), c.bits...), Version: c.version})
 	}
 	p.mu.Unlock()
-	if len(live) == 0 && len(done) == 0 && len(unmarkIDs) == 0 {
+	if len(live) == 0 && len(done) == 0 && len(unmark) == 0 {
 		return nil
 	}
 	// Bounded like a renewal: a mark that takes longer than a lease is
 	// useless.
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Lease)
 	defer cancel()
-	if _, err := p.markDB.Exec(ctx, driver.MarkStartsSQL, pgx.NamedArgs{
-		"tokens": tokens, "bits": bits, "versions": versions,
-		"unmark_ids": unmarkIDs, "unmark_tokens": unmarkTokens, "done_tokens": done,
-	}); err != nil {
-		return fmt.Errorf("record handler starts: %w", err)
+	if err := driver.MarkStarts(ctx, l.db, driver.StartMarks{Claims: claims, Unmark: unmark, DoneTokens: done}); err != nil {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -1,30 +1,10 @@
 package driver
 
-// The worker's statements, rendered once. These exported strings are a
-// step on the way: the engine's components call typed functions of this
-// package instead, one per statement, and these go.
-var (
-	// ClaimSQL, CompleteSQL and CompleteTxSQL are the statements on the
-	// hot path, each in two variants: [Plain] while the pool has no
-	// ordered route, [WithOrdered] when it has one. The files are
-	// text/templates (sql/unpark_successors.sql holds the part complete
-	// and complete_tx share, sql/holds_key.sql the rule of which rows hold
-	// a key back and the hash of the key the key index holds,
-	// sql/row_size.sql what a row weighs against the claim's bytes); the
-	// plain variants leave the ordered routes' parking and unparking out,
-	// which spares their planning and their lookups.
-	ClaimSQL      = renderVariants("claim.sql")
-	CompleteSQL   = renderVariants("complete.sql")
-	CompleteTxSQL = renderVariants("complete_tx.sql")
-
-	RenewSQL           = load("renew.sql")
-	MarkStartsSQL      = load("mark_starts.sql")
-	SuspectsSQL        = load("suspects.sql")
-	PoisonCandidateSQL = load("poison_candidate.sql")
-	PoisonSQL          = load("poison.sql")
-)
-
-// Indexes of the statement variants.
+// Indexes of the statement variants of the hot path's templated
+// statements (sql/claim.sql, sql/complete.sql, sql/complete_tx.sql): Plain
+// while the pool has no ordered route, WithOrdered when it has one. The
+// plain variants leave the ordered routes' parking and unparking out,
+// which spares their planning and their lookups.
 const (
 	Plain       = 0
 	WithOrdered = 1

@@ -1,0 +1,93 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/inboxd/inboxd/internal/driver/status"
+)
+
+// completeSQL and completeTxSQL are sql/complete.sql and
+// sql/complete_tx.sql in their two variants (see Variant).
+var (
+	completeSQL   = renderVariants("complete.sql")
+	completeTxSQL = renderVariants("complete_tx.sql")
+)
+
+// Completion is one row's outcome for Complete.
+type Completion struct {
+	ID     int64
+	Token  int64         // the lease token it was claimed with: the write is fenced by it
+	Status status.Status // processed, received (a retry or a release) or dead
+	Delay  time.Duration // for received: how long until it is due
+	Error  *string       // last_error (nil: left as it is)
+	// Release: the row returns unattempted; its attempt is not counted.
+	Release bool
+	// Chained: the next row of its key was claimed with it and is run or
+	// given back by the worker: the completion need not unpark it.
+	Chained bool
+}
+
+// Ordering is what the ordered routes' part of the completions needs: the
+// types of ordered routes, and those whose dead rows block their key. No
+// ordered type: the Plain variant.
+type Ordering struct {
+	OrderedTypes, BlockingTypes []string
+}
+
+// Complete writes the outcomes of batch in one fenced statement
+// (sql/complete.sql) and returns the ids it applied (the others' leases
+// were lost). batch should be sorted by id: the statement locks the rows
+// in that order.
+func Complete(ctx context.Context, db DB, batch []Completion, o Ordering) ([]int64, error) {
+	n := len(batch)
+	ids := make([]int64, n)
+	tokens := make([]int64, n)
+	statuses := make([]string, n)
+	delays := make([]int64, n)
+	errs := make([]*string, n)
+	deltas := make([]int32, n)
+	chained := make([]bool, n)
+	for i, c := range batch {
+		ids[i], tokens[i], statuses[i], delays[i], errs[i] = c.ID, c.Token, string(c.Status), c.Delay.Milliseconds(), c.Error
+		chained[i] = c.Chained
+		if c.Release {
+			deltas[i] = -1
+		}
+	}
+	rows, err := db.Query(ctx, completeSQL[Variant(o.OrderedTypes)], pgx.NamedArgs{
+		"ids": ids, "tokens": tokens, "statuses": statuses, "delays_ms": delays,
+		"errors": errs, "attempts_delta": deltas, "chained": chained,
+		"ordered_types": nonNil(o.OrderedTypes), "blocking_types": nonNil(o.BlockingTypes),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("complete batch: %w", err)
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("complete batch: %w", err)
+	}
+	return applied, nil
+}
+
+// CompleteTx marks row id processed in tx, a transactional handler's
+// transaction, fenced by token (sql/complete_tx.sql); chained as in
+// Completion. It reports whether the row was marked (false: the lease was
+// lost).
+func CompleteTx(ctx context.Context, tx DB, id, token int64, chained bool, o Ordering) (bool, error) {
+	rows, err := tx.Query(ctx, completeTxSQL[Variant(o.OrderedTypes)], pgx.NamedArgs{
+		"id": id, "token": token, "chained": chained,
+		"ordered_types": nonNil(o.OrderedTypes), "blocking_types": nonNil(o.BlockingTypes),
+	})
+	if err != nil {
+		return false, fmt.Errorf("mark processed: %w", err)
+	}
+	marked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return false, fmt.Errorf("mark processed: %w", err)
+	}
+	return len(marked) > 0, nil
+}
