@@ -64,14 +64,14 @@ func TestClaimPlanLeavesFullRoutesOut(t *testing.T) {
 	if err := reg.Handle("x", handlers.Ignore(), handlers.Concurrency(2)); err != nil {
 		t.Fatal(err)
 	}
-	p := unitPool(t, reg, Config{Workers: 4, Prefetch: -1, ClaimBatch: 100, ClaimBytes: 1000})
+	p := unitPool(t, reg, Config{Workers: 4, Prefetch: -1, ClaimBatch: 100, ClaimBytes: 2000})
 	hold(p, p.routes["x"], 2, 100)
 	req, _, _ := p.claimer.plan()
 	if !slices.Equal(req.full, []string{"x"}) || len(req.open) != 0 || !req.defaultOpen {
 		t.Errorf("open %v, full %v, default open %v; want x full", req.open, req.full, req.defaultOpen)
 	}
-	if req.limit != 4 || req.maxBytes != 800 || req.firstAlways {
-		t.Errorf("limit %d, bytes %d (first always %v); want the default route's 4, 800 bytes", req.limit, req.maxBytes, req.firstAlways)
+	if req.limit != 4 || req.maxBytes != 1800 || req.firstAlways {
+		t.Errorf("limit %d, bytes %d (first always %v); want the default route's 4, 1800 bytes", req.limit, req.maxBytes, req.firstAlways)
 	}
 	hold(p, p.routes[""], 4, 100)
 	if req, _, _ := p.claimer.plan(); req.limit != 0 || req.defaultOpen || len(req.rooms) != 0 {
@@ -154,7 +154,7 @@ func TestClaimPlanBounds(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		cfg := Config{Workers: 1 + rng.IntN(50), Prefetch: rng.IntN(20) - 1, ClaimBatch: 1 + rng.IntN(300), ClaimBytes: 1 + rng.Int64N(10000)}
+		cfg := Config{Workers: 1 + rng.IntN(50), Prefetch: rng.IntN(20) - 1, ClaimBatch: 1 + rng.IntN(300), ClaimBytes: MinClaimBytes + rng.Int64N(10000)}
 		p := unitPool(t, reg, cfg)
 		for _, rs := range p.routes {
 			hold(p, rs, rng.IntN(rs.limit+rs.prefetch+1), rng.Int64N(100))
