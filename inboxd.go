@@ -73,9 +73,6 @@ type Inboxd struct {
 	retention *worker.Retention
 	consumer  *ingest.Consumer // nil without ingest
 
-	// running handlers' cancel functions, for StopAndCancel (cancelOnStop).
-	handlers handlerCancels
-
 	mu        sync.Mutex
 	ran       bool               // Run was called
 	stopped   bool               // Stop or StopAndCancel was called
@@ -135,7 +132,7 @@ func New(cfg Config) (*Inboxd, error) {
 		running: make(chan struct{}),
 	}
 	var err error
-	if ib.pool, err = worker.New(cfg.DB, ib.wrap(cfg.Registry), wcfg, cfg.Logger, cfg.Registerer); err != nil {
+	if ib.pool, err = worker.New(cfg.DB, cfg.Registry.Clone(), wcfg, cfg.Logger, cfg.Registerer); err != nil {
 		return nil, err
 	}
 	rcfg := cfg.Retention
@@ -151,84 +148,6 @@ func New(cfg Config) (*Inboxd, error) {
 	return ib, nil
 }
 
-// wrap returns a copy of reg whose handlers' contexts also end when
-// StopAndCancel is called.
-func (ib *Inboxd) wrap(reg *handlers.Registry) *handlers.Registry {
-	c := reg.Clone()
-	c.Use(ib.cancelOnStop)
-	return c
-}
-
-// cancelOnStop is the middleware that ties a handler's context to
-// StopAndCancel.
-func (ib *Inboxd) cancelOnStop(next handlers.Handler) handlers.Handler {
-	return handlers.HandlerFunc(func(ctx context.Context, ev *handlers.Event) error {
-		ctx, cancel := context.WithCancelCause(ctx)
-		defer cancel(nil)
-		var shard uint64
-		if ev != nil {
-			shard = uint64(ev.ID)
-		}
-		ib.handlers.add(shard, ctx, cancel)
-		defer ib.handlers.remove(shard, ctx)
-		return next.Handle(ctx, ev)
-	})
-}
-
-// handlerCancels holds the cancel functions of the running handlers. It
-// is sharded, and costs a handler call no more than a map insert and
-// delete under an uncontended lock: it is on every handler call's path.
-type handlerCancels struct {
-	cancelled atomic.Bool
-	shards    [16]cancelShard
-}
-
-// cancelShard is one shard of handlerCancels.
-type cancelShard struct {
-	mu      sync.Mutex
-	cancels map[context.Context]context.CancelCauseFunc
-}
-
-// add records the cancel function of the handler context ctx in shard
-// (any number: the row's id spreads the calls). A handler added once
-// cancelAll was called is cancelled at once.
-func (h *handlerCancels) add(shard uint64, ctx context.Context, cancel context.CancelCauseFunc) {
-	s := &h.shards[shard%uint64(len(h.shards))]
-	s.mu.Lock()
-	if s.cancels == nil {
-		s.cancels = make(map[context.Context]context.CancelCauseFunc)
-	}
-	s.cancels[ctx] = cancel
-	s.mu.Unlock()
-	// cancelAll sets cancelled before it goes through the shards: a
-	// handler it did not find there sees it set.
-	if h.cancelled.Load() {
-		cancel(ErrStopAndCancel)
-	}
-}
-
-// remove forgets what add recorded.
-func (h *handlerCancels) remove(shard uint64, ctx context.Context) {
-	s := &h.shards[shard%uint64(len(h.shards))]
-	s.mu.Lock()
-	delete(s.cancels, ctx)
-	s.mu.Unlock()
-}
-
-// cancelAll cancels every running handler's context, and every one added
-// from now on.
-func (h *handlerCancels) cancelAll() {
-	h.cancelled.Store(true)
-	for i := range h.shards {
-		s := &h.shards[i]
-		s.mu.Lock()
-		for _, cancel := range s.cancels {
-			cancel(ErrStopAndCancel)
-		}
-		s.mu.Unlock()
-	}
-}
-
 // SetRegistry replaces the handler registry (after a routes file was
 // loaded again, say): rows claimed from then on are handled by reg's
 // handlers; handlers already running finish as they are. reg is copied;
@@ -237,7 +156,7 @@ func (ib *Inboxd) SetRegistry(reg *handlers.Registry) {
 	if reg == nil {
 		return
 	}
-	ib.pool.SetRegistry(ib.wrap(reg))
+	ib.pool.SetRegistry(reg.Clone())
 }
 
 // Run checks the schema (or migrates it, with Config.Migrate), then runs
@@ -347,12 +266,13 @@ func (ib *Inboxd) Stop(ctx context.Context) error {
 }
 
 // StopAndCancel is Stop, with the running handlers' contexts cancelled at
-// once (their cause is ErrStopAndCancel). A handler that then returns an
-// error has its attempt counted and its row retried with backoff, as any
-// failed attempt (dead only if that was its last attempt); one that
+// once instead of after worker.Config.ShutdownTimeout (their cause wraps
+// ErrStopAndCancel). A handler that then returns an error has its row
+// released unattempted, as at the end of the shutdown budget: another
+// worker takes it at once and its attempt is not counted; one that
 // returns nil has its row processed.
 func (ib *Inboxd) StopAndCancel(ctx context.Context) error {
-	ib.handlers.cancelAll()
+	ib.pool.CancelRunning(ErrStopAndCancel)
 	return ib.Stop(ctx)
 }
 

@@ -92,8 +92,9 @@ func (e *executor) loop(t execTask) {
 	}
 }
 
-// wait waits up to d for every running handler to return.
-func (e *executor) wait(d time.Duration) bool {
+// wait waits up to d, or until abort is closed, for every running handler
+// to return, and reports whether they all did.
+func (e *executor) wait(d time.Duration, abort <-chan struct{}) bool {
 	done := make(chan struct{})
 	go func() { e.running.Wait(); close(done) }()
 	t := time.NewTimer(max(d, 0))
@@ -103,6 +104,13 @@ func (e *executor) wait(d time.Duration) bool {
 		return true
 	case <-t.C:
 		return false
+	case <-abort:
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
 	}
 }
 

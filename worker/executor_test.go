@@ -70,7 +70,7 @@ func TestExecutorRunsDispatchedJobsThroughTheBooks(t *testing.T) {
 	if len(seen) != 3 {
 		t.Errorf("outcomes for rows %v, want 1, 2 and 3", seen)
 	}
-	if !p.executor.wait(10 * time.Second) {
+	if !p.executor.wait(10*time.Second, nil) {
 		t.Fatal("handlers did not return")
 	}
 	p.mu.Lock()
@@ -143,7 +143,7 @@ func TestExecutorGivesAFailedHeadsChainBack(t *testing.T) {
 	if r := got[2]; r.outcome != outcomeReleased || !r.release || r.lastError == nil || !strings.Contains(*r.lastError, "did not finish") {
 		t.Errorf("follower: %+v, want released unstarted", r)
 	}
-	p.executor.wait(10 * time.Second)
+	p.executor.wait(10*time.Second, nil)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if queued, running := p.countsLocked(); queued != 0 || running != 0 || p.heldBytes != 0 || p.routes["o"].waiting != 0 {
@@ -155,7 +155,7 @@ func TestExecutorGivesAFailedHeadsChainBack(t *testing.T) {
 func TestExecutorStopIsIdempotent(t *testing.T) {
 	t.Parallel()
 	p := unitPool(t, handlers.NewRegistry(), Config{})
-	if !p.executor.wait(time.Second) {
+	if !p.executor.wait(time.Second, nil) {
 		t.Error("wait with no job running did not return at once")
 	}
 	p.executor.Stop()

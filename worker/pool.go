@@ -57,6 +57,12 @@ type Pool struct {
 
 	runOnce sync.Once
 	ready   chan struct{}
+
+	// cancelNow is closed by CancelRunning; cancelCause is the cause it
+	// gave, set before the close.
+	cancelNow   chan struct{}
+	cancelOnce  sync.Once
+	cancelCause error
 }
 
 // result is the outcome of one job, for the completers.
@@ -103,6 +109,8 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg Config, logger zerol
 		freed:   make(chan struct{}, 1),
 		jobs:    make(map[int64]*job),
 		ready:   make(chan struct{}),
+
+		cancelNow: make(chan struct{}),
 
 		claims: make(map[int64]*claimStarts),
 	}
@@ -158,6 +166,19 @@ func (p *Pool) SetRegistry(r *handlers.Registry) {
 // Ready is closed once Run has started listening for notifications (or
 // given up on listening and fallen back to polling).
 func (p *Pool) Ready() <-chan struct{} { return p.ready }
+
+// CancelRunning cuts the first step of the shutdown short: once Run's
+// context is done (before or after this call), the running handlers'
+// contexts are cancelled at once rather than after ShutdownTimeout, with
+// cause wrapped in their cause (context.Cause; nil: the pool's own), and
+// their rows are released unattempted, as when the budget is spent. It
+// does not stop the pool by itself; calls after the first do nothing.
+func (p *Pool) CancelRunning(cause error) {
+	p.cancelOnce.Do(func() {
+		p.cancelCause = cause
+		close(p.cancelNow)
+	})
+}
 
 // Run claims and handles rows until ctx is cancelled, then shuts down in two
 // steps: it stops claiming, gives rows that wait for a handler back at once,
@@ -275,12 +296,21 @@ func (p *Pool) Run(ctx context.Context) error {
 	held, _ := p.load()
 	p.log.Info().Int("inflight", held).Int("released", released).
 		Dur("budget", p.cfg.ShutdownTimeout).Msg("stopping: no new claims")
-	if !p.executor.wait(time.Until(stopping.Add(p.cfg.ShutdownTimeout))) {
+	if !p.executor.wait(time.Until(stopping.Add(p.cfg.ShutdownTimeout)), p.cancelNow) {
 		// Step 2: cancel them; the executors release their rows.
 		held, _ := p.load()
-		p.log.Warn().Int("inflight", held).Msg("shutdown budget spent: cancelling handlers")
-		cancelWork(errShutdown)
-		if !p.executor.wait(cancelGrace) {
+		cause := errShutdown
+		select {
+		case <-p.cancelNow:
+			p.log.Info().Int("inflight", held).Msg("cancelling handlers now, as asked")
+			if p.cancelCause != nil {
+				cause = errors.Join(errShutdown, p.cancelCause)
+			}
+		default:
+			p.log.Warn().Int("inflight", held).Msg("shutdown budget spent: cancelling handlers")
+		}
+		cancelWork(cause)
+		if !p.executor.wait(cancelGrace, nil) {
 			held, _ := p.load()
 			p.log.Error().Int("inflight", held).Msg("handlers ignore cancellation: releasing their rows anyway")
 			p.releaseStuck()
