@@ -160,3 +160,23 @@ func TestClaimOrderedChain(t *testing.T) {
 		t.Errorf("second claim: %+v, %v; want nothing", c, err)
 	}
 }
+
+// A claim none of whose rows was started through its bits (all marked by
+// the claim, one of them now unmarked beside a suspect) has empty bits: the
+// statement must store them, not fail on a NULL (which made the suspect's
+// mark fail and be retried for seconds, and the rows beside it share its
+// crash).
+func TestMarkStartsWithEmptyBits(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	for _, bits := range [][]byte{nil, {}} {
+		if err := MarkStarts(ctx, db.Pool, StartMarks{Claims: []ClaimBits{{Token: 7, Bits: bits, Version: int64(len(bits)) + 1}}}); err != nil {
+			t.Fatalf("MarkStarts with bits %#v: %v", bits, err)
+		}
+	}
+	var n int
+	if err := db.Pool.QueryRow(ctx, `SELECT length(bits) FROM inbox_starts WHERE token = 7`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("stored bits of length %d (%v), want an empty value", n, err)
+	}
+}

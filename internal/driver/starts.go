@@ -38,6 +38,9 @@ func MarkStarts(ctx context.Context, db DB, m StartMarks) error {
 	versions := make([]int64, len(m.Claims))
 	for i, c := range m.Claims {
 		tokens[i], bits[i], versions[i] = c.Token, c.Bits, c.Version
+		if bits[i] == nil {
+			bits[i] = []byte{} // no bit set: empty, not NULL (the column is NOT NULL)
+		}
 	}
 	unmarkIDs := make([]int64, len(m.Unmark))
 	unmarkTokens := make([]int64, len(m.Unmark))
