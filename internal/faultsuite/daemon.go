@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/inboxd/inboxd/internal/syncbuf"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // ReadyTimeout bounds how long StartDaemon waits for /readyz.
@@ -68,7 +68,7 @@ type DaemonSpec struct {
 // reported by the race detector fails the test.
 func StartDaemon(t testing.TB, spec DaemonSpec) *Daemon {
 	t.Helper()
-	addr := FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	d := &Daemon{Name: spec.Name, t: t, addr: addr, logs: &syncbuf.Buffer{}, done: make(chan struct{})}
 	args := spec.Args
 	if len(args) == 0 {
@@ -334,17 +334,6 @@ func (d *Daemon) PeakRSS() (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmHWM in /proc/%d/status (process exited?)", d.PID())
-}
-
-// FreeAddr returns a free 127.0.0.1:port.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func tail(s string, n int) string {
