@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 func TestPercentile(t *testing.T) {
@@ -92,7 +94,7 @@ func TestTargets(t *testing.T) {
 // and checks that it writes its results and charts.
 func TestSmallRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the benchmark against PostgreSQL")
+		testkit.Unavailable(t, "-short: TestSmallRun runs the benchmark against PostgreSQL")
 	}
 	dir := t.TempDir()
 	var out bytes.Buffer

@@ -4,9 +4,10 @@
 // in for the service behind the daemon, and a daemon process harness.
 //
 // It is for tests only, in any of the repository's modules (the main one,
-// deploy, the fault suite, the benchmarks): it imports nothing from inboxd
-// and only the standard library, so it adds nothing to an embedder's module
-// graph.
+// deploy, the fault suite, the benchmarks). Besides the standard library it
+// imports only handlers (the names of the headers the http handler sets)
+// and internal/syncbuf, so it adds nothing to an embedder's module graph;
+// the handlers package's own tests cannot use it (an import cycle).
 package testkit
 
 import (
