@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/inboxd/inboxd/handlers"
-	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/pgtest"
 )
 
 func TestMain(m *testing.M) {

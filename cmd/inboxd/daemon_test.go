@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
-	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
 // A row inserted with plain SQL reaches the HTTP sink with its event id as

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/pgtest"
 )
 
 // The reported case, end to end: rows (sql, 'evt-7'), (sql, 'evt-7 ') and

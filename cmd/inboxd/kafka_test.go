@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
-	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
 // kafkaEnv starts an in-process Kafka-protocol cluster and returns it with a

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
-	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
 // binary is the inboxd binary built once (with -race) for the subprocess

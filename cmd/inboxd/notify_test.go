@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
-	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
 // notifySocket is a stand-in for systemd's notification socket.

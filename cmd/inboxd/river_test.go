@@ -21,7 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inboxd/inboxd/handlers/riverjob"
-	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/pgtest"
 )
 
 // paymentCaptured is the args type of a River worker in another service:

@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
-	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
 // rolesScript is the least-privilege roles script under test.

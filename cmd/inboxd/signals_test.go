@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/syncbuf"
-	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
 // SIGHUP reloads the routes file: a type that went dead goes to its new

@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
-	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
 // bins are the programs under test, built once in TestMain.

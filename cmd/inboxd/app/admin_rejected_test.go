@@ -8,7 +8,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/inboxd/inboxd/ingest"
-	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/pgtest"
 )
 
 // ingestMessage maps m with opts as ingest does and stores the row with the

@@ -13,8 +13,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/syncbuf"
-	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
