@@ -5,6 +5,11 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS     := -s -w -X github.com/inboxd/inboxd/cmd/inboxd/app.Version=$(VERSION)
 IMAGE       ?= ghcr.io/inboxd/inboxd:0.3.0
+# The repository's modules: the main one (what an embedder requires) and the
+# ones kept out of an embedder's module graph: the deploy checks (k8s.io,
+# prometheus/prometheus), the fault suite and the benchmarks (gonum). Each
+# nested go.mod replaces github.com/inboxd/inboxd by the repository root.
+MODULES     := . deploy internal/faultsuite cmd/inboxd-bench
 # Tests and benchmarks use this server; each test creates its own database.
 export INBOXD_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
@@ -16,16 +21,22 @@ all: lint test build
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/inboxd ./cmd/inboxd
 
-## test: every test, with the race detector, against the local PostgreSQL
-## (the short fault suite included; needs promtool for the alert rule tests:
-## deploy/prometheus/install-promtool.sh)
+## test: every test of every module, with the race detector, against the local PostgreSQL
+## (the fault suite's scenarios are skipped without INBOXD_FAULT=1, its other tests run;
+## needs promtool for the alert rule tests: deploy/prometheus/install-promtool.sh)
 test:
-	$(GO) test -race -count=1 -timeout 12m ./...
+	@failed=; for m in $(MODULES); do \
+	  echo "== go test $$m"; \
+	  (cd $$m && $(GO) test -race -count=1 -timeout 12m ./...) || failed="$$failed $$m"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make test: tests failed in:$$failed" >&2; exit 1; fi
 
 ## lint: go vet, staticcheck, the documentation's links, and the systemd unit's verification and security score
 lint: linkcheck
-	$(GO) vet ./...
-	$(GO) run $(STATICCHECK) ./...
+	@set -e; for m in $(MODULES); do \
+	  echo "== go vet, staticcheck $$m"; \
+	  (cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...); \
+	done
 	bash deploy/systemd/check.sh
 
 ## linkcheck: every relative link and #anchor in README.md and docs/ resolves (also part of `make test`)
@@ -55,20 +66,20 @@ fuzz-short:
 ## fault: the fault-injection suite, short variant (CI runs it): real binaries, PostgreSQL restarts,
 ## connection cuts and latency, SIGKILL/SIGSTOP, slow handlers, big payloads; invariants on the history
 fault:
-	INBOXD_FAULT=1 $(GO) test -count=1 -parallel 16 -timeout 10m -v -run . ./internal/faultsuite/ 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|faultsuite:|\s+[a-z_]+\.go:[0-9]+:)' ; exit $${PIPESTATUS[0]}
+	cd internal/faultsuite && INBOXD_FAULT=1 $(GO) test -count=1 -parallel 16 -timeout 10m -v -run . . 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|faultsuite:|\s+[a-z_]+\.go:[0-9]+:)' ; exit $${PIPESTATUS[0]}
 
 ## fault-long: the same scenarios at full size (minutes; not in CI)
 fault-long:
-	INBOXD_FAULT_LONG=1 $(GO) test -count=1 -parallel 16 -timeout 60m -v -run . ./internal/faultsuite/
+	cd internal/faultsuite && INBOXD_FAULT_LONG=1 $(GO) test -count=1 -parallel 16 -timeout 60m -v -run . .
 
 ## bench: inboxd beside River and the raw-SQL yardstick (throughput, latency over load, peak RSS); writes docs/bench/ (a few minutes)
 bench:
-	$(GO) run ./cmd/inboxd-bench -out docs/bench
+	cd cmd/inboxd-bench && $(GO) run . -out $(CURDIR)/docs/bench
 
 ## bench-long: 5 min at 0.8x the end-to-end maximum with retention (5s) and without; per-minute rate, p99, inbox size (~15 min; not in CI)
 ## -vacuum-every 30s stands in for autovacuum where the server has it off
 bench-long:
-	$(GO) run ./cmd/inboxd-bench -run long -vacuum-every 30s -out docs/bench
+	cd cmd/inboxd-bench && $(GO) run . -run long -vacuum-every 30s -out $(CURDIR)/docs/bench
 
 ## bench-go: the go test benchmarks (yardstick, pool, ordering, ingest, end to end) once each
 bench-go:

@@ -16,8 +16,8 @@ import (
 	"github.com/inboxd/inboxd"
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/syncbuf"
-	"github.com/inboxd/inboxd/migrations/pgtest"
 	"github.com/inboxd/inboxd/worker"
 )
 

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // fakeReader stands in for *kafka.Reader in unit tests of the consumer loop.
@@ -162,20 +164,7 @@ func unitConsumer(t *testing.T, w inboxWriter, r *fakeReader, mutate func(*Confi
 
 // waitFor polls cond until it reports true, failing the test after timeout
 // with the last description cond gave.
-func waitFor(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, desc := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting: %s", timeout, desc)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+var waitFor = testkit.WaitForReport
 
 // fakeProbe answers broker probes from fields the test sets.
 type fakeProbe struct {

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/migrations"
-	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
 // Several replicas migrating one empty database at once must all succeed

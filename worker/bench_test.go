@@ -14,8 +14,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/yardstick"
-	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
 // benchEvents is how many events one benchmark iteration moves

@@ -14,7 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/inboxd/inboxd/handlers"
-	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -192,16 +193,7 @@ func (b *bundle) countStatus(t testing.TB, status string) int {
 }
 
 // waitFor polls cond until it holds or the timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+var waitFor = testkit.WaitFor
 
 func ids(prefix string, n int) []string {
 	out := make([]string, n)

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/migrations"
-	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
 // environment is the PostgreSQL server the measurements run on and the

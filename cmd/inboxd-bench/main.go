@@ -43,9 +43,9 @@
 //
 // Usage:
 //
-//	go run ./cmd/inboxd-bench -out docs/bench
-//	go run ./cmd/inboxd-bench -run e2e -cpuprofile cpu.out -blockprofile block.out
-//	go run ./cmd/inboxd-bench -run long -long-minutes 5
+//	cd cmd/inboxd-bench && go run . -out ../../docs/bench
+//	cd cmd/inboxd-bench && go run . -run e2e -cpuprofile cpu.out -blockprofile block.out
+//	cd cmd/inboxd-bench && go run . -run long -long-minutes 5
 //
 // INBOXD_* variables in the environment (INBOXD_WORKERS, …) are passed to
 // the daemon and override its defaults, to compare settings.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 func TestPercentile(t *testing.T) {
@@ -92,7 +94,7 @@ func TestTargets(t *testing.T) {
 // and checks that it writes its results and charts.
 func TestSmallRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the benchmark against PostgreSQL")
+		testkit.Unavailable(t, "-short: TestSmallRun runs the benchmark against PostgreSQL")
 	}
 	dir := t.TempDir()
 	var out bytes.Buffer
@@ -127,5 +129,19 @@ func TestSmallRun(t *testing.T) {
 		if !bytes.HasPrefix(b, []byte("\x89PNG")) {
 			t.Errorf("%s is not a PNG", png)
 		}
+	}
+}
+
+// The memory benchmark builds cmd/inboxd from the main module, which this
+// module replaces by the repository root: the build finds it from here.
+func TestBuildInboxdFromTheBenchModule(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin, err := buildInboxd(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(bin); err != nil || fi.Mode()&0o111 == 0 {
+		t.Fatalf("no executable at %s: %v", bin, err)
 	}
 }

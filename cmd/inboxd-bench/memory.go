@@ -18,15 +18,16 @@ import (
 )
 
 // buildInboxd builds the inboxd binary (no -race) into dir and returns its
-// path; the module is found with `go env GOMOD`.
+// path; the main module is found with `go list -m` (this program is a module
+// of its own that replaces github.com/inboxd/inboxd by the repository root).
 func buildInboxd(ctx context.Context, dir string) (string, error) {
-	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/inboxd/inboxd").Output()
 	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
+		return "", fmt.Errorf("go list -m github.com/inboxd/inboxd: %w (run inboxd-bench inside its module, cmd/inboxd-bench, or pass -inboxd)", err)
 	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	if root == "." || root == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
-		return "", errors.New("run inboxd-bench inside the inboxd module, or pass -inboxd")
+	root := strings.TrimSpace(string(out))
+	if root == "" {
+		return "", errors.New("github.com/inboxd/inboxd has no directory: run inboxd-bench inside its module, cmd/inboxd-bench, or pass -inboxd")
 	}
 	bin := filepath.Join(dir, "inboxd")
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/inboxd")

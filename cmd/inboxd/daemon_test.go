@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // A row inserted with plain SQL reaches the HTTP sink with its event id as
@@ -21,7 +22,7 @@ func TestPlainInsertDeliveredAcrossSIGKILL(t *testing.T) {
 	arrived := make(chan struct{})
 	unblock := make(chan struct{})
 	var first atomic.Bool
-	s.hook = func(w http.ResponseWriter, r *http.Request, req sinkRequest) bool {
+	s.SetHook(func(w http.ResponseWriter, r *http.Request, req testkit.Delivery) bool {
 		if req.IdempotencyKey == "shop/order-1" && first.CompareAndSwap(false, true) {
 			close(arrived)
 			select { // hold the first delivery until the daemon is dead
@@ -31,7 +32,7 @@ func TestPlainInsertDeliveredAcrossSIGKILL(t *testing.T) {
 			return true
 		}
 		return false
-	}
+	})
 	t.Cleanup(func() {
 		select {
 		case <-unblock:
@@ -53,7 +54,7 @@ func TestPlainInsertDeliveredAcrossSIGKILL(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the row never reached the sink")
 	}
-	d.kill()
+	d.Kill()
 	close(unblock)
 	if status, _ := rowStatus(t, db, "order-1"); status != "processing" {
 		t.Fatalf("after SIGKILL the row is %s, want processing (held by the dead daemon)", status)
@@ -67,7 +68,7 @@ func TestPlainInsertDeliveredAcrossSIGKILL(t *testing.T) {
 	d2 := startDaemon(t, env...)
 	waitFor(t, 20*time.Second, "both rows processed", func() bool { return countStatus(t, db, "processed") == 2 })
 
-	reqs := s.byKey("shop/order-1")
+	reqs := s.ByKey("shop/order-1")
 	if len(reqs) < 2 {
 		t.Fatalf("order-1 delivered %d times, want the killed attempt and the rescued one", len(reqs))
 	}
@@ -78,10 +79,10 @@ func TestPlainInsertDeliveredAcrossSIGKILL(t *testing.T) {
 	if _, attempts := rowStatus(t, db, "order-1"); attempts != 2 {
 		t.Fatalf("order-1 attempts = %d, want 2", attempts)
 	}
-	if got := s.byKey("shop/order-2"); len(got) != 1 {
+	if got := s.ByKey("shop/order-2"); len(got) != 1 {
 		t.Fatalf("order-2 delivered %d times, want 1", len(got))
 	}
-	if code := d2.terminate(30 * time.Second); code != 0 {
+	if code := terminate(t, d2, 30*time.Second); code != 0 {
 		t.Fatalf("exit code after SIGTERM = %d, want 0", code)
 	}
 }
@@ -96,14 +97,14 @@ func TestSIGTERMReleasesInFlightRows(t *testing.T) {
 	arrived := make(chan struct{}, 10)
 	var hold atomic.Bool
 	hold.Store(true)
-	s.hook = func(w http.ResponseWriter, r *http.Request, req sinkRequest) bool {
+	s.SetHook(func(w http.ResponseWriter, r *http.Request, req testkit.Delivery) bool {
 		if !hold.Load() {
 			return false
 		}
 		arrived <- struct{}{}
 		<-r.Context().Done() // the daemon cancels the request at shutdown
 		return true
-	}
+	})
 	routes := writeRoutes(t, "routes:\n  - type: slow\n    handler: http\n    url: "+s.URL+"\n    timeout: 1m\n")
 	env := []string{"INBOXD_DATABASE_URL=" + db.URL, "INBOXD_ROUTES=" + routes, "INBOXD_SHUTDOWN_TIMEOUT=300ms"}
 	d := startDaemon(t, env...)
@@ -112,7 +113,7 @@ func TestSIGTERMReleasesInFlightRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-arrived
-	if code := d.terminate(30 * time.Second); code != 0 {
+	if code := terminate(t, d, 30*time.Second); code != 0 {
 		t.Fatalf("exit code after SIGTERM = %d, want 0", code)
 	}
 	if n := countStatus(t, db, "processing"); n != 0 {

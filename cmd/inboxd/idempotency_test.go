@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/pgtest"
 )
 
 // The reported case, end to end: rows (sql, 'evt-7'), (sql, 'evt-7 ') and
@@ -26,13 +26,11 @@ func TestSQLRowsWithBlanksGetTheirOwnIdempotencyKeys(t *testing.T) {
 	}
 	waitFor(t, 20*time.Second, "the three rows processed", func() bool { return countStatus(t, db, "processed") == 3 })
 	for key, want := range map[string]int{"sql/evt-7": 1, "sql/evt-7%20": 1, "sql/evt-7%09": 1} {
-		if got := len(s.byKey(key)); got != want {
-			s.mu.Lock()
-			t.Errorf("Idempotency-Key %q delivered %d times, want %d; the sink got %+v", key, got, want, s.requests)
-			s.mu.Unlock()
+		if got := len(s.ByKey(key)); got != want {
+			t.Errorf("Idempotency-Key %q delivered %d times, want %d; the sink got %+v", key, got, want, s.Deliveries())
 		}
 	}
-	if code := d.terminate(30 * time.Second); code != 0 {
+	if code := terminate(t, d, 30*time.Second); code != 0 {
 		t.Fatalf("exit code after SIGTERM = %d, want 0", code)
 	}
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // kafkaEnv starts an in-process Kafka-protocol cluster and returns it with a
@@ -105,7 +106,7 @@ func TestKafkaToSinkEndToEnd(t *testing.T) {
 	}
 	for i := range 220 {
 		key := fmt.Sprintf("orders/o-%03d", i)
-		if got := s.byKey(key); len(got) != 1 || got[0].Source != "orders" {
+		if got := s.ByKey(key); len(got) != 1 || got[0].Source != "orders" {
 			t.Fatalf("%s delivered %d times: %+v", key, len(got), got)
 		}
 	}
@@ -179,12 +180,12 @@ func TestTwoDaemonsShareTheGroup(t *testing.T) {
 	waitFor(t, 60*time.Second, "every event processed", func() bool { return countStatus(t, db, "processed") == n })
 
 	for i := range n {
-		if got := len(s.byKey(fmt.Sprintf("orders/e-%04d", i))); got != 1 {
+		if got := len(s.ByKey(fmt.Sprintf("orders/e-%04d", i))); got != 1 {
 			t.Fatalf("e-%04d delivered %d times", i, got)
 		}
 	}
-	for i, d := range []*daemon{d1, d2} {
-		if !strings.Contains(d.logs.String(), `"message":"processed"`) {
+	for i, d := range []*testkit.Daemon{d1, d2} {
+		if !strings.Contains(d.Logs(), `"message":"processed"`) {
 			t.Errorf("daemon %d processed nothing: the work was not shared", i+1)
 		}
 	}
@@ -229,7 +230,7 @@ func TestSIGKILLMidStreamLosesNothing(t *testing.T) {
 	waitFor(t, 30*time.Second, "stream under way", func() bool {
 		return producedCount.Load() >= n/4 && countStatus(t, db, "processed") > 0
 	})
-	d.kill()
+	d.Kill()
 	if got := producedCount.Load(); got == n {
 		t.Fatalf("the producer had finished before the kill: not a mid-stream kill")
 	}
@@ -248,7 +249,7 @@ func TestSIGKILLMidStreamLosesNothing(t *testing.T) {
 		t.Fatalf("inbox has %d rows, want %d", rows, n)
 	}
 	for i := range n {
-		if len(s.byKey(fmt.Sprintf("orders/k-%05d", i))) == 0 {
+		if len(s.ByKey(fmt.Sprintf("orders/k-%05d", i))) == 0 {
 			t.Fatalf("k-%05d never delivered", i)
 		}
 	}

@@ -3,21 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/inboxd/inboxd/internal/syncbuf"
-	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // binary is the inboxd binary built once (with -race) for the subprocess
@@ -32,9 +24,7 @@ func TestMain(m *testing.M) {
 	}
 	binary = filepath.Join(dir, "inboxd")
 	// The daemon under test is built with the race detector, like the tests.
-	build := exec.Command("go", "build", "-race", "-o", binary, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	if err := testkit.Build(".", binary, ".", true); err != nil {
 		fmt.Fprintln(os.Stderr, "build inboxd:", err)
 		os.Exit(1)
 	}
@@ -43,147 +33,32 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// daemon is an inboxd process under test.
-type daemon struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	addr string
-	logs *syncbuf.Buffer
-	done chan struct{}
-	err  error
-}
-
-// startDaemon runs `inboxd run` with env and waits until /readyz answers.
-func startDaemon(t *testing.T, env ...string) *daemon {
+// startDaemon runs `inboxd run` with env (and debug logs) and waits until
+// /readyz answers (testkit's harness: killed when the test ends, its logs
+// printed when the test fails, a data race failing it).
+func startDaemon(t *testing.T, env ...string) *testkit.Daemon {
 	t.Helper()
-	addr := freeAddr(t)
-	d := &daemon{t: t, addr: addr, logs: &syncbuf.Buffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command(binary, "run")
-	d.cmd.Env = append(append(os.Environ(), "INBOXD_HTTP_ADDR="+addr, "INBOXD_LOG_LEVEL=debug"), env...)
-	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.err = d.cmd.Wait(); close(d.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-d.done:
-		default:
-			_ = d.cmd.Process.Kill()
-			<-d.done
-		}
-		if t.Failed() {
-			t.Logf("inboxd logs:\n%s", d.logs.String())
-		}
-	})
-	waitFor(t, 30*time.Second, "inboxd ready", func() bool {
-		select {
-		case <-d.done:
-			t.Fatalf("inboxd exited early: %v\n%s", d.err, d.logs.String())
-		default:
-		}
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return d
+	return testkit.StartDaemon(t, testkit.DaemonSpec{Binary: binary, Env: append([]string{"INBOXD_LOG_LEVEL=debug"}, env...)})
 }
 
-// kill sends SIGKILL and waits for the process to be gone.
-func (d *daemon) kill() {
-	d.t.Helper()
-	_ = d.cmd.Process.Signal(syscall.SIGKILL)
-	<-d.done
-}
-
-// terminate sends SIGTERM and returns the exit code.
-func (d *daemon) terminate(timeout time.Duration) int {
-	d.t.Helper()
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.done:
-	case <-time.After(timeout):
-		d.t.Fatalf("inboxd did not exit within %s of SIGTERM", timeout)
-	}
-	return d.cmd.ProcessState.ExitCode()
-}
-
-func freeAddr(t *testing.T) string {
+// terminate sends SIGTERM to d and returns its exit code, failing the test
+// when it is still running after timeout.
+func terminate(t *testing.T, d *testkit.Daemon, timeout time.Duration) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	exited, _, code := d.Terminate(timeout)
+	if !exited {
+		t.Fatalf("inboxd did not exit within %s of SIGTERM", timeout)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return code
 }
 
-// sinkRequest is one request the HTTP sink received.
-type sinkRequest struct {
-	IdempotencyKey string
-	EventType      string
-	Source         string
-	Attempt        int
-	Body           []byte
-}
-
-// sink is an HTTP endpoint standing in for the service behind inboxd.
-type sink struct {
-	*httptest.Server
-	mu       sync.Mutex
-	requests []sinkRequest
-	// hook, when set, runs before the response and may write it.
-	hook func(w http.ResponseWriter, r *http.Request, req sinkRequest) bool
-}
-
-func newSink(t *testing.T) *sink {
-	s := &sink{}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		attempt, _ := strconv.Atoi(r.Header.Get("Inbox-Attempt"))
-		req := sinkRequest{
-			IdempotencyKey: r.Header.Get("Idempotency-Key"),
-			EventType:      r.Header.Get("Inbox-Event-Type"),
-			Source:         r.Header.Get("Inbox-Source"),
-			Attempt:        attempt,
-			Body:           body,
-		}
-		s.mu.Lock()
-		s.requests = append(s.requests, req)
-		hook := s.hook
-		s.mu.Unlock()
-		if hook != nil && hook(w, r, req) {
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *sink) byKey(key string) []sinkRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []sinkRequest
-	for _, r := range s.requests {
-		if r.IdempotencyKey == key {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-func writeRoutes(t *testing.T, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "routes.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+// The helpers every test of the binary uses, from internal/testkit.
+var (
+	freeAddr    = testkit.FreeAddr
+	newSink     = testkit.NewSink
+	writeRoutes = testkit.WriteRoutes
+	waitFor     = testkit.WaitFor
+)
 
 func rowStatus(t *testing.T, db *pgtest.DB, eventID string) (status string, attempts int) {
 	t.Helper()
@@ -202,15 +77,4 @@ func countStatus(t *testing.T, db *pgtest.DB, status string) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

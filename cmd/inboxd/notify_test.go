@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inboxd/inboxd/internal/syncbuf"
-	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // notifySocket is a stand-in for systemd's notification socket.
@@ -74,7 +74,7 @@ func TestSystemdNotify(t *testing.T) {
 		"NOTIFY_SOCKET="+sock.path, "WATCHDOG_USEC=1000000")
 	waitFor(t, 10*time.Second, "READY=1", func() bool { return sock.count("READY=1") == 1 })
 	waitFor(t, 10*time.Second, "watchdog fed", func() bool { return sock.count("WATCHDOG=1") >= 3 })
-	if code := d.terminate(30 * time.Second); code != 0 {
+	if code := terminate(t, d, 30*time.Second); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
 	if sock.count("STOPPING=1") != 1 {
@@ -87,19 +87,13 @@ func TestSystemdNotify(t *testing.T) {
 // an orchestrator does not restart the pod for it) and /readyz 503.
 func TestHealthBeforeTheDatabase(t *testing.T) {
 	t.Parallel()
-	addr := freeAddr(t)
 	dead := freeAddr(t) // nothing listens there
-	cmd := exec.Command(binary, "run")
-	cmd.Env = append(os.Environ(), "INBOXD_HTTP_ADDR="+addr, "INBOXD_ROUTES="+writeRoutes(t, "default: ignore\n"),
-		"INBOXD_DATABASE_URL=postgres://postgres@"+dead+"/postgres?sslmode=disable&connect_timeout=1")
-	var logs syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	d := testkit.StartDaemon(t, testkit.DaemonSpec{Binary: binary, NoWait: true, Env: []string{
+		"INBOXD_ROUTES=" + writeRoutes(t, "default: ignore\n"),
+		"INBOXD_DATABASE_URL=postgres://postgres@" + dead + "/postgres?sslmode=disable&connect_timeout=1",
+	}})
 	status := func(path string) int {
-		resp, err := http.Get("http://" + addr + path)
+		resp, err := http.Get("http://" + d.Addr() + path)
 		if err != nil {
 			return 0
 		}
@@ -112,13 +106,9 @@ func TestHealthBeforeTheDatabase(t *testing.T) {
 	}
 	// The first connection attempt may still be under way when /healthz
 	// answers.
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(logs.String(), "database not reachable yet") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the wait for the database is not logged:\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, 10*time.Second, "the wait for the database logged", func() bool {
+		return strings.Contains(d.Logs(), "database not reachable yet")
+	})
 }
 
 // With no routes file and no Go handlers, `run` would dead-letter every

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"sync"
 	"testing"
@@ -13,7 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // The issue's ordered scenario through the real binary: 1,000 keys × 20
@@ -41,8 +41,9 @@ func TestOrderedRouteAcrossReplicasAndAKill(t *testing.T) {
 	var mu sync.Mutex
 	firsts := make(map[string][]int) // key → sequence numbers of first 2xx, in arrival order
 	succeeded := make(map[string]bool)
+	rnd := testkit.Rand(t) // the sink's delays and 503s
 	s := newSink(t)
-	s.hook = func(w http.ResponseWriter, _ *http.Request, req sinkRequest) bool {
+	s.SetHook(func(w http.ResponseWriter, _ *http.Request, req testkit.Delivery) bool {
 		var body struct {
 			Key string `json:"key"`
 			Seq int    `json:"seq"`
@@ -51,8 +52,8 @@ func TestOrderedRouteAcrossReplicasAndAKill(t *testing.T) {
 			http.Error(w, "bad body", http.StatusBadRequest)
 			return true
 		}
-		time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
-		if rand.IntN(10) == 0 {
+		time.Sleep(time.Duration(rnd.IntN(3)) * time.Millisecond)
+		if rnd.IntN(10) == 0 {
 			http.Error(w, "flaky", http.StatusServiceUnavailable)
 			return true
 		}
@@ -63,7 +64,7 @@ func TestOrderedRouteAcrossReplicasAndAKill(t *testing.T) {
 		}
 		mu.Unlock()
 		return false
-	}
+	})
 	routes := writeRoutes(t, "routes:\n  - type: order.event\n    handler: http\n    url: "+s.URL+
 		"\n    ordered: true\n    max_attempts: 100\n    backoff_base: 20ms\n    backoff_max: 200ms\n")
 	env := append(kafkaDaemonEnv(db, cluster, "orders", routes), "INBOXD_WORKERS=32")
@@ -86,7 +87,7 @@ func TestOrderedRouteAcrossReplicasAndAKill(t *testing.T) {
 			waitFor(t, 120*time.Second, "a fifth processed before the kill", func() bool {
 				return countStatus(t, db, "processed") >= keys*events/5
 			})
-			d1.kill()
+			d1.Kill()
 			startDaemon(t, env...)
 		}
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inboxd/inboxd/handlers/riverjob"
-	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/pgtest"
 )
 
 // paymentCaptured is the args type of a River worker in another service:
@@ -178,7 +178,7 @@ func TestRiverRouteEffectivelyOnceAcrossSIGKILL(t *testing.T) {
 	waitFor(t, 60*time.Second, "stream under way with jobs enqueued", func() bool {
 		return produced.Load() >= n/4 && jobsCommitted() > 0
 	})
-	d.kill()
+	d.Kill()
 	if produced.Load() == n {
 		t.Fatal("the producer had finished before the kill: not a mid-stream kill")
 	}
@@ -265,14 +265,12 @@ func TestSIGHUPAddsRiverRoute(t *testing.T) {
 	}
 	hup := func() {
 		t.Helper()
-		if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-			t.Fatal(err)
-		}
+		d.Signal(syscall.SIGHUP)
 	}
 	hup()
-	waitFor(t, 10*time.Second, "refusal logged", func() bool { return strings.Contains(d.logs.String(), "routes not reloaded") })
-	if !strings.Contains(d.logs.String(), "inboxd migrate --river") {
-		t.Fatalf("the refusal does not name the fix:\n%s", d.logs.String())
+	waitFor(t, 10*time.Second, "refusal logged", func() bool { return strings.Contains(d.Logs(), "routes not reloaded") })
+	if !strings.Contains(d.Logs(), "inboxd migrate --river") {
+		t.Fatalf("the refusal does not name the fix:\n%s", d.Logs())
 	}
 
 	migrate := exec.Command(binary, "migrate", "--river")
@@ -281,7 +279,7 @@ func TestSIGHUPAddsRiverRoute(t *testing.T) {
 		t.Fatalf("inboxd migrate --river: %v\n%s", err, out)
 	}
 	hup()
-	waitFor(t, 10*time.Second, "reload logged", func() bool { return strings.Contains(d.logs.String(), "routes reloaded") })
+	waitFor(t, 10*time.Second, "reload logged", func() bool { return strings.Contains(d.Logs(), "routes reloaded") })
 	if _, err := db.Pool.Exec(context.Background(),
 		`INSERT INTO inbox (source, event_id, event_type, payload) VALUES ('payments', 'p-1', 'payment.captured', '{"amount": 10}')`); err != nil {
 		t.Fatal(err)
@@ -295,7 +293,7 @@ func TestSIGHUPAddsRiverRoute(t *testing.T) {
 	if kind != "payment_captured" || queue != "payments" {
 		t.Fatalf("job kind %q queue %q", kind, queue)
 	}
-	if code := d.terminate(30 * time.Second); code != 0 {
+	if code := terminate(t, d, 30*time.Second); code != 0 {
 		t.Fatalf("exit code after SIGTERM = %d, want 0", code)
 	}
 }

@@ -18,7 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // rolesScript is the least-privilege roles script under test.
@@ -34,10 +35,7 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	t.Parallel()
 	psql, err := exec.LookPath("psql")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("psql is needed to run deploy/sql/roles.sql")
-		}
-		t.Skip("psql not installed: deploy/sql/roles.sql not tested")
+		testkit.Unavailable(t, "psql is not on PATH (Debian's postgresql-client): deploy/sql/roles.sql not tested")
 	}
 	ctx := context.Background()
 	suffix := randomSuffix(t)
@@ -197,11 +195,11 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		t.Fatalf("prune: exit %d\n%s", code, out)
 	}
 
-	if code := d.terminate(30 * time.Second); code != 0 {
+	if code := terminate(t, d, 30*time.Second); code != 0 {
 		t.Fatalf("daemon exit code %d after SIGTERM", code)
 	}
-	if strings.Contains(d.logs.String(), "permission denied") {
-		t.Fatalf("the daemon hit a permission error:\n%s", d.logs.String())
+	if strings.Contains(d.Logs(), "permission denied") {
+		t.Fatalf("the daemon hit a permission error:\n%s", d.Logs())
 	}
 }
 

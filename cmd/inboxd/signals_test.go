@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/syncbuf"
-	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
 // SIGHUP reloads the routes file: a type that went dead goes to its new
@@ -38,26 +38,22 @@ func TestSIGHUPReloadsRoutes(t *testing.T) {
 	if err := os.WriteFile(routes, []byte("routes:\n  - type: known\n    handler: ignore\n  - type: late.type\n    handler: ignore\ndefault: dead\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "reload logged", func() bool { return strings.Contains(d.logs.String(), "routes reloaded") })
+	d.Signal(syscall.SIGHUP)
+	waitFor(t, 10*time.Second, "reload logged", func() bool { return strings.Contains(d.Logs(), "routes reloaded") })
 	insert("after", "late.type")
 	waitFor(t, 10*time.Second, "newly routed row processed", func() bool { return status("after")() == "processed" })
 
 	if err := os.WriteFile(routes, []byte("routes:\n  - type: late.type\n    handler: teleport\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "refusal logged", func() bool { return strings.Contains(d.logs.String(), "routes not reloaded") })
-	if !strings.Contains(d.logs.String(), "teleport") {
-		t.Errorf("the refusal does not say what is wrong with the file:\n%s", d.logs.String())
+	d.Signal(syscall.SIGHUP)
+	waitFor(t, 10*time.Second, "refusal logged", func() bool { return strings.Contains(d.Logs(), "routes not reloaded") })
+	if !strings.Contains(d.Logs(), "teleport") {
+		t.Errorf("the refusal does not say what is wrong with the file:\n%s", d.Logs())
 	}
 	insert("kept", "late.type")
 	waitFor(t, 10*time.Second, "old routes still in force", func() bool { return status("kept")() == "processed" })
-	if code := d.terminate(30 * time.Second); code != 0 {
+	if code := terminate(t, d, 30*time.Second); code != 0 {
 		t.Fatalf("exit code after SIGTERM = %d, want 0", code)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/inboxd/inboxd/internal/driver/status"
-	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/pgtest"
 )
 
 func TestInsertBatchSkipsDuplicatesAndSpotsIdentityClash(t *testing.T) {

@@ -1,13 +1,10 @@
 package faultsuite
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
+
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // Binaries are the programs the scenarios run, built once per test binary
@@ -26,22 +23,19 @@ type Binaries struct {
 	dir string
 }
 
-// ModuleRoot returns the directory holding go.mod of the module that the
-// current directory belongs to.
-func ModuleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+// Build compiles the binaries: cmd/inboxd from the main module (the
+// repository root, github.com/inboxd/inboxd as this module's go.mod
+// replaces it) and ./embedder from this module, the fault suite's own
+// (internal/faultsuite). Close removes them.
+func Build() (*Binaries, error) {
+	root, err := testkit.ModuleDir("github.com/inboxd/inboxd")
 	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
+		return nil, err
 	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("not inside a Go module")
+	suite, err := testkit.CurrentModuleDir()
+	if err != nil {
+		return nil, err
 	}
-	return filepath.Dir(gomod), nil
-}
-
-// Build compiles the binaries from the module at root. Close removes them.
-func Build(root string) (*Binaries, error) {
 	dir, err := os.MkdirTemp("", "inboxd-faultsuite-bin-")
 	if err != nil {
 		return nil, err
@@ -53,26 +47,17 @@ func Build(root string) (*Binaries, error) {
 		dir:          dir,
 	}
 	builds := []struct {
-		out, pkg string
-		race     bool
+		dir, out, pkg string
+		race          bool
 	}{
-		{b.Inboxd, "./cmd/inboxd", true},
-		{b.Embedder, "./internal/faultsuite/embedder", true},
-		{b.InboxdNoRace, "./cmd/inboxd", false},
+		{root, b.Inboxd, "./cmd/inboxd", true},
+		{suite, b.Embedder, "./embedder", true},
+		{root, b.InboxdNoRace, "./cmd/inboxd", false},
 	}
 	for _, bl := range builds {
-		args := []string{"build"}
-		if bl.race {
-			args = append(args, "-race")
-		}
-		args = append(args, "-o", bl.out, bl.pkg)
-		cmd := exec.Command("go", args...)
-		cmd.Dir = root
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
+		if err := testkit.Build(bl.dir, bl.out, bl.pkg, bl.race); err != nil {
 			b.Close()
-			return nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out.String())
+			return nil, err
 		}
 	}
 	return b, nil

@@ -130,7 +130,7 @@ func (l *Ledger) Observe(inflight int, daemons ...*Daemon) Fault {
 	wg.Wait()
 	for i, o := range res {
 		if o.err != nil {
-			l.t.Logf("ledger: cannot scrape %s before the fault (%v): rate 0, window %s", daemons[i].label(), o.err, FallbackWindow)
+			l.t.Logf("ledger: cannot scrape %s before the fault (%v): rate 0, window %s", daemons[i].Label(), o.err, FallbackWindow)
 		}
 		f.Rate += o.rate
 		// One window for the fault: the widest of the daemons'.

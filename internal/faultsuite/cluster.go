@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // StopMode is how Cluster.Stop shuts PostgreSQL down (pg_ctl -m).
@@ -147,7 +149,7 @@ log_connections = off
 }
 
 func freePort(t testing.TB) int {
-	addr := FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	_, p, _ := strings.Cut(addr, ":")
 	n, _ := strconv.Atoi(p)
 	return n

@@ -26,8 +26,8 @@
 //   - Cluster is a throwaway PostgreSQL cluster (initdb/pg_ctl as the
 //     postgres OS user) for scenarios that stop or restart PostgreSQL;
 //     the others use the shared server with a per-test database
-//     (migrations/pgtest).
-//   - Proxy is an in-process TCP proxy (toxiproxy as a library) between
+//     (internal/pgtest).
+//   - Proxy is an in-process TCP proxy (internal/netfault) between
 //     daemons and PostgreSQL: latency, cutting every connection, black hole.
 //   - Kafka is a kfake cluster with a paced Producer that records what the
 //     cluster acknowledged; Sink is the HTTP service behind the daemon.

@@ -12,7 +12,8 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
-	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // bins are the programs under test, built once in TestMain.
@@ -36,8 +37,12 @@ var (
 
 func TestMain(m *testing.M) {
 	if !enabled {
-		fmt.Println("faultsuite: skipped (set INBOXD_FAULT=1, or run make fault / make fault-long)")
-		os.Exit(m.Run())
+		fmt.Println("faultsuite: fault scenarios skipped (set INBOXD_FAULT=1, or run make fault / make fault-long); the other tests run")
+		code := m.Run()
+		if raceInboxd != "" {
+			os.RemoveAll(filepath.Dir(raceInboxd))
+		}
+		os.Exit(code)
 	}
 	if v, err := strconv.Atoi(os.Getenv("INBOXD_FAULT_CPU")); err == nil && v > 0 {
 		cpuUnits = int64(v)
@@ -46,13 +51,9 @@ func TestMain(m *testing.M) {
 	if n := SweepStaleClusters(); n > 0 {
 		fmt.Printf("faultsuite: removed %d PostgreSQL clusters left by earlier runs\n", n)
 	}
-	root, err := ModuleRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "faultsuite:", err)
-		os.Exit(1)
-	}
 	start := time.Now()
-	bins, err = Build(root)
+	var err error
+	bins, err = Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "faultsuite: build:", err)
 		os.Exit(1)
@@ -110,14 +111,7 @@ func scale(d time.Duration) time.Duration {
 func sharedDB(t *testing.T) *pgtest.DB { return pgtest.New(t) }
 
 // writeRoutes writes a routes file and returns its path.
-func writeRoutes(t *testing.T, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "routes.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+var writeRoutes = testkit.WriteRoutes
 
 // httpRoute routes types to the sink with the built-in http handler.
 func httpRoute(sink *Sink, types ...string) string {

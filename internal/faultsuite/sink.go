@@ -4,13 +4,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
-// Sink is the HTTP service behind the daemon. It answers 204 at once
+// Sink is the HTTP service behind the daemon under load (testkit.Sink
+// records every delivery for the binary's tests; this one counts instead,
+// and can hold or slow the answers). It answers 204 at once
 // unless told otherwise, and records every delivery by Idempotency-Key with
 // the status it answered, so external duplicates can be counted.
 type Sink struct {
@@ -41,8 +44,8 @@ func NewSink(t testing.TB) *Sink {
 
 func (s *Sink) serve(w http.ResponseWriter, r *http.Request) {
 	n, _ := io.Copy(io.Discard, r.Body)
-	key := r.Header.Get("Idempotency-Key")
-	attempt, _ := strconv.Atoi(r.Header.Get("Inbox-Attempt"))
+	d := testkit.DeliveryOf(r)
+	key, attempt := d.IdempotencyKey, d.Attempt
 	s.mu.Lock()
 	s.total++
 	s.bytes += n
@@ -52,7 +55,7 @@ func (s *Sink) serve(w http.ResponseWriter, r *http.Request) {
 		s.held++
 	}
 	if s.keys != nil {
-		orderKey := s.keys.enter(r.Header.Get("Inbox-Event-Id"))
+		orderKey := s.keys.enter(d.EventID)
 		defer s.keys.leave(&s.mu, orderKey)
 	}
 	s.mu.Unlock()

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/syncbuf"
-	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
 // cancelOnWrite is a log writer that cancels a command's context when a

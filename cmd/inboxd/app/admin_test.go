@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/migrations"
-	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
 // stats shows the gauges' figures (live statuses, stale rows, oldest

@@ -13,8 +13,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/syncbuf"
-	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -221,13 +222,11 @@ func TestOperatorCommands(t *testing.T) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
+// waitForLog waits up to 30s for needle in buf, failing t with the logs.
 func waitForLog(t *testing.T, buf *syncbuf.Buffer, needle string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(buf.String(), needle) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s in the logs:\n%s", needle, buf.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitForReport(t, 30*time.Second, func() (bool, string) {
+		logs := buf.String()
+		return strings.Contains(logs, needle), needle + " in the logs:\n" + logs
+	})
 }

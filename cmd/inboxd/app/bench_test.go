@@ -14,9 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/syncbuf"
 	"github.com/inboxd/inboxd/internal/yardstick"
-	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
 // The end-to-end benchmarks run the whole daemon (app.Main "run") in-process

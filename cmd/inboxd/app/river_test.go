@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/syncbuf"
-	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
 const riverRoutes = `routes:

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/inboxd/inboxd/internal/driver/status"
-	"github.com/inboxd/inboxd/migrations/pgtest"
+	"github.com/inboxd/inboxd/internal/pgtest"
 )
 
 // The schema's check constraint on inbox.status allows exactly these
