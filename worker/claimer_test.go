@@ -5,7 +5,6 @@ package worker
 
 import (
 	"context"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // hold puts n jobs of size bytes on rs's books as running (n > 0) so that
@@ -139,9 +139,8 @@ func TestClaimPlanOfOrderedRoutes(t *testing.T) {
 // seed is logged.
 func TestClaimPlanBounds(t *testing.T) {
 	t.Parallel()
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	rng := testkit.Rand(t)
+	const seed = "(logged above)"
 	for range 200 {
 		reg := handlers.NewRegistry()
 		types := rng.IntN(5)
@@ -167,21 +166,21 @@ func TestClaimPlanBounds(t *testing.T) {
 		for _, r := range req.rooms {
 			rs := p.routes[r.route]
 			if r.room <= 0 || r.room != rs.room() || r.idle < rs.idle() {
-				t.Fatalf("seed %d: room %+v of route with room %d, idle %d", seed, r, rs.room(), rs.idle())
+				t.Fatalf("seed %s: room %+v of route with room %d, idle %d", seed, r, rs.room(), rs.idle())
 			}
 			rooms += r.room
 		}
 		if req.limit < 0 || req.limit > cfg.ClaimBatch || req.limit > rooms {
-			t.Fatalf("seed %d: limit %d, claim batch %d, rooms %d", seed, req.limit, cfg.ClaimBatch, rooms)
+			t.Fatalf("seed %s: limit %d, claim batch %d, rooms %d", seed, req.limit, cfg.ClaimBatch, rooms)
 		}
 		if activeRoom > activeCap || req.window > req.limit {
-			t.Fatalf("seed %d: active room %d of %d, window %d of limit %d", seed, activeRoom, activeCap, req.window, req.limit)
+			t.Fatalf("seed %s: active room %d of %d, window %d of limit %d", seed, activeRoom, activeCap, req.window, req.limit)
 		}
 		if len(req.open)+len(req.full) != len(req.routed) {
-			t.Fatalf("seed %d: open %v and full %v do not partition routed %v", seed, req.open, req.full, req.routed)
+			t.Fatalf("seed %s: open %v and full %v do not partition routed %v", seed, req.open, req.full, req.routed)
 		}
 		if req.maxBytes != cfg.ClaimBytes-p.heldBytes || req.firstAlways != (p.heldBytes == 0) {
-			t.Fatalf("seed %d: bytes %d (first always %v) with %d held of %d", seed, req.maxBytes, req.firstAlways, p.heldBytes, cfg.ClaimBytes)
+			t.Fatalf("seed %s: bytes %d (first always %v) with %d held of %d", seed, req.maxBytes, req.firstAlways, p.heldBytes, cfg.ClaimBytes)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // Reproduction from the bug report: with INBOXD_WORKERS=2, two rows routed
@@ -213,6 +213,7 @@ func TestOrderedRouteKeepsArrivalOrder(t *testing.T) {
 	b := setup(t)
 	const keys, events = 40, 15
 	log := newOrderLog()
+	rnd := testkit.Rand(t) // handler lengths and failures
 	handler := func(ctx context.Context, ev *handlers.Event) error {
 		var seq int
 		if _, err := fmt.Sscanf(ev.EventID[len(ev.EventID)-3:], "%d", &seq); err != nil {
@@ -220,8 +221,8 @@ func TestOrderedRouteKeepsArrivalOrder(t *testing.T) {
 		}
 		key := string(ev.Key)
 		log.enter(key)
-		time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
-		fail := rand.IntN(5) == 0
+		time.Sleep(time.Duration(rnd.IntN(3)) * time.Millisecond)
+		fail := rnd.IntN(5) == 0
 		log.leave(key, ev.EventID, seq, !fail)
 		if fail {
 			return errors.New("flaky")
