@@ -4,7 +4,7 @@
 // Load is called once, in main. Every problem is reported on one line that
 // names the variable at fault, for example:
 //
-//	INBOXD_LEASE: must be at least 1s, got "200ms"
+//	INBOXD_LEASE: must be at least 100ms, got "20ms"
 //
 // Secrets (the database URL, the SASL password) may be given directly or
 // through a *_FILE variable naming a file that holds them. They never appear in
@@ -338,7 +338,7 @@ func (c Config) Validate() error {
 		bad("INBOXD_DATABASE_MAX_CONNS", "must be 0 (automatic) or more than %d (the engine's own connections), got %d",
 			EngineConns, c.DatabaseMaxConns)
 	}
-	minDur(&errs, "INBOXD_STATEMENT_TIMEOUT", c.StatementTimeout, time.Second)
+	minDur(&errs, "INBOXD_STATEMENT_TIMEOUT", c.StatementTimeout, worker.MinStatementTimeout)
 	minDur(&errs, "INBOXD_IDLE_IN_TRANSACTION_TIMEOUT", c.IdleInTxTimeout, time.Second)
 
 	if len(c.KafkaBrokers) > 0 {
@@ -409,7 +409,7 @@ func (c Config) Validate() error {
 	if c.MaxAttempts < 1 || c.MaxAttempts > handlers.MaxAttemptsLimit {
 		bad("INBOXD_MAX_ATTEMPTS", "must be between 1 and %d, got %d", handlers.MaxAttemptsLimit, c.MaxAttempts)
 	}
-	minDur(&errs, "INBOXD_LEASE", c.Lease, time.Second)
+	minDur(&errs, "INBOXD_LEASE", c.Lease, worker.MinLease)
 	minDur(&errs, "INBOXD_BACKOFF_BASE", c.BackoffBase, handlers.MinBackoff)
 	if c.BackoffMax < c.BackoffBase {
 		bad("INBOXD_BACKOFF_MAX", "must be at least INBOXD_BACKOFF_BASE (%s), got %q", c.BackoffBase, c.BackoffMax)
@@ -420,11 +420,10 @@ func (c Config) Validate() error {
 	}
 	minDur(&errs, "INBOXD_SHUTDOWN_TIMEOUT", c.ShutdownTimeout, 0)
 	minDur(&errs, "INBOXD_RETENTION", c.Retention, worker.MinRetention)
-	minDur(&errs, "INBOXD_DEAD_RETENTION", c.DeadRetention, 0)
-	if c.DeadRetention > 0 && c.DeadRetention < time.Second {
-		bad("INBOXD_DEAD_RETENTION", "must be 0 (keep) or at least 1s, got %q", c.DeadRetention)
+	if c.DeadRetention != 0 && c.DeadRetention < worker.MinRetention {
+		bad("INBOXD_DEAD_RETENTION", "must be 0 (keep) or at least %s, got %q", formatDuration(worker.MinRetention), c.DeadRetention)
 	}
-	minDur(&errs, "INBOXD_RETENTION_INTERVAL", c.RetentionInterval, time.Second)
+	minDur(&errs, "INBOXD_RETENTION_INTERVAL", c.RetentionInterval, worker.MinRetentionInterval)
 	minDur(&errs, "INBOXD_STALE_AFTER", c.StaleAfter, worker.MinStaleAfter)
 	minDur(&errs, "INBOXD_STATS_INTERVAL", c.StatsInterval, worker.MinStatsInterval)
 	switch c.LogLevel {

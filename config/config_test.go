@@ -66,7 +66,7 @@ func TestValidationNamesTheVariable(t *testing.T) {
 		{"INBOXD_WORKERS=0", "INBOXD_WORKERS: must be between 1 and 10000, got 0"},
 		{"INBOXD_WORKERS=lots", "INBOXD_WORKERS: not a whole number"},
 		{"INBOXD_MAX_ATTEMPTS=0", "INBOXD_MAX_ATTEMPTS: must be between 1 and 1000"},
-		{"INBOXD_LEASE=10ms", `INBOXD_LEASE: must be at least 1s, got "10ms"`},
+		{"INBOXD_LEASE=10ms", `INBOXD_LEASE: must be at least 100ms, got "10ms"`},
 		{"INBOXD_LEASE=soon", "INBOXD_LEASE: not a duration"},
 		{"INBOXD_BACKOFF_MAX=1ms", "INBOXD_BACKOFF_MAX: must be at least INBOXD_BACKOFF_BASE"},
 		{"INBOXD_POLL_INTERVAL=1h", "INBOXD_POLL_INTERVAL: must be at most 1m"},
@@ -85,7 +85,7 @@ func TestValidationNamesTheVariable(t *testing.T) {
 		{"INBOXD_EVENT_ID_HEADERS=,", "INBOXD_EVENT_ID_HEADERS: must name at least one header"},
 		{"INBOXD_LOG_LEVEL=loud", "INBOXD_LOG_LEVEL: must be debug, info, warn or error"},
 		{"INBOXD_LOG_FORMAT=xml", "INBOXD_LOG_FORMAT: must be json or console"},
-		{"INBOXD_STATEMENT_TIMEOUT=0s", "INBOXD_STATEMENT_TIMEOUT: must be at least 1s"},
+		{"INBOXD_STATEMENT_TIMEOUT=0s", "INBOXD_STATEMENT_TIMEOUT: must be at least 100ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.env, func(t *testing.T) {

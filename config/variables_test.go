@@ -42,7 +42,7 @@ func TestLoadReportsEveryProblemAtOnce(t *testing.T) {
 			[]string{dsn, "INBOXD_BACKOFF_BASE=soon", "INBOXD_BACKOFF_MAX=1ms", "INBOXD_STATEMENT_TIMEOUT=0s"},
 			[]string{
 				"INBOXD_BACKOFF_BASE: not a duration (use Go syntax such as 250ms, 30s, 5m)",
-				`INBOXD_STATEMENT_TIMEOUT: must be at least 1s, got "0s"`,
+				`INBOXD_STATEMENT_TIMEOUT: must be at least 100ms, got "0s"`,
 			}},
 	}
 	for _, tt := range tests {

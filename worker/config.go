@@ -222,8 +222,8 @@ func (c Config) validate() error {
 	if c.Lease < MinLease {
 		errs = append(errs, fmt.Errorf("lease must be at least %s, got %s", MinLease, c.Lease))
 	}
-	if c.StatementTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("statement timeout must be positive, got %s", c.StatementTimeout))
+	if c.StatementTimeout < MinStatementTimeout {
+		errs = append(errs, fmt.Errorf("statement timeout must be at least %s, got %s", MinStatementTimeout, c.StatementTimeout))
 	}
 	if c.PollInterval < MinPollInterval || c.PollInterval > MaxPollInterval {
 		errs = append(errs, fmt.Errorf("poll interval must be between %s and %s, got %s", MinPollInterval, MaxPollInterval, c.PollInterval))
@@ -260,10 +260,16 @@ const (
 	MaxClaimBytes int64 = 1 << 30
 	// MaxPrefetch is the largest Config.Prefetch.
 	MaxPrefetch = 100000
-	// MinLease is the shortest Config.Lease the engine accepts. The
-	// daemon asks for more (INBOXD_LEASE: at least 1s); shorter leases are
-	// for tests.
+	// MinLease is the shortest Config.Lease (and INBOXD_LEASE): below it,
+	// the renewal tick and the start margin (lease_fractions.go) leave no
+	// room for a statement's round trip.
 	MinLease = 100 * time.Millisecond
+	// MinStatementTimeout is the shortest Config.StatementTimeout and
+	// RetentionConfig.StatementTimeout (and INBOXD_STATEMENT_TIMEOUT).
+	MinStatementTimeout = 100 * time.Millisecond
+	// MinRetentionInterval is the shortest RetentionConfig.Interval (and
+	// INBOXD_RETENTION_INTERVAL).
+	MinRetentionInterval = 10 * time.Millisecond
 	// MinPollInterval is the shortest Config.PollInterval.
 	MinPollInterval = 10 * time.Millisecond
 	// MaxPollInterval is the longest Config.PollInterval: the polling

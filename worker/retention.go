@@ -74,11 +74,17 @@ func (c RetentionConfig) validate() error {
 	if c.Processed < MinRetention {
 		errs = append(errs, fmt.Errorf("processed retention must be at least %s, got %s", MinRetention, c.Processed))
 	}
-	if c.Failed < 0 {
-		errs = append(errs, fmt.Errorf("failed retention must not be negative, got %s", c.Failed))
+	if c.Failed != 0 && c.Failed < MinRetention {
+		errs = append(errs, fmt.Errorf("failed retention must be 0 (keep) or at least %s, got %s", MinRetention, c.Failed))
 	}
-	if c.Interval <= 0 || c.Batch < 1 || c.Pause < 0 || c.StatementTimeout <= 0 {
-		errs = append(errs, errors.New("retention interval, batch, pause and statement timeout must be positive"))
+	if c.Interval < MinRetentionInterval {
+		errs = append(errs, fmt.Errorf("retention interval must be at least %s, got %s", MinRetentionInterval, c.Interval))
+	}
+	if c.StatementTimeout < MinStatementTimeout {
+		errs = append(errs, fmt.Errorf("retention statement timeout must be at least %s, got %s", MinStatementTimeout, c.StatementTimeout))
+	}
+	if c.Batch < 1 || c.Pause < 0 {
+		errs = append(errs, errors.New("retention batch must be positive and pause not negative"))
 	}
 	return errors.Join(errs...)
 }
