@@ -273,7 +273,7 @@ func (c *claimer) claim(req claimRequest) (int, int64, error) {
 	parked := got.Parked
 	claimed := make([]claimedRow, len(got.Rows))
 	for i := range got.Rows {
-		claimed[i] = claimedRow(got.Rows[i])
+		claimed[i] = claimedRow{got.Rows[i]}
 	}
 	p.metrics.claims.Inc()
 	p.metrics.claimed.Add(float64(len(claimed)))

@@ -24,7 +24,7 @@ func hold(p *Pool, rs *routeState, n int, size int64) {
 	defer p.mu.Unlock()
 	for range n {
 		id := int64(len(p.jobs) + 1)
-		j := &job{row: claimedRow{ID: id}, size: size, route: rs}
+		j := &job{row: claimedRow{driver.ClaimedRow{ID: id}}, size: size, route: rs}
 		p.jobs[id] = j
 		p.moveLocked(j, jobRunning, false)
 	}
@@ -97,7 +97,7 @@ func TestClaimPlanFollowsTheActiveRoutes(t *testing.T) {
 	p.mu.Lock()
 	for i := range p.cfg.maxCapacity() {
 		id := int64(1000 + i)
-		p.jobs[id] = &job{row: claimedRow{ID: id}, state: jobDone, route: p.routes[""]}
+		p.jobs[id] = &job{row: claimedRow{driver.ClaimedRow{ID: id}}, state: jobDone, route: p.routes[""]}
 	}
 	p.mu.Unlock()
 	if req, _, _ := p.claimer.plan(); req.limit != 0 {

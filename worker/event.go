@@ -3,30 +3,15 @@ package worker
 import (
 	"encoding/base64"
 	"encoding/json"
-	"time"
 	"unicode/utf8"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/driver"
 )
 
-// claimedRow is a row as returned by the claim statement, column by column.
-type claimedRow struct {
-	Rank       int64 // position in the claim's order, from 1
-	ID         int64
-	Source     string
-	EventID    string
-	EventType  string
-	Key        []byte
-	Payload    []byte
-	Headers    []byte
-	Attempts   int
-	ReceivedAt time.Time
-	Started    bool // handed straight to an idle handler: the database counts it started
-	// Pred is the row before it in its key's chain, claimed by the same
-	// statement (0 for every row that is not a chain's follower): it may
-	// start once Pred ended so that its key may go on.
-	Pred int64
-}
+// claimedRow is a row as returned by the claim statement
+// (driver.ClaimedRow), with what the engine derives from it.
+type claimedRow struct{ driver.ClaimedRow }
 
 // size is what the row weighs against Config.ClaimBytes while the worker
 // holds it: its payload, key and headers, as sql/row_size.sql counts them

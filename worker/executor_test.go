@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
@@ -175,7 +176,7 @@ func TestOutcome(t *testing.T) {
 	}
 	p := unitPool(t, reg, Config{Workers: 2, RetryPolicy: fixedRetry{}, MaxRetryDelay: 10 * time.Second})
 	policy := p.routes["x"].policy
-	j := &job{row: claimedRow{ID: 7, EventID: "e", EventType: "x"}, token: 9}
+	j := &job{row: claimedRow{driver.ClaimedRow{ID: 7, EventID: "e", EventType: "x"}}, token: 9}
 	shutdown, stop := context.WithCancelCause(context.Background())
 	stop(errShutdown)
 	timedOut, cancel := context.WithTimeoutCause(context.Background(), 0, errAttemptTimeout)

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/driver"
 )
 
 // unitPool returns a Pool that is never run, on a database pool that never
@@ -35,7 +36,7 @@ func newJob(p *Pool, id int64, eventType string, token int64) *job {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &job{
 		ctx: ctx, cancel: cancel, token: token,
-		row:        claimedRow{ID: id, Rank: id, EventID: "e", EventType: eventType, Attempts: 1, Payload: []byte("{}")},
+		row:        claimedRow{driver.ClaimedRow{ID: id, Rank: id, EventID: "e", EventType: eventType, Attempts: 1, Payload: []byte("{}")}},
 		size:       2,
 		leaseUntil: time.Now().Add(p.cfg.Lease),
 		dbStarted:  true,
