@@ -1,0 +1,32 @@
+package ingest
+
+import "github.com/segmentio/kafka-go"
+
+// MapMessage maps the Kafka message m to its inbox row. It never fails: a
+// message that cannot be accepted becomes a rejected row that says why,
+// with event id PositionID(topic, partition, offset). Zero fields of opts
+// take the defaults of DefaultMapOptions (a nil header list is the default
+// list; an empty non-nil one means no header is consulted).
+func MapMessage(m kafka.Message, opts MapOptions) Row {
+	return mapMessage(Message{
+		Source:    m.Topic,
+		Key:       m.Key,
+		Value:     m.Value,
+		Headers:   fromKafkaHeaders(m.Headers),
+		Tombstone: m.Value == nil, // segmentio/kafka-go hands a zero-length value over as nil too
+		Partition: int32(m.Partition),
+		Offset:    m.Offset,
+	}, opts.withDefaults())
+}
+
+// fromKafkaHeaders is hs in the pipeline's terms.
+func fromKafkaHeaders(hs []kafka.Header) []Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]Header, len(hs))
+	for i, h := range hs {
+		out[i] = Header{Key: h.Key, Value: h.Value}
+	}
+	return out
+}
