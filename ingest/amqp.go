@@ -37,6 +37,11 @@ const (
 	AMQPCorrelationIDHeader = "correlation-id"
 	// AMQPTimestampHeader holds the timestamp property (RFC 3339, UTC).
 	AMQPTimestampHeader = "timestamp"
+	// AMQPMessageIDHeader holds, on a rejected row only, the message_id
+	// property (an accepted row has it as its event id).
+	AMQPMessageIDHeader = "message-id"
+	// AMQPTypeHeader holds, on a rejected row only, the type property.
+	AMQPTypeHeader = "type"
 )
 
 // amqpDialTimeout bounds connecting to RabbitMQ, handshakes included.
@@ -303,10 +308,6 @@ func (s *AMQPSource) connect(ctx context.Context) (*amqpSession, error) {
 				} else {
 					ss.fail(fmt.Errorf("channel of queue %q closed", q))
 				}
-			case <-cancelled:
-				s.log.Error().Str("queue", q).
-					Msg("RabbitMQ cancelled the consumer (queue deleted?); not ready, reconnecting")
-				ss.fail(fmt.Errorf("consumer of queue %q cancelled by the server", q))
 			case <-ss.dead:
 			}
 		}()
@@ -317,6 +318,19 @@ func (s *AMQPSource) connect(ctx context.Context) (*amqpSession, error) {
 				case <-ss.dead:
 					return
 				}
+			}
+			// amqp091-go notifies a cancellation before it ends the
+			// deliveries: if there was one, it is waiting here.
+			// (A closed channel closes the notification channel instead.)
+			select {
+			case _, ok := <-cancelled:
+				if ok {
+					s.log.Error().Str("queue", q).
+						Msg("RabbitMQ cancelled the consumer (queue deleted?); not ready, reconnecting")
+					ss.fail(fmt.Errorf("consumer of queue %q cancelled by the server", q))
+					return
+				}
+			default:
 			}
 			ss.fail(fmt.Errorf("deliveries of queue %q ended", q))
 		}()
@@ -459,7 +473,9 @@ func (amqpFetcher) fetchFailed() string {
 // arrays as bytes, other values as JSON) and the content-type,
 // correlation-id and timestamp properties. A message that cannot be
 // accepted becomes a rejected row whose event id, derived from the
-// message's content, is the same on every redelivery.
+// message's content, is the same on every redelivery; its headers also
+// keep the message_id and type properties (AMQPMessageIDHeader,
+// AMQPTypeHeader) unless they were over their bound.
 func MapDelivery(queue string, d amqp.Delivery, opts MapOptions) Row {
 	opts = opts.withDefaults()
 	hs := amqpHeaders(d)
@@ -470,7 +486,7 @@ func MapDelivery(queue string, d amqp.Delivery, opts MapOptions) Row {
 	if len(key) == 0 {
 		key = nil
 	}
-	return mapMessage(Message{
+	row := mapMessage(Message{
 		Source:  queue,
 		EventID: d.MessageId, EventIDProperty: "message_id",
 		EventType: d.Type, EventTypeProperty: "type",
@@ -479,6 +495,19 @@ func MapDelivery(queue string, d amqp.Delivery, opts MapOptions) Row {
 		Headers:  hs,
 		RejectID: amqpRejectID(queue, d, hs),
 	}, opts)
+	if row.Status == StatusRejected && row.Reason != RejectOversize && (d.MessageId != "" || d.Type != "") {
+		// A rejected row keeps what the message carried: its id and type
+		// properties too, which an accepted row keeps in its columns.
+		extra := hs[:len(hs):len(hs)]
+		if d.MessageId != "" {
+			extra = append(extra, Header{Key: AMQPMessageIDHeader, Value: []byte(d.MessageId)})
+		}
+		if d.Type != "" {
+			extra = append(extra, Header{Key: AMQPTypeHeader, Value: []byte(d.Type)})
+		}
+		row.Headers = encodeHeaders(extra)
+	}
+	return row
 }
 
 // amqpHeaders is what a delivery stores as headers: its table, sorted by

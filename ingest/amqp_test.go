@@ -334,6 +334,64 @@ func TestMapDeliveryRejectIDIsStable(t *testing.T) {
 	if r1.LastError != "missing event id (headers event_id, ce_id)" {
 		t.Errorf("last_error = %q", r1.LastError)
 	}
+	if string(r1.Headers) != `{"type":"t"}` || r1.EventType != "t" {
+		t.Errorf("rejected row headers %s, type %q: the type property is not kept", r1.Headers, r1.EventType)
+	}
+	d = amqp.Delivery{MessageId: "m-1", Body: []byte("no type")}
+	if r := MapDelivery("q", d, MapOptions{}); r.Reason != RejectMissingType || string(r.Headers) != `{"message-id":"m-1"}` {
+		t.Errorf("no type: %+v", r)
+	}
+	d = amqp.Delivery{MessageId: "bad\x00id", Type: "t"}
+	if r := MapDelivery("q", d, MapOptions{}); r.Reason != RejectInvalidID || !strings.Contains(r.LastError, "property message_id") {
+		t.Errorf("invalid message_id: %+v", r)
+	}
+}
+
+// A consumer cancelled by the server (its queue deleted) is logged, makes
+// the source not ready, and the source consumes again once the queue is
+// back.
+func TestAMQPConsumerCancelled(t *testing.T) {
+	t.Parallel()
+	b := setupAMQP(t)
+	var logs syncBuffer
+	s, err := newAMQP(b.config(), pgWriter{pool: b.db.Pool}, zerolog.New(&logs), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	startAMQP(t, s)
+	waitFor(t, 20*time.Second, func() (bool, string) { return s.Ready(), "ready" })
+	if _, err := b.ch.QueueDelete(b.queue, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		return !s.Ready() && strings.Contains(logs.String(), "RabbitMQ cancelled the consumer"), "not ready, cancellation logged"
+	})
+	if _, err := b.ch.QueueDeclare(b.queue, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.publish(t, amqpEvent("back", "t", "1"))
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		_, ok := readRows(t, b.db)[b.queue+" back"]
+		return ok && s.Ready(), "consuming again once the queue is back"
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestAMQPConfigValidate(t *testing.T) {
