@@ -409,7 +409,7 @@ func (ib *Inboxd) Ready(ctx context.Context) error {
 		return errors.New("database unreachable")
 	}
 	if ib.consumer != nil && !ib.consumer.Ready() {
-		return errors.New("ingest not ready (cannot persist to the database or not consuming yet)")
+		return errors.New("ingest not ready: source_kind=kafka (cannot persist to the database or not consuming yet)")
 	}
 	if ib.amqp != nil && !ib.amqp.Ready() {
 		return errors.New("ingest not ready: source_kind=amqp (cannot persist to the database, not connected to RabbitMQ, or its connection is blocked)")
