@@ -486,7 +486,7 @@ func MapDelivery(queue string, d amqp.Delivery, opts MapOptions) Row {
 	if len(key) == 0 {
 		key = nil
 	}
-	row := mapMessage(Message{
+	row := mapMessage(&Message{
 		Source:  queue,
 		EventID: d.MessageId, EventIDProperty: "message_id",
 		EventType: d.Type, EventTypeProperty: "type",

@@ -142,12 +142,6 @@ func (s kafkaSource) fetch(ctx context.Context) (Row, error) {
 		}
 		return Row{}, err
 	}
-	tp := topicPartition{m.Topic, m.Partition}
-	s.c.mu.Lock()
-	if off, ok := s.c.pending[tp]; !ok || m.Offset > off {
-		s.c.pending[tp] = m.Offset
-	}
-	s.c.mu.Unlock()
 	return MapMessage(m, s.c.cfg.Mapping), nil
 }
 

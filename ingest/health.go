@@ -74,7 +74,12 @@ func (c *Consumer) fetchReturned(m kafka.Message, err error) {
 		return
 	}
 	c.progressed()
+	tp := topicPartition{m.Topic, m.Partition}
 	if m.HighWaterMark > 0 {
-		c.backlog[topicPartition{m.Topic, m.Partition}] = max(0, m.HighWaterMark-m.Offset-1)
+		c.backlog[tp] = max(0, m.HighWaterMark-m.Offset-1)
+	}
+	// The batch being filled holds m: its commit covers m's offset.
+	if off, ok := c.pending[tp]; !ok || m.Offset > off {
+		c.pending[tp] = m.Offset
 	}
 }

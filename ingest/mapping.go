@@ -156,7 +156,7 @@ type Row struct {
 // for every source alike. It never fails: a message that cannot be accepted
 // becomes a rejected row that says why, under the event id m.rejectID().
 // opts must have its defaults applied.
-func mapMessage(m Message, opts MapOptions) Row {
+func mapMessage(m *Message, opts MapOptions) Row {
 	row := Row{
 		Source:    m.Source,
 		Key:       m.Key,
@@ -302,7 +302,7 @@ const TombstoneHeader = "inboxd-tombstone"
 
 // rowHeaders returns the headers stored for m: its own, less any called
 // TombstoneHeader, and TombstoneHeader: true when m is a tombstone.
-func rowHeaders(m Message) []Header {
+func rowHeaders(m *Message) []Header {
 	hs := m.Headers
 	if slices.ContainsFunc(hs, isTombstoneHeader) {
 		hs = slices.DeleteFunc(slices.Clone(hs), isTombstoneHeader)

@@ -118,8 +118,7 @@ type pipeline struct {
 	running  atomic.Bool
 	writesOK atomic.Bool // the last batch write succeeded
 
-	progressMu   sync.Mutex
-	lastProgress time.Time
+	lastProgress atomic.Int64 // unix nanoseconds; 0 before the first progress
 }
 
 // newPipeline returns the pipeline of one source of the given kind; pcfg
@@ -165,17 +164,15 @@ func (p *pipeline) updateReady() {
 }
 
 // progressed records that a message was fetched or a batch written.
-func (p *pipeline) progressed() {
-	p.progressMu.Lock()
-	p.lastProgress = p.now()
-	p.progressMu.Unlock()
-}
+func (p *pipeline) progressed() { p.lastProgress.Store(p.now().UnixNano()) }
 
 // progress returns when a message was last fetched or a batch written.
 func (p *pipeline) progress() time.Time {
-	p.progressMu.Lock()
-	defer p.progressMu.Unlock()
-	return p.lastProgress
+	n := p.lastProgress.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
 }
 
 // loop fetches, batches and flushes until ctx is cancelled. It returns the
