@@ -415,3 +415,80 @@ func TestAMQPConfigValidate(t *testing.T) {
 		t.Errorf("RedactAMQPURL = %q", got)
 	}
 }
+
+// Two replicas on one queue: the broker shares the deliveries between them,
+// and every event is one row, none lost, none doubled.
+func TestAMQPTwoReplicasOnOneQueue(t *testing.T) {
+	t.Parallel()
+	b := setupAMQP(t)
+	cfg := b.config()
+	cfg.Prefetch = 20 // so that both replicas get deliveries
+	var replicas []*AMQPSource
+	for range 2 {
+		s, err := newAMQP(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		startAMQP(t, s)
+		replicas = append(replicas, s)
+	}
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		return replicas[0].Ready() && replicas[1].Ready(), "both replicas ready"
+	})
+	const n = 1000
+	var msgs []amqp.Publishing
+	for i := range n {
+		msgs = append(msgs, amqpEvent(fmt.Sprintf("e-%d", i), "t", "x"))
+		if i%10 == 0 {
+			msgs = append(msgs, amqpEvent(fmt.Sprintf("e-%d", i), "t", "dup"))
+		}
+	}
+	b.publish(t, msgs...)
+	waitFor(t, 60*time.Second, func() (bool, string) {
+		got := len(readRows(t, b.db))
+		return got == n, fmt.Sprintf("%d rows, want %d", got, n)
+	})
+	f0, f1 := testutil.ToFloat64(replicas[0].metrics.MessagesFetched), testutil.ToFloat64(replicas[1].metrics.MessagesFetched)
+	if f0 == 0 || f1 == 0 || f0+f1 != float64(len(msgs)) {
+		t.Errorf("replicas fetched %v and %v of %d deliveries", f0, f1, len(msgs))
+	}
+	waitFor(t, 10*time.Second, func() (bool, string) { return b.ready(t) == 0, "nothing waiting in the queue" })
+}
+
+// Kafka and RabbitMQ sources in one registry share the ingest metrics,
+// each under its own source_kind.
+func TestMetricsNameTheSourceKind(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	k, err := newMetrics(reg, SourceKafka)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newMetrics(reg, SourceAMQP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.MessagesFetched.Add(2)
+	a.MessagesFetched.Add(3)
+	a.Ready.Set(1)
+	a.Rejected.WithLabelValues(string(RejectMissingID)).Inc()
+	want := `
+# HELP inboxd_ingest_messages_fetched_total Messages fetched from the source.
+# TYPE inboxd_ingest_messages_fetched_total counter
+inboxd_ingest_messages_fetched_total{source_kind="amqp"} 3
+inboxd_ingest_messages_fetched_total{source_kind="kafka"} 2
+# HELP inboxd_ingest_ready 1 while ingest runs, its last batch write succeeded and the brokers answer.
+# TYPE inboxd_ingest_ready gauge
+inboxd_ingest_ready{source_kind="amqp"} 1
+inboxd_ingest_ready{source_kind="kafka"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "inboxd_ingest_messages_fetched_total", "inboxd_ingest_ready"); err != nil {
+		t.Error(err)
+	}
+	if got := testutil.ToFloat64(a.Rejected.WithLabelValues(string(RejectMissingID))); got != 1 {
+		t.Errorf("amqp missing_id = %v", got)
+	}
+	if got := testutil.ToFloat64(k.Rejected.WithLabelValues(string(RejectMissingID))); got != 0 {
+		t.Errorf("kafka missing_id = %v, want 0", got)
+	}
+}
