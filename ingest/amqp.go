@@ -349,6 +349,7 @@ func (s *AMQPSource) connect(ctx context.Context) (*amqpSession, error) {
 				return
 			case b, ok := <-blocked:
 				if !ok {
+					blocked = nil // closed with the connection: wait for closed
 					continue
 				}
 				s.blocked.Store(b.Active)
