@@ -352,20 +352,26 @@ func (s *AMQPSource) connect(ctx context.Context) (*amqpSession, error) {
 					blocked = nil // closed with the connection: wait for closed
 					continue
 				}
-				s.blocked.Store(b.Active)
-				s.updateReady()
-				if b.Active {
-					s.log.Error().Str("reason", b.Reason).
-						Msg("RabbitMQ blocked the connection (memory or disk alarm); not ready until it is unblocked")
-				} else {
-					s.log.Info().Msg("RabbitMQ unblocked the connection")
-				}
+				s.onBlocked(b)
 			case <-ss.dead:
 				return
 			}
 		}
 	}()
 	return ss, nil
+}
+
+// onBlocked handles the server's connection.blocked and
+// connection.unblocked: a memory or disk alarm on the broker.
+func (s *AMQPSource) onBlocked(b amqp.Blocking) {
+	s.blocked.Store(b.Active)
+	s.updateReady()
+	if b.Active {
+		s.log.Error().Str("reason", b.Reason).
+			Msg("RabbitMQ blocked the connection (memory or disk alarm); not ready until it is unblocked")
+	} else {
+		s.log.Info().Msg("RabbitMQ unblocked the connection")
+	}
 }
 
 // closeSession closes the current session, if any: the server puts every

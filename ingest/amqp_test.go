@@ -492,3 +492,28 @@ inboxd_ingest_ready{source_kind="kafka"} 0
 		t.Errorf("kafka missing_id = %v, want 0", got)
 	}
 }
+
+// connection.blocked (a memory or disk alarm) makes the source not ready,
+// with a log line that says why, until connection.unblocked.
+func TestAMQPBlockedConnectionIsNotReady(t *testing.T) {
+	t.Parallel()
+	b := setupAMQP(t)
+	var logs syncBuffer
+	s, err := newAMQP(b.config(), pgWriter{pool: b.db.Pool}, zerolog.New(&logs), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	startAMQP(t, s)
+	waitFor(t, 20*time.Second, func() (bool, string) { return s.Ready(), "ready" })
+	s.onBlocked(amqp.Blocking{Active: true, Reason: "low on memory"})
+	if s.Ready() || testutil.ToFloat64(s.metrics.Ready) != 0 {
+		t.Error("ready while the connection is blocked")
+	}
+	if !strings.Contains(logs.String(), "memory or disk alarm") || !strings.Contains(logs.String(), "low on memory") {
+		t.Errorf("no log line for the block: %s", logs.String())
+	}
+	s.onBlocked(amqp.Blocking{Active: false})
+	if !s.Ready() || testutil.ToFloat64(s.metrics.Ready) != 1 {
+		t.Error("not ready once unblocked")
+	}
+}
