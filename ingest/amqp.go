@@ -39,9 +39,9 @@ const (
 	AMQPTimestampHeader = "timestamp"
 	// AMQPMessageIDHeader holds, on a rejected row only, the message_id
 	// property (an accepted row has it as its event id).
-	AMQPMessageIDHeader = "message-id"
+	AMQPMessageIDHeader = "amqp-message-id"
 	// AMQPTypeHeader holds, on a rejected row only, the type property.
-	AMQPTypeHeader = "type"
+	AMQPTypeHeader = "amqp-type"
 )
 
 // amqpDialTimeout bounds connecting to RabbitMQ, handshakes included.

@@ -334,11 +334,11 @@ func TestMapDeliveryRejectIDIsStable(t *testing.T) {
 	if r1.LastError != "missing event id (headers event_id, ce_id)" {
 		t.Errorf("last_error = %q", r1.LastError)
 	}
-	if string(r1.Headers) != `{"type":"t"}` || r1.EventType != "t" {
+	if string(r1.Headers) != `{"amqp-type":"t"}` || r1.EventType != "t" {
 		t.Errorf("rejected row headers %s, type %q: the type property is not kept", r1.Headers, r1.EventType)
 	}
 	d = amqp.Delivery{MessageId: "m-1", Body: []byte("no type")}
-	if r := MapDelivery("q", d, MapOptions{}); r.Reason != RejectMissingType || string(r.Headers) != `{"message-id":"m-1"}` {
+	if r := MapDelivery("q", d, MapOptions{}); r.Reason != RejectMissingType || string(r.Headers) != `{"amqp-message-id":"m-1"}` {
 		t.Errorf("no type: %+v", r)
 	}
 	d = amqp.Delivery{MessageId: "bad\x00id", Type: "t"}
