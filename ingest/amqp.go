@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
 )
 
 // AMQPKeyHeader is the AMQP header whose value is a message's key (for
@@ -37,10 +38,10 @@ const (
 	AMQPCorrelationIDHeader = "correlation-id"
 	// AMQPTimestampHeader holds the timestamp property (RFC 3339, UTC).
 	AMQPTimestampHeader = "timestamp"
-	// AMQPMessageIDHeader holds, on a rejected row only, the message_id
-	// property (an accepted row has it as its event id).
+	// AMQPMessageIDHeader holds the message_id property, so that a
+	// rejected row keeps it and `inboxd requeue` can map it again.
 	AMQPMessageIDHeader = "amqp-message-id"
-	// AMQPTypeHeader holds, on a rejected row only, the type property.
+	// AMQPTypeHeader holds the type property, for the same reason.
 	AMQPTypeHeader = "amqp-type"
 )
 
@@ -478,11 +479,10 @@ func (amqpFetcher) fetchFailed() string {
 // fields, as for Kafka). Key: header AMQPKeyHeader, else the routing key.
 // Payload: the body. Headers: the headers table (strings as they are, byte
 // arrays as bytes, other values as JSON) and the content-type,
-// correlation-id and timestamp properties. A message that cannot be
-// accepted becomes a rejected row whose event id, derived from the
-// message's content, is the same on every redelivery; its headers also
-// keep the message_id and type properties (AMQPMessageIDHeader,
-// AMQPTypeHeader) unless they were over their bound.
+// correlation-id, timestamp, message_id and type properties (under
+// AMQPMessageIDHeader and AMQPTypeHeader). A message that cannot be accepted
+// becomes a rejected row whose event id, derived from the message's
+// content, is the same on every redelivery.
 func MapDelivery(queue string, d amqp.Delivery, opts MapOptions) Row {
 	opts = opts.withDefaults()
 	hs := amqpHeaders(d)
@@ -493,7 +493,7 @@ func MapDelivery(queue string, d amqp.Delivery, opts MapOptions) Row {
 	if len(key) == 0 {
 		key = nil
 	}
-	row := mapMessage(&Message{
+	return mapMessage(&Message{
 		Source:  queue,
 		EventID: d.MessageId, EventIDProperty: "message_id",
 		EventType: d.Type, EventTypeProperty: "type",
@@ -502,19 +502,6 @@ func MapDelivery(queue string, d amqp.Delivery, opts MapOptions) Row {
 		Headers:  hs,
 		RejectID: amqpRejectID(queue, d, hs),
 	}, opts)
-	if row.Status == StatusRejected && row.Reason != RejectOversize && (d.MessageId != "" || d.Type != "") {
-		// A rejected row keeps what the message carried: its id and type
-		// properties too, which an accepted row keeps in its columns.
-		extra := hs[:len(hs):len(hs)]
-		if d.MessageId != "" {
-			extra = append(extra, Header{Key: AMQPMessageIDHeader, Value: []byte(d.MessageId)})
-		}
-		if d.Type != "" {
-			extra = append(extra, Header{Key: AMQPTypeHeader, Value: []byte(d.Type)})
-		}
-		row.Headers = encodeHeaders(extra)
-	}
-	return row
 }
 
 // amqpHeaders is what a delivery stores as headers: its table, sorted by
@@ -526,7 +513,7 @@ func amqpHeaders(d amqp.Delivery) []Header {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	hs := make([]Header, 0, len(names)+3)
+	hs := make([]Header, 0, len(names)+5)
 	for _, k := range names {
 		hs = append(hs, Header{Key: k, Value: amqpValue(d.Headers[k])})
 	}
@@ -538,6 +525,12 @@ func amqpHeaders(d amqp.Delivery) []Header {
 	}
 	if !d.Timestamp.IsZero() {
 		hs = append(hs, Header{Key: AMQPTimestampHeader, Value: []byte(d.Timestamp.UTC().Format(time.RFC3339Nano))})
+	}
+	if d.MessageId != "" {
+		hs = append(hs, Header{Key: AMQPMessageIDHeader, Value: []byte(d.MessageId)})
+	}
+	if d.Type != "" {
+		hs = append(hs, Header{Key: AMQPTypeHeader, Value: []byte(d.Type)})
 	}
 	return hs
 }
@@ -591,4 +584,35 @@ func amqpRejectID(queue string, d amqp.Delivery, hs []Header) string {
 	}
 	field(d.Body)
 	return queue + "/sha256/" + hex.EncodeToString(h.Sum(nil))
+}
+
+// isAMQPRejectID reports whether id is the event id MapDelivery gives a
+// rejected delivery of source: "<source>/sha256/<64 hex digits>" (a Kafka
+// position id has a number where "sha256" stands).
+func isAMQPRejectID(source, id string) bool {
+	sum, ok := strings.CutPrefix(id, source+"/sha256/")
+	if !ok || len(sum) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(sum)
+	return err == nil
+}
+
+// mapAMQPRejected maps a rejected RabbitMQ row again by RabbitMQ's rules:
+// the message_id and type properties, which the row keeps among its
+// headers, come before the headers of opts. The key is the row's (header
+// key or routing key, resolved when it was first mapped).
+func mapAMQPRejected(eventID string, m kafka.Message, opts MapOptions) Row {
+	hs := fromKafkaHeaders(m.Headers)
+	id, _ := lastHeader(hs, AMQPMessageIDHeader)
+	typ, _ := lastHeader(hs, AMQPTypeHeader)
+	return mapMessage(&Message{
+		Source:  m.Topic,
+		EventID: string(id), EventIDProperty: "message_id",
+		EventType: string(typ), EventTypeProperty: "type",
+		Key:      m.Key,
+		Value:    m.Value,
+		Headers:  hs,
+		RejectID: eventID,
+	}, opts.withDefaults())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/inboxd/inboxd/migrations/pgtest"
 )
@@ -337,10 +339,6 @@ func TestMapDeliveryRejectIDIsStable(t *testing.T) {
 	if string(r1.Headers) != `{"amqp-type":"t"}` || r1.EventType != "t" {
 		t.Errorf("rejected row headers %s, type %q: the type property is not kept", r1.Headers, r1.EventType)
 	}
-	d = amqp.Delivery{MessageId: "m-1", Body: []byte("no type")}
-	if r := MapDelivery("q", d, MapOptions{}); r.Reason != RejectMissingType || string(r.Headers) != `{"amqp-message-id":"m-1"}` {
-		t.Errorf("no type: %+v", r)
-	}
 	d = amqp.Delivery{MessageId: "bad\x00id", Type: "t"}
 	if r := MapDelivery("q", d, MapOptions{}); r.Reason != RejectInvalidID || !strings.Contains(r.LastError, "property message_id") {
 		t.Errorf("invalid message_id: %+v", r)
@@ -515,5 +513,38 @@ func TestAMQPBlockedConnectionIsNotReady(t *testing.T) {
 	s.onBlocked(amqp.Blocking{Active: false})
 	if !s.Ready() || testutil.ToFloat64(s.metrics.Ready) != 1 {
 		t.Error("not ready once unblocked")
+	}
+}
+
+// A rejected RabbitMQ row maps again by RabbitMQ's rules (its message_id
+// property first), a Kafka row by Kafka's.
+func TestRemapRejectedUsesTheSourceRules(t *testing.T) {
+	t.Parallel()
+	d := amqp.Delivery{MessageId: "m-1", Body: []byte("b"), RoutingKey: "rk", Headers: amqp.Table{"kind": "order.created"}}
+	rejected := MapDelivery("q", d, MapOptions{})
+	if rejected.Reason != RejectMissingType {
+		t.Fatalf("first mapping: %+v", rejected)
+	}
+	// As the CLI reads the row back: key, payload and decoded headers.
+	var hs []kafka.Header
+	var obj map[string]string
+	if err := json.Unmarshal(rejected.Headers, &obj); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range obj {
+		hs = append(hs, kafka.Header{Key: k, Value: []byte(v)})
+	}
+	m := kafka.Message{Topic: "q", Key: rejected.Key, Value: rejected.Payload, Headers: hs}
+	fixed := MapOptions{EventTypeHeaders: []string{"kind"}}
+	row := RemapRejected(rejected.EventID, m, fixed)
+	if row.Status != StatusReceived || row.EventID != "m-1" || row.EventType != "order.created" {
+		t.Errorf("AMQP row mapped again: %+v", row)
+	}
+	if k := MapMessage(m, fixed); k.Status != StatusRejected {
+		t.Errorf("by Kafka's rules it would have been accepted too: %+v (the test proves nothing)", k)
+	}
+	km := kafka.Message{Topic: "orders", Partition: 1, Offset: 5, Headers: []kafka.Header{{Key: "event_id", Value: []byte("e")}, {Key: "event_type", Value: []byte("t")}}}
+	if row := RemapRejected(PositionID("orders", 1, 5), km, MapOptions{}); row.Status != StatusReceived || row.EventID != "e" {
+		t.Errorf("Kafka row mapped again: %+v", row)
 	}
 }

@@ -23,6 +23,18 @@ func MapMessage(m kafka.Message, opts MapOptions) Row {
 	}, opts.withDefaults())
 }
 
+// RemapRejected maps a rejected row again, as `inboxd requeue --status
+// rejected` does once the cause is fixed, by the rules of the source that
+// stored it: eventID is the row's event id (which tells a RabbitMQ row from
+// a Kafka one), m the row's key, payload, headers and position as a Kafka
+// message.
+func RemapRejected(eventID string, m kafka.Message, opts MapOptions) Row {
+	if isAMQPRejectID(m.Topic, eventID) {
+		return mapAMQPRejected(eventID, m, opts)
+	}
+	return MapMessage(m, opts)
+}
+
 // fromKafkaHeaders is hs in the pipeline's terms, without a copy: the
 // mapping runs once per message, at the full rate, and never writes to the
 // headers it is given (rowHeaders clones before it changes them).

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,10 +49,20 @@ func TestRabbitMQToSinkEndToEnd(t *testing.T) {
 	}
 	publish(amqp.Publishing{MessageId: "o-007", Type: "order.created", Body: []byte(`{}`)})
 	publish(amqp.Publishing{Type: "order.created", Body: []byte("no id")})
+	publish(amqp.Publishing{MessageId: "late-1", Body: []byte(`{}`), Headers: amqp.Table{"kind": "order.created"}})
 
 	waitFor(t, 30*time.Second, "all events processed", func() bool { return countStatus(t, db, "processed") == n })
+	waitFor(t, 10*time.Second, "two rejected rows", func() bool { return countStatus(t, db, "rejected") == 2 })
+
+	// Once the type header is configured, requeue maps the row without a
+	// type again by RabbitMQ's rules: its message_id property is its id.
+	if code, out := inboxd(t, []string{"INBOXD_DATABASE_URL=" + db.URL, "INBOXD_EVENT_TYPE_HEADERS=event_type,kind"},
+		"requeue", "--status", "rejected", "--all"); code != 0 || !strings.Contains(out, "requeued 1") {
+		t.Fatalf("requeue: exit %d\n%s", code, out)
+	}
+	waitFor(t, 30*time.Second, "the requeued event processed", func() bool { return len(s.byKey(queue+"/late-1")) == 1 })
 	if got := countStatus(t, db, "rejected"); got != 1 {
-		t.Errorf("rejected rows = %d, want 1", got)
+		t.Errorf("rejected rows = %d, want 1 (the message without an id)", got)
 	}
 	for i := range n {
 		key := fmt.Sprintf("%s/o-%03d", queue, i)
