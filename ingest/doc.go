@@ -22,7 +22,10 @@
 // else the id headers; type the type property, else the type headers; key
 // the header "key", else the routing key (AMQPKeyHeader says why); payload
 // the body; headers the headers table with the content-type,
-// correlation-id and timestamp properties. A rejected delivery's event id is
+// correlation-id, timestamp, message_id and type properties (the last two
+// as amqp-message-id and amqp-type, so that RemapRejected, behind `inboxd
+// requeue --status rejected`, can map a rejected row again by RabbitMQ's
+// rules). A rejected delivery's event id is
 // "<queue>/sha256/<hex>" over what it carries, so a redelivery adds no second
 // row. amqp091-go does not reconnect: the source opens a new connection with
 // backoff, not ready meanwhile; deliveries not acknowledged go back to their
