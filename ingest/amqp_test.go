@@ -43,7 +43,7 @@ type amqpBundle struct {
 
 // setupAMQP declares a queue of the test's own and deletes it when the test
 // ends.
-func setupAMQP(t *testing.T) *amqpBundle {
+func setupAMQP(t testing.TB) *amqpBundle {
 	t.Helper()
 	conn, err := amqp.Dial(amqpTestURL())
 	if err != nil {
@@ -74,7 +74,7 @@ func setupAMQP(t *testing.T) *amqpBundle {
 
 // publish publishes msgs to the queue (default exchange) and waits for the
 // broker's confirmations.
-func (b *amqpBundle) publish(t *testing.T, msgs ...amqp.Publishing) {
+func (b *amqpBundle) publish(t testing.TB, msgs ...amqp.Publishing) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -91,7 +91,7 @@ func (b *amqpBundle) publish(t *testing.T, msgs ...amqp.Publishing) {
 
 // ready is how many messages wait in the queue (not counting deliveries
 // held unacknowledged by a consumer).
-func (b *amqpBundle) ready(t *testing.T) int {
+func (b *amqpBundle) ready(t testing.TB) int {
 	t.Helper()
 	q, err := b.ch.QueueDeclarePassive(b.queue, true, false, false, false, nil)
 	if err != nil {
@@ -107,7 +107,7 @@ func (b *amqpBundle) config() AMQPConfig {
 }
 
 // startAMQP runs s until the test ends (or stop is called).
-func startAMQP(t *testing.T, s *AMQPSource) (stop func() error) {
+func startAMQP(t testing.TB, s *AMQPSource) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -133,7 +133,7 @@ func startAMQP(t *testing.T, s *AMQPSource) (stop func() error) {
 	return stop
 }
 
-func testLogger(t *testing.T) zerolog.Logger {
+func testLogger(t testing.TB) zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 }
 
