@@ -281,7 +281,7 @@ func (s *AMQPSource) connect(ctx context.Context) (*amqpSession, error) {
 		return nil, fmt.Errorf("connect to RabbitMQ at %s: %w", RedactAMQPURL(s.cfg.URL), err)
 	}
 	ss := &amqpSession{conn: conn, deliveries: make(chan amqpDelivery), dead: make(chan struct{})}
-	fail := func(err error) (*amqpSession, error) { _ = conn.Close(); return nil, err }
+	fail := func(err error) (*amqpSession, error) { s.closeConn(conn); return nil, err }
 
 	for _, q := range s.cfg.Queues {
 		ch, err := conn.Channel()
@@ -392,8 +392,15 @@ func (s *AMQPSource) closeSession() {
 	s.updateReady()
 	if ss != nil {
 		ss.fail(errors.New("closed"))
-		_ = ss.conn.Close()
+		s.closeConn(ss.conn)
 	}
+}
+
+// closeConn closes conn, waiting for the server's answer CloseTimeout at
+// most (a server cut off the network would hold a plain Close until the
+// heartbeats time out).
+func (s *AMQPSource) closeConn(conn *amqp.Connection) {
+	_ = conn.CloseDeadline(time.Now().Add(s.cfg.Pipeline.CloseTimeout))
 }
 
 // amqpFetcher is the AMQPSource as the pipeline's source.
