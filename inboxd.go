@@ -56,6 +56,9 @@ type Config struct {
 	// Ingest configures the Kafka consumer; nil runs no ingest (rows come
 	// from other writers of the inbox table).
 	Ingest *ingest.Config
+	// AMQP configures the RabbitMQ source; nil runs none. It may run
+	// beside Ingest.
+	AMQP *ingest.AMQPConfig
 
 	// Migrate applies pending schema migrations (under an advisory lock)
 	// when Run starts, instead of refusing to run on an older schema.
@@ -71,7 +74,8 @@ type Inboxd struct {
 	migrate   bool
 	pool      *worker.Pool
 	retention *worker.Retention
-	consumer  *ingest.Consumer // nil without ingest
+	consumer  *ingest.Consumer   // nil without ingest
+	amqp      *ingest.AMQPSource // nil without a RabbitMQ source
 
 	mu        sync.Mutex
 	ran       bool               // Run was called
@@ -120,6 +124,11 @@ func New(cfg Config) (*Inboxd, error) {
 			errs = append(errs, err)
 		}
 	}
+	if cfg.AMQP != nil {
+		if _, err := ingest.NewAMQP(*cfg.AMQP, cfg.DB, cfg.Logger, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -142,6 +151,11 @@ func New(cfg Config) (*Inboxd, error) {
 	}
 	if cfg.Ingest != nil {
 		if ib.consumer, err = ingest.New(*cfg.Ingest, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.AMQP != nil {
+		if ib.amqp, err = ingest.NewAMQP(*cfg.AMQP, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
 			return nil, err
 		}
 	}
@@ -209,6 +223,14 @@ func (ib *Inboxd) Run(ctx context.Context) error {
 			return nil
 		})
 	}
+	if ib.amqp != nil {
+		g.Go(func() error {
+			if err := ib.amqp.Run(gctx); err != nil {
+				return fmt.Errorf("ingest (RabbitMQ): %w", err)
+			}
+			return nil
+		})
+	}
 	g.Go(func() error {
 		if ib.waitRunning(gctx) {
 			ib.started.Store(true)
@@ -228,12 +250,12 @@ func (ib *Inboxd) waitRunning(ctx context.Context) bool {
 	case <-ctx.Done():
 		return false
 	}
-	if ib.consumer == nil {
-		return true
+	reachable := func() bool {
+		return (ib.consumer == nil || ib.consumer.Reachable()) && (ib.amqp == nil || ib.amqp.Reachable())
 	}
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
-	for !ib.consumer.Reachable() {
+	for !reachable() {
 		select {
 		case <-ctx.Done():
 			return false
@@ -307,7 +329,10 @@ func (ib *Inboxd) Ready(ctx context.Context) error {
 		return errors.New("database unreachable")
 	}
 	if ib.consumer != nil && !ib.consumer.Ready() {
-		return errors.New("ingest not ready (cannot persist to the database or not consuming yet)")
+		return errors.New("ingest not ready: source_kind=kafka (cannot persist to the database or not consuming yet)")
+	}
+	if ib.amqp != nil && !ib.amqp.Ready() {
+		return errors.New("ingest not ready: source_kind=amqp (cannot persist to the database, not connected to RabbitMQ, or its connection is blocked)")
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"reflect"
 	"strings"
 	"time"
@@ -88,6 +89,25 @@ type Config struct {
 	// KafkaSASLPasswordFile names a file holding the SASL password; it is used
 	// when KafkaSASLPassword is empty.
 	KafkaSASLPasswordFile string `env:"INBOXD_KAFKA_SASL_PASSWORD_FILE" help:"file holding the SASL password, used when INBOXD_KAFKA_SASL_PASSWORD is empty"`
+
+	// AMQPURL is the RabbitMQ broker's amqp:// or amqps:// URL; empty runs
+	// no RabbitMQ source. Its password is never logged.
+	AMQPURL string `env:"INBOXD_AMQP_URL" help:"RabbitMQ URL, amqp:// or amqps:// (or INBOXD_AMQP_URL_FILE); empty = no RabbitMQ source"`
+	// AMQPURLFile names a file holding the RabbitMQ URL; it is used when
+	// AMQPURL is empty.
+	AMQPURLFile string `env:"INBOXD_AMQP_URL_FILE" help:"file holding the RabbitMQ URL, used when INBOXD_AMQP_URL is empty"`
+	// AMQPQueues lists the RabbitMQ queues consumed; each must exist.
+	AMQPQueues []string `env:"INBOXD_AMQP_QUEUES" envSeparator:"," help:"comma list of existing RabbitMQ queues to consume; required with INBOXD_AMQP_URL"`
+	// AMQPPrefetch is each queue's channel QoS; 0 derives it from the batch
+	// size and bytes.
+	AMQPPrefetch int `env:"INBOXD_AMQP_PREFETCH" envDefault:"0" help:"deliveries RabbitMQ sends ahead of their acknowledgement, per queue; 0 = 2 x INBOXD_INGEST_BATCH_SIZE, capped to 4 x INBOXD_INGEST_BATCH_BYTES of the largest messages"`
+	// AMQPTLSCAFile is a PEM bundle of CAs to trust for amqps://; empty
+	// uses the system pool.
+	AMQPTLSCAFile string `env:"INBOXD_AMQP_TLS_CA_FILE" help:"PEM bundle of CAs to trust for amqps://; empty = the system pool"`
+	// AMQPTLSCertFile is the client certificate (PEM) for mutual TLS.
+	AMQPTLSCertFile string `env:"INBOXD_AMQP_TLS_CERT_FILE" help:"client certificate (PEM) for amqps://, with INBOXD_AMQP_TLS_KEY_FILE"`
+	// AMQPTLSKeyFile is the client key (PEM) for mutual TLS.
+	AMQPTLSKeyFile string `env:"INBOXD_AMQP_TLS_KEY_FILE" help:"client key (PEM) for amqps://"`
 
 	// IngestBatchSize closes an ingest batch when it holds this many messages.
 	IngestBatchSize int `env:"INBOXD_INGEST_BATCH_SIZE" help:"messages that close an ingest batch"`
@@ -221,6 +241,7 @@ func Load(environ []string) (Config, error) {
 	}
 	c.KafkaBrokers = dropEmpty(c.KafkaBrokers)
 	c.KafkaTopics = dropEmpty(c.KafkaTopics)
+	c.AMQPQueues = dropEmpty(c.AMQPQueues)
 	c.EventIDHeaders = dropEmpty(c.EventIDHeaders)
 	c.EventTypeHeaders = dropEmpty(c.EventTypeHeaders)
 
@@ -231,6 +252,14 @@ func Load(environ []string) (Config, error) {
 			failed["INBOXD_DATABASE_URL_FILE"], failed["INBOXD_DATABASE_URL"] = true, true
 		}
 		c.DatabaseURL = s
+	}
+	if c.AMQPURL == "" && c.AMQPURLFile != "" {
+		s, err := readSecret(c.AMQPURLFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("INBOXD_AMQP_URL_FILE: %w", err))
+			failed["INBOXD_AMQP_URL_FILE"], failed["INBOXD_AMQP_URL"] = true, true
+		}
+		c.AMQPURL = s
 	}
 	if c.KafkaSASLPassword == "" && c.KafkaSASLPasswordFile != "" {
 		s, err := readSecret(c.KafkaSASLPasswordFile)
@@ -374,6 +403,26 @@ func (c Config) Validate() error {
 		bad("INBOXD_KAFKA_SASL_MECHANISM", "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got %q", c.KafkaSASLMechanism)
 	}
 
+	if c.AMQPURL != "" {
+		if u, err := url.Parse(c.AMQPURL); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Host == "" {
+			// Never echo the URL: it may hold a password.
+			bad("INBOXD_AMQP_URL", "is not a valid amqp:// or amqps:// URL")
+		} else if u.Scheme != "amqps" && (c.AMQPTLSCAFile != "" || c.AMQPTLSCertFile != "" || c.AMQPTLSKeyFile != "") {
+			bad("INBOXD_AMQP_TLS_CA_FILE", "_CERT_FILE and _KEY_FILE need an amqps:// INBOXD_AMQP_URL")
+		}
+		if len(c.AMQPQueues) == 0 {
+			bad("INBOXD_AMQP_QUEUES", "is required when INBOXD_AMQP_URL is set")
+		}
+	} else if len(c.AMQPQueues) > 0 {
+		bad("INBOXD_AMQP_URL", "is required when INBOXD_AMQP_QUEUES is set (or set INBOXD_AMQP_URL_FILE)")
+	}
+	if c.AMQPPrefetch < 0 || c.AMQPPrefetch > 65535 {
+		bad("INBOXD_AMQP_PREFETCH", "must be between 0 (automatic) and 65535, got %d", c.AMQPPrefetch)
+	}
+	if (c.AMQPTLSCertFile == "") != (c.AMQPTLSKeyFile == "") {
+		bad("INBOXD_AMQP_TLS_CERT_FILE", "and INBOXD_AMQP_TLS_KEY_FILE must be set together")
+	}
+
 	if c.IngestBatchSize < 1 || c.IngestBatchSize > ingest.MaxBatchSize {
 		bad("INBOXD_INGEST_BATCH_SIZE", "must be between 1 and %d, got %d", ingest.MaxBatchSize, c.IngestBatchSize)
 	}
@@ -445,6 +494,9 @@ func minDur(errs *[]error, name string, d, lowest time.Duration) {
 
 // IngestEnabled reports whether Kafka ingest runs (INBOXD_KAFKA_BROKERS set).
 func (c Config) IngestEnabled() bool { return len(c.KafkaBrokers) > 0 }
+
+// AMQPEnabled reports whether the RabbitMQ source runs (INBOXD_AMQP_URL set).
+func (c Config) AMQPEnabled() bool { return c.AMQPURL != "" }
 
 // EngineConns is how many connections the engine's own statements get,
 // whatever transactional handlers do: claims, two completers, lease

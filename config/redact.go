@@ -322,7 +322,24 @@ func (c Config) redacted() plainConfig {
 	if c.KafkaSASLPassword != "" {
 		c.KafkaSASLPassword = "[redacted]"
 	}
+	if c.AMQPURL != "" {
+		c.AMQPURL = redactAMQPURL(c.AMQPURL)
+	}
 	return plainConfig(c)
+}
+
+// redactAMQPURL reduces an AMQP URL to scheme://user@host/vhost: never
+// its password, nor anything when it does not parse.
+func redactAMQPURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return "(invalid)"
+	}
+	out := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	if u.User != nil {
+		out.User = url.User(u.User.Username())
+	}
+	return out.String()
 }
 
 // readSecret reads a secret from the file named by a *_FILE variable. Its

@@ -4,44 +4,25 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/segmentio/kafka-go"
 )
 
 // batch is the messages fetched and not yet written.
 type batch struct {
 	rows  []Row
-	bytes int                      // the rows' sizes (Row.size), against Config.BatchBytes
-	last  map[topicPartition]int64 // highest offset per partition
+	bytes int     // the rows' sizes (Row.size), against BatchBytes
+	ack   ackFunc // set when the batch is sealed; called once its rows are committed
 }
 
-func (b *batch) add(m kafka.Message, r Row) {
+func (b *batch) add(r Row) {
 	b.rows = append(b.rows, r)
 	b.bytes += r.size()
-	if b.last == nil {
-		b.last = make(map[topicPartition]int64)
-	}
-	tp := topicPartition{m.Topic, m.Partition}
-	if off, ok := b.last[tp]; !ok || m.Offset > off {
-		b.last[tp] = m.Offset
-	}
-}
-
-// commits returns one message per partition, carrying the highest offset:
-// committing it covers every lower offset of the partition.
-func (b *batch) commits() []kafka.Message {
-	msgs := make([]kafka.Message, 0, len(b.last))
-	for tp, off := range b.last {
-		msgs = append(msgs, kafka.Message{Topic: tp.topic, Partition: tp.partition, Offset: off})
-	}
-	return msgs
 }
 
 func (b *batch) reset() {
 	clear(b.rows) // drop references to payloads
 	b.rows = b.rows[:0]
 	b.bytes = 0
-	clear(b.last)
+	b.ack = nil
 }
 
 // batchDeadline ends when the filling batch must be written: its timeout

@@ -128,7 +128,7 @@ func TestHealthyDetectsStalledFetch(t *testing.T) {
 	fetchingAgain := func() (bool, string) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return !c.fetchingSince.IsZero() && !c.lastProgress.IsZero(), "consumer waiting in FetchMessage again"
+		return !c.fetchingSince.IsZero() && !c.progress().IsZero(), "consumer waiting in FetchMessage again"
 	}
 
 	// Caught up: the partition's high-water mark is just past the message.

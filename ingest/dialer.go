@@ -36,7 +36,11 @@ func newDialer(c Config) (*kafka.Dialer, error) {
 
 // build returns the TLS client configuration, or nil when TLS is off. File
 // names appear in errors; file contents never do.
-func (t TLSConfig) build() (*tls.Config, error) {
+func (t TLSConfig) build() (*tls.Config, error) { return t.buildFor("INBOXD_KAFKA_TLS") }
+
+// buildFor is build with errors naming the variables of prefix
+// (INBOXD_KAFKA_TLS, INBOXD_AMQP_TLS).
+func (t TLSConfig) buildFor(prefix string) (*tls.Config, error) {
 	if !t.Enabled {
 		return nil, nil
 	}
@@ -48,18 +52,18 @@ func (t TLSConfig) build() (*tls.Config, error) {
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("INBOXD_KAFKA_TLS_CA_FILE: %w", err)
+			return nil, fmt.Errorf("%s_CA_FILE: %w", prefix, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("INBOXD_KAFKA_TLS_CA_FILE: no PEM certificate found in %s", t.CAFile)
+			return nil, fmt.Errorf("%s_CA_FILE: no PEM certificate found in %s", prefix, t.CAFile)
 		}
 		cfg.RootCAs = pool
 	}
 	if t.CertFile != "" || t.KeyFile != "" {
 		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("INBOXD_KAFKA_TLS_CERT_FILE/INBOXD_KAFKA_TLS_KEY_FILE: %w", err)
+			return nil, fmt.Errorf("%s_CERT_FILE/%s_KEY_FILE: %w", prefix, prefix, err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}

@@ -1,6 +1,40 @@
-// Package ingest is inboxd's first phase: it consumes Kafka with a
-// segmentio/kafka-go consumer group and persists every message as a row of
-// the inbox table, then commits the Kafka offsets. It never runs business code.
+// Package ingest is inboxd's first phase: it consumes brokers and persists
+// every message as a row of the inbox table, then acknowledges it to its
+// broker. It never runs business code.
+//
+// # One pipeline, several sources
+//
+// One persist-then-ack pipeline serves every source: batching by count,
+// bytes and time, the writer holding at most two batches (one written, one
+// filling), the insert through the driver, the retries of the same batch,
+// the row-by-row fallback, rejected rows, readiness and metrics. A source
+// only fetches, maps (to Message, then Row, through the one mapping every
+// source shares) and acknowledges: the pipeline seals each batch with the
+// source's acknowledgement and calls it only after the batch's insert
+// committed. Consumer is the Kafka source (a segmentio/kafka-go consumer
+// group; its acknowledgement is the offset commit); AMQPSource is the
+// RabbitMQ source (one channel per queue with the prefetch as its QoS; its
+// acknowledgement is one Ack(multiple=true) per channel up to the batch's
+// highest delivery tag). Metrics carry a bounded source_kind label (kafka,
+// amqp, nats).
+//
+// RabbitMQ mapping: source is the queue; event id the message_id property,
+// else the id headers; type the type property, else the type headers; key
+// the header "key", else the routing key (AMQPKeyHeader says why); payload
+// the body; headers the headers table with the content-type,
+// correlation-id, timestamp, message_id and type properties (the last two
+// as amqp-message-id and amqp-type, so that RemapRejected, behind `inboxd
+// requeue --status rejected`, can map a rejected row again by RabbitMQ's
+// rules). A rejected delivery's event id is
+// "<queue>/sha256/<hex>" over what it carries, so a redelivery adds no second
+// row. amqp091-go does not reconnect: the source opens a new connection with
+// backoff, not ready meanwhile; deliveries not acknowledged go back to their
+// queues when a connection closes, and are deduplicated when they come
+// again. The deliveries held are bounded by the prefetch (per queue) times
+// the largest message accepted; the default prefetch keeps that within
+// 4 x BatchBytes.
+//
+// The rest of this documentation describes the Kafka source.
 //
 // # Delivery
 //

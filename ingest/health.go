@@ -12,20 +12,14 @@ import (
 // before Run, after Run returns, while the database refuses or fails batch
 // writes, and while the brokers cannot be reached (including at start,
 // until they first answer).
-func (c *Consumer) Ready() bool {
-	return c.running.Load() && c.writesOK.Load() && c.reachable.Load()
-}
+func (c *Consumer) Ready() bool { return c.ready() }
 
 // Reachable reports whether the brokers answered the consumer's last probe.
 func (c *Consumer) Reachable() bool { return c.reachable.Load() }
 
 // LastProgress returns when a message was last fetched or a batch last
 // written; zero before the first.
-func (c *Consumer) LastProgress() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lastProgress
-}
+func (c *Consumer) LastProgress() time.Time { return c.progress() }
 
 // Healthy returns an error when the consumer looks stuck: the current
 // FetchMessage call has waited longer than Config.StallTimeout although
@@ -66,21 +60,6 @@ func (c *Consumer) Healthy() error {
 		waited.Round(time.Second), behind, worst.topic, worst.partition)
 }
 
-// setReady records whether the last batch write succeeded.
-func (c *Consumer) setReady(ok bool) {
-	c.writesOK.Store(ok)
-	c.updateReady()
-}
-
-// updateReady publishes Ready on the gauge.
-func (c *Consumer) updateReady() {
-	if c.Ready() {
-		c.metrics.Ready.Set(1)
-	} else {
-		c.metrics.Ready.Set(0)
-	}
-}
-
 func (c *Consumer) fetchStarted() {
 	c.mu.Lock()
 	c.fetchingSince = c.now()
@@ -94,8 +73,13 @@ func (c *Consumer) fetchReturned(m kafka.Message, err error) {
 	if err != nil {
 		return
 	}
-	c.lastProgress = c.now()
+	c.progressed()
+	tp := topicPartition{m.Topic, m.Partition}
 	if m.HighWaterMark > 0 {
-		c.backlog[topicPartition{m.Topic, m.Partition}] = max(0, m.HighWaterMark-m.Offset-1)
+		c.backlog[tp] = max(0, m.HighWaterMark-m.Offset-1)
+	}
+	// The batch being filled holds m: its commit covers m's offset.
+	if off, ok := c.pending[tp]; !ok || m.Offset > off {
+		c.pending[tp] = m.Offset
 	}
 }

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
@@ -67,7 +65,7 @@ const (
 	RejectRefused RejectReason = "refused"
 )
 
-// MapOptions controls how MapMessage turns a Kafka message into a row.
+// MapOptions controls how messages, from any source, become rows.
 type MapOptions struct {
 	// EventIDHeaders are the headers tried, in order, for the event id.
 	EventIDHeaders []string
@@ -116,12 +114,14 @@ func (o MapOptions) largestMessage() int {
 	return o.MaxPayload + o.MaxHeaders + MaxKeyBytes
 }
 
-// Row is one inbox row made from one Kafka message.
+// Row is one inbox row made from one message, whatever its source: the
+// pipeline's row type.
 type Row struct {
-	// Source is the topic; with EventID it is the row's unique key.
+	// Source is the topic (Kafka) or the queue (RabbitMQ); with EventID it
+	// is the row's unique key.
 	Source string
-	// EventID is the producer's event id, or "<topic>/<partition>/<offset>"
-	// for a rejected row.
+	// EventID is the producer's event id, or for a rejected row RejectID,
+	// else "<topic>/<partition>/<offset>".
 	EventID string
 	// EventType is the event type, or "" for a rejected row whose type is
 	// unknown.
@@ -141,25 +141,30 @@ type Row struct {
 	LastError string
 	// Reason is the rejection's metric label; empty for accepted rows.
 	Reason RejectReason
-	// Partition is the Kafka partition the message came from.
+	// Partition is the Kafka partition the message came from (0 for other
+	// sources).
 	Partition int32
-	// Offset is the message's Kafka offset.
+	// Offset is the message's Kafka offset (0 for other sources).
 	Offset int64
+	// RejectID is the event id the message's rejected row (or placeholder)
+	// takes, stable across redeliveries; "" means its Kafka position
+	// (PositionID).
+	RejectID string
 }
 
-// MapMessage maps m to its inbox row. It never fails: a message that cannot
-// be accepted becomes a rejected row that says why. Zero fields of opts take
-// the defaults of DefaultMapOptions (a nil header list is the default list; an
-// empty non-nil one means no header is consulted).
-func MapMessage(m kafka.Message, opts MapOptions) Row {
-	opts = opts.withDefaults()
+// mapMessage maps m, a message in the pipeline's terms, to its inbox row,
+// for every source alike. It never fails: a message that cannot be accepted
+// becomes a rejected row that says why, under the event id m.rejectID().
+// opts must have its defaults applied.
+func mapMessage(m *Message, opts MapOptions) Row {
 	row := Row{
-		Source:    m.Topic,
+		Source:    m.Source,
 		Key:       m.Key,
 		Payload:   m.Value,
 		Status:    StatusReceived,
-		Partition: int32(m.Partition),
+		Partition: m.Partition,
 		Offset:    m.Offset,
+		RejectID:  m.RejectID,
 	}
 	if row.Payload == nil {
 		row.Payload = []byte{}
@@ -193,8 +198,8 @@ func MapMessage(m kafka.Message, opts MapOptions) Row {
 	oversize := len(problems) > 0
 
 	fields := jsonFields{payload: payload}
-	id, idReason, idErr := lookup(m.Headers, opts.EventIDHeaders, opts.EventIDJSONField, &fields, "event id")
-	typ, typReason, typErr := lookup(m.Headers, opts.EventTypeHeaders, opts.EventTypeJSONField, &fields, "event type")
+	id, idReason, idErr := lookupProperty(m.EventID, m.EventIDProperty, m.Headers, opts.EventIDHeaders, opts.EventIDJSONField, &fields, "event id")
+	typ, typReason, typErr := lookupProperty(m.EventType, m.EventTypeProperty, m.Headers, opts.EventTypeHeaders, opts.EventTypeJSONField, &fields, "event type")
 
 	switch {
 	case oversize:
@@ -219,7 +224,7 @@ func MapMessage(m kafka.Message, opts MapOptions) Row {
 		return row
 	}
 	row.Status = StatusRejected
-	row.EventID = PositionID(m.Topic, m.Partition, m.Offset)
+	row.EventID = row.rejectID()
 	if typReason == "" {
 		row.EventType = typ
 	}
@@ -227,9 +232,35 @@ func MapMessage(m kafka.Message, opts MapOptions) Row {
 	return row
 }
 
+// rejectID is the event id of the row's rejected form: its source's stable
+// id for the message (Row.RejectID), else its position.
+func (r Row) rejectID() string {
+	if r.RejectID != "" {
+		return r.RejectID
+	}
+	return PositionID(r.Source, int(r.Partition), r.Offset)
+}
+
+// lookupProperty is lookup, tried after the broker's own property (AMQP's
+// message_id or type) when the message carries one: value is the property's
+// value, name its name in last_error.
+func lookupProperty(value, name string, hs []Header, names []string, field string, fields *jsonFields, what string) (string, RejectReason, string) {
+	if value != "" {
+		if problem := checkIdentifier([]byte(value)); problem != "" {
+			invalid := RejectInvalidID
+			if what == "event type" {
+				invalid = RejectInvalidType
+			}
+			return "", invalid, fmt.Sprintf("invalid %s in property %s: %s", what, name, problem)
+		}
+		return value, "", ""
+	}
+	return lookup(hs, names, field, fields, what)
+}
+
 // headersSize is what MapOptions.MaxHeaders bounds: the bytes of the
 // headers' names and values, as the message carries them.
-func headersSize(hs []kafka.Header) int {
+func headersSize(hs []Header) int {
 	n := 0
 	for _, h := range hs {
 		n += len(h.Key) + len(h.Value)
@@ -256,7 +287,7 @@ func Unstored(lastError string) []string {
 	return parts
 }
 
-// PositionID is the event id given to a rejected row:
+// PositionID is the event id given to a rejected row of a Kafka message:
 // "<topic>/<partition>/<offset>".
 func PositionID(topic string, partition int, offset int64) string {
 	return topic + "/" + strconv.Itoa(partition) + "/" + strconv.FormatInt(offset, 10)
@@ -270,25 +301,24 @@ func PositionID(topic string, partition int, offset int64) string {
 const TombstoneHeader = "inboxd-tombstone"
 
 // rowHeaders returns the headers stored for m: its own, less any called
-// TombstoneHeader, and TombstoneHeader: true when m is a tombstone (a nil
-// value; segmentio/kafka-go hands a zero-length value over as nil too).
-func rowHeaders(m kafka.Message) []kafka.Header {
+// TombstoneHeader, and TombstoneHeader: true when m is a tombstone.
+func rowHeaders(m *Message) []Header {
 	hs := m.Headers
 	if slices.ContainsFunc(hs, isTombstoneHeader) {
 		hs = slices.DeleteFunc(slices.Clone(hs), isTombstoneHeader)
 	}
-	if m.Value == nil {
-		hs = append(hs[:len(hs):len(hs)], kafka.Header{Key: TombstoneHeader, Value: []byte("true")})
+	if m.Tombstone {
+		hs = append(hs[:len(hs):len(hs)], Header{Key: TombstoneHeader, Value: []byte("true")})
 	}
 	return hs
 }
 
-func isTombstoneHeader(h kafka.Header) bool { return h.Key == TombstoneHeader }
+func isTombstoneHeader(h Header) bool { return h.Key == TombstoneHeader }
 
 // lookup finds an identifier (event id or type) in the first present header
 // of names, else in the JSON field. It returns the value, or a reject reason
 // and a sentence for last_error.
-func lookup(hs []kafka.Header, names []string, field string, fields *jsonFields, what string) (string, RejectReason, string) {
+func lookup(hs []Header, names []string, field string, fields *jsonFields, what string) (string, RejectReason, string) {
 	missing, invalid := RejectMissingID, RejectInvalidID
 	if what == "event type" {
 		missing, invalid = RejectMissingType, RejectInvalidType
@@ -339,7 +369,7 @@ func checkIdentifier(v []byte) string {
 }
 
 // lastHeader returns the value of the last header called name.
-func lastHeader(hs []kafka.Header, name string) ([]byte, bool) {
+func lastHeader(hs []Header, name string) ([]byte, bool) {
 	for i := len(hs) - 1; i >= 0; i-- {
 		if hs[i].Key == name {
 			return hs[i].Value, true
@@ -391,7 +421,7 @@ func (f *jsonFields) get(name string) (value, problem string, ok bool) {
 // that is not valid UTF-8 or holds a NUL byte (which jsonb cannot store)
 // becomes {"base64": "..."}. Names are made valid UTF-8 without NUL bytes,
 // replacing offending bytes with U+FFFD.
-func encodeHeaders(hs []kafka.Header) []byte {
+func encodeHeaders(hs []Header) []byte {
 	if len(hs) == 0 {
 		return []byte("{}")
 	}
@@ -410,7 +440,7 @@ const maxPlainHeaders = 16
 // encoding/json, which took a twentieth of the daemon's CPU end to end;
 // ok is false for anything else. The object holds the same values as
 // encodeHeadersJSON's (FuzzEncodeHeaders compares them).
-func appendPlainHeaders(b []byte, hs []kafka.Header) (_ []byte, ok bool) {
+func appendPlainHeaders(b []byte, hs []Header) (_ []byte, ok bool) {
 	if len(hs) > maxPlainHeaders {
 		return nil, false
 	}
@@ -462,7 +492,7 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 // encodeHeadersJSON is encodeHeaders through encoding/json, for any headers.
-func encodeHeadersJSON(hs []kafka.Header) []byte {
+func encodeHeadersJSON(hs []Header) []byte {
 	obj := make(map[string]any, len(hs))
 	for _, h := range hs {
 		name := h.Key

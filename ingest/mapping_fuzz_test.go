@@ -98,7 +98,7 @@ func FuzzMapMessage(f *testing.F) {
 		row := MapMessage(m, opts)
 		limit := opts.withDefaults().MaxPayload
 		bigKey := len(key) > MaxKeyBytes
-		bigHeaders := headersSize(m.Headers) > opts.withDefaults().MaxHeaders
+		bigHeaders := headersSize(fromKafkaHeaders(m.Headers)) > opts.withDefaults().MaxHeaders
 
 		if row.Source != "orders" || row.Partition != partition || row.Offset != offset {
 			t.Fatalf("position changed: %+v", row)
@@ -150,7 +150,7 @@ func FuzzMapMessage(f *testing.F) {
 			}
 			if tooBig != (row.Reason == RejectOversize) {
 				t.Fatalf("reason %q for a payload of %d bytes (limit %d), a key of %d, headers of %d",
-					row.Reason, len(value), limit, len(key), headersSize(m.Headers))
+					row.Reason, len(value), limit, len(key), headersSize(fromKafkaHeaders(m.Headers)))
 			}
 			if row.LastError == "" || !utf8.ValidString(row.LastError) || strings.IndexByte(row.LastError, 0) >= 0 {
 				t.Fatalf("last_error %q is empty or not fit for a text column", row.LastError)

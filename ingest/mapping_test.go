@@ -198,7 +198,7 @@ func TestEncodeHeaders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := encodeHeaders(tt.in)
+			got := encodeHeaders(fromKafkaHeaders(tt.in))
 			var gotV, wantV any
 			if err := json.Unmarshal(got, &gotV); err != nil {
 				t.Fatalf("encodeHeaders = %q: %v", got, err)
@@ -231,10 +231,10 @@ func FuzzEncodeHeaders(f *testing.F) {
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 []byte) {
 		hs := []kafka.Header{{Key: string(k1), Value: v1}, {Key: string(k2), Value: v2}}
 		var got, want any
-		if err := json.Unmarshal(encodeHeaders(hs), &got); err != nil {
+		if err := json.Unmarshal(encodeHeaders(fromKafkaHeaders(hs)), &got); err != nil {
 			t.Fatalf("encodeHeaders(%q) is not JSON: %v", hs, err)
 		}
-		if err := json.Unmarshal(encodeHeadersJSON(hs), &want); err != nil {
+		if err := json.Unmarshal(encodeHeadersJSON(fromKafkaHeaders(hs)), &want); err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(got, want) {
@@ -247,12 +247,12 @@ func BenchmarkEncodeHeaders(b *testing.B) {
 	hs := hdrs("event_id", "order-00042", "event_type", "order.created", "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	b.Run("plain", func(b *testing.B) {
 		for b.Loop() {
-			encodeHeaders(hs)
+			encodeHeaders(fromKafkaHeaders(hs))
 		}
 	})
 	b.Run("encoding/json", func(b *testing.B) {
 		for b.Loop() {
-			encodeHeadersJSON(hs)
+			encodeHeadersJSON(fromKafkaHeaders(hs))
 		}
 	})
 }

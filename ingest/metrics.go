@@ -19,9 +19,9 @@ type Metrics struct {
 	// Rejected counts messages turned into rejected rows, by reason.
 	Rejected *prometheus.CounterVec
 	// BatchWriteDuration observes successful batch writes.
-	BatchWriteDuration prometheus.Histogram
+	BatchWriteDuration prometheus.Observer
 	// BatchRows observes the number of rows per written batch.
-	BatchRows prometheus.Histogram
+	BatchRows prometheus.Observer
 	// BatchWriteErrors counts failed attempts at writing a batch.
 	BatchWriteErrors prometheus.Counter
 	// FetchErrors counts errors returned by FetchMessage.
@@ -37,77 +37,101 @@ type Metrics struct {
 	Lag *prometheus.GaugeVec
 	// BrokerErrors counts probes of the brokers that failed.
 	BrokerErrors prometheus.Counter
+	// Reconnects counts connections to the broker opened again after one
+	// was lost (sources that reconnect themselves: RabbitMQ).
+	Reconnects prometheus.Counter
 }
 
-// NewMetrics creates the ingest metrics and registers them with reg (nil
-// registers nothing). They are:
+// NewMetrics creates the ingest metrics of a Kafka source and registers
+// them with reg (nil registers nothing). They are:
 //
-//	inboxd_ingest_messages_fetched_total
-//	inboxd_ingest_rows_inserted_total
-//	inboxd_ingest_duplicates_total
-//	inboxd_ingest_rejected_total{reason="missing_id|invalid_id|missing_type|invalid_type|oversize|refused"}
-//	inboxd_ingest_batch_write_duration_seconds (histogram)
-//	inboxd_ingest_batch_rows (histogram)
-//	inboxd_ingest_batch_write_errors_total
-//	inboxd_ingest_fetch_errors_total
-//	inboxd_ingest_offset_commit_errors_total
-//	inboxd_ingest_ready
-//	inboxd_ingest_consumer_lag{topic, partition}
-//	inboxd_ingest_broker_probe_errors_total
+//	inboxd_ingest_messages_fetched_total{source_kind}
+//	inboxd_ingest_rows_inserted_total{source_kind}
+//	inboxd_ingest_duplicates_total{source_kind}
+//	inboxd_ingest_rejected_total{source_kind, reason="missing_id|invalid_id|missing_type|invalid_type|oversize|refused"}
+//	inboxd_ingest_batch_write_duration_seconds{source_kind} (histogram)
+//	inboxd_ingest_batch_rows{source_kind} (histogram)
+//	inboxd_ingest_batch_write_errors_total{source_kind}
+//	inboxd_ingest_fetch_errors_total{source_kind}
+//	inboxd_ingest_offset_commit_errors_total{source_kind} (acknowledgements that failed, for every source)
+//	inboxd_ingest_ready{source_kind}
+//	inboxd_ingest_consumer_lag{topic, partition} (Kafka)
+//	inboxd_ingest_broker_probe_errors_total (Kafka)
+//	inboxd_ingest_reconnects_total{source_kind} (sources that reconnect themselves: RabbitMQ)
 //
-// A metric already registered with reg (by another Consumer) is shared.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+// source_kind is kafka, amqp or nats: a bounded label. A metric already
+// registered with reg (by another source) is shared.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) { return newMetrics(reg, SourceKafka) }
+
+// newMetrics is NewMetrics for the source kind given.
+func newMetrics(reg prometheus.Registerer, kind string) (*Metrics, error) {
 	const ns, sub = "inboxd", "ingest"
-	m := &Metrics{
-		MessagesFetched: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "messages_fetched_total", Help: "Kafka messages fetched."}),
-		RowsInserted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "rows_inserted_total", Help: "Rows inserted into the inbox, rejected rows included."}),
-		Duplicates: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "duplicates_total", Help: "Messages skipped because their (source, event_id) was already in the inbox."}),
-		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "rejected_total", Help: "Messages turned into rejected rows, by reason (a redelivered one counts again; the row is stored once)."}, []string{"reason"}),
-		BatchWriteDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
+	kl := []string{"source_kind"}
+	counter := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help}, kl)
+	}
+	var (
+		fetched  = counter("messages_fetched_total", "Messages fetched from the source.")
+		inserted = counter("rows_inserted_total", "Rows inserted into the inbox, rejected rows included.")
+		dups     = counter("duplicates_total", "Messages skipped because their (source, event_id) was already in the inbox.")
+		rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "rejected_total", Help: "Messages turned into rejected rows, by reason (a redelivered one counts again; the row is stored once)."}, []string{"source_kind", "reason"})
+		duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
 			Name: "batch_write_duration_seconds", Help: "Time to write one batch to the inbox (successful writes).",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
-		BatchRows: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, kl)
+		batchRows = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
 			Name: "batch_rows", Help: "Rows per batch written.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 14)}),
-		BatchWriteErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "batch_write_errors_total", Help: "Failed attempts at writing a batch (each is retried)."}),
-		FetchErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "fetch_errors_total", Help: "Errors returned by the Kafka reader while fetching."}),
-		OffsetCommitErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "offset_commit_errors_total", Help: "Offset commits that failed after their batch was written."}),
-		Ready: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
-			Name: "ready", Help: "1 while ingest runs, its last batch write succeeded and the brokers answer."}),
-		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14)}, kl)
+		writeErrs  = counter("batch_write_errors_total", "Failed attempts at writing a batch (each is retried).")
+		fetchErrs  = counter("fetch_errors_total", "Errors returned by the source while fetching.")
+		ackErrs    = counter("offset_commit_errors_total", "Acknowledgements (Kafka offset commits) that failed after their batch was written.")
+		reconnects = counter("reconnects_total", "Connections to the broker opened again after one was lost.")
+		ready      = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "ready", Help: "1 while ingest runs, its last batch write succeeded and the brokers answer."}, kl)
+		lag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
 			Name: "consumer_lag", Help: "Messages the consumer group has left to read, per partition (high-water mark minus committed offset)."},
-			[]string{"topic", "partition"}),
-		BrokerErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "broker_probe_errors_total", Help: "Probes of the brokers (metadata, offsets) that failed."}),
+			[]string{"topic", "partition"})
+		brokerErrs = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "broker_probe_errors_total", Help: "Probes of the brokers (metadata, offsets) that failed."})
+	)
+	if reg != nil {
+		var err error
+		fetched = register(reg, fetched, &err)
+		inserted = register(reg, inserted, &err)
+		dups = register(reg, dups, &err)
+		rejected = register(reg, rejected, &err)
+		duration = register(reg, duration, &err)
+		batchRows = register(reg, batchRows, &err)
+		writeErrs = register(reg, writeErrs, &err)
+		fetchErrs = register(reg, fetchErrs, &err)
+		ackErrs = register(reg, ackErrs, &err)
+		reconnects = register(reg, reconnects, &err)
+		ready = register(reg, ready, &err)
+		if kind == SourceKafka {
+			lag = register(reg, lag, &err)
+			brokerErrs = register(reg, brokerErrs, &err)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	m := &Metrics{
+		MessagesFetched:    fetched.WithLabelValues(kind),
+		RowsInserted:       inserted.WithLabelValues(kind),
+		Duplicates:         dups.WithLabelValues(kind),
+		Rejected:           rejected.MustCurryWith(prometheus.Labels{"source_kind": kind}),
+		BatchWriteDuration: duration.WithLabelValues(kind),
+		BatchRows:          batchRows.WithLabelValues(kind),
+		BatchWriteErrors:   writeErrs.WithLabelValues(kind),
+		FetchErrors:        fetchErrs.WithLabelValues(kind),
+		OffsetCommitErrors: ackErrs.WithLabelValues(kind),
+		Reconnects:         reconnects.WithLabelValues(kind),
+		Ready:              ready.WithLabelValues(kind),
+		Lag:                lag,
+		BrokerErrors:       brokerErrs,
 	}
 	for _, r := range []RejectReason{RejectMissingID, RejectInvalidID, RejectMissingType, RejectInvalidType, RejectOversize, RejectRefused} {
 		m.Rejected.WithLabelValues(string(r))
-	}
-	if reg == nil {
-		return m, nil
-	}
-	var err error
-	m.MessagesFetched = register(reg, m.MessagesFetched, &err)
-	m.RowsInserted = register(reg, m.RowsInserted, &err)
-	m.Duplicates = register(reg, m.Duplicates, &err)
-	m.Rejected = register(reg, m.Rejected, &err)
-	m.BatchWriteDuration = register(reg, m.BatchWriteDuration, &err)
-	m.BatchRows = register(reg, m.BatchRows, &err)
-	m.BatchWriteErrors = register(reg, m.BatchWriteErrors, &err)
-	m.FetchErrors = register(reg, m.FetchErrors, &err)
-	m.OffsetCommitErrors = register(reg, m.OffsetCommitErrors, &err)
-	m.Ready = register(reg, m.Ready, &err)
-	m.Lag = register(reg, m.Lag, &err)
-	m.BrokerErrors = register(reg, m.BrokerErrors, &err)
-	if err != nil {
-		return nil, err
 	}
 	return m, nil
 }

@@ -8,9 +8,10 @@ import (
 )
 
 // flush writes b (retrying the same rows until it succeeds or ctx ends), then
-// commits its offsets and empties it. It returns an error only when ctx ended
-// before the rows were written; then nothing is committed and b is kept.
-func (c *Consumer) flush(ctx context.Context, r messageReader, b *batch) error {
+// acknowledges it to its source and empties it. It returns an error only
+// when ctx ended before the rows were written; then nothing is acknowledged
+// and b is kept.
+func (c *pipeline) flush(ctx context.Context, b *batch) error {
 	inserted, err := c.write(ctx, b.rows)
 	if err != nil {
 		return err
@@ -31,25 +32,29 @@ func (c *Consumer) flush(ctx context.Context, r messageReader, b *batch) error {
 	c.log.Debug().Int("rows", len(b.rows)).Int("inserted", inserted).
 		Int("duplicates", len(b.rows)-inserted).Int("rejected", rejected).Msg("batch written")
 
-	// The rows are committed in the database: now, and only now, the offsets.
-	// The commit is not cut short by ctx's cancellation (the rows are safe,
-	// and committing them spares a redelivery) but keeps ctx's deadline, the
-	// shutdown budget, when it has one.
-	timeout := c.cfg.CommitTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, time.Until(dl))
+	// The rows are committed in the database: now, and only now, the
+	// acknowledgement (Kafka: the offsets). It is not cut short by ctx's
+	// cancellation (the rows are safe, and acknowledging them spares a
+	// redelivery) but keeps ctx's deadline, the shutdown budget, when it has
+	// one.
+	if b.ack != nil {
+		timeout := c.pcfg.AckTimeout
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = min(timeout, time.Until(dl))
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		err = b.ack(cctx)
+		cancel()
+		if err != nil {
+			c.metrics.OffsetCommitErrors.Inc()
+			msg := "acknowledging the batch failed after it was written; the messages may be delivered again and will be deduplicated"
+			if c.kind == SourceKafka {
+				msg = "committing offsets failed after the batch was written; the messages may be delivered again and will be deduplicated"
+			}
+			c.log.Warn().Err(err).Int("rows", len(b.rows)).Msg(msg)
+		}
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	err = r.CommitMessages(cctx, b.commits()...)
-	cancel()
-	if err != nil {
-		c.metrics.OffsetCommitErrors.Inc()
-		c.log.Warn().Err(err).Int("rows", len(b.rows)).
-			Msg("committing offsets failed after the batch was written; the messages may be delivered again and will be deduplicated")
-	}
-	c.mu.Lock()
-	c.lastProgress = c.now()
-	c.mu.Unlock()
+	c.progressed()
 	b.reset()
 	return nil
 }
@@ -57,7 +62,7 @@ func (c *Consumer) flush(ctx context.Context, r messageReader, b *batch) error {
 // write writes rows, retrying the same rows with capped exponential backoff
 // until it succeeds or ctx ends. Ready is false from the first failure until
 // a write succeeds.
-func (c *Consumer) write(ctx context.Context, rows []Row) (int, error) {
+func (c *pipeline) write(ctx context.Context, rows []Row) (int, error) {
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		inserted, err := c.writeOnce(ctx, rows)
@@ -76,7 +81,7 @@ func (c *Consumer) write(ctx context.Context, rows []Row) (int, error) {
 		c.setReady(false)
 		delay := c.backoff(attempt)
 		c.log.Error().Err(err).Int("rows", len(rows)).Int("attempt", attempt).Dur("retry_in", delay).
-			Msg("writing batch failed; retrying the same batch, offsets stay uncommitted")
+			Msg("writing batch failed; retrying the same batch, it stays unacknowledged")
 		if !sleep(ctx, delay) {
 			return 0, ctx.Err()
 		}
@@ -116,8 +121,8 @@ const maxIdentityRetries = 1000
 // --status rejected` re-maps it once the damage is repaired. What
 // corruption never does is stall ingest behind one row that cannot be
 // stored.
-func (c *Consumer) writeOnce(ctx context.Context, rows []Row) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
+func (c *pipeline) writeOnce(ctx context.Context, rows []Row) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.pcfg.WriteTimeout)
 	defer cancel()
 	n, err := c.writer.WriteBatch(ctx, rows)
 	for i := 0; i < maxIdentityRetries && driver.IdentityClash(err); i++ {
@@ -137,7 +142,7 @@ func (c *Consumer) writeOnce(ctx context.Context, rows []Row) (int, error) {
 		n, err := c.writer.WriteBatch(ctx, rows[i:i+1])
 		if pgErr, refused := driver.AsDataError(err); refused {
 			c.log.Error().Str("topic", rows[i].Source).Int32("partition", rows[i].Partition).
-				Int64("offset", rows[i].Offset).Str("sqlstate", pgErr.Code).
+				Int64("offset", rows[i].Offset).Str("reject_id", rows[i].rejectID()).Str("sqlstate", pgErr.Code).
 				Msg("database refused a row; storing a rejected placeholder instead")
 			placeholder := placeholderFor(rows[i], pgErr)
 			if n, err = c.writer.WriteBatch(ctx, []Row{placeholder}); driver.Classify(err) == driver.DataError {

@@ -57,7 +57,7 @@ func newRows(rows []Row) []driver.NewRow {
 func placeholderFor(r Row, pgErr *pgconn.PgError) Row {
 	return Row{
 		Source:    r.Source,
-		EventID:   PositionID(r.Source, int(r.Partition), r.Offset),
+		EventID:   r.rejectID(),
 		Key:       r.Key,
 		Payload:   r.Payload,
 		Headers:   r.Headers,
@@ -66,5 +66,6 @@ func placeholderFor(r Row, pgErr *pgconn.PgError) Row {
 		Reason:    RejectRefused,
 		Partition: r.Partition,
 		Offset:    r.Offset,
+		RejectID:  r.RejectID,
 	}
 }

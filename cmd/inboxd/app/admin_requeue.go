@@ -232,7 +232,7 @@ func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping i
 	if err != nil {
 		return outcomeStillRejected, fmt.Sprintf("still rejected: %v", err), nil
 	}
-	row := ingest.MapMessage(msg, mapping)
+	row := ingest.RemapRejected(s.EventID, msg, mapping) // by the rules of the row's own source
 	if row.Status != ingest.StatusReceived {
 		return outcomeStillRejected, "still rejected with the current configuration: " + oneLine(row.LastError, 200), nil
 	}

@@ -39,6 +39,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	engineConns, txConns := cfg.PoolSizes()
 	log.Info().Str("version", versionString()).Str("database", cfg.Redacted()).
 		Bool("ingest", cfg.IngestEnabled()).Strs("topics", cfg.KafkaTopics).Str("group", cfg.KafkaGroup).
+		Strs("amqp_queues", cfg.AMQPQueues).
 		Int("workers", cfg.Workers).Dur("lease", cfg.Lease).Int("max_attempts", cfg.MaxAttempts).
 		Int("engine_conns", engineConns).Int("tx_conns", txConns).Dur("retention", cfg.Retention).
 		Msg("starting")
@@ -112,6 +113,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		Worker:     workerConfig(cfg),
 		Retention:  retentionConfig(cfg),
 		Ingest:     ingestCfg,
+		AMQP:       amqpConfig(cfg),
 		Migrate:    migrateFirst,
 	})
 	if err != nil {

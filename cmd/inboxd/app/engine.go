@@ -73,3 +73,20 @@ func ingestConfig(c config.Config) ingest.Config {
 		},
 	}
 }
+
+// amqpConfig translates the daemon's configuration into the RabbitMQ
+// source's; nil when INBOXD_AMQP_URL is not set.
+func amqpConfig(c config.Config) *ingest.AMQPConfig {
+	if !c.AMQPEnabled() {
+		return nil
+	}
+	k := ingestConfig(c) // one translation of the batching and mapping settings
+	return &ingest.AMQPConfig{
+		URL:      c.AMQPURL,
+		Queues:   c.AMQPQueues,
+		Prefetch: c.AMQPPrefetch,
+		TLS:      ingest.TLSConfig{CAFile: c.AMQPTLSCAFile, CertFile: c.AMQPTLSCertFile, KeyFile: c.AMQPTLSKeyFile},
+		Pipeline: ingest.PipelineConfig{BatchSize: k.BatchSize, BatchTimeout: k.BatchTimeout, BatchBytes: k.BatchBytes,
+			Mapping: k.Mapping},
+	}
+}

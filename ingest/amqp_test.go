@@ -1,0 +1,550 @@
+package ingest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/inboxd/inboxd/internal/pgtest"
+)
+
+// amqpTestURL is the RabbitMQ server the tests use: INBOXD_TEST_AMQP_URL,
+// else the machine's local server.
+func amqpTestURL() string {
+	if u := os.Getenv("INBOXD_TEST_AMQP_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}
+
+// amqpBundle is one test's queue on the real RabbitMQ, a publisher and a
+// database.
+type amqpBundle struct {
+	queue string
+	conn  *amqp.Connection
+	ch    *amqp.Channel
+	db    *pgtest.DB
+}
+
+// setupAMQP declares a queue of the test's own and deletes it when the test
+// ends.
+func setupAMQP(t testing.TB) *amqpBundle {
+	t.Helper()
+	conn, err := amqp.Dial(amqpTestURL())
+	if err != nil {
+		t.Fatalf("connect to RabbitMQ at %s (start it with rabbitmq-server -detached): %v", RedactAMQPURL(amqpTestURL()), err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	name := "inboxd-test-" + strings.ToLower(strings.NewReplacer("/", "-").Replace(t.Name())) + "-" + hex.EncodeToString(suffix[:])
+	if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := &amqpBundle{queue: name, conn: conn, ch: ch, db: pgtest.New(t)}
+	t.Cleanup(func() {
+		if _, err := ch.QueueDelete(name, false, false, false); err != nil {
+			t.Errorf("delete queue %s: %v", name, err)
+		}
+		_ = conn.Close()
+	})
+	return b
+}
+
+// publish publishes msgs to the queue (default exchange) and waits for the
+// broker's confirmations.
+func (b *amqpBundle) publish(t testing.TB, msgs ...amqp.Publishing) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, m := range msgs {
+		dc, err := b.ch.PublishWithDeferredConfirmWithContext(ctx, "", b.queue, true, false, m)
+		if err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		if ok, err := dc.WaitContext(ctx); err != nil || !ok {
+			t.Fatalf("publish not confirmed: %v", err)
+		}
+	}
+}
+
+// ready is how many messages wait in the queue (not counting deliveries
+// held unacknowledged by a consumer).
+func (b *amqpBundle) ready(t testing.TB) int {
+	t.Helper()
+	q, err := b.ch.QueueDeclarePassive(b.queue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.Messages
+}
+
+func (b *amqpBundle) config() AMQPConfig {
+	return AMQPConfig{URL: amqpTestURL(), Queues: []string{b.queue},
+		Pipeline: PipelineConfig{RetryBackoffMin: 10 * time.Millisecond, RetryBackoffMax: 100 * time.Millisecond,
+			Mapping: MapOptions{MaxPayload: 1024}}}
+}
+
+// startAMQP runs s until the test ends (or stop is called).
+func startAMQP(t testing.TB, s *AMQPSource) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(30 * time.Second):
+				runErr = errors.New("Run did not return within 30s of cancellation")
+			}
+		})
+		return runErr
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return stop
+}
+
+func testLogger(t testing.TB) zerolog.Logger {
+	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+}
+
+func amqpEvent(id, typ, body string) amqp.Publishing {
+	return amqp.Publishing{MessageId: id, Type: typ, Body: []byte(body), DeliveryMode: amqp.Persistent}
+}
+
+// Deliveries land in the inbox once each, duplicates absorbed, with every
+// column as the mapping table says; the queue ends empty: everything was
+// acknowledged.
+func TestAMQPDeliveryExactlyOnce(t *testing.T) {
+	t.Parallel()
+	b := setupAMQP(t)
+	const n = 200
+	var msgs []amqp.Publishing
+	for i := range n {
+		msgs = append(msgs, amqpEvent(fmt.Sprintf("e-%d", i), "order.created", fmt.Sprintf(`{"n":%d}`, i)))
+		if i%10 == 0 { // 10 % duplicates
+			msgs = append(msgs, amqpEvent(fmt.Sprintf("e-%d", i), "order.created", `{"again":true}`))
+		}
+	}
+	ts := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	msgs = append(msgs,
+		amqp.Publishing{Body: []byte("by headers"), ContentType: "application/json", CorrelationId: "c-1", Timestamp: ts,
+			Headers: amqp.Table{"event_id": "h-1", "event_type": "order.paid", "key": "order-7", "attempt": int32(3)}},
+		amqp.Publishing{MessageId: "p-1", Type: "order.paid", Body: []byte("by properties"),
+			Headers: amqp.Table{"event_id": "ignored", "event_type": "ignored"}},
+	)
+	b.publish(t, msgs...)
+
+	s, err := newAMQP(b.config(), pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startAMQP(t, s)
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		got := len(readRows(t, b.db))
+		return got == n+2, fmt.Sprintf("%d rows, want %d", got, n+2)
+	})
+	waitFor(t, 10*time.Second, func() (bool, string) { return s.Ready(), "ready" })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if left := b.ready(t); left != 0 {
+		t.Errorf("%d messages back in the queue after the source stopped: not all were acknowledged", left)
+	}
+	rows := readRows(t, b.db)
+	if r := rows[b.queue+" e-10"]; string(r.Payload) != `{"n":10}` || r.Status != StatusReceived || r.EventType != "order.created" {
+		t.Errorf("e-10 = %+v", r)
+	}
+	h := rows[b.queue+" h-1"]
+	if h.EventType != "order.paid" || string(h.Key) != "order-7" || h.Headers["content-type"] != "application/json" ||
+		h.Headers["correlation-id"] != "c-1" || h.Headers["timestamp"] != "2026-01-02T03:04:05Z" || h.Headers["attempt"] != "3" {
+		t.Errorf("h-1 = %+v", h)
+	}
+	if p, ok := rows[b.queue+" p-1"]; !ok || p.EventType != "order.paid" || string(p.Key) != b.queue {
+		t.Errorf("p-1 (message_id and type properties win, key is the routing key) = %+v, present %v", p, ok)
+	}
+	if got := testutil.ToFloat64(s.metrics.Duplicates); got != n/10 {
+		t.Errorf("duplicates = %v, want %d", got, n/10)
+	}
+}
+
+// A queue that does not exist is a start-up error naming it.
+func TestAMQPMissingQueue(t *testing.T) {
+	t.Parallel()
+	b := setupAMQP(t)
+	cfg := b.config()
+	cfg.Queues = []string{b.queue, b.queue + "-missing"}
+	s, err := newAMQP(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = s.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), `"`+b.queue+`-missing"`) || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("Run = %v, want an error naming the missing queue", err)
+	}
+}
+
+// killWriter writes through to the database, then, the first time a batch
+// holds a delivery, closes the source's connection before Run can
+// acknowledge it: the broker must deliver the batch again.
+type killWriter struct {
+	inner  inboxWriter
+	s      atomic.Pointer[AMQPSource]
+	killed atomic.Bool
+}
+
+func (w *killWriter) WriteBatch(ctx context.Context, rows []Row) (int, error) {
+	n, err := w.inner.WriteBatch(ctx, rows)
+	if err == nil && w.killed.CompareAndSwap(false, true) {
+		s := w.s.Load()
+		s.mu.Lock()
+		conn := s.session.conn
+		s.mu.Unlock()
+		_ = conn.Close()
+	}
+	return n, err
+}
+
+// The acknowledgement comes only after the insert committed: a connection
+// lost between the two makes the broker deliver the batch again, the
+// source reconnects, and the redelivery adds no row (a malformed message's
+// rejected row included).
+func TestAMQPAckOnlyAfterCommit(t *testing.T) {
+	t.Parallel()
+	b := setupAMQP(t)
+	var msgs []amqp.Publishing
+	for i := range 20 {
+		msgs = append(msgs, amqpEvent(fmt.Sprintf("e-%d", i), "order.created", "x"))
+	}
+	msgs = append(msgs, amqp.Publishing{Type: "order.created", Body: []byte("no id")}, amqpEvent("e-big", "t", strings.Repeat("B", 2000)))
+	b.publish(t, msgs...)
+
+	w := &killWriter{inner: pgWriter{pool: b.db.Pool}}
+	cfg := b.config()
+	cfg.Pipeline.BatchSize = 1000
+	cfg.Pipeline.BatchTimeout = 200 * time.Millisecond
+	cfg.Pipeline.Linger = 200 * time.Millisecond // the first batch holds everything
+	s, err := newAMQP(cfg, w, testLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.s.Store(s)
+	stop := startAMQP(t, s)
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		n := testutil.ToFloat64(s.metrics.MessagesFetched)
+		return n >= 2*float64(len(msgs)) && testutil.ToFloat64(s.metrics.Reconnects) >= 1 && s.Ready(),
+			fmt.Sprintf("%v fetched, %v reconnects, ready %v", n, testutil.ToFloat64(s.metrics.Reconnects), s.Ready())
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if left := b.ready(t); left != 0 {
+		t.Errorf("%d messages back in the queue: the redelivery was not acknowledged", left)
+	}
+	rows := readRows(t, b.db) // fails on a second row for one (source, event_id)
+	if len(rows) != len(msgs) {
+		t.Errorf("%d rows, want %d", len(rows), len(msgs))
+	}
+	rejected := 0
+	for _, r := range rows {
+		if r.Status == StatusRejected {
+			rejected++
+			if !strings.HasPrefix(r.EventID, b.queue+"/sha256/") {
+				t.Errorf("rejected row id %q, want one derived from the message", r.EventID)
+			}
+		}
+	}
+	if rejected != 2 {
+		t.Errorf("%d rejected rows, want 2 (no id, oversize)", rejected)
+	}
+	if got := testutil.ToFloat64(s.metrics.Duplicates); got < float64(len(msgs)) {
+		t.Errorf("duplicates = %v, want the whole redelivered batch (%d)", got, len(msgs))
+	}
+}
+
+// A connection lost while idle is opened again (counted), readiness false
+// meanwhile, and consuming goes on.
+func TestAMQPReconnects(t *testing.T) {
+	t.Parallel()
+	b := setupAMQP(t)
+	s, err := newAMQP(b.config(), pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	startAMQP(t, s)
+	b.publish(t, amqpEvent("before", "t", "1"))
+	waitFor(t, 20*time.Second, func() (bool, string) { return len(readRows(t, b.db)) == 1 && s.Ready(), "first row, ready" })
+
+	s.mu.Lock()
+	conn := s.session.conn
+	s.mu.Unlock()
+	_ = conn.Close()
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		return testutil.ToFloat64(s.metrics.Reconnects) == 1 && s.Ready(), "reconnected and ready"
+	})
+	b.publish(t, amqpEvent("after", "t", "2"))
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		_, ok := readRows(t, b.db)[b.queue+" after"]
+		return ok, "row published after the reconnection"
+	})
+}
+
+// MapDelivery gives a malformed message the same rejected id on every
+// delivery, and different messages different ids.
+func TestMapDeliveryRejectIDIsStable(t *testing.T) {
+	t.Parallel()
+	d := amqp.Delivery{RoutingKey: "q", Body: []byte("no id"), Type: "t", DeliveryTag: 1}
+	r1 := MapDelivery("q", d, MapOptions{})
+	d.DeliveryTag, d.Redelivered = 7, true
+	r2 := MapDelivery("q", d, MapOptions{})
+	d.Body = []byte("other")
+	r3 := MapDelivery("q", d, MapOptions{})
+	if r1.Status != StatusRejected || r1.Reason != RejectMissingID || r1.EventID != r2.EventID || r1.EventID == r3.EventID {
+		t.Errorf("ids %q %q %q (%+v)", r1.EventID, r2.EventID, r3.EventID, r1)
+	}
+	if r1.LastError != "missing event id (headers event_id, ce_id)" {
+		t.Errorf("last_error = %q", r1.LastError)
+	}
+	if string(r1.Headers) != `{"amqp-type":"t"}` || r1.EventType != "t" {
+		t.Errorf("rejected row headers %s, type %q: the type property is not kept", r1.Headers, r1.EventType)
+	}
+	d = amqp.Delivery{MessageId: "bad\x00id", Type: "t"}
+	if r := MapDelivery("q", d, MapOptions{}); r.Reason != RejectInvalidID || !strings.Contains(r.LastError, "property message_id") {
+		t.Errorf("invalid message_id: %+v", r)
+	}
+}
+
+// A consumer cancelled by the server (its queue deleted) is logged, makes
+// the source not ready, and the source consumes again once the queue is
+// back.
+func TestAMQPConsumerCancelled(t *testing.T) {
+	t.Parallel()
+	b := setupAMQP(t)
+	var logs syncBuffer
+	s, err := newAMQP(b.config(), pgWriter{pool: b.db.Pool}, zerolog.New(&logs), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	startAMQP(t, s)
+	waitFor(t, 20*time.Second, func() (bool, string) { return s.Ready(), "ready" })
+	if _, err := b.ch.QueueDelete(b.queue, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		return !s.Ready() && strings.Contains(logs.String(), "RabbitMQ cancelled the consumer"), "not ready, cancellation logged"
+	})
+	if _, err := b.ch.QueueDeclare(b.queue, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.publish(t, amqpEvent("back", "t", "1"))
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		_, ok := readRows(t, b.db)[b.queue+" back"]
+		return ok && s.Ready(), "consuming again once the queue is back"
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestAMQPConfigValidate(t *testing.T) {
+	t.Parallel()
+	cfg := AMQPConfig{URL: "amqp://u:s3cret@host/", Queues: []string{"a", "a"}, Prefetch: -1,
+		TLS: TLSConfig{CAFile: "ca.pem", CertFile: "c.pem"}}.withDefaults()
+	cfg.Prefetch = -1
+	err := cfg.Validate()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"listed twice", "INBOXD_AMQP_PREFETCH", "is not amqps://", "set together"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("error repeats the password: %q", err)
+	}
+	if got := RedactAMQPURL("amqps://u:s3cret@host:5671/vh"); got != "amqps://u@host:5671/vh" {
+		t.Errorf("RedactAMQPURL = %q", got)
+	}
+}
+
+// Two replicas on one queue: the broker shares the deliveries between them,
+// and every event is one row, none lost, none doubled.
+func TestAMQPTwoReplicasOnOneQueue(t *testing.T) {
+	t.Parallel()
+	b := setupAMQP(t)
+	cfg := b.config()
+	cfg.Prefetch = 20 // so that both replicas get deliveries
+	var replicas []*AMQPSource
+	for range 2 {
+		s, err := newAMQP(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		startAMQP(t, s)
+		replicas = append(replicas, s)
+	}
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		return replicas[0].Ready() && replicas[1].Ready(), "both replicas ready"
+	})
+	const n = 1000
+	var msgs []amqp.Publishing
+	for i := range n {
+		msgs = append(msgs, amqpEvent(fmt.Sprintf("e-%d", i), "t", "x"))
+		if i%10 == 0 {
+			msgs = append(msgs, amqpEvent(fmt.Sprintf("e-%d", i), "t", "dup"))
+		}
+	}
+	b.publish(t, msgs...)
+	waitFor(t, 60*time.Second, func() (bool, string) {
+		got := len(readRows(t, b.db))
+		return got == n, fmt.Sprintf("%d rows, want %d", got, n)
+	})
+	f0, f1 := testutil.ToFloat64(replicas[0].metrics.MessagesFetched), testutil.ToFloat64(replicas[1].metrics.MessagesFetched)
+	if f0 == 0 || f1 == 0 || f0+f1 != float64(len(msgs)) {
+		t.Errorf("replicas fetched %v and %v of %d deliveries", f0, f1, len(msgs))
+	}
+	waitFor(t, 10*time.Second, func() (bool, string) { return b.ready(t) == 0, "nothing waiting in the queue" })
+}
+
+// Kafka and RabbitMQ sources in one registry share the ingest metrics,
+// each under its own source_kind.
+func TestMetricsNameTheSourceKind(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	k, err := newMetrics(reg, SourceKafka)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newMetrics(reg, SourceAMQP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.MessagesFetched.Add(2)
+	a.MessagesFetched.Add(3)
+	a.Ready.Set(1)
+	a.Rejected.WithLabelValues(string(RejectMissingID)).Inc()
+	want := `
+# HELP inboxd_ingest_messages_fetched_total Messages fetched from the source.
+# TYPE inboxd_ingest_messages_fetched_total counter
+inboxd_ingest_messages_fetched_total{source_kind="amqp"} 3
+inboxd_ingest_messages_fetched_total{source_kind="kafka"} 2
+# HELP inboxd_ingest_ready 1 while ingest runs, its last batch write succeeded and the brokers answer.
+# TYPE inboxd_ingest_ready gauge
+inboxd_ingest_ready{source_kind="amqp"} 1
+inboxd_ingest_ready{source_kind="kafka"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "inboxd_ingest_messages_fetched_total", "inboxd_ingest_ready"); err != nil {
+		t.Error(err)
+	}
+	if got := testutil.ToFloat64(a.Rejected.WithLabelValues(string(RejectMissingID))); got != 1 {
+		t.Errorf("amqp missing_id = %v", got)
+	}
+	if got := testutil.ToFloat64(k.Rejected.WithLabelValues(string(RejectMissingID))); got != 0 {
+		t.Errorf("kafka missing_id = %v, want 0", got)
+	}
+}
+
+// connection.blocked (a memory or disk alarm) makes the source not ready,
+// with a log line that says why, until connection.unblocked.
+func TestAMQPBlockedConnectionIsNotReady(t *testing.T) {
+	t.Parallel()
+	b := setupAMQP(t)
+	var logs syncBuffer
+	s, err := newAMQP(b.config(), pgWriter{pool: b.db.Pool}, zerolog.New(&logs), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	startAMQP(t, s)
+	waitFor(t, 20*time.Second, func() (bool, string) { return s.Ready(), "ready" })
+	s.onBlocked(amqp.Blocking{Active: true, Reason: "low on memory"})
+	if s.Ready() || testutil.ToFloat64(s.metrics.Ready) != 0 {
+		t.Error("ready while the connection is blocked")
+	}
+	if !strings.Contains(logs.String(), "memory or disk alarm") || !strings.Contains(logs.String(), "low on memory") {
+		t.Errorf("no log line for the block: %s", logs.String())
+	}
+	s.onBlocked(amqp.Blocking{Active: false})
+	if !s.Ready() || testutil.ToFloat64(s.metrics.Ready) != 1 {
+		t.Error("not ready once unblocked")
+	}
+}
+
+// A rejected RabbitMQ row maps again by RabbitMQ's rules (its message_id
+// property first), a Kafka row by Kafka's.
+func TestRemapRejectedUsesTheSourceRules(t *testing.T) {
+	t.Parallel()
+	d := amqp.Delivery{MessageId: "m-1", Body: []byte("b"), RoutingKey: "rk", Headers: amqp.Table{"kind": "order.created"}}
+	rejected := MapDelivery("q", d, MapOptions{})
+	if rejected.Reason != RejectMissingType {
+		t.Fatalf("first mapping: %+v", rejected)
+	}
+	// As the CLI reads the row back: key, payload and decoded headers.
+	var hs []kafka.Header
+	var obj map[string]string
+	if err := json.Unmarshal(rejected.Headers, &obj); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range obj {
+		hs = append(hs, kafka.Header{Key: k, Value: []byte(v)})
+	}
+	m := kafka.Message{Topic: "q", Key: rejected.Key, Value: rejected.Payload, Headers: hs}
+	fixed := MapOptions{EventTypeHeaders: []string{"kind"}}
+	row := RemapRejected(rejected.EventID, m, fixed)
+	if row.Status != StatusReceived || row.EventID != "m-1" || row.EventType != "order.created" {
+		t.Errorf("AMQP row mapped again: %+v", row)
+	}
+	if k := MapMessage(m, fixed); k.Status != StatusRejected {
+		t.Errorf("by Kafka's rules it would have been accepted too: %+v (the test proves nothing)", k)
+	}
+	km := kafka.Message{Topic: "orders", Partition: 1, Offset: 5, Headers: []kafka.Header{{Key: "event_id", Value: []byte("e")}, {Key: "event_type", Value: []byte("t")}}}
+	if row := RemapRejected(PositionID("orders", 1, 5), km, MapOptions{}); row.Status != StatusReceived || row.EventID != "e" {
+		t.Errorf("Kafka row mapped again: %+v", row)
+	}
+}

@@ -1,0 +1,47 @@
+package ingest
+
+import (
+	"unsafe"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// MapMessage maps the Kafka message m to its inbox row. It never fails: a
+// message that cannot be accepted becomes a rejected row that says why,
+// with event id PositionID(topic, partition, offset). Zero fields of opts
+// take the defaults of DefaultMapOptions (a nil header list is the default
+// list; an empty non-nil one means no header is consulted).
+func MapMessage(m kafka.Message, opts MapOptions) Row {
+	return mapMessage(&Message{
+		Source:    m.Topic,
+		Key:       m.Key,
+		Value:     m.Value,
+		Headers:   fromKafkaHeaders(m.Headers),
+		Tombstone: m.Value == nil, // segmentio/kafka-go hands a zero-length value over as nil too
+		Partition: int32(m.Partition),
+		Offset:    m.Offset,
+	}, opts.withDefaults())
+}
+
+// RemapRejected maps a rejected row again, as `inboxd requeue --status
+// rejected` does once the cause is fixed, by the rules of the source that
+// stored it: eventID is the row's event id (which tells a RabbitMQ row from
+// a Kafka one), m the row's key, payload, headers and position as a Kafka
+// message.
+func RemapRejected(eventID string, m kafka.Message, opts MapOptions) Row {
+	if isAMQPRejectID(m.Topic, eventID) {
+		return mapAMQPRejected(eventID, m, opts)
+	}
+	return MapMessage(m, opts)
+}
+
+// fromKafkaHeaders is hs in the pipeline's terms, without a copy: the
+// mapping runs once per message, at the full rate, and never writes to the
+// headers it is given (rowHeaders clones before it changes them).
+func fromKafkaHeaders(hs []kafka.Header) []Header {
+	return unsafe.Slice((*Header)(unsafe.Pointer(unsafe.SliceData(hs))), len(hs))
+}
+
+// Header and kafka.Header have the same fields, so the same layout: this
+// conversion compiles only while that holds.
+var _ = Header(kafka.Header{})
