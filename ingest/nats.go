@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -17,6 +16,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/inboxd/inboxd/internal/natsurl"
 )
 
 // NATSKeyHeader is the NATS header whose value is a message's key (for
@@ -94,20 +95,8 @@ func (c NATSConfig) withDefaults() NATSConfig {
 	if c.AckWait == 0 {
 		c.AckWait = max(natsMinAckWait, 2*c.Pipeline.WriteTimeout)
 	}
-	c.TLS.Enabled = c.TLS.CAFile != "" || c.TLS.CertFile != "" || c.TLS.KeyFile != "" ||
-		slices.ContainsFunc(natsServers(c.URL), func(s string) bool { return strings.HasPrefix(strings.ToLower(s), "tls://") })
+	c.TLS.Enabled = c.TLS.CAFile != "" || c.TLS.CertFile != "" || c.TLS.KeyFile != "" || natsurl.TLS(c.URL)
 	return c
-}
-
-// natsServers splits a comma list of server URLs.
-func natsServers(s string) []string {
-	var out []string
-	for _, u := range strings.Split(s, ",") {
-		if u = strings.TrimSpace(u); u != "" {
-			out = append(out, u)
-		}
-	}
-	return out
 }
 
 // validNATSName reports whether s can name a stream or a consumer.
@@ -120,15 +109,10 @@ func validNATSName(s string) bool {
 func (c NATSConfig) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	servers := natsServers(c.URL)
-	if len(servers) == 0 {
+	if len(natsurl.Servers(c.URL)) == 0 {
 		bad("ingest: no NATS URL (INBOXD_NATS_URL)")
-	}
-	for _, s := range servers {
-		if u, err := url.Parse(s); err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" {
-			bad("ingest: INBOXD_NATS_URL is not a valid nats:// or tls:// URL (or comma list of them)")
-			break
-		}
+	} else if !natsurl.Valid(c.URL) {
+		bad("ingest: INBOXD_NATS_URL is not a valid nats:// or tls:// URL (or comma list of them)")
 	}
 	if len(c.Streams) == 0 {
 		bad("ingest: no NATS streams (INBOXD_NATS_STREAMS)")
@@ -169,27 +153,7 @@ func (c NATSConfig) Validate() error {
 // RedactNATSURL reduces a NATS URL, or a comma list of them, to
 // scheme://user@host:port each, for logs: never a password or token. A URL
 // that does not parse gives "(invalid)".
-func RedactNATSURL(s string) string {
-	servers := natsServers(s)
-	out := make([]string, 0, len(servers))
-	for _, srv := range servers {
-		u, err := url.Parse(srv)
-		if err != nil || u.Host == "" {
-			out = append(out, "(invalid)")
-			continue
-		}
-		r := url.URL{Scheme: u.Scheme, Host: u.Host}
-		if u.User != nil {
-			if _, hasPassword := u.User.Password(); hasPassword {
-				r.User = url.User(u.User.Username())
-			} else {
-				r.User = url.User("[redacted]") // a lone user field is a token
-			}
-		}
-		out = append(out, r.String())
-	}
-	return strings.Join(out, ",")
-}
+func RedactNATSURL(s string) string { return natsurl.Redact(s) }
 
 // NATSSource moves messages of NATS JetStream streams into the inbox table:
 // one durable pull consumer per stream, fetched in batches, each message
