@@ -77,7 +77,11 @@ type NATSConfig struct {
 	// AckWait is a created consumer's acknowledgement timeout: how long
 	// JetStream waits for a delivery's acknowledgement before delivering it
 	// again. It must exceed the longest batch write; zero picks
-	// max(30s, 2 x Pipeline.WriteTimeout).
+	// max(30s, 2 x Pipeline.WriteTimeout). A batch whose write outlasts it
+	// (a slow or failing database, retried) is delivered again, to this
+	// replica or another, and the redelivery is absorbed by the inbox's
+	// deduplication: wasted work, no double row. A bound consumer keeps its
+	// own AckWait; a warning says when it does not exceed WriteTimeout.
 	AckWait time.Duration
 	// TLS configures TLS to the server: CA bundle and client certificate.
 	// Enabled follows a tls:// URL or any file set.

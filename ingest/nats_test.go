@@ -206,7 +206,8 @@ func TestNATSExactlyOnce(t *testing.T) {
 	}
 	keyedSeq := uint64(len(msgs) - n/10) // the stream's last sequence
 
-	s, err := newNATS(b.config(), pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
+	reg := prometheus.NewRegistry()
+	s, err := newNATS(b.config(), pgWriter{pool: b.db.Pool}, testLogger(t), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,6 +216,14 @@ func TestNATSExactlyOnce(t *testing.T) {
 		got := len(readRows(t, b.db))
 		return got == n+1, fmt.Sprintf("%d rows, want %d", got, n+1)
 	})
+	want := fmt.Sprintf(`
+# HELP inboxd_ingest_messages_fetched_total Messages fetched from the source.
+# TYPE inboxd_ingest_messages_fetched_total counter
+inboxd_ingest_messages_fetched_total{source_kind="nats"} %d
+`, len(msgs)-n/10)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "inboxd_ingest_messages_fetched_total"); err != nil {
+		t.Error(err)
+	}
 	waitFor(t, 10*time.Second, func() (bool, string) { return s.Ready(), "ready" })
 	b.drained(t, DefaultNATSConsumer)
 	if err := stop(); err != nil {
