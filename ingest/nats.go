@@ -277,6 +277,24 @@ type natsSession struct {
 	pulls  sync.WaitGroup
 	once   sync.Once
 	reason error
+
+	mu         sync.Mutex
+	reconnects chan struct{} // closed, and replaced, at each reconnection
+}
+
+// reconnected returns a channel closed at the next reconnection.
+func (ss *natsSession) reconnected() <-chan struct{} {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.reconnects
+}
+
+// reconnect wakes whoever waits on reconnected.
+func (ss *natsSession) reconnect() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	close(ss.reconnects)
+	ss.reconnects = make(chan struct{})
 }
 
 type natsMsg struct {
@@ -299,7 +317,8 @@ var (
 // (it must exist), its consumer bound or created, and its puller.
 func (s *NATSSource) connect(ctx context.Context) (*natsSession, error) {
 	pctx, cancel := context.WithCancel(context.Background())
-	ss := &natsSession{msgs: make(chan natsMsg), dead: make(chan struct{}), cancel: cancel}
+	ss := &natsSession{msgs: make(chan natsMsg), dead: make(chan struct{}), cancel: cancel,
+		reconnects: make(chan struct{})}
 	opts := append(slices.Clip(s.opts),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			s.updateReady()
@@ -315,6 +334,7 @@ func (s *NATSSource) connect(ctx context.Context) (*natsSession, error) {
 			ev.Msg("disconnected from NATS; not ready while nats.go reconnects")
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			ss.reconnect() // pulls sent before the cut may be lost: send new ones
 			s.metrics.Reconnects.Inc()
 			s.updateReady()
 			s.log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("reconnected to NATS")
@@ -442,6 +462,13 @@ func (s *NATSSource) pull(ctx context.Context, ss *natsSession, stream string, c
 	failures := 0
 	for ctx.Err() == nil {
 		fctx, cancel := context.WithTimeout(ctx, natsPullWait)
+		go func(reconnected <-chan struct{}) {
+			select {
+			case <-reconnected:
+				cancel()
+			case <-fctx.Done():
+			}
+		}(ss.reconnected())
 		batch, err := cons.Fetch(s.cfg.Pipeline.BatchSize, jetstream.FetchMaxBytes(pullBytes), jetstream.FetchContext(fctx))
 		if err == nil {
 			for m := range batch.Messages() {
@@ -459,7 +486,7 @@ func (s *NATSSource) pull(ctx context.Context, ss *natsSession, stream string, c
 			err = batch.Error()
 		}
 		cancel()
-		if err == nil || ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		if err == nil || ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			failures = 0
 			continue
 		}

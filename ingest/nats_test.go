@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
+	"github.com/inboxd/inboxd/internal/netfault"
 	"github.com/inboxd/inboxd/migrations/pgtest"
 )
 
@@ -547,4 +548,74 @@ func TestNATSConfigValidate(t *testing.T) {
 		c.AckWait != 2*DefaultWriteTimeout {
 		t.Errorf("defaults: %+v", c)
 	}
+}
+
+// A connection cut (through a proxy) makes the source not ready; nats.go
+// opens it again by itself, the reconnection is counted, and what was
+// published meanwhile is stored once.
+func TestNATSConnectionCut(t *testing.T) {
+	t.Parallel()
+	b := setupNATS(t)
+	proxy, err := netfault.New(strings.TrimPrefix(natsTestURL(), "nats://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	cfg := b.config()
+	cfg.URL = "nats://" + proxy.Addr()
+	s, err := newNATS(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	startNATS(t, s)
+	b.publish(t, natsEvent("x", "before", "t", "1"))
+	waitFor(t, 20*time.Second, func() (bool, string) { return len(readRows(t, b.db)) == 1 && s.Ready(), "first row, ready" })
+
+	proxy.Cut()
+	waitFor(t, 20*time.Second, func() (bool, string) { return !s.Ready(), "not ready while cut off" })
+	b.publish(t, natsEvent("x", "during", "t", "2"))
+	if err := proxy.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		return testutil.ToFloat64(s.metrics.Reconnects) >= 1 && s.Ready(), "reconnected and ready"
+	})
+	b.publish(t, natsEvent("x", "after", "t", "3"))
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		rows := readRows(t, b.db)
+		return len(rows) == 3, fmt.Sprintf("%d rows, want 3", len(rows))
+	})
+	b.drained(t, DefaultNATSConsumer)
+}
+
+// A consumer deleted while the source runs is created again (from the
+// stream's first message: everything is delivered again, and the
+// redeliveries are absorbed by the inbox); consuming goes on.
+func TestNATSConsumerDeletedIsCreatedAgain(t *testing.T) {
+	t.Parallel()
+	b := setupNATS(t)
+	s, err := newNATS(b.config(), pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	startNATS(t, s)
+	b.publish(t, natsEvent("x", "e-1", "t", "1"), natsEvent("x", "e-2", "t", "2"))
+	waitFor(t, 20*time.Second, func() (bool, string) { return len(readRows(t, b.db)) == 2 && s.Ready(), "two rows, ready" })
+	b.drained(t, DefaultNATSConsumer)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.js.DeleteConsumer(ctx, b.stream, DefaultNATSConsumer); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		return testutil.ToFloat64(s.metrics.Reconnects) >= 1 && s.Ready(), "consumer bound again, ready"
+	})
+	b.publish(t, natsEvent("x", "e-3", "t", "3"))
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		rows := readRows(t, b.db)
+		return len(rows) == 3 && testutil.ToFloat64(s.metrics.Duplicates) >= 2,
+			fmt.Sprintf("%d rows (want 3), %v duplicates (want the 2 redelivered)", len(rows), testutil.ToFloat64(s.metrics.Duplicates))
+	})
+	b.drained(t, DefaultNATSConsumer)
 }
