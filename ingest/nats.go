@@ -72,7 +72,10 @@ type NATSConfig struct {
 	// created with explicit acknowledgements, starting at the stream's
 	// first message.
 	Consumer string
-	// Subjects, when set, is the subject filter of a created consumer.
+	// Subjects, when set, is the subject filter of a created consumer, on
+	// every stream (each subject must lie within each stream's subjects).
+	// A bound consumer keeps its own filter; a warning says when it
+	// differs.
 	Subjects []string
 	// AckWait is a created consumer's acknowledgement timeout: how long
 	// JetStream waits for a delivery's acknowledgement before delivering it
@@ -346,7 +349,7 @@ func (s *NATSSource) connect(ctx context.Context) (*natsSession, error) {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", RedactNATSURL(s.cfg.URL), err)
 	}
 	ss.nc = nc
-	fail := func(err error) (*natsSession, error) { nc.Close(); return nil, err }
+	fail := func(err error) (*natsSession, error) { ss.fail(err); nc.Close(); return nil, err }
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fail(fmt.Errorf("open JetStream: %w", err))
@@ -364,7 +367,7 @@ func (s *NATSSource) connect(ctx context.Context) (*natsSession, error) {
 		ss.pulls.Add(1)
 		go s.pull(pctx, ss, name, consumers[i], pullBytes)
 	}
-	s.log.Debug().Int("pull_bytes", pullBytes).
+	s.log.Info().Str("url", nc.ConnectedUrlRedacted()).Int("pull_bytes", pullBytes).
 		Int("max_bytes_held", len(s.cfg.Streams)*pullBytes+2*(s.cfg.Pipeline.BatchBytes+s.cfg.Pipeline.Mapping.largestMessage())).
 		Msg("consuming from NATS")
 	return ss, nil
