@@ -42,8 +42,8 @@ type natsBundle struct {
 }
 
 // setupNATS creates a stream of the test's own and deletes it, with its
-// consumers, when the test ends.
-func setupNATS(t *testing.T) *natsBundle {
+// consumers, when the test ends; opts adjust the stream's configuration.
+func setupNATS(t *testing.T, opts ...func(*jetstream.StreamConfig)) *natsBundle {
 	t.Helper()
 	nc, err := nats.Connect(natsTestURL())
 	if err != nil {
@@ -58,8 +58,11 @@ func setupNATS(t *testing.T) *natsBundle {
 	name := "inboxd_test_" + hex.EncodeToString(suffix[:])
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"},
-		Storage: jetstream.MemoryStorage}); err != nil {
+	sc := jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Storage: jetstream.MemoryStorage}
+	for _, o := range opts {
+		o(&sc)
+	}
+	if _, err := js.CreateStream(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
 	b := &natsBundle{stream: name, nc: nc, js: js, db: pgtest.New(t)}
@@ -617,5 +620,44 @@ func TestNATSConsumerDeletedIsCreatedAgain(t *testing.T) {
 		return len(rows) == 3 && testutil.ToFloat64(s.metrics.Duplicates) >= 2,
 			fmt.Sprintf("%d rows (want 3), %v duplicates (want the 2 redelivered)", len(rows), testutil.ToFloat64(s.metrics.Duplicates))
 	})
+	b.drained(t, DefaultNATSConsumer)
+}
+
+// With the stream's own deduplication out of the way (a window shorter
+// than the gap between a message and its duplicate), a duplicate with the
+// same Nats-Msg-Id reaches the consumer, and the inbox absorbs it.
+func TestNATSDuplicatesPastTheStreamWindow(t *testing.T) {
+	t.Parallel()
+	b := setupNATS(t, func(sc *jetstream.StreamConfig) { sc.Duplicates = 100 * time.Millisecond })
+	const n = 50
+	var msgs []*nats.Msg
+	for i := range n {
+		msgs = append(msgs, natsEvent("x", fmt.Sprintf("e-%d", i), "t", "first"))
+	}
+	b.publish(t, msgs...)
+	time.Sleep(300 * time.Millisecond) // past the stream's window: the same ids are new to it
+	var dups []*nats.Msg
+	for i := 0; i < n; i += 10 {
+		dups = append(dups, natsEvent("x", fmt.Sprintf("e-%d", i), "t", "again"))
+	}
+	if got := b.publish(t, dups...); got != 0 {
+		t.Fatalf("the stream deduplicated %d publications past its window", got)
+	}
+	s, err := newNATS(b.config(), pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	startNATS(t, s)
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		d := testutil.ToFloat64(s.metrics.Duplicates)
+		return d == float64(len(dups)), fmt.Sprintf("%v duplicates, want %d", d, len(dups))
+	})
+	rows := readRows(t, b.db) // fails on a second row for one (source, event_id)
+	if len(rows) != n {
+		t.Errorf("%d rows, want %d", len(rows), n)
+	}
+	if r := rows[b.stream+" e-10"]; string(r.Payload) != "first" {
+		t.Errorf("e-10 = %+v: the first publication should win", r)
+	}
 	b.drained(t, DefaultNATSConsumer)
 }
