@@ -644,15 +644,44 @@ func mapNATS(stream string, m jetstream.Msg, opts MapOptions) Row {
 	if len(key) == 0 {
 		key = nil
 	}
+	return natsRow(stream, position, subject, key, m.Data(), hs, opts)
+}
+
+// natsRow maps a JetStream message, in the terms of its row, by the NATS
+// rules: position is "<stream>/<stream sequence>", hs its headers with
+// NATSSubjectHeader, key its key (header or subject).
+func natsRow(stream, position, subject string, key, data []byte, hs []Header, opts MapOptions) Row {
 	return mapMessage(&Message{
 		Source:          stream,
 		EventIDFallback: position, EventIDFallbackProperty: "stream sequence",
 		EventTypeFallback: subject, EventTypeFallbackProperty: "subject",
 		Key:      key,
-		Value:    m.Data(),
+		Value:    data,
 		Headers:  hs,
 		RejectID: position,
 	}, opts)
+}
+
+// RemapNATSRejected maps again, by the NATS rules, a rejected row that the
+// NATS source stored, as `inboxd requeue --status rejected` does once the
+// cause is fixed: eventID is the row's event id, source its stream, key,
+// payload and headers its columns (the headers as ingest stored them,
+// NATSSubjectHeader among them). ok is false when eventID is not
+// "<source>/<stream sequence>", an id only the NATS source gives a
+// rejected row (Kafka's have a partition and an offset, RabbitMQ's a
+// hash).
+func RemapNATSRejected(eventID, source string, key, payload []byte, headers []Header, opts MapOptions) (row Row, ok bool) {
+	seq, found := strings.CutPrefix(eventID, source+"/")
+	if !found {
+		return Row{}, false
+	}
+	if _, err := strconv.ParseUint(seq, 10, 64); err != nil {
+		return Row{}, false
+	}
+	subject, _ := lastHeader(headers, NATSSubjectHeader)
+	opts = opts.withDefaults()
+	opts.EventIDHeaders = append([]string{NATSMsgIDHeader}, opts.EventIDHeaders...)
+	return natsRow(source, eventID, string(subject), key, payload, headers, opts), true
 }
 
 // natsHeaders is what a message stores as headers: its own, sorted by

@@ -661,3 +661,25 @@ func TestNATSDuplicatesPastTheStreamWindow(t *testing.T) {
 	}
 	b.drained(t, DefaultNATSConsumer)
 }
+
+// A rejected NATS row maps again by the NATS rules (Nats-Msg-Id, the
+// subject as the type) once the cause is fixed; an id no NATS source gives
+// is not taken for one.
+func TestRemapNATSRejected(t *testing.T) {
+	t.Parallel()
+	m := fakeNATSMsg{subject: "s.orders", header: nats.Header{NATSMsgIDHeader: {"m-1"}}, data: []byte("0123456789"), seq: 7}
+	rejected := MapNATS("s", m, MapOptions{MaxPayload: 5})
+	if rejected.Status != StatusRejected || rejected.EventID != "s/7" {
+		t.Fatalf("rejected = %+v", rejected)
+	}
+	hs := []Header{{Key: NATSMsgIDHeader, Value: []byte("m-1")}, {Key: NATSSubjectHeader, Value: []byte("s.orders")}}
+	row, ok := RemapNATSRejected(rejected.EventID, "s", []byte("s.orders"), m.data, hs, MapOptions{MaxPayload: 1024})
+	if !ok || row.Status != StatusReceived || row.EventID != "m-1" || row.EventType != "s.orders" || string(row.Payload) != "0123456789" {
+		t.Errorf("remapped = %+v, ok %v", row, ok)
+	}
+	for _, id := range []string{"s/0/7", "s/sha256/ab", "t/7", "s/"} {
+		if _, ok := RemapNATSRejected(id, "s", nil, nil, nil, MapOptions{}); ok {
+			t.Errorf("%q taken for a NATS row", id)
+		}
+	}
+}
