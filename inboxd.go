@@ -59,6 +59,9 @@ type Config struct {
 	// AMQP configures the RabbitMQ source; nil runs none. It may run
 	// beside Ingest.
 	AMQP *ingest.AMQPConfig
+	// NATS configures the NATS JetStream source; nil runs none. It may run
+	// beside Ingest and AMQP.
+	NATS *ingest.NATSConfig
 
 	// Migrate applies pending schema migrations (under an advisory lock)
 	// when Run starts, instead of refusing to run on an older schema.
@@ -76,6 +79,7 @@ type Inboxd struct {
 	retention *worker.Retention
 	consumer  *ingest.Consumer   // nil without ingest
 	amqp      *ingest.AMQPSource // nil without a RabbitMQ source
+	nats      *ingest.NATSSource // nil without a NATS source
 
 	mu        sync.Mutex
 	ran       bool               // Run was called
@@ -129,6 +133,11 @@ func New(cfg Config) (*Inboxd, error) {
 			errs = append(errs, err)
 		}
 	}
+	if cfg.NATS != nil {
+		if _, err := ingest.NewNATS(*cfg.NATS, cfg.DB, cfg.Logger, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -156,6 +165,11 @@ func New(cfg Config) (*Inboxd, error) {
 	}
 	if cfg.AMQP != nil {
 		if ib.amqp, err = ingest.NewAMQP(*cfg.AMQP, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.NATS != nil {
+		if ib.nats, err = ingest.NewNATS(*cfg.NATS, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
 			return nil, err
 		}
 	}
@@ -231,6 +245,14 @@ func (ib *Inboxd) Run(ctx context.Context) error {
 			return nil
 		})
 	}
+	if ib.nats != nil {
+		g.Go(func() error {
+			if err := ib.nats.Run(gctx); err != nil {
+				return fmt.Errorf("ingest (NATS): %w", err)
+			}
+			return nil
+		})
+	}
 	g.Go(func() error {
 		if ib.waitRunning(gctx) {
 			ib.started.Store(true)
@@ -251,7 +273,8 @@ func (ib *Inboxd) waitRunning(ctx context.Context) bool {
 		return false
 	}
 	reachable := func() bool {
-		return (ib.consumer == nil || ib.consumer.Reachable()) && (ib.amqp == nil || ib.amqp.Reachable())
+		return (ib.consumer == nil || ib.consumer.Reachable()) && (ib.amqp == nil || ib.amqp.Reachable()) &&
+			(ib.nats == nil || ib.nats.Reachable())
 	}
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
@@ -333,6 +356,9 @@ func (ib *Inboxd) Ready(ctx context.Context) error {
 	}
 	if ib.amqp != nil && !ib.amqp.Ready() {
 		return errors.New("ingest not ready: source_kind=amqp (cannot persist to the database, not connected to RabbitMQ, or its connection is blocked)")
+	}
+	if ib.nats != nil && !ib.nats.Ready() {
+		return errors.New("ingest not ready: source_kind=nats (cannot persist to the database, or not connected to NATS with every stream's consumer bound)")
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/natsurl"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -108,6 +109,29 @@ type Config struct {
 	AMQPTLSCertFile string `env:"INBOXD_AMQP_TLS_CERT_FILE" help:"client certificate (PEM) for amqps://, with INBOXD_AMQP_TLS_KEY_FILE"`
 	// AMQPTLSKeyFile is the client key (PEM) for mutual TLS.
 	AMQPTLSKeyFile string `env:"INBOXD_AMQP_TLS_KEY_FILE" help:"client key (PEM) for amqps://"`
+
+	// NATSURL is the NATS server's nats:// or tls:// URL, or a comma list
+	// of them (a cluster); empty runs no NATS source. A password or token
+	// in it is never logged.
+	NATSURL string `env:"INBOXD_NATS_URL" help:"NATS server URL, nats:// or tls://, or a comma list of them (or INBOXD_NATS_URL_FILE); empty = no NATS source"`
+	// NATSURLFile names a file holding the NATS URL; it is used when
+	// NATSURL is empty.
+	NATSURLFile string `env:"INBOXD_NATS_URL_FILE" help:"file holding the NATS URL, used when INBOXD_NATS_URL is empty"`
+	// NATSCredsFile is a NATS credentials file (user JWT and NKey seed).
+	NATSCredsFile string `env:"INBOXD_NATS_CREDS_FILE" help:"NATS credentials file (user JWT and NKey seed); empty = the URL's user, if any"`
+	// NATSStreams lists the JetStream streams consumed; each must exist.
+	NATSStreams []string `env:"INBOXD_NATS_STREAMS" envSeparator:"," help:"comma list of existing JetStream streams to consume; required with INBOXD_NATS_URL"`
+	// NATSConsumer is the durable pull consumer's name on every stream.
+	NATSConsumer string `env:"INBOXD_NATS_CONSUMER" envDefault:"inboxd" help:"durable pull consumer on each stream: bound if it exists, else created with explicit acks from the stream's first message"`
+	// NATSSubjects is the subject filter of a created consumer.
+	NATSSubjects []string `env:"INBOXD_NATS_SUBJECTS" envSeparator:"," help:"comma list of subjects a created consumer is filtered on; empty = every subject of the stream"`
+	// NATSTLSCAFile is a PEM bundle of CAs to trust for TLS to NATS; empty
+	// uses the system pool.
+	NATSTLSCAFile string `env:"INBOXD_NATS_TLS_CA_FILE" help:"PEM bundle of CAs to trust for TLS to NATS (turns TLS on); empty = the system pool"`
+	// NATSTLSCertFile is the client certificate (PEM) for mutual TLS.
+	NATSTLSCertFile string `env:"INBOXD_NATS_TLS_CERT_FILE" help:"client certificate (PEM) for TLS to NATS, with INBOXD_NATS_TLS_KEY_FILE"`
+	// NATSTLSKeyFile is the client key (PEM) for mutual TLS.
+	NATSTLSKeyFile string `env:"INBOXD_NATS_TLS_KEY_FILE" help:"client key (PEM) for TLS to NATS"`
 
 	// IngestBatchSize closes an ingest batch when it holds this many messages.
 	IngestBatchSize int `env:"INBOXD_INGEST_BATCH_SIZE" help:"messages that close an ingest batch"`
@@ -242,6 +266,8 @@ func Load(environ []string) (Config, error) {
 	c.KafkaBrokers = dropEmpty(c.KafkaBrokers)
 	c.KafkaTopics = dropEmpty(c.KafkaTopics)
 	c.AMQPQueues = dropEmpty(c.AMQPQueues)
+	c.NATSStreams = dropEmpty(c.NATSStreams)
+	c.NATSSubjects = dropEmpty(c.NATSSubjects)
 	c.EventIDHeaders = dropEmpty(c.EventIDHeaders)
 	c.EventTypeHeaders = dropEmpty(c.EventTypeHeaders)
 
@@ -260,6 +286,14 @@ func Load(environ []string) (Config, error) {
 			failed["INBOXD_AMQP_URL_FILE"], failed["INBOXD_AMQP_URL"] = true, true
 		}
 		c.AMQPURL = s
+	}
+	if c.NATSURL == "" && c.NATSURLFile != "" {
+		s, err := readSecret(c.NATSURLFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("INBOXD_NATS_URL_FILE: %w", err))
+			failed["INBOXD_NATS_URL_FILE"], failed["INBOXD_NATS_URL"] = true, true
+		}
+		c.NATSURL = s
 	}
 	if c.KafkaSASLPassword == "" && c.KafkaSASLPasswordFile != "" {
 		s, err := readSecret(c.KafkaSASLPasswordFile)
@@ -423,6 +457,29 @@ func (c Config) Validate() error {
 		bad("INBOXD_AMQP_TLS_CERT_FILE", "and INBOXD_AMQP_TLS_KEY_FILE must be set together")
 	}
 
+	if c.NATSURL != "" {
+		if !natsurl.Valid(c.NATSURL) {
+			// Never echo the URL: it may hold a password or a token.
+			bad("INBOXD_NATS_URL", "is not a valid nats:// or tls:// URL (or comma list of them)")
+		}
+		if len(c.NATSStreams) == 0 {
+			bad("INBOXD_NATS_STREAMS", "is required when INBOXD_NATS_URL is set")
+		}
+	} else if len(c.NATSStreams) > 0 {
+		bad("INBOXD_NATS_URL", "is required when INBOXD_NATS_STREAMS is set (or set INBOXD_NATS_URL_FILE)")
+	}
+	for _, st := range c.NATSStreams {
+		if strings.ContainsAny(st, natsBadNameChars) {
+			bad("INBOXD_NATS_STREAMS", "stream name %q is not valid (it may not hold '.', '*', '>', '/', a backslash or white space)", st)
+		}
+	}
+	if c.NATSConsumer == "" || strings.ContainsAny(c.NATSConsumer, natsBadNameChars) {
+		bad("INBOXD_NATS_CONSUMER", "%q is not a valid consumer name (it may not hold '.', '*', '>', '/', a backslash or white space)", c.NATSConsumer)
+	}
+	if (c.NATSTLSCertFile == "") != (c.NATSTLSKeyFile == "") {
+		bad("INBOXD_NATS_TLS_CERT_FILE", "and INBOXD_NATS_TLS_KEY_FILE must be set together")
+	}
+
 	if c.IngestBatchSize < 1 || c.IngestBatchSize > ingest.MaxBatchSize {
 		bad("INBOXD_INGEST_BATCH_SIZE", "must be between 1 and %d, got %d", ingest.MaxBatchSize, c.IngestBatchSize)
 	}
@@ -497,6 +554,14 @@ func (c Config) IngestEnabled() bool { return len(c.KafkaBrokers) > 0 }
 
 // AMQPEnabled reports whether the RabbitMQ source runs (INBOXD_AMQP_URL set).
 func (c Config) AMQPEnabled() bool { return c.AMQPURL != "" }
+
+// NATSEnabled reports whether the NATS JetStream source runs
+// (INBOXD_NATS_URL set).
+func (c Config) NATSEnabled() bool { return c.NATSURL != "" }
+
+// natsBadNameChars are the characters a JetStream stream or consumer name
+// cannot hold.
+const natsBadNameChars = ".*>/\\ \t\r\n"
 
 // EngineConns is how many connections the engine's own statements get,
 // whatever transactional handlers do: claims, two completers, lease

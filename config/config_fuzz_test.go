@@ -14,7 +14,7 @@ var fuzzVars, allVars = func() (fuzz, all []string) {
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("env"), ",")
 		all = append(all, name)
-		if name != "INBOXD_DATABASE_URL_FILE" && name != "INBOXD_KAFKA_SASL_PASSWORD_FILE" {
+		if name != "INBOXD_DATABASE_URL_FILE" && name != "INBOXD_KAFKA_SASL_PASSWORD_FILE" && name != "INBOXD_NATS_URL_FILE" {
 			fuzz = append(fuzz, name)
 		}
 	}

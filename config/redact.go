@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/inboxd/inboxd/internal/natsurl"
 )
 
 // This file keeps secrets out of logs and errors.
@@ -324,6 +326,9 @@ func (c Config) redacted() plainConfig {
 	}
 	if c.AMQPURL != "" {
 		c.AMQPURL = redactAMQPURL(c.AMQPURL)
+	}
+	if c.NATSURL != "" {
+		c.NATSURL = natsurl.Redact(c.NATSURL)
 	}
 	return plainConfig(c)
 }

@@ -25,12 +25,15 @@ func MapMessage(m kafka.Message, opts MapOptions) Row {
 
 // RemapRejected maps a rejected row again, as `inboxd requeue --status
 // rejected` does once the cause is fixed, by the rules of the source that
-// stored it: eventID is the row's event id (which tells a RabbitMQ row from
-// a Kafka one), m the row's key, payload, headers and position as a Kafka
+// stored it: eventID is the row's event id (which tells a RabbitMQ or a
+// NATS row from a Kafka one), m the row's key, payload, headers and position as a Kafka
 // message.
 func RemapRejected(eventID string, m kafka.Message, opts MapOptions) Row {
 	if isAMQPRejectID(m.Topic, eventID) {
 		return mapAMQPRejected(eventID, m, opts)
+	}
+	if row, ok := RemapNATSRejected(eventID, m.Topic, m.Key, m.Value, fromKafkaHeaders(m.Headers), opts); ok {
+		return row
 	}
 	return MapMessage(m, opts)
 }

@@ -200,6 +200,12 @@ func mapMessage(m *Message, opts MapOptions) Row {
 	fields := jsonFields{payload: payload}
 	id, idReason, idErr := lookupProperty(m.EventID, m.EventIDProperty, m.Headers, opts.EventIDHeaders, opts.EventIDJSONField, &fields, "event id")
 	typ, typReason, typErr := lookupProperty(m.EventType, m.EventTypeProperty, m.Headers, opts.EventTypeHeaders, opts.EventTypeJSONField, &fields, "event type")
+	if idReason == RejectMissingID && m.EventIDFallback != "" {
+		id, idReason, idErr = lookupProperty(m.EventIDFallback, m.EventIDFallbackProperty, nil, nil, "", nil, "event id")
+	}
+	if typReason == RejectMissingType && m.EventTypeFallback != "" {
+		typ, typReason, typErr = lookupProperty(m.EventTypeFallback, m.EventTypeFallbackProperty, nil, nil, "", nil, "event type")
+	}
 
 	switch {
 	case oversize:

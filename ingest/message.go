@@ -21,6 +21,13 @@ type Message struct {
 	EventID, EventIDProperty string
 	// EventType is EventID for the event type (AMQP type).
 	EventType, EventTypeProperty string
+	// EventIDFallback, when not empty, is the event id taken when neither
+	// EventID, the headers nor the JSON field give one (JetStream: the
+	// stream and sequence); EventIDFallbackProperty names it in last_error.
+	EventIDFallback, EventIDFallbackProperty string
+	// EventTypeFallback is EventIDFallback for the event type (JetStream:
+	// the subject).
+	EventTypeFallback, EventTypeFallbackProperty string
 	// Key is the message key (nil: none).
 	Key []byte
 	// Value is the payload.

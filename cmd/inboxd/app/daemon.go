@@ -40,6 +40,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	log.Info().Str("version", versionString()).Str("database", cfg.Redacted()).
 		Bool("ingest", cfg.IngestEnabled()).Strs("topics", cfg.KafkaTopics).Str("group", cfg.KafkaGroup).
 		Strs("amqp_queues", cfg.AMQPQueues).
+		Strs("nats_streams", cfg.NATSStreams).
 		Int("workers", cfg.Workers).Dur("lease", cfg.Lease).Int("max_attempts", cfg.MaxAttempts).
 		Int("engine_conns", engineConns).Int("tx_conns", txConns).Dur("retention", cfg.Retention).
 		Msg("starting")
@@ -114,6 +115,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		Retention:  retentionConfig(cfg),
 		Ingest:     ingestCfg,
 		AMQP:       amqpConfig(cfg),
+		NATS:       natsConfig(cfg),
 		Migrate:    migrateFirst,
 	})
 	if err != nil {

@@ -90,3 +90,22 @@ func amqpConfig(c config.Config) *ingest.AMQPConfig {
 			Mapping: k.Mapping},
 	}
 }
+
+// natsConfig translates the daemon's configuration into the NATS JetStream
+// source's; nil when INBOXD_NATS_URL is not set.
+func natsConfig(c config.Config) *ingest.NATSConfig {
+	if !c.NATSEnabled() {
+		return nil
+	}
+	k := ingestConfig(c) // one translation of the batching and mapping settings
+	return &ingest.NATSConfig{
+		URL:       c.NATSURL,
+		CredsFile: c.NATSCredsFile,
+		Streams:   c.NATSStreams,
+		Consumer:  c.NATSConsumer,
+		Subjects:  c.NATSSubjects,
+		TLS:       ingest.TLSConfig{CAFile: c.NATSTLSCAFile, CertFile: c.NATSTLSCertFile, KeyFile: c.NATSTLSKeyFile},
+		Pipeline: ingest.PipelineConfig{BatchSize: k.BatchSize, BatchTimeout: k.BatchTimeout, BatchBytes: k.BatchBytes,
+			Mapping: k.Mapping},
+	}
+}

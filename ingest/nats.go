@@ -1,0 +1,705 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/inboxd/inboxd/internal/natsurl"
+)
+
+// NATSKeyHeader is the NATS header whose value is a message's key (for
+// ordered routes); without it the key is the subject the message was
+// published on.
+const NATSKeyHeader = "key"
+
+// NATSMsgIDHeader is the header JetStream deduplicates publications on; it
+// is the first place a message's event id is looked for.
+const NATSMsgIDHeader = jetstream.MsgIDHeader
+
+// NATSSubjectHeader is the header, added among a row's headers, that keeps
+// the subject the message was published on (the row has no column for it).
+const NATSSubjectHeader = "nats-subject"
+
+// DefaultNATSConsumer is the durable consumer's name when none is given.
+const DefaultNATSConsumer = "inboxd"
+
+const (
+	// natsDialTimeout bounds connecting to NATS, handshakes included.
+	natsDialTimeout = 10 * time.Second
+	// natsAPITimeout bounds one JetStream API request (stream and consumer
+	// look-ups, consumer creation).
+	natsAPITimeout = 10 * time.Second
+	// natsPullWait is how long one pull request waits on the server for
+	// messages before a new one is sent.
+	natsPullWait = 10 * time.Second
+	// natsFetchHeadroom is added to the server's max_payload for a pull
+	// request's byte bound: room for the subject and reply subject, so
+	// that the largest message the server accepts always fits in one pull
+	// (a message bigger than a pull's bound is never delivered).
+	natsFetchHeadroom = 64 << 10
+	// natsMinAckWait is the shortest AckWait given to a created consumer.
+	natsMinAckWait = 30 * time.Second
+)
+
+// NATSConfig configures a NATSSource: NATS JetStream streams consumed into
+// the inbox through the persist-then-ack pipeline, with one durable pull
+// consumer per stream.
+type NATSConfig struct {
+	// URL is the server's nats:// or tls:// URL, or a comma list of them
+	// (a cluster). A password in it is never logged.
+	URL string
+	// CredsFile is a NATS credentials file (JWT and NKey seed); empty
+	// authenticates with the URL's user, if any.
+	CredsFile string
+	// Streams lists the streams consumed; each must exist, and its name is
+	// the source of its rows.
+	Streams []string
+	// Consumer is the durable pull consumer's name on every stream
+	// (default DefaultNATSConsumer). It is bound when it exists, else
+	// created with explicit acknowledgements, starting at the stream's
+	// first message.
+	Consumer string
+	// Subjects, when set, is the subject filter of a created consumer, on
+	// every stream (each subject must lie within each stream's subjects).
+	// A bound consumer keeps its own filter; a warning says when it
+	// differs.
+	Subjects []string
+	// AckWait is a created consumer's acknowledgement timeout: how long
+	// JetStream waits for a delivery's acknowledgement before delivering it
+	// again. It must exceed the longest batch write; zero picks
+	// max(30s, 2 x Pipeline.WriteTimeout). A batch whose write outlasts it
+	// (a slow or failing database, retried) is delivered again, to this
+	// replica or another, and the redelivery is absorbed by the inbox's
+	// deduplication: wasted work, no double row. A bound consumer keeps its
+	// own AckWait; a warning says when it does not exceed WriteTimeout.
+	AckWait time.Duration
+	// TLS configures TLS to the server: CA bundle and client certificate.
+	// Enabled follows a tls:// URL or any file set.
+	TLS TLSConfig
+	// Pipeline configures batching, mapping and writes.
+	Pipeline PipelineConfig
+}
+
+// withDefaults returns c with its defaults applied.
+func (c NATSConfig) withDefaults() NATSConfig {
+	c.Pipeline = c.Pipeline.withDefaults()
+	if c.Consumer == "" {
+		c.Consumer = DefaultNATSConsumer
+	}
+	if c.AckWait == 0 {
+		c.AckWait = max(natsMinAckWait, 2*c.Pipeline.WriteTimeout)
+	}
+	c.TLS.Enabled = c.TLS.CAFile != "" || c.TLS.CertFile != "" || c.TLS.KeyFile != "" || natsurl.TLS(c.URL)
+	return c
+}
+
+// validNATSName reports whether s can name a stream or a consumer.
+func validNATSName(s string) bool {
+	return s != "" && !strings.ContainsAny(s, ".*> \t\r\n/\\")
+}
+
+// Validate reports every setting that cannot work, one line each; it never
+// repeats the URL.
+func (c NATSConfig) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(natsurl.Servers(c.URL)) == 0 {
+		bad("ingest: no NATS URL (INBOXD_NATS_URL)")
+	} else if !natsurl.Valid(c.URL) {
+		bad("ingest: INBOXD_NATS_URL is not a valid nats:// or tls:// URL (or comma list of them)")
+	}
+	if len(c.Streams) == 0 {
+		bad("ingest: no NATS streams (INBOXD_NATS_STREAMS)")
+	}
+	seen := map[string]bool{}
+	for _, st := range c.Streams {
+		switch {
+		case !validNATSName(st):
+			bad("ingest: NATS stream name %q is not valid (INBOXD_NATS_STREAMS)", st)
+		case seen[st]:
+			bad("ingest: NATS stream %q is listed twice (INBOXD_NATS_STREAMS)", st)
+		}
+		seen[st] = true
+	}
+	if !validNATSName(c.Consumer) {
+		bad("ingest: NATS consumer name %q is not valid (INBOXD_NATS_CONSUMER)", c.Consumer)
+	}
+	for _, s := range c.Subjects {
+		if s == "" || strings.ContainsAny(s, " \t\r\n") {
+			bad("ingest: NATS subject filter %q is not valid (INBOXD_NATS_SUBJECTS)", s)
+		}
+	}
+	if c.AckWait <= c.Pipeline.WriteTimeout {
+		bad("ingest: NATS AckWait (%s) must exceed the batch write timeout (%s)", c.AckWait, c.Pipeline.WriteTimeout)
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		bad("ingest: INBOXD_NATS_TLS_CERT_FILE and INBOXD_NATS_TLS_KEY_FILE must be set together")
+	}
+	if c.Pipeline.BatchSize < 1 {
+		bad("ingest: batch size must be at least 1, got %d", c.Pipeline.BatchSize)
+	}
+	if c.Pipeline.BatchBytes < 1 {
+		bad("ingest: batch bytes must be at least 1, got %d", c.Pipeline.BatchBytes)
+	}
+	return errors.Join(errs...)
+}
+
+// RedactNATSURL reduces a NATS URL, or a comma list of them, to
+// scheme://user@host:port each, for logs: never a password or token. A URL
+// that does not parse gives "(invalid)".
+func RedactNATSURL(s string) string { return natsurl.Redact(s) }
+
+// NATSSource moves messages of NATS JetStream streams into the inbox table:
+// one durable pull consumer per stream, fetched in batches, each message
+// acknowledged on its own (never AckAll: replicas share the consumer) once
+// its batch's rows are committed. nats.go reconnects by itself; while it is
+// disconnected the source is not ready. Create it with NewNATS and start it
+// with Run; Ready and LastProgress may be called from any goroutine.
+type NATSSource struct {
+	*pipeline
+
+	cfg     NATSConfig
+	opts    []nats.Option // without the connection's handlers
+	mapping MapOptions    // cfg's, NATSMsgIDHeader first among the id headers
+
+	mu      sync.Mutex
+	session *natsSession // nil while no consumer is bound
+	pending []jetstream.Msg
+	started bool // a session was opened once: a missing stream is no longer a start-up error
+}
+
+// NewNATS validates cfg (after applying defaults) and returns a NATSSource
+// writing to pool. It does not connect: Run does. Metrics are registered
+// with reg (nil registers none) under source_kind=nats.
+func NewNATS(cfg NATSConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*NATSSource, error) {
+	if pool == nil {
+		return nil, errors.New("ingest: nil database pool")
+	}
+	return newNATS(cfg, pgWriter{pool: pool}, logger, reg)
+}
+
+func newNATS(cfg NATSConfig, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*NATSSource, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	opts := []nats.Option{nats.Name("inboxd"), nats.Timeout(natsDialTimeout), nats.MaxReconnects(-1)}
+	if cfg.CredsFile != "" {
+		if _, err := os.Stat(cfg.CredsFile); err != nil {
+			return nil, errors.New("ingest: INBOXD_NATS_CREDS_FILE: cannot read the file it names")
+		}
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.TLS.Enabled {
+		tc, err := cfg.TLS.buildFor("INBOXD_NATS_TLS")
+		if err != nil {
+			return nil, fmt.Errorf("ingest: %w", err)
+		}
+		opts = append(opts, nats.Secure(tc))
+	}
+	s := &NATSSource{cfg: cfg, opts: opts, mapping: cfg.Pipeline.Mapping.withDefaults()}
+	s.mapping.EventIDHeaders = append([]string{NATSMsgIDHeader}, s.mapping.EventIDHeaders...)
+	var err error
+	s.pipeline, err = newPipeline(SourceNATS, cfg.Pipeline, w, logger, reg, s.Reachable)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: register metrics: %w", err)
+	}
+	return s, nil
+}
+
+// Ready reports whether the source runs, its last batch write did not fail,
+// its consumers are bound and its connection is up.
+func (s *NATSSource) Ready() bool { return s.ready() }
+
+// Reachable reports whether every stream's consumer is bound and the
+// connection to NATS is up.
+func (s *NATSSource) Reachable() bool {
+	s.mu.Lock()
+	ss := s.session
+	s.mu.Unlock()
+	return ss != nil && ss.nc.IsConnected()
+}
+
+// LastProgress returns when a message was last fetched or a batch last
+// written; zero before the first.
+func (s *NATSSource) LastProgress() time.Time { return s.progress() }
+
+// Run consumes until ctx is cancelled and returns nil then; it returns an
+// error when a stream is missing at the first connection (a start-up
+// error naming it), or when a consumer of that name exists but cannot keep
+// the inbox's guarantee (not a pull consumer, or without explicit
+// acknowledgements). Before returning it writes and acknowledges the batch
+// in hand within CloseTimeout, then closes the connection: deliveries not
+// acknowledged are delivered again after the consumer's AckWait (those
+// fetched but not yet batched are handed back at once).
+func (s *NATSSource) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return errors.New("ingest: Run is already running")
+	}
+	defer func() {
+		s.running.Store(false)
+		s.updateReady()
+	}()
+	s.mu.Lock()
+	s.started = false
+	s.mu.Unlock()
+	s.setReady(true)
+	s.log.Info().Str("url", RedactNATSURL(s.cfg.URL)).Strs("streams", s.cfg.Streams).
+		Str("consumer", s.cfg.Consumer).Strs("subjects", s.cfg.Subjects).Dur("ack_wait", s.cfg.AckWait).
+		Int("batch_size", s.cfg.Pipeline.BatchSize).Dur("batch_timeout", s.cfg.Pipeline.BatchTimeout).
+		Msg("ingest starting")
+
+	_, err := s.loop(ctx, natsFetcher{s})
+
+	s.setReady(false)
+	s.closeSession()
+	s.log.Info().Msg("ingest stopped")
+	return err
+}
+
+// natsSession is one connection with every stream's consumer bound and a
+// goroutine pulling from each.
+type natsSession struct {
+	nc     *nats.Conn
+	msgs   chan natsMsg
+	dead   chan struct{} // closed when the session must be replaced
+	cancel context.CancelFunc
+	pulls  sync.WaitGroup
+	once   sync.Once
+	reason error
+
+	mu         sync.Mutex
+	reconnects chan struct{} // closed, and replaced, at each reconnection
+}
+
+// reconnected returns a channel closed at the next reconnection.
+func (ss *natsSession) reconnected() <-chan struct{} {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.reconnects
+}
+
+// reconnect wakes whoever waits on reconnected.
+func (ss *natsSession) reconnect() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	close(ss.reconnects)
+	ss.reconnects = make(chan struct{})
+}
+
+type natsMsg struct {
+	stream string
+	m      jetstream.Msg
+}
+
+func (ss *natsSession) fail(err error) {
+	ss.once.Do(func() { ss.reason = err; close(ss.dead); ss.cancel() })
+}
+
+// errMissingStream marks a stream that does not exist; errUnfitConsumer a
+// consumer that exists but cannot keep the inbox's guarantee.
+var (
+	errMissingStream = errors.New("stream does not exist")
+	errUnfitConsumer = errors.New("consumer cannot be used")
+)
+
+// connect opens a session: the connection, then per stream its look-up
+// (it must exist), its consumer bound or created, and its puller.
+func (s *NATSSource) connect(ctx context.Context) (*natsSession, error) {
+	pctx, cancel := context.WithCancel(context.Background())
+	ss := &natsSession{msgs: make(chan natsMsg), dead: make(chan struct{}), cancel: cancel,
+		reconnects: make(chan struct{})}
+	opts := append(slices.Clip(s.opts),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			s.updateReady()
+			select {
+			case <-ss.dead:
+				return // closed on purpose
+			default:
+			}
+			ev := s.log.Warn()
+			if err != nil {
+				ev = ev.Err(err)
+			}
+			ev.Msg("disconnected from NATS; not ready while nats.go reconnects")
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			ss.reconnect() // pulls sent before the cut may be lost: send new ones
+			s.metrics.Reconnects.Inc()
+			s.updateReady()
+			s.log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("reconnected to NATS")
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { ss.fail(errors.New("connection closed")) }),
+	)
+	nc, err := nats.Connect(s.cfg.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", RedactNATSURL(s.cfg.URL), err)
+	}
+	ss.nc = nc
+	fail := func(err error) (*natsSession, error) { ss.fail(err); nc.Close(); return nil, err }
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fail(fmt.Errorf("open JetStream: %w", err))
+	}
+	consumers := make([]jetstream.Consumer, len(s.cfg.Streams))
+	for i, name := range s.cfg.Streams {
+		if consumers[i], err = s.bind(ctx, js, name); err != nil {
+			return fail(err)
+		}
+	}
+	// A pull never asks for more than the server's largest message can
+	// exceed: any message fits in one, and the bytes held stay bounded.
+	pullBytes := max(s.cfg.Pipeline.BatchBytes, int(nc.MaxPayload())+natsFetchHeadroom)
+	for i, name := range s.cfg.Streams {
+		ss.pulls.Add(1)
+		go s.pull(pctx, ss, name, consumers[i], pullBytes)
+	}
+	s.log.Info().Str("url", nc.ConnectedUrlRedacted()).Int("pull_bytes", pullBytes).
+		Int("max_bytes_held", len(s.cfg.Streams)*pullBytes+2*(s.cfg.Pipeline.BatchBytes+s.cfg.Pipeline.Mapping.largestMessage())).
+		Msg("consuming from NATS")
+	return ss, nil
+}
+
+// bind returns the stream's durable consumer: bound if it exists (never
+// changed), else created with explicit acknowledgements, from the stream's
+// first message, with AckWait and the subject filter.
+func (s *NATSSource) bind(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Consumer, error) {
+	ctx, cancel := context.WithTimeout(ctx, natsAPITimeout)
+	defer cancel()
+	st, err := js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("NATS stream %q (INBOXD_NATS_STREAMS): %w", name, errMissingStream)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up NATS stream %q: %w", name, err)
+	}
+	log := s.log.With().Str("stream", name).Str("consumer", s.cfg.Consumer).Logger()
+	cons, err := st.Consumer(ctx, s.cfg.Consumer)
+	switch {
+	case errors.Is(err, jetstream.ErrNotPullConsumer):
+		return nil, fmt.Errorf("NATS consumer %q of stream %q is a push consumer (INBOXD_NATS_CONSUMER names a durable pull consumer): %w",
+			s.cfg.Consumer, name, errUnfitConsumer)
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		cc := jetstream.ConsumerConfig{
+			Durable:       s.cfg.Consumer,
+			Description:   "inboxd: stores every message in the inbox table, then acknowledges it",
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       s.cfg.AckWait,
+			MaxDeliver:    -1, // never drop a message the inbox has not stored
+			// Each replica holds up to a batch being written, one filling
+			// and one pull.
+			MaxAckPending: max(1000, 3*s.cfg.Pipeline.BatchSize),
+		}
+		if len(s.cfg.Subjects) == 1 {
+			cc.FilterSubject = s.cfg.Subjects[0]
+		} else {
+			cc.FilterSubjects = s.cfg.Subjects
+		}
+		cons, err = st.CreateConsumer(ctx, cc)
+		switch {
+		case errors.Is(err, jetstream.ErrConsumerMultipleFilterSubjectsNotSupported):
+			// The server created it without the filters: it would consume
+			// every subject. It must go.
+			_ = st.DeleteConsumer(ctx, s.cfg.Consumer)
+			return nil, fmt.Errorf("NATS server too old for several subject filters (INBOXD_NATS_SUBJECTS): %w", errUnfitConsumer)
+		case errors.Is(err, jetstream.ErrConsumerExists):
+			cons, err = st.Consumer(ctx, s.cfg.Consumer) // another replica created it meanwhile
+		case err == nil:
+			log.Info().Dur("ack_wait", s.cfg.AckWait).Strs("subjects", s.cfg.Subjects).
+				Msg("created the durable consumer, from the stream's first message")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("create NATS consumer %q of stream %q: %w", s.cfg.Consumer, name, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("look up NATS consumer %q of stream %q: %w", s.cfg.Consumer, name, err)
+	}
+	cfg := cons.CachedInfo().Config
+	if cfg.AckPolicy != jetstream.AckExplicitPolicy {
+		return nil, fmt.Errorf("NATS consumer %q of stream %q acknowledges with %s, not explicit acks: "+
+			"inboxd acknowledges each message once stored and needs AckExplicit: %w", s.cfg.Consumer, name, cfg.AckPolicy, errUnfitConsumer)
+	}
+	if need := s.cfg.Pipeline.WriteTimeout; cfg.AckWait <= need {
+		log.Warn().Dur("ack_wait", cfg.AckWait).Dur("write_timeout", need).
+			Msg("the consumer's AckWait does not exceed a batch write: a slow write makes JetStream deliver its messages again (deduplicated, but wasted work)")
+	}
+	if cfg.MaxDeliver > 0 {
+		log.Warn().Int("max_deliver", cfg.MaxDeliver).
+			Msg("the consumer has MaxDeliver set: a message delivered that many times without being stored (database down) is dropped by JetStream without a row")
+	}
+	if len(s.cfg.Subjects) > 0 {
+		have := append([]string{}, cfg.FilterSubjects...)
+		if cfg.FilterSubject != "" {
+			have = append(have, cfg.FilterSubject)
+		}
+		slices.Sort(have)
+		want := slices.Sorted(slices.Values(s.cfg.Subjects))
+		if !slices.Equal(have, want) {
+			log.Warn().Strs("filter", have).Strs("subjects", want).
+				Msg("the bound consumer's subject filter differs from INBOXD_NATS_SUBJECTS; the consumer is used as it is")
+		}
+	}
+	return cons, nil
+}
+
+// pull fetches batches from one stream's consumer and hands their messages
+// to the pipeline one by one, until the session ends; messages it still
+// holds then are handed back to JetStream (Nak) for another consumer.
+func (s *NATSSource) pull(ctx context.Context, ss *natsSession, stream string, cons jetstream.Consumer, pullBytes int) {
+	defer ss.pulls.Done()
+	log := s.log.With().Str("stream", stream).Logger()
+	failures := 0
+	for ctx.Err() == nil {
+		fctx, cancel := context.WithTimeout(ctx, natsPullWait)
+		go func(reconnected <-chan struct{}) {
+			select {
+			case <-reconnected:
+				cancel()
+			case <-fctx.Done():
+			}
+		}(ss.reconnected())
+		batch, err := cons.Fetch(s.cfg.Pipeline.BatchSize, jetstream.FetchMaxBytes(pullBytes), jetstream.FetchContext(fctx))
+		if err == nil {
+			for m := range batch.Messages() {
+				select {
+				case ss.msgs <- natsMsg{stream: stream, m: m}:
+				case <-ss.dead:
+					cancel()
+					_ = m.Nak()
+					for m := range batch.Messages() {
+						_ = m.Nak()
+					}
+					return
+				}
+			}
+			err = batch.Error()
+		}
+		cancel()
+		if err == nil || ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			failures = 0
+			continue
+		}
+		// The consumer or its stream deleted: the session binds again.
+		ictx, icancel := context.WithTimeout(ctx, natsAPITimeout)
+		_, ierr := cons.Info(ictx)
+		icancel()
+		if errors.Is(ierr, jetstream.ErrConsumerNotFound) || errors.Is(ierr, jetstream.ErrStreamNotFound) {
+			log.Error().Err(ierr).Msg("the NATS consumer or its stream is gone; not ready, binding again")
+			ss.fail(fmt.Errorf("consumer %q of stream %q: %w", s.cfg.Consumer, stream, ierr))
+			return
+		}
+		failures++
+		s.metrics.FetchErrors.Inc()
+		delay := s.backoff(failures)
+		log.Warn().Err(err).Int("attempt", failures).Dur("retry_in", delay).Msg("pulling from NATS failed; retrying")
+		sleep(ctx, delay)
+	}
+}
+
+// closeSession closes the current session, if any: its pullers hand back
+// what they hold, and JetStream delivers again, after AckWait, every
+// message not acknowledged.
+func (s *NATSSource) closeSession() {
+	s.mu.Lock()
+	ss := s.session
+	s.session = nil
+	s.pending = nil
+	s.mu.Unlock()
+	s.updateReady()
+	if ss != nil {
+		ss.fail(errors.New("closed"))
+		ss.pulls.Wait()
+		_ = ss.nc.FlushTimeout(time.Second) // the Naks
+		ss.nc.Close()
+	}
+}
+
+// natsFetcher is the NATSSource as the pipeline's source.
+type natsFetcher struct{ s *NATSSource }
+
+func (f natsFetcher) fetch(ctx context.Context) (Row, error) {
+	s := f.s
+	s.mu.Lock()
+	ss := s.session
+	s.mu.Unlock()
+	if ss == nil {
+		var err error
+		if ss, err = s.connect(ctx); err != nil {
+			s.mu.Lock()
+			started := s.started
+			s.mu.Unlock()
+			if !started && (errors.Is(err, errMissingStream) || errors.Is(err, errUnfitConsumer)) {
+				return Row{}, fatalError{err}
+			}
+			return Row{}, err
+		}
+		s.mu.Lock()
+		if s.started {
+			s.metrics.Reconnects.Inc()
+			s.log.Info().Msg("consumers bound again; consuming from NATS")
+		}
+		s.started = true
+		s.session = ss
+		s.mu.Unlock()
+		s.updateReady()
+	}
+	select {
+	case m := <-ss.msgs:
+		s.mu.Lock()
+		s.pending = append(s.pending, m.m)
+		s.mu.Unlock()
+		s.progressed()
+		return mapNATS(m.stream, m.m, s.mapping), nil
+	case <-ss.dead:
+		s.closeSession()
+		return Row{}, fmt.Errorf("NATS session lost: %w", ss.reason)
+	case <-ctx.Done():
+		return Row{}, ctx.Err()
+	}
+}
+
+// seal returns the acknowledgement of every message fetched since the
+// previous seal: an Ack of each (never AckAll, which would acknowledge
+// messages that the server delivered to other replicas of the consumer),
+// then a flush so that they have reached the server. A message whose
+// session was lost meanwhile is not in the list: it is delivered again
+// after AckWait and deduplicated.
+func (f natsFetcher) seal() ackFunc {
+	s := f.s
+	s.mu.Lock()
+	msgs := s.pending
+	s.pending = make([]jetstream.Msg, 0, cap(msgs))
+	var nc *nats.Conn
+	if s.session != nil {
+		nc = s.session.nc
+	}
+	s.mu.Unlock()
+	return func(ctx context.Context) error {
+		var failed int
+		var first error
+		for _, m := range msgs {
+			if err := m.Ack(); err != nil {
+				if failed++; first == nil {
+					first = err
+				}
+			}
+		}
+		if first != nil {
+			return fmt.Errorf("%d of %d acknowledgements failed: %w", failed, len(msgs), first)
+		}
+		if nc == nil || len(msgs) == 0 {
+			return nil
+		}
+		return nc.FlushWithContext(ctx)
+	}
+}
+
+func (natsFetcher) fetchFailed() string {
+	return "consuming from NATS failed; binding the consumers again with backoff, not ready meanwhile"
+}
+
+// MapNATS maps a JetStream message of stream to its inbox row. Event id:
+// header NATSMsgIDHeader (JetStream's deduplication id), else the headers
+// of opts.EventIDHeaders (then the JSON field), else
+// "<stream>/<stream sequence>". Event type: opts.EventTypeHeaders (then
+// the JSON field), else the subject. Key: header NATSKeyHeader, else the
+// subject. Payload: the data. Headers: the message's, sorted by name (a
+// repeated header keeps its last value), and NATSSubjectHeader. A message
+// that cannot be accepted becomes a rejected row whose event id,
+// "<stream>/<stream sequence>", is the same on every redelivery.
+func MapNATS(stream string, m jetstream.Msg, opts MapOptions) Row {
+	opts = opts.withDefaults()
+	opts.EventIDHeaders = append([]string{NATSMsgIDHeader}, opts.EventIDHeaders...)
+	return mapNATS(stream, m, opts)
+}
+
+// mapNATS is MapNATS with opts ready: defaults applied, NATSMsgIDHeader
+// first among the id headers.
+func mapNATS(stream string, m jetstream.Msg, opts MapOptions) Row {
+	var seq uint64
+	if md, err := m.Metadata(); err == nil {
+		seq = md.Sequence.Stream
+	}
+	position := stream + "/" + strconv.FormatUint(seq, 10)
+	subject := m.Subject()
+	hs := natsHeaders(m.Headers(), subject)
+	key := []byte(subject)
+	if v, ok := lastHeader(hs[:len(hs)-1], NATSKeyHeader); ok && len(v) > 0 {
+		key = v
+	}
+	if len(key) == 0 {
+		key = nil
+	}
+	return natsRow(stream, position, subject, key, m.Data(), hs, opts)
+}
+
+// natsRow maps a JetStream message, in the terms of its row, by the NATS
+// rules: position is "<stream>/<stream sequence>", hs its headers with
+// NATSSubjectHeader, key its key (header or subject).
+func natsRow(stream, position, subject string, key, data []byte, hs []Header, opts MapOptions) Row {
+	return mapMessage(&Message{
+		Source:          stream,
+		EventIDFallback: position, EventIDFallbackProperty: "stream sequence",
+		EventTypeFallback: subject, EventTypeFallbackProperty: "subject",
+		Key:      key,
+		Value:    data,
+		Headers:  hs,
+		RejectID: position,
+	}, opts)
+}
+
+// RemapNATSRejected maps again, by the NATS rules, a rejected row that the
+// NATS source stored, as `inboxd requeue --status rejected` does once the
+// cause is fixed: eventID is the row's event id, source its stream, key,
+// payload and headers its columns (the headers as ingest stored them,
+// NATSSubjectHeader among them). ok is false when eventID is not
+// "<source>/<stream sequence>", an id only the NATS source gives a
+// rejected row (Kafka's have a partition and an offset, RabbitMQ's a
+// hash).
+func RemapNATSRejected(eventID, source string, key, payload []byte, headers []Header, opts MapOptions) (row Row, ok bool) {
+	seq, found := strings.CutPrefix(eventID, source+"/")
+	if !found {
+		return Row{}, false
+	}
+	if _, err := strconv.ParseUint(seq, 10, 64); err != nil {
+		return Row{}, false
+	}
+	subject, _ := lastHeader(headers, NATSSubjectHeader)
+	opts = opts.withDefaults()
+	opts.EventIDHeaders = append([]string{NATSMsgIDHeader}, opts.EventIDHeaders...)
+	return natsRow(source, eventID, string(subject), key, payload, headers, opts), true
+}
+
+// natsHeaders is what a message stores as headers: its own, sorted by
+// name (a header map has no order; sorting makes it stable), each value
+// of a repeated header in turn, then NATSSubjectHeader.
+func natsHeaders(h nats.Header, subject string) []Header {
+	names := make([]string, 0, len(h))
+	n := 1
+	for k, vs := range h {
+		names = append(names, k)
+		n += len(vs)
+	}
+	slices.Sort(names)
+	hs := make([]Header, 0, n)
+	for _, k := range names {
+		for _, v := range h[k] {
+			hs = append(hs, Header{Key: k, Value: []byte(v)})
+		}
+	}
+	return append(hs, Header{Key: NATSSubjectHeader, Value: []byte(subject)})
+}
