@@ -195,6 +195,16 @@ func TestAMQPDeliveryExactlyOnce(t *testing.T) {
 	if got := testutil.ToFloat64(s.metrics.Duplicates); got != n/10 {
 		t.Errorf("duplicates = %v, want %d", got, n/10)
 	}
+	// A RabbitMQ row has no Kafka position: its kafka_* columns are NULL,
+	// not a made-up topic, partition 0 and offset 0.
+	var withPosition int
+	if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM inbox
+		WHERE kafka_topic IS NOT NULL OR kafka_partition IS NOT NULL OR kafka_offset IS NOT NULL`).Scan(&withPosition); err != nil {
+		t.Fatal(err)
+	}
+	if withPosition != 0 {
+		t.Errorf("%d RabbitMQ rows carry a Kafka position", withPosition)
+	}
 }
 
 // A queue that does not exist is a start-up error naming it.

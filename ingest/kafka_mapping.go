@@ -18,6 +18,7 @@ func MapMessage(m kafka.Message, opts MapOptions) Row {
 		Value:     m.Value,
 		Headers:   fromKafkaHeaders(m.Headers),
 		Tombstone: m.Value == nil, // segmentio/kafka-go hands a zero-length value over as nil too
+		Kafka:     true,
 		Partition: int32(m.Partition),
 		Offset:    m.Offset,
 	}, opts.withDefaults())

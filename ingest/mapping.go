@@ -141,6 +141,10 @@ type Row struct {
 	LastError string
 	// Reason is the rejection's metric label; empty for accepted rows.
 	Reason RejectReason
+	// Kafka reports a row from Kafka: Partition and Offset are its
+	// position (stored in kafka_partition and kafka_offset; NULL for other
+	// sources).
+	Kafka bool
 	// Partition is the Kafka partition the message came from (0 for other
 	// sources).
 	Partition int32
@@ -162,6 +166,7 @@ func mapMessage(m *Message, opts MapOptions) Row {
 		Key:       m.Key,
 		Payload:   m.Value,
 		Status:    StatusReceived,
+		Kafka:     m.Kafka,
 		Partition: m.Partition,
 		Offset:    m.Offset,
 		RejectID:  m.RejectID,

@@ -37,6 +37,9 @@ type Message struct {
 	// Tombstone marks a Kafka tombstone (a nil value): the row gets
 	// TombstoneHeader.
 	Tombstone bool
+	// Kafka reports a Kafka message: Partition and Offset are its
+	// position, stored with the row. Other sources' rows store none.
+	Kafka bool
 	// Partition and Offset are the message's Kafka position (0 elsewhere).
 	Partition int32
 	Offset    int64

@@ -42,6 +42,7 @@ func newRows(rows []Row) []driver.NewRow {
 			Headers:   r.Headers,
 			Status:    status.Status(r.Status),
 			LastError: r.LastError,
+			Kafka:     r.Kafka,
 			Partition: r.Partition,
 			Offset:    r.Offset,
 		}
@@ -64,6 +65,7 @@ func placeholderFor(r Row, pgErr *pgconn.PgError) Row {
 		Status:    StatusRejected,
 		LastError: fmt.Sprintf("database refused the row: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code),
 		Reason:    RejectRefused,
+		Kafka:     r.Kafka,
 		Partition: r.Partition,
 		Offset:    r.Offset,
 		RejectID:  r.RejectID,

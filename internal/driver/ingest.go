@@ -30,7 +30,10 @@ type NewRow struct {
 	Status status.Status
 	// LastError explains a rejection; "" is stored as NULL.
 	LastError string
-	// Partition and Offset are the message's Kafka position.
+	// Kafka reports a message from Kafka: Source is its topic and
+	// Partition and Offset its position (kafka_topic, kafka_partition,
+	// kafka_offset). Other sources' rows leave those columns NULL.
+	Kafka     bool
 	Partition int32
 	Offset    int64
 }
@@ -53,6 +56,7 @@ func InsertBatch(ctx context.Context, db DB, rows []NewRow) (inserted int, err e
 		lastErrors = make([]string, n)
 		partitions = make([]int32, n)
 		offsets    = make([]int64, n)
+		kafka      = make([]bool, n)
 	)
 	for i, r := range rows {
 		sources[i] = r.Source
@@ -65,9 +69,10 @@ func InsertBatch(ctx context.Context, db DB, rows []NewRow) (inserted int, err e
 		lastErrors[i] = r.LastError
 		partitions[i] = r.Partition
 		offsets[i] = r.Offset
+		kafka[i] = r.Kafka
 	}
 	tag, err := db.Exec(ctx, insertBatchSQL, sources, eventIDs, eventTypes, keys, payloads,
-		headers, statuses, lastErrors, partitions, offsets)
+		headers, statuses, lastErrors, partitions, offsets, kafka)
 	if err != nil {
 		return 0, fmt.Errorf("insert batch of %d rows: %w", n, err)
 	}
