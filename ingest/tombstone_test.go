@@ -61,7 +61,7 @@ func TestMapMessageMarksTombstones(t *testing.T) {
 // Through Kafka (kfake and the consumer): a tombstone's row has the header.
 // segmentio/kafka-go (v0.4.51) hands a zero-length value over as nil, like a
 // null one, so an empty value is marked too: the documented limitation this
-// test pins (should the client learn the difference, docs/inbox-table.md must change
+// test pins (should the client learn the difference, docs/sources.md must change
 // with it).
 func TestIngestMarksTombstones(t *testing.T) {
 	t.Parallel()
