@@ -38,7 +38,7 @@ type Metrics struct {
 	// BrokerErrors counts probes of the brokers that failed.
 	BrokerErrors prometheus.Counter
 	// Reconnects counts connections to the broker opened again after one
-	// was lost (sources that reconnect themselves: RabbitMQ).
+	// was lost (sources that reconnect: RabbitMQ, NATS).
 	Reconnects prometheus.Counter
 }
 
@@ -57,7 +57,7 @@ type Metrics struct {
 //	inboxd_ingest_ready{source_kind}
 //	inboxd_ingest_consumer_lag{topic, partition} (Kafka)
 //	inboxd_ingest_broker_probe_errors_total (Kafka)
-//	inboxd_ingest_reconnects_total{source_kind} (sources that reconnect themselves: RabbitMQ)
+//	inboxd_ingest_reconnects_total{source_kind} (sources that reconnect: RabbitMQ, NATS)
 //
 // source_kind is kafka, amqp or nats: a bounded label. A metric already
 // registered with reg (by another source) is shared.
