@@ -34,6 +34,16 @@ func chartLabel(r Rate) string {
 		return "inboxd\nworker pool"
 	case "e2e":
 		return "inboxd\nend to end"
+	case "rabbitmq-prefetch" + strconv.Itoa(rabbitPrefetch):
+		return fmt.Sprintf("inboxd from RabbitMQ\nprefetch %d", rabbitPrefetch)
+	case "rabbitmq-publish":
+		return "RabbitMQ publish\n(ceiling)"
+	case "rabbitmq":
+		return "inboxd from RabbitMQ\ndefault prefetch"
+	case "nats-publish":
+		return "NATS publish\n(ceiling)"
+	case "nats":
+		return "inboxd from\nNATS JetStream"
 	case "retained":
 		return fmt.Sprintf("inboxd end to end\n%s retained rows", strings.TrimSuffix(strings.TrimPrefix(r.Label, "inboxd end to end, "), " retained rows"))
 	}
@@ -64,7 +74,7 @@ func ratesChart(path string, r *Results) error {
 		bars.XMin = float64(i)
 		bars.LineStyle.Width = 0
 		switch x.Name {
-		case "raw":
+		case "raw", "rabbitmq-publish", "nats-publish":
 			bars.Color = referenceColor
 		case "river":
 			bars.Color = riverColor
@@ -93,7 +103,9 @@ func ratesChart(path string, r *Results) error {
 	l.Offset = vg.Point{Y: vg.Points(3)}
 	p.Add(l)
 	p.NominalX(names...)
-	return p.Save(9*vg.Inch, 4.5*vg.Inch, path)
+	// About 0.9 inch a bar, 9 inches at least: the labels must not overlap.
+	width := max(9*vg.Inch, vg.Length(len(r.Rates))*0.9*vg.Inch)
+	return p.Save(width, 4.5*vg.Inch, path)
 }
 
 // latencyChart draws the latency percentiles over the offered load, from

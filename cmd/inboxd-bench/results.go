@@ -92,7 +92,9 @@ type Settings struct {
 
 // Rate is one throughput measurement.
 type Rate struct {
-	// Name is raw, river, pool, e2e or retained.
+	// Name is raw, river, pool, e2e, retained, rabbitmq-publish, rabbitmq,
+	// rabbitmq-prefetch1000, nats-publish or nats (the -publish rates are
+	// the broker's publishing alone: the ceiling of the run after them).
 	Name string `json:"name"`
 	// Label says what was measured, for tables and charts.
 	Label string `json:"label"`
@@ -380,6 +382,10 @@ func (r *Results) evaluate() {
 	ratio("retained", "river")
 	ratio("pool", "river")
 	ratio("raw", "river")
+	for _, b := range brokerRuns {
+		ratio(b.run, b.ceiling)
+		ratio(b.run, "e2e")
+	}
 	if r.Latency != nil {
 		for _, p := range r.Latency.Points {
 			if p.Load == r.Latency.Load {
@@ -417,6 +423,16 @@ func printResults(out io.Writer, r *Results, long *LongResults) {
 			}
 			fmt.Fprintf(out, format, x.Label, comma(x.PerSecond), row[0], row[1], row[2], row[3])
 		}
+		fmt.Fprintln(out)
+	}
+	if rows := brokerRows(r); len(rows) > 0 {
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(out, "other brokers → processed, against the broker's own publish rate (the ceiling) and Kafka end to end:")
+		fmt.Fprintln(tw, "run\tevents/s\t÷ publish rate\t÷ Kafka e2e\t")
+		for _, row := range rows {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", row[0], row[1], row[2], row[3])
+		}
+		tw.Flush()
 		fmt.Fprintln(out)
 	}
 	if r.Latency != nil {
@@ -483,6 +499,37 @@ func printResults(out io.Writer, r *Results, long *LongResults) {
 		}
 		tw.Flush()
 	}
+}
+
+// brokerRuns are the RabbitMQ and NATS runs, each with the rate of its
+// ceiling (the broker's publishing alone).
+var brokerRuns = []struct{ run, ceiling string }{
+	{"rabbitmq", "rabbitmq-publish"},
+	{"rabbitmq-prefetch1000", "rabbitmq-publish"},
+	{"nats", "nats-publish"},
+}
+
+// brokerRows are the rows of the table of the broker runs that r holds:
+// label, events/s, ÷ its ceiling, ÷ the Kafka end-to-end run (empty when
+// that did not run).
+func brokerRows(r *Results) [][4]string {
+	var rows [][4]string
+	e2e, hasE2E := r.rate("e2e")
+	for _, b := range brokerRuns {
+		x, ok := r.rate(b.run)
+		if !ok {
+			continue
+		}
+		row := [4]string{x.Label, comma(x.PerSecond), "", ""}
+		if c, ok := r.rate(b.ceiling); ok && c.PerSecond > 0 {
+			row[2] = fmt.Sprintf("%.2f", x.PerSecond/c.PerSecond)
+		}
+		if hasE2E && e2e.PerSecond > 0 {
+			row[3] = fmt.Sprintf("%.2f", x.PerSecond/e2e.PerSecond)
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 // writeResults writes results.json, rates.png and latency.png (long.json
