@@ -426,13 +426,12 @@ func printResults(out io.Writer, r *Results, long *LongResults) {
 		fmt.Fprintln(out)
 	}
 	if rows := brokerRows(r); len(rows) > 0 {
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		const format = "%-38s %9s %15s %12s\n"
 		fmt.Fprintln(out, "other brokers → processed, against the broker's own publish rate (the ceiling) and Kafka end to end:")
-		fmt.Fprintln(tw, "run\tevents/s\t÷ publish rate\t÷ Kafka e2e\t")
+		fmt.Fprintf(out, format, "", "events/s", "÷ publish rate", "÷ Kafka e2e")
 		for _, row := range rows {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", row[0], row[1], row[2], row[3])
+			fmt.Fprintf(out, format, row[0], row[1], row[2], row[3])
 		}
-		tw.Flush()
 		fmt.Fprintln(out)
 	}
 	if r.Latency != nil {
