@@ -27,6 +27,11 @@ const (
 	// the default (which is bounded in bytes for the largest accepted
 	// messages, and so caps batches).
 	rabbitPrefetch = 1000
+	// rabbitComm and natsComm are the command names of the servers'
+	// processes, whose CPU time the runs measure when they run on this
+	// machine (zero otherwise).
+	rabbitComm = "beam.smp"
+	natsComm   = "nats-server"
 )
 
 // envOr is the variable name's value, def when it is empty.
@@ -55,7 +60,8 @@ func cleanupContext() (context.Context, context.CancelFunc) {
 // published to a durable queue of the run's own (persistent messages, with
 // publisher confirms; the time this takes alone is the broker's publish
 // rate, the ceiling), then the clock starts with app.Main and stops when
-// every event is a processed row. prefetch is INBOXD_AMQP_PREFETCH (0: the
+// every event is a processed row. Both measure the CPU time of the
+// broker's server process too, when it runs on this machine. prefetch is INBOXD_AMQP_PREFETCH (0: the
 // daemon's default). The queue is deleted at the end.
 func benchRabbitMQ(ctx context.Context, env *environment, url string, n, prefetch int) (run, publish Rate, err error) {
 	db, pool, done, err := env.open(ctx, 0)
@@ -92,7 +98,7 @@ func benchRabbitMQ(ctx context.Context, env *environment, url string, n, prefetc
 		}
 	}()
 
-	start := time.Now()
+	start, self0, broker0 := time.Now(), selfCPU(), processCPU(rabbitComm)
 	confirms := make([]*amqp.DeferredConfirmation, 0, n)
 	for i := range n {
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, false, false, amqp.Publishing{
@@ -117,6 +123,7 @@ func benchRabbitMQ(ctx context.Context, env *environment, url string, n, prefetc
 		}
 	}
 	publish = newRate("rabbitmq-publish", "RabbitMQ publish alone (confirms)", n, time.Since(start))
+	publish.CPU = &CPUUse{Process: selfCPU() - self0, Broker: processCPU(rabbitComm) - broker0, Wall: publish.Seconds}
 
 	dir, err := os.MkdirTemp("", "inboxd-bench-")
 	if err != nil {
@@ -133,7 +140,7 @@ func benchRabbitMQ(ctx context.Context, env *environment, url string, n, prefetc
 		vars = append(vars, "INBOXD_AMQP_PREFETCH="+strconv.Itoa(prefetch))
 		name, label = fmt.Sprintf("rabbitmq-prefetch%d", prefetch), fmt.Sprintf("inboxd from RabbitMQ, prefetch %d", prefetch)
 	}
-	m, err := measureDaemon(ctx, db, pool, queue, []string{"ev-" + strconv.Itoa(n-1)}, n, baseDaemonEnv(db, routes, vars...), profiles{})
+	m, err := measureDaemon(ctx, db, pool, queue, []string{"ev-" + strconv.Itoa(n-1)}, n, baseDaemonEnv(db, routes, vars...), profiles{}, rabbitComm)
 	if err != nil {
 		return Rate{}, Rate{}, err
 	}
@@ -176,7 +183,7 @@ func benchNATS(ctx context.Context, env *environment, url string, n int) (run, p
 	}()
 
 	subject := stream + ".orders"
-	start := time.Now()
+	start, self0, broker0 := time.Now(), selfCPU(), processCPU(natsComm)
 	acks := make([]jetstream.PubAckFuture, 0, n)
 	for i := range n {
 		msg := &nats.Msg{Subject: subject, Data: benchPayload, Header: nats.Header{}}
@@ -204,6 +211,7 @@ func benchNATS(ctx context.Context, env *environment, url string, n int) (run, p
 		}
 	}
 	publish = newRate("nats-publish", "NATS JetStream publish alone (acks)", n, time.Since(start))
+	publish.CPU = &CPUUse{Process: selfCPU() - self0, Broker: processCPU(natsComm) - broker0, Wall: publish.Seconds}
 
 	dir, err := os.MkdirTemp("", "inboxd-bench-")
 	if err != nil {
@@ -215,7 +223,7 @@ func benchNATS(ctx context.Context, env *environment, url string, n int) (run, p
 		return Rate{}, Rate{}, err
 	}
 	vars := []string{"INBOXD_NATS_URL=" + url, "INBOXD_NATS_STREAMS=" + stream, "INBOXD_NATS_CONSUMER=inboxd-bench"}
-	m, err := measureDaemon(ctx, db, pool, stream, []string{"ev-" + strconv.Itoa(n-1)}, n, baseDaemonEnv(db, routes, vars...), profiles{})
+	m, err := measureDaemon(ctx, db, pool, stream, []string{"ev-" + strconv.Itoa(n-1)}, n, baseDaemonEnv(db, routes, vars...), profiles{}, natsComm)
 	if err != nil {
 		return Rate{}, Rate{}, err
 	}
@@ -234,6 +242,7 @@ func benchRabbitMQRuns(ctx context.Context, env *environment, url string, n int)
 		return nil, err
 	}
 	publish := newRate(p1.Name, p1.Label, p1.Events+p2.Events, time.Duration((p1.Seconds+p2.Seconds)*float64(time.Second)))
+	publish.CPU = &CPUUse{Process: p1.CPU.Process + p2.CPU.Process, Broker: p1.CPU.Broker + p2.CPU.Broker, Wall: publish.Seconds}
 	return []Rate{publish, def, big}, nil
 }
 

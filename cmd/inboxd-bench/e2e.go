@@ -339,7 +339,7 @@ func benchEndToEnd(ctx context.Context, env *environment, n, retained int, prof 
 		return Rate{}, err
 	}
 
-	m, err := measureDaemon(ctx, db, pool, topic, lastIDs, n, daemonEnv(db, k, routes), prof)
+	m, err := measureDaemon(ctx, db, pool, topic, lastIDs, n, daemonEnv(db, k, routes), prof, "")
 	if err != nil {
 		return Rate{}, err
 	}
@@ -373,8 +373,9 @@ func (m daemonRun) rate(name, label string, n int) Rate {
 // partition, queue or stream of source, which ingest writes in order) are in
 // the inbox and nothing is received or processing; it then checks that
 // exactly n rows of source arrived since the start, all processed. prof are
-// the profiles written of the run.
-func measureDaemon(ctx context.Context, db *database, pool *pgxpool.Pool, source string, lastIDs []string, n int, env []string, prof profiles) (daemonRun, error) {
+// the profiles written of the run; broker, when set, is the command name of
+// the broker's server process, whose CPU time is measured too.
+func measureDaemon(ctx context.Context, db *database, pool *pgxpool.Pool, source string, lastIDs []string, n int, env []string, prof profiles, broker string) (daemonRun, error) {
 	stopProfiles, err := startProfiles(prof)
 	if err != nil {
 		return daemonRun{}, err
@@ -383,6 +384,9 @@ func measureDaemon(ctx context.Context, db *database, pool *pgxpool.Pool, source
 	if err != nil {
 		_ = stopProfiles()
 		return daemonRun{}, err
+	}
+	if broker != "" {
+		meter.measureBroker(broker)
 	}
 	start := time.Now()
 	d := startDaemon(ctx, env)
@@ -430,6 +434,17 @@ type cpuMeter struct {
 	start   time.Time
 	self    float64
 	backend map[int]float64
+	// broker is the command name of the broker's server process on this
+	// machine (beam.smp, nats-server), whose CPU time is measured too when
+	// set; brokerStart is its CPU time at the start.
+	broker      string
+	brokerStart float64
+}
+
+// measureBroker adds the CPU time of the server processes called comm
+// (/proc/<pid>/comm) to what m measures.
+func (m *cpuMeter) measureBroker(comm string) {
+	m.broker, m.brokerStart = comm, processCPU(comm)
 }
 
 func startCPUMeter(ctx context.Context, pool *pgxpool.Pool, db *database) (*cpuMeter, error) {
@@ -452,7 +467,51 @@ func (m *cpuMeter) stop(ctx context.Context) (*CPUUse, error) {
 	for pid, t := range after {
 		pg += t - m.backend[pid]
 	}
-	return &CPUUse{Process: self, Postgres: pg, Wall: time.Since(m.start).Seconds()}, nil
+	u := &CPUUse{Process: self, Postgres: pg, Wall: time.Since(m.start).Seconds()}
+	if m.broker != "" {
+		u.Broker = processCPU(m.broker) - m.brokerStart
+	}
+	return u, nil
+}
+
+// processCPU is the CPU time (user and system, seconds) of the processes of
+// this machine whose command name is comm, from /proc; 0 when there are
+// none.
+func processCPU(comm string) float64 {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var total float64
+	for _, d := range dirs {
+		c, err := os.ReadFile(filepath.Join(d, "comm"))
+		if err != nil || strings.TrimSpace(string(c)) != comm {
+			continue
+		}
+		if t, ok := statCPU(filepath.Join(d, "stat")); ok {
+			total += t
+		}
+	}
+	return total
+}
+
+// statCPU is the CPU time (user and system, seconds) in a /proc/<pid>/stat
+// file.
+func statCPU(path string) (float64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false // not on this machine, or gone
+	}
+	// The fields after the command name (which may hold spaces) in
+	// parentheses: utime and stime are the 12th and 13th of them.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	s, _ := strconv.ParseFloat(f[12], 64)
+	return (u + s) / clockTicks, true
 }
 
 // selfCPU is the CPU time (user and system) this process has used, in
@@ -484,23 +543,9 @@ func backendsCPU(ctx context.Context, pool *pgxpool.Pool, name string) (map[int]
 	}
 	out := make(map[int]float64, len(pids))
 	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue // not on this machine, or gone
+		if t, ok := statCPU(fmt.Sprintf("/proc/%d/stat", pid)); ok {
+			out[int(pid)] = t
 		}
-		// The fields after the command name (which may hold spaces) in
-		// parentheses: utime and stime are the 12th and 13th of them.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseFloat(f[11], 64)
-		s, _ := strconv.ParseFloat(f[12], 64)
-		out[int(pid)] = (u + s) / clockTicks
 	}
 	return out, nil
 }

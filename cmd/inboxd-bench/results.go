@@ -128,6 +128,9 @@ type CPUUse struct {
 	// server's background processes (WAL writer, checkpointer,
 	// autovacuum).
 	Postgres float64 `json:"postgres_backends_seconds"`
+	// Broker (the RabbitMQ and NATS runs) is the broker's server processes
+	// on this machine (beam.smp, nats-server), which share its CPUs.
+	Broker float64 `json:"broker_seconds,omitempty"`
 	// Wall is the run's length.
 	Wall float64 `json:"wall_seconds"`
 }
@@ -146,6 +149,9 @@ func (r Rate) note() string {
 	}
 	if r.CPU != nil {
 		s += fmt.Sprintf("; CPU: this process %.1fs, PostgreSQL backends %.1fs", r.CPU.Process, r.CPU.Postgres)
+		if r.CPU.Broker > 0 {
+			s += fmt.Sprintf(", broker %.1fs", r.CPU.Broker)
+		}
 	}
 	if r.OutcomeWriteDelayP99MS > 0 {
 		s += fmt.Sprintf("; outcome write delay p99 %.1f ms", r.OutcomeWriteDelayP99MS)
@@ -426,11 +432,12 @@ func printResults(out io.Writer, r *Results, long *LongResults) {
 		fmt.Fprintln(out)
 	}
 	if rows := brokerRows(r); len(rows) > 0 {
-		const format = "%-38s %9s %15s %12s\n"
+		const format = "%-38s %9s %15s %12s %18s\n"
 		fmt.Fprintln(out, "other brokers → processed, against the broker's own publish rate (the ceiling) and Kafka end to end:")
-		fmt.Fprintf(out, format, "", "events/s", "÷ publish rate", "÷ Kafka e2e")
+		fmt.Fprintf(out, format, "", "events/s", "÷ publish rate", "÷ Kafka e2e", "CPU µs/event")
+		fmt.Fprintf(out, format, "", "", "", "", "(broker)")
 		for _, row := range rows {
-			fmt.Fprintf(out, format, row[0], row[1], row[2], row[3])
+			fmt.Fprintf(out, format, row[0], row[1], row[2], row[3], row[4])
 		}
 		fmt.Fprintln(out)
 	}
@@ -510,16 +517,20 @@ var brokerRuns = []struct{ run, ceiling string }{
 
 // brokerRows are the rows of the table of the broker runs that r holds:
 // label, events/s, ÷ its ceiling, ÷ the Kafka end-to-end run (empty when
-// that did not run).
-func brokerRows(r *Results) [][4]string {
-	var rows [][4]string
+// that did not run), the broker's CPU µs per event (empty when not
+// measured).
+func brokerRows(r *Results) [][5]string {
+	var rows [][5]string
 	e2e, hasE2E := r.rate("e2e")
 	for _, b := range brokerRuns {
 		x, ok := r.rate(b.run)
 		if !ok {
 			continue
 		}
-		row := [4]string{x.Label, comma(x.PerSecond), "", ""}
+		row := [5]string{x.Label, comma(x.PerSecond), "", "", ""}
+		if x.CPU != nil && x.CPU.Broker > 0 {
+			row[4] = fmt.Sprintf("%.1f", x.CPU.Broker/float64(x.Events)*1e6)
+		}
 		if c, ok := r.rate(b.ceiling); ok && c.PerSecond > 0 {
 			row[2] = fmt.Sprintf("%.2f", x.PerSecond/c.PerSecond)
 		}
