@@ -254,3 +254,24 @@ func benchNATSRuns(ctx context.Context, env *environment, url string, n int) ([]
 	}
 	return []Rate{publish, r}, nil
 }
+
+// checkBrokers connects to the servers of the broker runs that o includes,
+// before any measurement: a server that is down fails the run at once,
+// not after the minutes of the measurements before it.
+func checkBrokers(o *options) error {
+	if o.parts["rabbitmq"] {
+		conn, err := amqp.Dial(o.amqpURL)
+		if err != nil {
+			return fmt.Errorf("rabbitmq: connect to RabbitMQ at %s (start it with `rabbitmq-server -detached`, or leave rabbitmq out of -run): %w", ingest.RedactAMQPURL(o.amqpURL), err)
+		}
+		_ = conn.Close()
+	}
+	if o.parts["nats"] {
+		nc, err := nats.Connect(o.natsURL)
+		if err != nil {
+			return fmt.Errorf("nats: connect to NATS at %s (start nats-server with -js, or leave nats out of -run): %w", ingest.RedactNATSURL(o.natsURL), err)
+		}
+		nc.Close()
+	}
+	return nil
+}

@@ -214,6 +214,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if o.plot != "" {
 		return replot(o.plot, o.out)
 	}
+	if err := checkBrokers(o); err != nil {
+		return err
+	}
 	env, err := newEnvironment(ctx, o.adminURL)
 	if err != nil {
 		return err
