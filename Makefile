@@ -72,7 +72,8 @@ fault:
 fault-long:
 	cd internal/faultsuite && INBOXD_FAULT_LONG=1 $(GO) test -count=1 -parallel 16 -timeout 60m -v -run . .
 
-## bench: inboxd beside River and the raw-SQL yardstick (throughput, latency over load, peak RSS); writes docs/bench/ (a few minutes)
+## bench: inboxd beside River and the raw-SQL yardstick (throughput, latency over load, peak RSS), and from the local
+## RabbitMQ and NATS JetStream beside Kafka (each against the broker's own publish rate); writes docs/bench/ (a few minutes)
 bench:
 	cd cmd/inboxd-bench && $(GO) run . -out $(CURDIR)/docs/bench
 
@@ -85,9 +86,11 @@ bench-long:
 bench-go:
 	$(GO) test -run '^$$' -bench 'RawPipeline|Pool|Keyed|Ingest|EndToEnd' -benchtime 1x -count 1 -timeout 20m ./...
 
-## demo: embedded Kafka-protocol broker + local PostgreSQL + HTTP sink, a few thousand events
+## demo: embedded Kafka-protocol broker + local PostgreSQL + HTTP sink, a few thousand events;
+## SOURCE=rabbitmq or SOURCE=nats: the same through a queue / stream of its own on the local server
+SOURCE      ?= kafka
 demo:
-	$(GO) run ./cmd/inboxd-demo
+	$(GO) run ./cmd/inboxd-demo --source $(SOURCE)
 
 ## image: build the container image (needs a Docker engine; not run here)
 image:

@@ -34,14 +34,40 @@ func chartLabel(r Rate) string {
 		return "inboxd\nworker pool"
 	case "e2e":
 		return "inboxd\nend to end"
+	case "rabbitmq-prefetch" + strconv.Itoa(rabbitPrefetch):
+		return fmt.Sprintf("inboxd ← RabbitMQ\nprefetch %d", rabbitPrefetch)
+	case "rabbitmq-publish":
+		return "RabbitMQ publish\nalone (ceiling)"
+	case "rabbitmq":
+		return "inboxd ← RabbitMQ\ndefault prefetch"
+	case "nats-publish":
+		return "NATS publish\nalone (ceiling)"
+	case "nats":
+		return "inboxd ←\nNATS JetStream"
 	case "retained":
 		return fmt.Sprintf("inboxd end to end\n%s retained rows", strings.TrimSuffix(strings.TrimPrefix(r.Label, "inboxd end to end, "), " retained rows"))
 	}
 	return r.Label
 }
 
+// isCeiling reports whether a rate is a broker's publishing alone: the
+// ceiling of the run from that broker, not a measurement of inboxd.
+func isCeiling(name string) bool { return strings.HasSuffix(name, "-publish") }
+
+// ceilingOf is the name of the ceiling of a broker run, "" for the others.
+func ceilingOf(name string) string {
+	for _, b := range brokerRuns {
+		if b.run == name {
+			return b.ceiling
+		}
+	}
+	return ""
+}
+
 // ratesChart draws the throughput measurements side by side, each bar
-// labelled with its events/s and its ratio to the yardstick.
+// labelled with its events/s and its ratio to the yardstick (a broker
+// run's, to its broker's publish rate). The scale is set by the other bars:
+// a publish rate far above them is cut, its label saying so.
 func ratesChart(path string, r *Results) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Throughput, %s events each (%d CPUs shared, load average %.1f–%.1f; %s)", comma(float64(r.Events)),
@@ -56,17 +82,28 @@ func ratesChart(path string, r *Results) error {
 	var xys []plotter.XY
 	var labels []string
 	top := 0.0
+	for _, x := range r.Rates {
+		if !isCeiling(x.Name) {
+			top = max(top, x.PerSecond)
+		}
+	}
+	if top == 0 { // ceilings alone
+		for _, x := range r.Rates {
+			top = max(top, x.PerSecond)
+		}
+	}
 	for i, x := range r.Rates {
-		bars, err := plotter.NewBarChart(plotter.Values{x.PerSecond}, vg.Points(48))
+		shown := min(x.PerSecond, top*1.1)
+		bars, err := plotter.NewBarChart(plotter.Values{shown}, vg.Points(48))
 		if err != nil {
 			return err
 		}
 		bars.XMin = float64(i)
 		bars.LineStyle.Width = 0
-		switch x.Name {
-		case "raw":
+		switch {
+		case x.Name == "raw" || isCeiling(x.Name):
 			bars.Color = referenceColor
-		case "river":
+		case x.Name == "river":
 			bars.Color = riverColor
 		default:
 			bars.Color = inboxdColor
@@ -74,12 +111,16 @@ func ratesChart(path string, r *Results) error {
 		p.Add(bars)
 		names = append(names, chartLabel(x))
 		label := comma(x.PerSecond)
-		if hasRaw && x.Name != "raw" {
+		if c, ok := r.rate(ceilingOf(x.Name)); ok && c.PerSecond > 0 {
+			label += fmt.Sprintf("\n%.2f× publish", x.PerSecond/c.PerSecond)
+		} else if hasRaw && x.Name != "raw" && !isCeiling(x.Name) {
 			label += fmt.Sprintf("\n%.2f× yardstick", x.PerSecond/raw.PerSecond)
 		}
-		xys = append(xys, plotter.XY{X: float64(i), Y: x.PerSecond})
+		if shown < x.PerSecond {
+			label += "\n(bar cut)"
+		}
+		xys = append(xys, plotter.XY{X: float64(i), Y: shown})
 		labels = append(labels, label)
-		top = max(top, x.PerSecond)
 	}
 	p.Y.Max = top * 1.25
 	l, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: labels})
@@ -93,7 +134,9 @@ func ratesChart(path string, r *Results) error {
 	l.Offset = vg.Point{Y: vg.Points(3)}
 	p.Add(l)
 	p.NominalX(names...)
-	return p.Save(9*vg.Inch, 4.5*vg.Inch, path)
+	// About 1.35 inch a bar, 9 inches at least: the labels must not overlap.
+	width := max(9*vg.Inch, vg.Length(len(r.Rates))*1.35*vg.Inch)
+	return p.Save(width, 4.5*vg.Inch, path)
 }
 
 // latencyChart draws the latency percentiles over the offered load, from

@@ -162,18 +162,27 @@ func routesFile(dir string) (string, error) {
 	return path, os.WriteFile(path, []byte("routes:\n  - type: "+eventType+"\n    handler: ignore\ndefault: dead\n"), 0o600)
 }
 
-// daemonEnv is the daemon's environment: a quiet log and a short shutdown
-// first, then the INBOXD_* variables of this process's environment (which
-// override them and the daemon's defaults), then what the run needs.
+// daemonEnv is the daemon's environment for a Kafka run: baseDaemonEnv with
+// the topic of k, then extra.
 func daemonEnv(db *database, k *kafka, routes string, extra ...string) []string {
+	return baseDaemonEnv(db, routes, append([]string{
+		"INBOXD_KAFKA_BROKERS=" + k.brokers[0],
+		"INBOXD_KAFKA_TOPICS=" + topic,
+		"INBOXD_KAFKA_GROUP=inboxd-bench",
+		"INBOXD_KAFKA_START_OFFSET=first",
+	}, extra...)...)
+}
+
+// baseDaemonEnv is the daemon's environment whatever its source: a quiet log
+// and a short shutdown first, then the INBOXD_* variables of this process's
+// environment (which override them and the daemon's defaults), then what
+// the run needs (the database, the routes, no HTTP listener) and extra (the
+// source's variables).
+func baseDaemonEnv(db *database, routes string, extra ...string) []string {
 	env := []string{"INBOXD_LOG_LEVEL=warn", "INBOXD_SHUTDOWN_TIMEOUT=5s"}
 	env = append(env, daemonOverrides()...)
 	env = append(env,
 		"INBOXD_DATABASE_URL="+db.url,
-		"INBOXD_KAFKA_BROKERS="+k.brokers[0],
-		"INBOXD_KAFKA_TOPICS="+topic,
-		"INBOXD_KAFKA_GROUP=inboxd-bench",
-		"INBOXD_KAFKA_START_OFFSET=first",
 		"INBOXD_ROUTES="+routes,
 		"INBOXD_HTTP_ADDR=",
 	)
@@ -251,11 +260,11 @@ func (d *daemon) exited() <-chan int { return d.done }
 // errNotProcessed is the error of waitProcessed when its time is up.
 var errNotProcessed = errors.New("not all events processed")
 
-// waitProcessed waits until the rows of lastIDs are in the inbox and no row
+// waitProcessed waits until the rows of lastIDs (of source) are in the inbox and no row
 // is received or processing, with cheap polls only (the unique index and
 // the partial indexes: counting the table would itself be load). exited, when
 // it fires, means the daemon stopped early.
-func waitProcessed(ctx context.Context, pool *pgxpool.Pool, lastIDs []string, exited <-chan int, logs func() string, limit time.Duration) error {
+func waitProcessed(ctx context.Context, pool *pgxpool.Pool, source string, lastIDs []string, exited <-chan int, logs func() string, limit time.Duration) error {
 	const poll = 20 * time.Millisecond
 	deadline := time.Now().Add(limit)
 	for {
@@ -265,7 +274,7 @@ func waitProcessed(ctx context.Context, pool *pgxpool.Pool, lastIDs []string, ex
 				(SELECT count(*) FROM inbox WHERE source = $1 AND event_id = ANY($2)),
 				EXISTS (SELECT 1 FROM inbox WHERE status = 'received')
 				OR EXISTS (SELECT 1 FROM inbox WHERE status = 'processing')`,
-			topic, lastIDs).Scan(&present, &live)
+			source, lastIDs).Scan(&present, &live)
 		if err != nil {
 			return fmt.Errorf("poll: %w", err)
 		}
@@ -330,31 +339,73 @@ func benchEndToEnd(ctx context.Context, env *environment, n, retained int, prof 
 		return Rate{}, err
 	}
 
-	stopProfiles, err := startProfiles(prof)
+	m, err := measureDaemon(ctx, db, pool, topic, lastIDs, n, daemonEnv(db, k, routes), prof, "")
 	if err != nil {
 		return Rate{}, err
+	}
+	name, label := "e2e", "inboxd end to end"
+	if retained > 0 {
+		name, label = "retained", fmt.Sprintf("inboxd end to end, %s retained rows", humanCount(retained))
+	}
+	r := m.rate(name, label, n)
+	r.PrepSeconds = prep.Seconds()
+	return r, nil
+}
+
+// daemonRun is what measureDaemon measured.
+type daemonRun struct {
+	elapsed time.Duration
+	startup time.Duration // app.Main to the first row
+	cpu     *CPUUse
+	p99     float64 // outcome write delay p99, ms; 0 when none observed
+}
+
+func (m daemonRun) rate(name, label string, n int) Rate {
+	r := newRate(name, label, n, m.elapsed)
+	r.StartupSeconds = m.startup.Seconds()
+	r.CPU = m.cpu
+	r.OutcomeWriteDelayP99MS = m.p99
+	return r
+}
+
+// measureDaemon starts the daemon in this process with env and times it
+// from app.Main until the rows of lastIDs (the last event of each
+// partition, queue or stream of source, which ingest writes in order) are in
+// the inbox and nothing is received or processing; it then checks that
+// exactly n rows of source arrived since the start, all processed. prof are
+// the profiles written of the run; broker, when set, is the command name of
+// the broker's server process, whose CPU time is measured too.
+func measureDaemon(ctx context.Context, db *database, pool *pgxpool.Pool, source string, lastIDs []string, n int, env []string, prof profiles, broker string) (daemonRun, error) {
+	stopProfiles, err := startProfiles(prof)
+	if err != nil {
+		return daemonRun{}, err
 	}
 	meter, err := startCPUMeter(ctx, pool, db)
 	if err != nil {
-		return Rate{}, err
+		_ = stopProfiles()
+		return daemonRun{}, err
+	}
+	if broker != "" {
+		meter.measureBroker(broker)
 	}
 	start := time.Now()
-	d := startDaemon(ctx, daemonEnv(db, k, routes))
-	err = waitProcessed(ctx, pool, lastIDs, d.exited(), d.stderr.String, 10*time.Minute)
-	elapsed := time.Since(start)
-	var cpu *CPUUse
+	d := startDaemon(ctx, env)
+	err = waitProcessed(ctx, pool, source, lastIDs, d.exited(), d.stderr.String, 10*time.Minute)
+	m := daemonRun{elapsed: time.Since(start)}
 	if err == nil {
-		cpu, err = meter.stop(ctx)
+		m.cpu, err = meter.stop(ctx)
 	}
 	if perr := stopProfiles(); perr != nil && err == nil {
 		err = perr
 	}
-	p99, hasP99 := d.outcomeWriteDelayP99()
+	if p99, ok := d.outcomeWriteDelayP99(); ok {
+		m.p99 = p99
+	}
 	if serr := d.stop(); err == nil {
 		err = serr
 	}
 	if err != nil {
-		return Rate{}, err
+		return daemonRun{}, err
 	}
 
 	// The new rows are the ones received after start (retained rows are a
@@ -365,24 +416,14 @@ func benchEndToEnd(ctx context.Context, env *environment, n, retained int, prof 
 	if err := pool.QueryRow(ctx, `SELECT
 			count(*) FILTER (WHERE status = 'processed'), count(*) FILTER (WHERE status <> 'processed'),
 			coalesce(min(received_at), now())
-		FROM inbox WHERE source = $1 AND received_at >= $2`, topic, start).Scan(&processed, &other, &first); err != nil {
-		return Rate{}, err
+		FROM inbox WHERE source = $1 AND received_at >= $2`, source, start).Scan(&processed, &other, &first); err != nil {
+		return daemonRun{}, err
 	}
 	if processed != n || other != 0 {
-		return Rate{}, fmt.Errorf("%d processed and %d other rows, want %d processed:\n%s", processed, other, n, d.stderr.String())
+		return daemonRun{}, fmt.Errorf("%d processed and %d other rows of %s, want %d processed:\n%s", processed, other, source, n, d.stderr.String())
 	}
-	name, label := "e2e", "inboxd end to end"
-	if retained > 0 {
-		name, label = "retained", fmt.Sprintf("inboxd end to end, %s retained rows", humanCount(retained))
-	}
-	r := newRate(name, label, n, elapsed)
-	r.StartupSeconds = first.Sub(start).Seconds()
-	r.PrepSeconds = prep.Seconds()
-	r.CPU = cpu
-	if hasP99 {
-		r.OutcomeWriteDelayP99MS = p99
-	}
-	return r, nil
+	m.startup = first.Sub(start)
+	return m, nil
 }
 
 // cpuMeter measures the CPU time this process and a database's backends
@@ -393,6 +434,17 @@ type cpuMeter struct {
 	start   time.Time
 	self    float64
 	backend map[int]float64
+	// broker is the command name of the broker's server process on this
+	// machine (beam.smp, nats-server), whose CPU time is measured too when
+	// set; brokerStart is its CPU time at the start.
+	broker      string
+	brokerStart float64
+}
+
+// measureBroker adds the CPU time of the server processes called comm
+// (/proc/<pid>/comm) to what m measures.
+func (m *cpuMeter) measureBroker(comm string) {
+	m.broker, m.brokerStart = comm, processCPU(comm)
 }
 
 func startCPUMeter(ctx context.Context, pool *pgxpool.Pool, db *database) (*cpuMeter, error) {
@@ -415,7 +467,51 @@ func (m *cpuMeter) stop(ctx context.Context) (*CPUUse, error) {
 	for pid, t := range after {
 		pg += t - m.backend[pid]
 	}
-	return &CPUUse{Process: self, Postgres: pg, Wall: time.Since(m.start).Seconds()}, nil
+	u := &CPUUse{Process: self, Postgres: pg, Wall: time.Since(m.start).Seconds()}
+	if m.broker != "" {
+		u.Broker = processCPU(m.broker) - m.brokerStart
+	}
+	return u, nil
+}
+
+// processCPU is the CPU time (user and system, seconds) of the processes of
+// this machine whose command name is comm, from /proc; 0 when there are
+// none.
+func processCPU(comm string) float64 {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var total float64
+	for _, d := range dirs {
+		c, err := os.ReadFile(filepath.Join(d, "comm"))
+		if err != nil || strings.TrimSpace(string(c)) != comm {
+			continue
+		}
+		if t, ok := statCPU(filepath.Join(d, "stat")); ok {
+			total += t
+		}
+	}
+	return total
+}
+
+// statCPU is the CPU time (user and system, seconds) in a /proc/<pid>/stat
+// file.
+func statCPU(path string) (float64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false // not on this machine, or gone
+	}
+	// The fields after the command name (which may hold spaces) in
+	// parentheses: utime and stime are the 12th and 13th of them.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	s, _ := strconv.ParseFloat(f[12], 64)
+	return (u + s) / clockTicks, true
 }
 
 // selfCPU is the CPU time (user and system) this process has used, in
@@ -447,23 +543,9 @@ func backendsCPU(ctx context.Context, pool *pgxpool.Pool, name string) (map[int]
 	}
 	out := make(map[int]float64, len(pids))
 	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue // not on this machine, or gone
+		if t, ok := statCPU(fmt.Sprintf("/proc/%d/stat", pid)); ok {
+			out[int(pid)] = t
 		}
-		// The fields after the command name (which may hold spaces) in
-		// parentheses: utime and stime are the 12th and 13th of them.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseFloat(f[11], 64)
-		s, _ := strconv.ParseFloat(f[12], 64)
-		out[int(pid)] = (u + s) / clockTicks
 	}
 	return out, nil
 }

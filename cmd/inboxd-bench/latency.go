@@ -95,7 +95,7 @@ func startLatencyWorld(ctx context.Context, env *environment, extraEnv ...string
 	if err != nil {
 		return nil, err
 	}
-	if err := waitProcessed(ctx, w.pool, lastIDs, w.daemon.exited(), w.daemon.stderr.String, 2*time.Minute); err != nil {
+	if err := waitProcessed(ctx, w.pool, topic, lastIDs, w.daemon.exited(), w.daemon.stderr.String, 2*time.Minute); err != nil {
 		return nil, fmt.Errorf("warm-up: %w", err)
 	}
 	ok = true
@@ -155,7 +155,7 @@ func benchLatency(ctx context.Context, env *environment, maxRate float64, loads 
 			return nil, err
 		}
 		produced := time.Now()
-		if err := waitProcessed(ctx, w.pool, lastIDs, w.daemon.exited(), w.daemon.stderr.String, 5*time.Minute); err != nil {
+		if err := waitProcessed(ctx, w.pool, topic, lastIDs, w.daemon.exited(), w.daemon.stderr.String, 5*time.Minute); err != nil {
 			return nil, err
 		}
 		p := LatencyPoint{Load: load, Offered: offered, Produced: float64(n) / took.Seconds(), Events: n,

@@ -206,7 +206,7 @@ func longRun(ctx context.Context, env *environment, offered float64, minutes int
 	run.ProcessedPerSecond = float64(processedAll) / d.Seconds()
 	run.LateWindows = lateWindows
 	producedAt := time.Now()
-	err = waitProcessed(ctx, w.pool, p.lastIDs, w.daemon.exited(), w.daemon.stderr.String, drainLimit)
+	err = waitProcessed(ctx, w.pool, topic, p.lastIDs, w.daemon.exited(), w.daemon.stderr.String, drainLimit)
 	switch {
 	case err == nil:
 		run.Drained = true

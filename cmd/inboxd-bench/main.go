@@ -19,6 +19,17 @@
 //     inbox → workers → processed, as BenchmarkEndToEnd;
 //   - retained: the same on an inbox already holding -retained processed
 //     rows;
+//   - rabbitmq: the same daemon from a durable queue of the run's own on
+//     the RabbitMQ server of -amqp-url, deleted afterwards: the -events
+//     events published first with publisher confirms (that rate alone, the
+//     broker's ceiling, is rabbitmq-publish), then RabbitMQ → inbox →
+//     workers → processed, with the default INBOXD_AMQP_PREFETCH and with a
+//     prefetch of 1000;
+//   - nats: the same from a stream of the run's own (file storage) on the
+//     NATS JetStream server of -nats-url, deleted afterwards: the events
+//     published first with asynchronous acks (nats-publish, the ceiling),
+//     then NATS → inbox → workers → processed through the daemon's durable
+//     pull consumer;
 //   - latency: the same daemon at fixed offered loads (fractions -loads of
 //     the end-to-end maximum measured in the run): p50/p95/p99 from
 //     received_at to processed_at and from the Kafka produce time (a
@@ -78,14 +89,16 @@ func main() {
 }
 
 // parts are the measurements, in the order they run.
-var parts = []string{"raw", "river", "pool", "e2e", "retained", "latency", "memory", "explain", "long"}
+var parts = []string{"raw", "river", "pool", "e2e", "retained", "rabbitmq", "nats", "latency", "memory", "explain", "long"}
 
 // defaultParts is what runs without -run: everything but the long run.
-const defaultParts = "raw,river,pool,e2e,retained,latency,memory,explain"
+const defaultParts = "raw,river,pool,e2e,retained,rabbitmq,nats,latency,memory,explain"
 
 // options are the parsed flags.
 type options struct {
 	adminURL string
+	amqpURL  string
+	natsURL  string
 	parts    map[string]bool
 	events   int
 	retained int
@@ -121,6 +134,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	partsFlag := fs.String("run", defaultParts, "comma list of measurements: "+strings.Join(parts, ", "))
 	fs.IntVar(&o.events, "events", 100_000, "events per throughput measurement (raw, river, pool, e2e, retained)")
+	fs.StringVar(&o.amqpURL, "amqp-url", envOr("INBOXD_TEST_AMQP_URL", defaultAMQPURL), "RabbitMQ server of the rabbitmq measurement (default $INBOXD_TEST_AMQP_URL, else the local server)")
+	fs.StringVar(&o.natsURL, "nats-url", envOr("INBOXD_TEST_NATS_URL", defaultNATSURL), "NATS JetStream server of the nats measurement (default $INBOXD_TEST_NATS_URL, else the local server)")
 	fs.IntVar(&o.retained, "retained", 2_000_000, "processed rows already in the inbox for the retained measurement")
 	fs.IntVar(&o.riverWorkers, "river-workers", 500, "River's MaxWorkers on its one queue")
 	fs.IntVar(&o.riverConns, "river-conns", 10, "connections of River's pool (client and producer)")
@@ -199,6 +214,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if o.plot != "" {
 		return replot(o.plot, o.out)
 	}
+	if err := checkBrokers(o); err != nil {
+		return err
+	}
 	env, err := newEnvironment(ctx, o.adminURL)
 	if err != nil {
 		return err
@@ -251,6 +269,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"e2e", func() (Rate, error) { return benchEndToEnd(ctx, env, o.events, 0, profiles{}) }},
 		{"retained", func() (Rate, error) { return benchEndToEnd(ctx, env, o.events, o.retained, profiles{}) }},
 	}
+	brokers := []struct {
+		name string
+		f    func() ([]Rate, error)
+	}{
+		{"rabbitmq", func() ([]Rate, error) { return benchRabbitMQRuns(ctx, env, o.amqpURL, o.events) }},
+		{"nats", func() ([]Rate, error) { return benchNATSRuns(ctx, env, o.natsURL, o.events) }},
+	}
 	for _, s := range steps {
 		var stmts *statementsMeter
 		if s.name == "e2e" && o.parts["explain"] && o.parts["e2e"] {
@@ -266,6 +291,20 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 			res.Diagnosis = &Diagnosis{Statements: top, StatementsNote: stmts.note}
 		}
+	}
+	for _, b := range brokers {
+		if !o.parts[b.name] {
+			continue
+		}
+		logf("… %s", b.name)
+		rs, err := b.f()
+		if err != nil {
+			return fmt.Errorf("%s: %w", b.name, err)
+		}
+		for _, r := range rs {
+			logf("  %-21s %9.0f events/s  (%d events in %.2fs%s)", r.Name, r.PerSecond, r.Events, r.Seconds, r.note())
+		}
+		res.Rates = append(res.Rates, rs...)
 	}
 	if o.parts["explain"] {
 		logf("… explain (the claim on a backlog of %d rows)", o.events)

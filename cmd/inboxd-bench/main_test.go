@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/inboxd/inboxd/internal/testkit"
 )
 
@@ -143,5 +147,88 @@ func TestBuildInboxdFromTheBenchModule(t *testing.T) {
 	}
 	if fi, err := os.Stat(bin); err != nil || fi.Mode()&0o111 == 0 {
 		t.Fatalf("no executable at %s: %v", bin, err)
+	}
+}
+
+// TestBrokerRuns runs the RabbitMQ and NATS measurements on a few events
+// against the local servers (CI has them): each reports the broker's publish
+// rate and the daemon's, checked to have moved every event, and the
+// streams the runs created are gone afterwards.
+func TestBrokerRuns(t *testing.T) {
+	if testing.Short() {
+		testkit.Unavailable(t, "-short: TestBrokerRuns runs the benchmark against RabbitMQ, NATS and PostgreSQL")
+	}
+	amqpURL, natsURL := envOr("INBOXD_TEST_AMQP_URL", defaultAMQPURL), envOr("INBOXD_TEST_NATS_URL", defaultNATSURL)
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		testkit.Unavailable(t, "no RabbitMQ (rabbitmq-server -detached): "+err.Error())
+	}
+	_ = conn.Close()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		testkit.Unavailable(t, "no NATS (nats-server -js): "+err.Error())
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	benchStreams := func() map[string]bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		names := js.StreamNames(ctx)
+		out := map[string]bool{}
+		for n := range names.Name() {
+			if strings.HasPrefix(n, "inboxd_bench_") {
+				out[n] = true
+			}
+		}
+		if err := names.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	before := benchStreams()
+
+	dir := t.TempDir()
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := run(ctx, []string{"-events", "1000", "-run", "rabbitmq,nats", "-amqp-url", amqpURL, "-nats-url", natsURL, "-out", dir}, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "÷ publish rate") {
+		t.Errorf("output lacks the brokers' table:\n%s", out.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"rabbitmq-publish": 2000, "rabbitmq": 1000, "rabbitmq-prefetch1000": 1000, "nats-publish": 1000, "nats": 1000}
+	if len(res.Rates) != len(want) {
+		t.Errorf("%d rates, want %d: %s", len(res.Rates), len(want), b)
+	}
+	for _, r := range res.Rates {
+		if n, ok := want[r.Name]; !ok || r.Events != n || r.PerSecond <= 0 {
+			t.Errorf("rate %+v, want %d events of %q", r, n, r.Name)
+		}
+	}
+	ratios := map[string]bool{}
+	for _, r := range res.Ratios {
+		ratios[r.Name] = true
+	}
+	for _, name := range []string{"rabbitmq / rabbitmq-publish", "rabbitmq-prefetch1000 / rabbitmq-publish", "nats / nats-publish"} {
+		if !ratios[name] {
+			t.Errorf("no ratio %q in %v", name, res.Ratios)
+		}
+	}
+	for n := range benchStreams() {
+		if !before[n] {
+			t.Errorf("stream %s left behind", n)
+		}
 	}
 }

@@ -116,7 +116,7 @@ func memoryRun(ctx context.Context, env *environment, bin, dir string, n, size i
 		exited <- cmd.ProcessState.ExitCode()
 		waited <- err
 	}()
-	err = waitProcessed(ctx, pool, lastIDs, exited, stderr.String, 10*time.Minute)
+	err = waitProcessed(ctx, pool, topic, lastIDs, exited, stderr.String, 10*time.Minute)
 	elapsed := time.Since(start)
 	var peak int64
 	if err == nil {

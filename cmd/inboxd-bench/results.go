@@ -92,7 +92,9 @@ type Settings struct {
 
 // Rate is one throughput measurement.
 type Rate struct {
-	// Name is raw, river, pool, e2e or retained.
+	// Name is raw, river, pool, e2e, retained, rabbitmq-publish, rabbitmq,
+	// rabbitmq-prefetch1000, nats-publish or nats (the -publish rates are
+	// the broker's publishing alone: the ceiling of the run after them).
 	Name string `json:"name"`
 	// Label says what was measured, for tables and charts.
 	Label string `json:"label"`
@@ -126,6 +128,9 @@ type CPUUse struct {
 	// server's background processes (WAL writer, checkpointer,
 	// autovacuum).
 	Postgres float64 `json:"postgres_backends_seconds"`
+	// Broker (the RabbitMQ and NATS runs) is the broker's server processes
+	// on this machine (beam.smp, nats-server), which share its CPUs.
+	Broker float64 `json:"broker_seconds,omitempty"`
 	// Wall is the run's length.
 	Wall float64 `json:"wall_seconds"`
 }
@@ -144,6 +149,9 @@ func (r Rate) note() string {
 	}
 	if r.CPU != nil {
 		s += fmt.Sprintf("; CPU: this process %.1fs, PostgreSQL backends %.1fs", r.CPU.Process, r.CPU.Postgres)
+		if r.CPU.Broker > 0 {
+			s += fmt.Sprintf(", broker %.1fs", r.CPU.Broker)
+		}
 	}
 	if r.OutcomeWriteDelayP99MS > 0 {
 		s += fmt.Sprintf("; outcome write delay p99 %.1f ms", r.OutcomeWriteDelayP99MS)
@@ -380,6 +388,10 @@ func (r *Results) evaluate() {
 	ratio("retained", "river")
 	ratio("pool", "river")
 	ratio("raw", "river")
+	for _, b := range brokerRuns {
+		ratio(b.run, b.ceiling)
+		ratio(b.run, "e2e")
+	}
 	if r.Latency != nil {
 		for _, p := range r.Latency.Points {
 			if p.Load == r.Latency.Load {
@@ -416,6 +428,16 @@ func printResults(out io.Writer, r *Results, long *LongResults) {
 				row[3] = fmt.Sprintf("%.1f", x.CPU.Postgres/float64(x.Events)*1e6)
 			}
 			fmt.Fprintf(out, format, x.Label, comma(x.PerSecond), row[0], row[1], row[2], row[3])
+		}
+		fmt.Fprintln(out)
+	}
+	if rows := brokerRows(r); len(rows) > 0 {
+		const format = "%-38s %9s %15s %12s %18s\n"
+		fmt.Fprintln(out, "other brokers → processed, against the broker's own publish rate (the ceiling) and Kafka end to end:")
+		fmt.Fprintf(out, format, "", "events/s", "÷ publish rate", "÷ Kafka e2e", "CPU µs/event")
+		fmt.Fprintf(out, format, "", "", "", "", "(broker)")
+		for _, row := range rows {
+			fmt.Fprintf(out, format, row[0], row[1], row[2], row[3], row[4])
 		}
 		fmt.Fprintln(out)
 	}
@@ -483,6 +505,41 @@ func printResults(out io.Writer, r *Results, long *LongResults) {
 		}
 		tw.Flush()
 	}
+}
+
+// brokerRuns are the RabbitMQ and NATS runs, each with the rate of its
+// ceiling (the broker's publishing alone).
+var brokerRuns = []struct{ run, ceiling string }{
+	{"rabbitmq", "rabbitmq-publish"},
+	{"rabbitmq-prefetch1000", "rabbitmq-publish"},
+	{"nats", "nats-publish"},
+}
+
+// brokerRows are the rows of the table of the broker runs that r holds:
+// label, events/s, ÷ its ceiling, ÷ the Kafka end-to-end run (empty when
+// that did not run), the broker's CPU µs per event (empty when not
+// measured).
+func brokerRows(r *Results) [][5]string {
+	var rows [][5]string
+	e2e, hasE2E := r.rate("e2e")
+	for _, b := range brokerRuns {
+		x, ok := r.rate(b.run)
+		if !ok {
+			continue
+		}
+		row := [5]string{x.Label, comma(x.PerSecond), "", "", ""}
+		if x.CPU != nil && x.CPU.Broker > 0 {
+			row[4] = fmt.Sprintf("%.1f", x.CPU.Broker/float64(x.Events)*1e6)
+		}
+		if c, ok := r.rate(b.ceiling); ok && c.PerSecond > 0 {
+			row[2] = fmt.Sprintf("%.2f", x.PerSecond/c.PerSecond)
+		}
+		if hasE2E && e2e.PerSecond > 0 {
+			row[3] = fmt.Sprintf("%.2f", x.PerSecond/e2e.PerSecond)
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 // writeResults writes results.json, rates.png and latency.png (long.json

@@ -5,10 +5,16 @@
 // events — duplicates, an unknown event type, a malformed message and one
 // the sink refuses with 422 — and prints progress and a summary.
 //
-// Run it with `make demo`. The PostgreSQL server is taken from
-// INBOXD_DEMO_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres);
-// the demo database (inboxd_demo, or --database) on it is dropped and
-// recreated.
+// With --source rabbitmq or --source nats the same events go through a
+// queue of the demo's own on the RabbitMQ server of INBOXD_DEMO_AMQP_URL
+// (default amqp://guest:guest@127.0.0.1:5672/), or a stream of its own on
+// the NATS JetStream server of INBOXD_DEMO_NATS_URL (default
+// nats://127.0.0.1:4222), deleted at the end.
+//
+// Run it with `make demo` (`make demo SOURCE=rabbitmq`, `SOURCE=nats`). The
+// PostgreSQL server is taken from INBOXD_DEMO_DATABASE_URL (default
+// postgres://postgres@127.0.0.1:5432/postgres); the demo database
+// (inboxd_demo, or --database) on it is dropped and recreated.
 package main
 
 import (
@@ -27,14 +33,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inboxd/inboxd/cmd/inboxd/app"
 	"github.com/inboxd/inboxd/internal/driver"
@@ -67,17 +72,21 @@ type plan struct {
 func (p plan) sent() int   { return p.orders + p.duplicates + p.audits + 2 } // + unknown type + malformed
 func (p plan) unique() int { return p.orders + p.audits + 2 }
 
-func run(ctx context.Context, args []string, out io.Writer) error {
+func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	fs := flag.NewFlagSet("inboxd-demo", flag.ContinueOnError)
-	events := fs.Int("events", 3000, "unique order events to send")
+	nEvents := fs.Int("events", 3000, "unique order events to send")
+	kind := fs.String("source", "kafka", "broker the events go through: "+strings.Join(sources, ", "))
 	dbName := fs.String("database", defaultDatabase, "demo database to (re)create")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *events < 500 {
+	if *nEvents < 500 {
 		return errors.New("--events must be at least 500")
 	}
-	p := plan{orders: *events, duplicates: *events / 10, audits: *events / 20}
+	if !slices.Contains(sources, *kind) {
+		return fmt.Errorf("--source %q: use one of %s", *kind, strings.Join(sources, ", "))
+	}
+	p := plan{orders: *nEvents, duplicates: *nEvents / 10, audits: *nEvents / 20}
 
 	adminURL := os.Getenv("INBOXD_DEMO_DATABASE_URL")
 	if adminURL == "" {
@@ -92,13 +101,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "database   %s recreated on %s\n", *dbName, hostOf(adminURL))
 
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topic))
+	src, err := openSource(ctx, *kind, out)
 	if err != nil {
-		return fmt.Errorf("start embedded Kafka: %w", err)
+		return err
 	}
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
-	fmt.Fprintf(out, "kafka      embedded broker (kfake) at %s, topic %q with 4 partitions\n", brokers[0], topic)
+	defer func() {
+		if cerr := src.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 
 	snk, err := startSink()
 	if err != nil {
@@ -130,11 +141,9 @@ default: dead
 	}
 	defer logFile.Close()
 
-	env := append(os.Environ(),
+	env := append(os.Environ(), src.env()...)
+	env = append(env,
 		"INBOXD_DATABASE_URL="+dbURL,
-		"INBOXD_KAFKA_BROKERS="+brokers[0],
-		"INBOXD_KAFKA_TOPICS="+topic,
-		"INBOXD_KAFKA_GROUP=inboxd-demo",
 		"INBOXD_ROUTES="+routes,
 		"INBOXD_HTTP_ADDR=127.0.0.1:0",
 		"INBOXD_WORKERS=64",
@@ -159,7 +168,7 @@ default: dead
 
 	sentCh := make(chan error, 1)
 	var sent counter
-	go func() { sentCh <- produce(ctx, brokers, p, &sent) }()
+	go func() { sentCh <- src.publish(ctx, events(p), &sent) }()
 
 	// On a terminal, progress rewrites one line; otherwise one line a tick.
 	lineStart := "\n"
@@ -210,17 +219,17 @@ default: dead
 	deliveries, keys := snk.counts()
 	fmt.Fprintf(out, `
 summary (%.1fs)
-  sent to Kafka          %6d  (%d order.created, %d of them sent twice, %d order.audited,
-                                 1 unknown type, 1 without event id)
+  sent to %-14s %6d  (%d order.created, %d of them sent twice, %d order.audited,
+                                 1 unknown type, 1 %s)
   unique rows in inbox   %6d
   processed              %6d  (order.created delivered to the sink, order.audited ignored)
   dead                   %6d  (the sink's 422 for %s, and the unknown event type)
-  rejected               %6d  (the message without an event id)
+  rejected               %6d  (the message %s)
   duplicates absorbed    %6d  (sent - unique rows)
   sink deliveries        %6d  for %d distinct Idempotency-Keys
 
-`, elapsed.Seconds(), sent.get(), p.orders, p.duplicates, p.audits,
-		st.total, st.processed, st.dead, refusedID, st.rejected, int64(sent.get())-st.total, deliveries, keys)
+`, elapsed.Seconds(), src.name(), sent.get(), p.orders, p.duplicates, p.audits, src.malformed(),
+		st.total, st.processed, st.dead, refusedID, st.rejected, src.malformed(), int64(sent.get())-st.total, deliveries, keys)
 
 	failed, err := failedRows(ctx, db)
 	if err != nil {
@@ -253,49 +262,6 @@ func failedRows(ctx context.Context, db *pgxpool.Pool) ([]driver.FailedRow, erro
 	}
 	slices.SortFunc(all, func(a, b driver.FailedRow) int { return cmp.Compare(a.ID, b.ID) })
 	return all, nil
-}
-
-// produce sends the demo's events, synchronously, in a handful of batches.
-func produce(ctx context.Context, brokers []string, p plan, sent *counter) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-
-	var recs []*kgo.Record
-	rec := func(id, typ string, payload string) *kgo.Record {
-		r := &kgo.Record{Key: []byte(id), Value: []byte(payload)}
-		if id != "" {
-			r.Headers = append(r.Headers, kgo.RecordHeader{Key: "event_id", Value: []byte(id)})
-		}
-		if typ != "" {
-			r.Headers = append(r.Headers, kgo.RecordHeader{Key: "event_type", Value: []byte(typ)})
-		}
-		return r
-	}
-	for i := 1; i <= p.orders; i++ {
-		id := fmt.Sprintf("order-%05d", i)
-		recs = append(recs, rec(id, "order.created", fmt.Sprintf(`{"order_id":%d,"amount":"%d.90"}`, i, i%100)))
-		if i%10 == 0 { // every tenth order is delivered twice (a producer retry)
-			recs = append(recs, rec(id, "order.created", fmt.Sprintf(`{"order_id":%d,"amount":"%d.90"}`, i, i%100)))
-		}
-	}
-	for i := 1; i <= p.audits; i++ {
-		recs = append(recs, rec(fmt.Sprintf("audit-%05d", i), "order.audited", `{}`))
-	}
-	recs = append(recs, rec("teleport-1", "order.teleported", `{"to":"mars"}`))
-	recs = append(recs, rec("", "order.created", `{"oops":"no event id header"}`))
-
-	const chunk = 250
-	for start := 0; start < len(recs); start += chunk {
-		end := min(start+chunk, len(recs))
-		if err := cl.ProduceSync(ctx, recs[start:end]...).FirstErr(); err != nil {
-			return err
-		}
-		sent.add(end - start)
-	}
-	return nil
 }
 
 type stats struct {
