@@ -227,29 +227,20 @@ func (s *AMQPSource) LastProgress() time.Time { return s.progress() }
 // in hand within CloseTimeout, then closes the connection: deliveries not
 // acknowledged go back to their queues.
 func (s *AMQPSource) Run(ctx context.Context) error {
-	if !s.running.CompareAndSwap(false, true) {
-		return errors.New("ingest: Run is already running")
-	}
-	defer func() {
-		s.running.Store(false)
-		s.updateReady()
-	}()
+	return s.runSession(ctx, amqpFetcher{s}, s.reset, func() {
+		s.log.Info().Str("url", RedactAMQPURL(s.cfg.URL)).Strs("queues", s.cfg.Queues).
+			Int("prefetch", s.cfg.Prefetch).Int("batch_size", s.cfg.Pipeline.BatchSize).
+			Dur("batch_timeout", s.cfg.Pipeline.BatchTimeout).
+			Int64("max_bytes_held", int64(s.cfg.Prefetch)*int64(len(s.cfg.Queues))*int64(s.cfg.Pipeline.Mapping.largestMessage())).
+			Msg("ingest starting")
+	}, s.closeSession)
+}
+
+// reset readies s for a Run: a missing queue is a start-up error again.
+func (s *AMQPSource) reset() {
 	s.mu.Lock()
 	s.started = false
 	s.mu.Unlock()
-	s.setReady(true)
-	s.log.Info().Str("url", RedactAMQPURL(s.cfg.URL)).Strs("queues", s.cfg.Queues).
-		Int("prefetch", s.cfg.Prefetch).Int("batch_size", s.cfg.Pipeline.BatchSize).
-		Dur("batch_timeout", s.cfg.Pipeline.BatchTimeout).
-		Int64("max_bytes_held", int64(s.cfg.Prefetch)*int64(len(s.cfg.Queues))*int64(s.cfg.Pipeline.Mapping.largestMessage())).
-		Msg("ingest starting")
-
-	_, err := s.loop(ctx, amqpFetcher{s})
-
-	s.setReady(false)
-	s.closeSession()
-	s.log.Info().Msg("ingest stopped")
-	return err
 }
 
 // amqpSession is one connection with one consuming channel per queue.

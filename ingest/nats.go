@@ -246,28 +246,19 @@ func (s *NATSSource) LastProgress() time.Time { return s.progress() }
 // acknowledged are delivered again after the consumer's AckWait (those
 // fetched but not yet batched are handed back at once).
 func (s *NATSSource) Run(ctx context.Context) error {
-	if !s.running.CompareAndSwap(false, true) {
-		return errors.New("ingest: Run is already running")
-	}
-	defer func() {
-		s.running.Store(false)
-		s.updateReady()
-	}()
+	return s.runSession(ctx, natsFetcher{s}, s.reset, func() {
+		s.log.Info().Str("url", RedactNATSURL(s.cfg.URL)).Strs("streams", s.cfg.Streams).
+			Str("consumer", s.cfg.Consumer).Strs("subjects", s.cfg.Subjects).Dur("ack_wait", s.cfg.AckWait).
+			Int("batch_size", s.cfg.Pipeline.BatchSize).Dur("batch_timeout", s.cfg.Pipeline.BatchTimeout).
+			Msg("ingest starting")
+	}, s.closeSession)
+}
+
+// reset readies s for a Run: a missing stream is a start-up error again.
+func (s *NATSSource) reset() {
 	s.mu.Lock()
 	s.started = false
 	s.mu.Unlock()
-	s.setReady(true)
-	s.log.Info().Str("url", RedactNATSURL(s.cfg.URL)).Strs("streams", s.cfg.Streams).
-		Str("consumer", s.cfg.Consumer).Strs("subjects", s.cfg.Subjects).Dur("ack_wait", s.cfg.AckWait).
-		Int("batch_size", s.cfg.Pipeline.BatchSize).Dur("batch_timeout", s.cfg.Pipeline.BatchTimeout).
-		Msg("ingest starting")
-
-	_, err := s.loop(ctx, natsFetcher{s})
-
-	s.setReady(false)
-	s.closeSession()
-	s.log.Info().Msg("ingest stopped")
-	return err
 }
 
 // natsSession is one connection with every stream's consumer bound and a

@@ -175,6 +175,31 @@ func (p *pipeline) progress() time.Time {
 	return time.Unix(0, n)
 }
 
+// runSession is the Run of a source that holds one broker session at a
+// time (RabbitMQ, NATS): once at a time, ready from the start, src fed
+// through the loop until ctx ends, then the session closed. reset runs
+// first, under no lock of the pipeline's (the source clears its own
+// state); starting logs the source's settings.
+func (p *pipeline) runSession(ctx context.Context, src source, reset, starting, closeSession func()) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return errors.New("ingest: Run is already running")
+	}
+	defer func() {
+		p.running.Store(false)
+		p.updateReady()
+	}()
+	reset()
+	p.setReady(true)
+	starting()
+
+	_, err := p.loop(ctx, src)
+
+	p.setReady(false)
+	closeSession()
+	p.log.Info().Msg("ingest stopped")
+	return err
+}
+
 // loop fetches, batches and flushes until ctx is cancelled. It returns the
 // deadline by which the source must be closed: CloseTimeout after the
 // cancellation.
