@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,7 +70,7 @@ func (r *brokerRun) processed() int {
 // sink got each, every malformed message one rejected row, every
 // unknown-type event one dead row, no other row, and the broker holding
 // nothing pending or unacknowledged (checked while d runs and again after
-// it stopped, when RabbitMQ has taken back whatever was left unacked).
+// it stopped, by stop).
 func (r *brokerRun) finish(prod *BrokerProduction, d *Daemon, recovered time.Time) {
 	t := r.t
 	CheckLeasesRecovered(t, r.db.Pool, recovered, r.lease)
@@ -110,11 +112,17 @@ func (r *brokerRun) finish(prod *BrokerProduction, d *Daemon, recovered time.Tim
 			rows, src, want, len(acked), len(unknown), malformed)
 	}
 	WaitBrokerDrained(t, r.b, 30*time.Second)
-	if exited, _, code := d.Terminate(30 * time.Second); !exited || code != 0 {
-		t.Errorf("SIGTERM: exited %v, code %d", exited, code)
-	}
-	WaitBrokerDrained(t, r.b, 10*time.Second)
 	r.run.Note("source=%s rejected=%d unknown_dead=%d", r.b.Kind(), rejected, dead)
+}
+
+// stop stops d with SIGTERM and checks again that the broker holds
+// nothing: RabbitMQ counts the deliveries a consumer held unacknowledged
+// only once they are back in the queue.
+func (r *brokerRun) stop(d *Daemon) {
+	if exited, _, code := d.Terminate(30 * time.Second); !exited || code != 0 {
+		r.t.Errorf("SIGTERM: exited %v, code %d", exited, code)
+	}
+	WaitBrokerDrained(r.t, r.b, 10*time.Second)
 }
 
 // brokerStorm: a stream published while the daemon is SIGKILLed and
@@ -150,6 +158,7 @@ func brokerStorm(t *testing.T, b Broker) {
 	}
 	r.run.Note("kills_while_publishing=%d", midStream)
 	r.finish(prod, d, recovered)
+	r.stop(d)
 }
 
 // brokerRouted is roughly how many of n events are routed (the others have
@@ -159,75 +168,136 @@ func brokerRouted(n int) int { return n - n/97 }
 // brokerCuts: the daemon reaches the broker through the proxy; its
 // connection is cut several times mid-stream (refused until restored,
 // /readyz not ready meanwhile and ready again after), dropped once (new
-// connections accepted at once) and black-holed once: acknowledgements
-// sent for batches already inserted are lost, and the redeliveries when
-// the connection is closed must be absorbed.
+// connections accepted at once) and black-holed once while inserts are
+// slowed (PostgreSQL through a proxy with latency): the acknowledgements
+// of the batches committed meanwhile are lost, and their redeliveries
+// must be absorbed.
 func brokerCuts(t *testing.T, b Broker) {
 	proxy := NewProxy(t, b.Upstream())
 	r := newBrokerRun(t, b, proxy.Addr(), 4)
-	n, cuts := pick(3000, 30000), pick(3, 10)
+	// The daemon reaches PostgreSQL through a proxy too: latency added
+	// there makes a batch's insert outlast the start of the black hole.
+	u, err := url.Parse(r.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbProxy := NewProxy(t, u.Host)
+	for i, kv := range r.env {
+		if strings.HasPrefix(kv, "INBOXD_DATABASE_URL=") {
+			r.env[i] = "INBOXD_DATABASE_URL=" + dbProxy.URL(r.db.URL)
+		}
+	}
+	n := pick(3000, 30000)
+	// The black hole comes early, while the publisher surely still runs.
+	faults := []string{"cut", "black hole", "cut", "drop", "cut"}
+	if long {
+		for range 7 {
+			faults = append(faults, "cut")
+		}
+	}
 	d := r.start("a")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stream := brokerStream(b, n, pick(250, 1000))
-	prod := PublishStream(ctx, b, stream)
-	routed := brokerRouted(n)
+	prod := PublishStream(ctx, b, brokerStream(b, n, pick(250, 1000)))
 	ready := func() bool { code, err := d.Readyz(2 * time.Second); return err == nil && code == http.StatusOK }
+	reconnects := func() float64 {
+		m, err := d.Metrics()
+		if err != nil {
+			return -1
+		}
+		return m.Value("inboxd_ingest_reconnects_total", "source_kind", b.Kind())
+	}
+	// reconnected waits until the daemon has opened its broker connection
+	// again after a fault, and is ready.
+	reconnected := func(before float64, what string) {
+		WaitFor(t, 60*time.Second, "reconnected and ready after "+what, func() bool { return reconnects() > before && ready() })
+	}
 	var recovered time.Time
 	var notReady []string
-	step := routed / (cuts + 4)
-	at := 0
-	next := func(what string) {
-		at += step
-		WaitFor(t, scale(60*time.Second), fmt.Sprintf("%d rows processed before %s", at, what), func() bool { return r.processed() >= at })
-	}
-	for k := range cuts {
-		next(fmt.Sprintf("cut %d", k+1))
+	step := brokerRouted(n) / (len(faults) + 2)
+	midStream, cuts, storedInHole := 0, 0, -1
+	for k, fault := range faults {
+		target := (k + 1) * step
+		WaitFor(t, scale(60*time.Second), fmt.Sprintf("%d rows processed before fault %d (%s)", target, k+1, fault),
+			func() bool { return r.processed() >= target })
+		publishing := prod.Published() < n
+		if publishing {
+			midStream++
+		}
 		f := r.run.Ledger.Observe(r.workers, d)
-		proxy.Cut()
-		cutAt := time.Now()
-		r.run.Ledger.Record("broker cut", f)
-		WaitFor(t, 30*time.Second, fmt.Sprintf("/readyz not ready after cut %d", k+1), func() bool { return !ready() })
-		notReadyAfter := time.Since(cutAt)
-		time.Sleep(time.Second) // stay cut off a while, the publisher going on
-		proxy.Restore()
-		WaitFor(t, 60*time.Second, fmt.Sprintf("/readyz ready after cut %d", k+1), ready)
+		r0 := reconnects()
+		at := time.Now()
+		switch fault {
+		case "cut":
+			cuts++
+			proxy.Cut()
+			r.run.Ledger.Record("broker cut", f)
+			WaitFor(t, 30*time.Second, fmt.Sprintf("/readyz not ready after cut %d", cuts), func() bool { return !ready() })
+			notReadyAfter := time.Since(at)
+			time.Sleep(time.Second) // stay cut off a while, the publisher going on
+			proxy.Restore()
+			reconnected(r0, fmt.Sprintf("cut %d", cuts))
+			notReady = append(notReady, fmt.Sprintf("%.1fs/%.1fs", notReadyAfter.Seconds(), time.Since(at).Seconds()))
+		case "drop":
+			proxy.CutAll()
+			r.run.Ledger.Record("broker drop", f)
+			reconnected(r0, "the drop")
+		case "black hole":
+			if !publishing {
+				t.Errorf("the black hole came after the last publication: nothing flowed into it")
+			}
+			// PostgreSQL's answers reach the daemon 300 ms late from now
+			// on, and the broker's connection is black-holed 200 ms later:
+			// a row committed from now on is confirmed to the daemon only
+			// inside the hole, so the acknowledgement of its message goes
+			// into the hole (rows committed in the hole's first 1.5 s are
+			// counted; their confirmations arrive before it ends). The
+			// broker delivers those messages again once the connection is
+			// closed (RabbitMQ) or their AckWait passes (NATS).
+			before := r.rows()
+			dbProxy.AddLatency(300 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond)
+			proxy.BlackHole()
+			r.run.Ledger.Record("broker black hole", f)
+			time.Sleep(1500 * time.Millisecond)
+			storedInHole = r.rows() - before
+			time.Sleep(500 * time.Millisecond)
+			dbProxy.Restore()
+			proxy.Restore()
+			reconnected(r0, "the black hole")
+		}
 		recovered = time.Now()
-		notReady = append(notReady, fmt.Sprintf("%.1fs/%.1fs", notReadyAfter.Seconds(), recovered.Sub(cutAt).Seconds()))
 	}
-	next("the connections dropped")
-	f := r.run.Ledger.Observe(r.workers, d)
-	proxy.CutAll()
-	r.run.Ledger.Record("broker drop", f)
-	next("the black hole")
-	f = r.run.Ledger.Observe(r.workers, d)
-	before := r.processedOrStored()
-	proxy.BlackHole()
-	r.run.Ledger.Record("broker black hole", f)
-	time.Sleep(2 * time.Second) // what the daemon held is inserted, its acks go nowhere
-	storedInHole := r.processedOrStored() - before
-	proxy.Restore()
-	WaitFor(t, 60*time.Second, "/readyz ready after the black hole", ready)
-	recovered = time.Now()
+	if midStream == 0 {
+		t.Errorf("every fault came after the last publication: none mid-stream")
+	}
 
+	r.finish(prod, d, recovered)
 	m, err := d.Metrics()
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
 	}
-	reconnects := m.Value("inboxd_ingest_reconnects_total", "source_kind", b.Kind())
-	if reconnects < float64(cuts) {
-		t.Errorf("RECONNECTS: inboxd_ingest_reconnects_total{source_kind=%q} = %.0f after %d cuts", b.Kind(), reconnects, cuts)
+	reconnectsTotal := m.Value("inboxd_ingest_reconnects_total", "source_kind", b.Kind())
+	if reconnectsTotal < float64(len(faults)) {
+		t.Errorf("RECONNECTS: inboxd_ingest_reconnects_total{source_kind=%q} = %.0f after %d faults", b.Kind(), reconnectsTotal, len(faults))
 	}
-	r.finish(prod, d, recovered)
-	// Duplicates beyond the stream's own (every tenth event twice) are
-	// redeliveries absorbed by the inbox.
-	own := (n + 9) / 10
-	r.run.Note("reconnects=%.0f not_ready_after/ready_after=%v stored_in_black_hole=%d redeliveries_absorbed=%.0f",
-		reconnects, notReady, storedInHole, m.Value("inboxd_ingest_duplicates_total", "source_kind", b.Kind())-float64(own))
+	// Duplicates beyond the stream's own (every tenth event published
+	// twice, all confirmed) are redeliveries, absorbed by the inbox (finish
+	// found no row twice).
+	redelivered := m.Value("inboxd_ingest_duplicates_total", "source_kind", b.Kind()) - float64((n+9)/10)
+	switch {
+	case storedInHole == 0:
+		t.Errorf("BLACK HOLE: no row was committed with its acknowledgement bound for the hole: the fault missed the insert-to-ack window")
+	case redelivered <= 0:
+		t.Errorf("REDELIVERY: %d rows were committed with their acknowledgements bound for the black hole, but no redelivery reached the inbox", storedInHole)
+	}
+	r.run.Note("faults_while_publishing=%d reconnects=%.0f not_ready_after/ready_again_after=%v acks_into_black_hole=%d redeliveries_absorbed=%.0f",
+		midStream, reconnectsTotal, notReady, storedInHole, redelivered)
+	r.stop(d)
 }
 
-// processedOrStored is the number of rows in the inbox.
-func (r *brokerRun) processedOrStored() int {
+// rows is the number of rows in the inbox.
+func (r *brokerRun) rows() int {
 	var c int
 	_ = r.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM inbox`).Scan(&c)
 	return c
