@@ -246,17 +246,18 @@ func brokerCuts(t *testing.T, b Broker) {
 			if !publishing {
 				t.Errorf("the black hole came after the last publication: nothing flowed into it")
 			}
-			// PostgreSQL's answers reach the daemon 300 ms late from now
-			// on, and the broker's connection is black-holed 200 ms later:
-			// a row committed from now on is confirmed to the daemon only
-			// inside the hole, so the acknowledgement of its message goes
-			// into the hole (rows committed in the hole's first 1.5 s are
-			// counted; their confirmations arrive before it ends). The
-			// broker delivers those messages again once the connection is
-			// closed (RabbitMQ) or their AckWait passes (NATS).
+			// PostgreSQL's answers reach the daemon 500 ms late from now
+			// on, and the broker's connection is black-holed 400 ms later
+			// (four bursts of the publisher in between): a row committed
+			// from now on is confirmed to the daemon only inside the hole,
+			// so the acknowledgement of its message goes into the hole
+			// (rows committed in the hole's first 1.5 s are counted; their
+			// confirmations arrive before it ends). The broker delivers
+			// those messages again once the connection is closed
+			// (RabbitMQ) or their AckWait passes (NATS).
 			before := r.rows()
-			dbProxy.AddLatency(300 * time.Millisecond)
-			time.Sleep(200 * time.Millisecond)
+			dbProxy.AddLatency(500 * time.Millisecond)
+			time.Sleep(400 * time.Millisecond)
 			proxy.BlackHole()
 			r.run.Ledger.Record("broker black hole", f)
 			time.Sleep(1500 * time.Millisecond)
