@@ -31,6 +31,9 @@
 //     daemons and PostgreSQL: latency, cutting every connection, black hole.
 //   - Kafka is a kfake cluster with a paced Producer that records what the
 //     cluster acknowledged; Sink is the HTTP service behind the daemon.
+//   - RabbitMQ and NATS are a queue and a JetStream stream of the scenario's
+//     own on the real servers (Broker); PublishStream publishes a paced
+//     mixed stream and records what the broker confirmed.
 //   - Summary prints one line per scenario: events, faults, lost,
 //     transactional duplicates, external duplicates against their bound,
 //     duration.

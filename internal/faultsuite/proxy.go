@@ -75,3 +75,8 @@ func (p *Proxy) Restore() {
 		p.t.Fatalf("proxy: restore: %v", err)
 	}
 }
+
+// Cut closes every open connection and refuses new ones (accepted and
+// closed at once) until Restore, like a stopped server or a firewall
+// reset: the clients stay cut off.
+func (p *Proxy) Cut() { p.proxy.Cut() }
