@@ -64,6 +64,12 @@ const (
 	// SystemKafka is messaging.system for rows whose source is one of the
 	// topics given with KafkaTopics.
 	SystemKafka = "kafka"
+	// SystemRabbitMQ is messaging.system for rows whose source is one of
+	// the queues given with RabbitMQQueues.
+	SystemRabbitMQ = "rabbitmq"
+	// SystemNATS is messaging.system for rows whose source is one of the
+	// streams given with NATSStreams.
+	SystemNATS = "nats"
 	// SystemInbox is messaging.system for every other row: written into the
 	// inbox table by some other means.
 	SystemInbox = "inbox"
@@ -73,21 +79,34 @@ const (
 type Option func(*config)
 
 type config struct {
-	propagator  propagation.TextMapPropagator
-	kafkaTopics map[string]bool
+	propagator propagation.TextMapPropagator
+	systems    map[string]string // messaging.system by source
 }
 
 // KafkaTopics names the sources that are Kafka topics (INBOXD_KAFKA_TOPICS):
 // their spans say messaging.system=kafka and messaging.destination.name=the
-// topic. Rows of other sources say messaging.system=inbox. An inbox row does
-// not record whether it came from Kafka, hence this option.
-func KafkaTopics(topics ...string) Option {
+// topic. Rows of sources no option names say messaging.system=inbox. An
+// inbox row does not record which broker it came from, hence these options.
+func KafkaTopics(topics ...string) Option { return sources(SystemKafka, topics) }
+
+// RabbitMQQueues names the sources that are RabbitMQ queues
+// (INBOXD_AMQP_QUEUES): messaging.system=rabbitmq, with the queue as
+// messaging.destination.name.
+func RabbitMQQueues(queues ...string) Option { return sources(SystemRabbitMQ, queues) }
+
+// NATSStreams names the sources that are NATS JetStream streams
+// (INBOXD_NATS_STREAMS): messaging.system=nats, with the stream as
+// messaging.destination.name.
+func NATSStreams(streams ...string) Option { return sources(SystemNATS, streams) }
+
+// sources records system as the messaging.system of names.
+func sources(system string, names []string) Option {
 	return func(c *config) {
-		if c.kafkaTopics == nil {
-			c.kafkaTopics = make(map[string]bool, len(topics))
+		if c.systems == nil {
+			c.systems = make(map[string]string, len(names))
 		}
-		for _, t := range topics {
-			c.kafkaTopics[t] = true
+		for _, n := range names {
+			c.systems[n] = system
 		}
 	}
 }
@@ -129,9 +148,9 @@ func Middleware(tp trace.TracerProvider, opts ...Option) handlers.Middleware {
 		o(&cfg)
 	}
 	t := &tracer{
-		tracer:      tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
-		propagator:  cfg.propagator,
-		kafkaTopics: cfg.kafkaTopics,
+		tracer:     tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
+		propagator: cfg.propagator,
+		systems:    cfg.systems,
 	}
 	return func(next handlers.Handler) handlers.Handler {
 		return &traced{t: t, next: next}
@@ -140,9 +159,9 @@ func Middleware(tp trace.TracerProvider, opts ...Option) handlers.Middleware {
 
 // tracer is what the handlers wrapped by one Middleware share.
 type tracer struct {
-	tracer      trace.Tracer
-	propagator  propagation.TextMapPropagator
-	kafkaTopics map[string]bool
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
+	systems    map[string]string // messaging.system by source
 }
 
 // traced is a handler wrapped by Middleware.
@@ -217,9 +236,9 @@ func spanName(ev *handlers.Event) string {
 // attributes are the span's attributes at its start.
 func (t *tracer) attributes(ev *handlers.Event) []attribute.KeyValue {
 	attrs := make([]attribute.KeyValue, 0, 11)
-	if t.kafkaTopics[ev.Source] {
+	if system, ok := t.systems[ev.Source]; ok {
 		attrs = append(attrs,
-			semconv.MessagingSystemKafka,
+			semconv.MessagingSystemKey.String(system),
 			semconv.MessagingDestinationName(ev.Source))
 	} else {
 		attrs = append(attrs, semconv.MessagingSystemKey.String(SystemInbox))

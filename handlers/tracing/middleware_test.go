@@ -461,3 +461,29 @@ func TestNilProviderIsGlobal(t *testing.T) {
 		t.Errorf("parent %s, want %s", got, parentID)
 	}
 }
+
+// Rows from RabbitMQ queues and NATS streams name their broker too.
+func TestBrokerSources(t *testing.T) {
+	tp, exp := newProvider(t)
+	h := handlers.Chain(handlers.Ignore(), tracing.Middleware(tp,
+		tracing.KafkaTopics("orders"), tracing.RabbitMQQueues("payments"), tracing.NATSStreams("events")))
+	for _, src := range []string{"orders", "payments", "events", "billing"} {
+		ev := event(nil)
+		ev.Source = src
+		if err := h.Handle(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spans := exp.GetSpans()
+	if len(spans) != 4 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	for i, want := range []struct{ system, destination string }{
+		{tracing.SystemKafka, "orders"}, {tracing.SystemRabbitMQ, "payments"}, {tracing.SystemNATS, "events"}, {tracing.SystemInbox, ""},
+	} {
+		a := attrs(spans[i])
+		if a["messaging.system"].AsString() != want.system || a["messaging.destination.name"].AsString() != want.destination {
+			t.Errorf("span %d: %v, want system %q, destination %q", i, a, want.system, want.destination)
+		}
+	}
+}

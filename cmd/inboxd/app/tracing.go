@@ -27,6 +27,7 @@ func startTracing(ctx context.Context, cfg config.Config, log zerolog.Logger) (h
 	if cfg.IngestEnabled() {
 		opts = append(opts, tracing.KafkaTopics(cfg.KafkaTopics...))
 	}
+	opts = append(opts, tracing.RabbitMQQueues(cfg.AMQPQueues...), tracing.NATSStreams(cfg.NATSStreams...))
 	stop := func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
 		defer cancel()
