@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -109,28 +108,7 @@ func (b *amqpBundle) config() AMQPConfig {
 // startAMQP runs s until the test ends (or stop is called).
 func startAMQP(t testing.TB, s *AMQPSource) (stop func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case runErr = <-done:
-			case <-time.After(30 * time.Second):
-				runErr = errors.New("Run did not return within 30s of cancellation")
-			}
-		})
-		return runErr
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return stop
+	return startSource(t, s.Run)
 }
 
 func testLogger(t testing.TB) zerolog.Logger {

@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"github.com/segmentio/kafka-go"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -135,28 +133,7 @@ func (b *natsBundle) config() NATSConfig {
 // startNATS runs s until the test ends (or stop is called).
 func startNATS(t *testing.T, s *NATSSource) (stop func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case runErr = <-done:
-			case <-time.After(30 * time.Second):
-				runErr = errors.New("Run did not return within 30s of cancellation")
-			}
-		})
-		return runErr
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return stop
+	return startSource(t, s.Run)
 }
 
 // natsEvent is a message with a Nats-Msg-Id and an event_type header.
