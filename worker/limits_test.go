@@ -324,6 +324,9 @@ func TestOutcomeWriteDelayIsMeasured(t *testing.T) {
 	b.insert(t, "tx", ids("t", 10)...)
 	p := b.start(t, testConfig())
 	waitFor(t, 10*time.Second, "every row processed", func() bool { return b.countStatus(t, "processed") == 50 })
+	// A row reads processed once its outcome commits; the delay is observed
+	// just after. Stopping the pool waits for those observations.
+	p.stop(t)
 	var m dto.Metric
 	if err := p.metrics.outcomeWriteDelay.Write(&m); err != nil {
 		t.Fatal(err)
