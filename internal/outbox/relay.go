@@ -1,0 +1,596 @@
+package outbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/inboxd/inboxd/internal/backoff"
+	"github.com/inboxd/inboxd/internal/driver"
+)
+
+// Relay publishes the outbox table's pending rows. Several relays (one per
+// replica) share the table's shards, each publishing the shards it holds a
+// lease on.
+type Relay struct {
+	db      *pgxpool.Pool
+	pubs    map[string]Publisher // by kind
+	cfg     Config
+	log     zerolog.Logger
+	metrics *metrics
+	id      string
+
+	retry backoff.Exponential // of a refused row
+	hold  backoff.Exponential // of a destination not reached
+
+	// Touched by Run's loop alone.
+	shards map[int16]*shardLease
+	held   map[string]*heldDestination
+
+	ready      atomic.Bool
+	lastLeased atomic.Int64 // unix nanoseconds of the last successful lease tick
+}
+
+// shardLease is a shard this relay holds: under which token, and until when
+// by the local clock (measured from before the statement that took or
+// renewed it, so never later than the database's expiry).
+type shardLease struct {
+	token    int64
+	deadline time.Time
+}
+
+// heldDestination is a destination that could not be reached, left alone
+// until until.
+type heldDestination struct {
+	until    time.Time
+	failures int
+}
+
+// New returns a relay publishing through pubs (by kind: KindKafka,
+// KindAMQP, KindNATS; a kind without a publisher holds its rows back). It
+// validates cfg and registers the metrics on reg (nil: none).
+func New(db *pgxpool.Pool, pubs map[string]Publisher, cfg Config, logger zerolog.Logger, reg prometheus.Registerer) (*Relay, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if db == nil {
+		return nil, errors.New("outbox: no database pool")
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	id := cfg.RelayID
+	if id == "" {
+		id = relayID()
+	}
+	return &Relay{
+		db: db, pubs: pubs, cfg: cfg, metrics: m, id: id,
+		log:    logger.With().Str("component", "outbox").Str("relay", id).Logger(),
+		retry:  backoff.Exponential{Base: DefaultRetryBase, Max: DefaultRetryMax},
+		hold:   backoff.Exponential{Base: DefaultHoldBase, Max: DefaultHoldMax},
+		shards: map[int16]*shardLease{},
+		held:   map[string]*heldDestination{},
+	}, nil
+}
+
+// relayID names a relay: host name, process id and a random suffix, so
+// that a restarted process never takes its predecessor's leases for its
+// own.
+func relayID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// ID is the relay's name in outbox_shards and outbox_relays.
+func (r *Relay) ID() string { return r.id }
+
+// Ready reports whether the relay reached the database at its last lease
+// renewal, within the lease.
+func (r *Relay) Ready() bool {
+	last := r.lastLeased.Load()
+	return r.ready.Load() && last != 0 && time.Since(time.Unix(0, last)) < r.cfg.Lease
+}
+
+// Run publishes until ctx is done, then gives its shards back and returns
+// nil. The batch in flight when ctx ends is finished (within the publish
+// timeout) and its outcomes written.
+func (r *Relay) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); r.maintain(ctx) }()
+	defer wg.Wait()
+
+	r.log.Info().Int("batch_size", r.cfg.BatchSize).Dur("lease", r.cfg.Lease).
+		Strs("kinds", r.kinds()).Msg("outbox relay started")
+	var nextLease time.Time
+	for {
+		if ctx.Err() != nil {
+			r.releaseAll()
+			r.log.Info().Msg("outbox relay stopped")
+			return nil
+		}
+		if !time.Now().Before(nextLease) {
+			r.leaseTick(ctx)
+			nextLease = time.Now().Add(r.cfg.Lease / 3)
+		}
+		n, err := r.publishOnce(context.WithoutCancel(ctx))
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn().Err(err).Msg("outbox: reading the next batch failed; retrying")
+		}
+		if n >= r.cfg.BatchSize && err == nil {
+			continue
+		}
+		wait := min(r.cfg.PollInterval, time.Until(nextLease))
+		t := time.NewTimer(max(wait, 0))
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+func (r *Relay) kinds() []string {
+	ks := make([]string, 0, len(r.pubs))
+	for k := range r.pubs {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// statementTimeout bounds the relay's own statements.
+func (r *Relay) statementTimeout() time.Duration { return r.cfg.Lease / 3 }
+
+// leaseTick beats, renews the shards held, and takes or gives back shards
+// towards this relay's share: the 32 shards over the relays alive.
+func (r *Relay) leaseTick(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+	defer cancel()
+	alive, err := driver.OutboxBeat(sctx, r.db, r.id, r.cfg.Lease, 10*r.cfg.Lease)
+	if err != nil {
+		r.leaseFailed(err)
+		return
+	}
+	start := time.Now()
+	if len(r.shards) > 0 {
+		renewed, err := driver.RenewShards(sctx, r.db, r.id, r.heldLeases(nil), r.cfg.Lease)
+		if err != nil {
+			r.leaseFailed(err)
+			return
+		}
+		kept := map[int16]bool{}
+		for _, s := range renewed {
+			kept[s] = true
+			r.shards[s].deadline = start.Add(r.cfg.Lease)
+		}
+		for s := range r.shards {
+			if !kept[s] {
+				delete(r.shards, s)
+				r.metrics.leaseLost.Inc()
+				r.log.Warn().Int16("shard", s).Msg("outbox shard lease lost before its renewal; another relay may publish it now")
+			}
+		}
+	}
+	share := (driver.OutboxShards + alive - 1) / alive
+	switch {
+	case len(r.shards) < share:
+		start := time.Now()
+		got, err := driver.AcquireShards(sctx, r.db, r.id, share-len(r.shards), r.cfg.Lease)
+		if err != nil {
+			r.leaseFailed(err)
+			return
+		}
+		for _, l := range got {
+			r.shards[l.Shard] = &shardLease{token: l.Token, deadline: start.Add(r.cfg.Lease)}
+		}
+		if len(got) > 0 {
+			r.log.Info().Int("taken", len(got)).Int("held", len(r.shards)).Int("relays", alive).Msg("outbox shards taken")
+		}
+	case len(r.shards) > share:
+		var extra []int16
+		for s := range r.shards {
+			extra = append(extra, s)
+		}
+		slices.Sort(extra)
+		extra = extra[share:]
+		if err := driver.ReleaseShards(sctx, r.db, r.id, r.heldLeases(extra)); err != nil {
+			r.leaseFailed(err)
+			return
+		}
+		for _, s := range extra {
+			delete(r.shards, s)
+		}
+		r.log.Info().Int("released", len(extra)).Int("held", len(r.shards)).Int("relays", alive).Msg("outbox shards given back to share them")
+	}
+	r.metrics.owned.Set(float64(len(r.shards)))
+	r.lastLeased.Store(time.Now().UnixNano())
+	r.ready.Store(true)
+}
+
+func (r *Relay) leaseFailed(err error) {
+	r.log.Warn().Err(err).Msg("outbox: renewing shard leases failed; publishing only while the leases last")
+}
+
+// heldLeases returns the leases of shards (all held shards when nil).
+func (r *Relay) heldLeases(shards []int16) []driver.ShardLease {
+	if shards == nil {
+		for s := range r.shards {
+			shards = append(shards, s)
+		}
+	}
+	out := make([]driver.ShardLease, 0, len(shards))
+	for _, s := range shards {
+		if l, ok := r.shards[s]; ok {
+			out = append(out, driver.ShardLease{Shard: s, Token: l.token})
+		}
+	}
+	return out
+}
+
+// releaseAll gives every shard back, at shutdown, so that the other relays
+// take them at once.
+func (r *Relay) releaseAll() {
+	if len(r.shards) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.statementTimeout())
+	defer cancel()
+	if err := driver.ReleaseShards(ctx, r.db, r.id, r.heldLeases(nil)); err != nil {
+		r.log.Warn().Err(err).Msg("outbox: giving the shards back failed; others take them when the leases expire")
+	}
+	clear(r.shards)
+	r.metrics.owned.Set(0)
+}
+
+// usable returns the leases of the shards a batch may be published on now
+// (at least a third of the lease left), and the earliest of their ends.
+func (r *Relay) usable(now time.Time) ([]driver.ShardLease, time.Time) {
+	var out []driver.ShardLease
+	var end time.Time
+	for s, l := range r.shards {
+		if l.deadline.Sub(now) < r.cfg.Lease/3 {
+			continue
+		}
+		out = append(out, driver.ShardLease{Shard: s, Token: l.token})
+		if end.IsZero() || l.deadline.Before(end) {
+			end = l.deadline
+		}
+	}
+	return out, end
+}
+
+// heldNow lists the destinations held back now, forgetting those whose
+// hold ended.
+func (r *Relay) heldNow(now time.Time) []string {
+	var out []string
+	for d, h := range r.held {
+		if now.Before(h.until) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// publishOnce reads one batch, publishes it and writes the outcomes. It
+// returns the rows read.
+func (r *Relay) publishOnce(ctx context.Context) (int, error) {
+	now := time.Now()
+	leases, leaseEnd := r.usable(now)
+	if len(leases) == 0 {
+		return 0, nil
+	}
+	shards := make([]int16, len(leases))
+	for i, l := range leases {
+		shards[i] = l.Shard
+	}
+	sctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+	rows, err := driver.ClaimOutbox(sctx, r.db, driver.OutboxClaim{
+		Shards: shards, Held: r.heldNow(now), Batch: r.cfg.BatchSize, Bytes: r.cfg.BatchBytes,
+	})
+	cancel()
+	if err != nil || len(rows) == 0 {
+		return 0, err
+	}
+	outcomes := r.publish(ctx, rows, leaseEnd)
+	r.record(ctx, leases, leaseEnd, outcomes)
+	return len(rows), nil
+}
+
+// result is what became of one row of a batch.
+type result struct {
+	row     *driver.OutboxRow
+	err     error // nil: acknowledged
+	skipped bool  // not sent: an earlier row of its key failed first
+}
+
+// publish sends rows through their publishers, the kinds at once, and
+// returns the outcomes to write. Rows are checked first: a row the broker
+// would refuse in any case is refused without sending, and the later rows
+// of its key in the batch are not sent.
+func (r *Relay) publish(ctx context.Context, rows []driver.OutboxRow, leaseEnd time.Time) []driver.OutboxOutcome {
+	results := make([]result, len(rows))
+	msgs := make([]Message, len(rows))
+	byKind := map[string][]int{} // indexes into rows
+	stopped := map[string]bool{} // keys (destination, key) not sent further
+	for i := range rows {
+		row := &rows[i]
+		results[i].row = row
+		k := keyOf(row)
+		if k != "" && stopped[k] {
+			results[i].skipped = true
+			continue
+		}
+		if results[i].err = r.prepare(row, &msgs[i]); results[i].err == nil {
+			byKind[msgs[i].Destination.Kind] = append(byKind[msgs[i].Destination.Kind], i)
+			continue
+		}
+		if k != "" {
+			stopped[k] = true
+		}
+	}
+
+	pctx, cancel := context.WithDeadline(ctx, earliest(leaseEnd, time.Now().Add(r.cfg.PublishTimeout)))
+	defer cancel()
+	var wg sync.WaitGroup
+	for kind, idx := range byKind {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			batch := make([]Message, len(idx))
+			for j, i := range idx {
+				batch[j] = msgs[i]
+			}
+			errs := r.pubs[kind].Publish(pctx, batch)
+			for j, i := range idx {
+				if j < len(errs) {
+					results[i].err = errs[j]
+				} else {
+					results[i].err = errors.New("publisher returned no result")
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return r.outcomes(results)
+}
+
+// earliest returns the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// prepare builds row's message into m, or says why it cannot be sent: a
+// destination that does not parse or a message its broker would refuse
+// (errors wrapping ErrRefused), or a kind without a publisher.
+func (r *Relay) prepare(row *driver.OutboxRow, m *Message) error {
+	dest, err := ParseDestination(row.Destination)
+	if err != nil {
+		return Refused("%v", err)
+	}
+	p, ok := r.pubs[dest.Kind]
+	if !ok {
+		return errNoPublisher{kind: dest.Kind}
+	}
+	*m = r.message(row, dest)
+	return p.Check(*m)
+}
+
+// errNoPublisher holds back the rows of a kind no broker is configured for.
+type errNoPublisher struct{ kind string }
+
+func (e errNoPublisher) Error() string {
+	return fmt.Sprintf("no %s publisher configured (set the %s broker's variables)", e.kind, e.kind)
+}
+
+// keyOf identifies a row's ordering key, "" for a row without one.
+func keyOf(row *driver.OutboxRow) string {
+	if row.Key == "" {
+		return ""
+	}
+	return row.Destination + "\x1f" + row.Key
+}
+
+// message is what a publisher sends of row: its headers sorted by name,
+// with the event id and type set.
+func (r *Relay) message(row *driver.OutboxRow, dest Destination) Message {
+	hs := make([]Header, 0, len(row.Headers)+2)
+	for k, v := range row.Headers {
+		if k == EventIDHeader || k == EventTypeHeader {
+			continue
+		}
+		hs = append(hs, Header{Key: k, Value: v})
+	}
+	hs = append(hs, Header{Key: EventIDHeader, Value: row.EventID}, Header{Key: EventTypeHeader, Value: row.EventType})
+	slices.SortFunc(hs, func(a, b Header) int {
+		if a.Key < b.Key {
+			return -1
+		}
+		if a.Key > b.Key {
+			return 1
+		}
+		return 0
+	})
+	return Message{
+		ID: row.ID, Destination: dest, EventID: row.EventID, EventType: row.EventType,
+		Key: row.Key, Headers: hs, Payload: row.Payload,
+	}
+}
+
+// outcomes turns a batch's results into the rows' outcomes, counts them,
+// and holds back the destinations that could not be reached. A row not
+// reached, or not sent, gets no outcome: it stays pending as it was.
+func (r *Relay) outcomes(results []result) []driver.OutboxOutcome {
+	now := time.Now()
+	out := make([]driver.OutboxOutcome, 0, len(results))
+	reached := map[string]bool{}
+	unreached := map[string]error{}
+	for _, res := range results {
+		row := res.row
+		label := r.metrics.destination(row.Destination)
+		switch {
+		case res.skipped:
+		case res.err == nil:
+			reached[row.Destination] = true
+			r.metrics.published.WithLabelValues(label).Inc()
+			r.metrics.latency.Observe(now.Sub(row.CreatedAt).Seconds())
+			out = append(out, driver.OutboxOutcome{ID: row.ID, Status: driver.OutboxPublished})
+		case errors.Is(res.err, ErrRefused):
+			reached[row.Destination] = true
+			r.metrics.failed.WithLabelValues(label, "refused").Inc()
+			attempt := row.Attempts + 1
+			o := driver.OutboxOutcome{ID: row.ID, Status: driver.OutboxPending, Error: res.err.Error(),
+				Delay: r.retry.Delay(attempt)}
+			ev := r.log.Warn()
+			if attempt >= r.cfg.MaxAttempts {
+				o.Status = driver.OutboxDead
+				r.metrics.deadTotal.WithLabelValues(label).Inc()
+				ev = r.log.Error()
+			}
+			ev.Err(res.err).Int64("row_id", row.ID).Str("event_id", row.EventID).Str("destination", row.Destination).
+				Int("attempt", attempt).Str("status", o.Status).Msg("outbox message refused by the broker")
+			out = append(out, o)
+		default:
+			r.metrics.failed.WithLabelValues(label, "unavailable").Inc()
+			if _, seen := unreached[row.Destination]; !seen {
+				unreached[row.Destination] = res.err
+			}
+		}
+	}
+	for d := range reached {
+		if _, bad := unreached[d]; !bad {
+			delete(r.held, d)
+		}
+	}
+	for d, err := range unreached {
+		h := r.held[d]
+		if h == nil {
+			h = &heldDestination{}
+			r.held[d] = h
+		}
+		h.failures++
+		delay := r.hold.Delay(h.failures)
+		h.until = now.Add(delay)
+		r.log.Warn().Err(err).Str("destination", d).Int("failures", h.failures).Dur("retry_in", delay).
+			Msg("outbox destination not reached; its messages wait, the others go on")
+	}
+	return out
+}
+
+// record writes outcomes, fenced by leases, retrying while the leases last:
+// a row whose outcome is not written stays pending and is published again
+// (a duplicate with the same event id), never lost.
+func (r *Relay) record(ctx context.Context, leases []driver.ShardLease, leaseEnd time.Time, outcomes []driver.OutboxOutcome) {
+	if len(outcomes) == 0 {
+		return
+	}
+	retry := backoff.Exponential{Base: 50 * time.Millisecond, Max: time.Second}
+	for attempt := 1; ; attempt++ {
+		sctx, cancel := context.WithDeadline(ctx, earliest(leaseEnd, time.Now().Add(r.statementTimeout())))
+		written, err := driver.RecordOutbox(sctx, r.db, r.id, leases, outcomes)
+		cancel()
+		if err == nil {
+			if n := len(outcomes) - len(written); n > 0 {
+				r.metrics.fenced.Add(float64(n))
+				r.log.Warn().Int("rows", n).Msg("outbox outcomes fenced: a shard's lease is no longer this relay's; its new holder publishes them again")
+			}
+			return
+		}
+		if time.Until(leaseEnd) <= 0 {
+			r.log.Error().Err(err).Int("rows", len(outcomes)).
+				Msg("outbox outcomes not written before the leases ended; these rows are published again")
+			return
+		}
+		delay := retry.Delay(attempt)
+		r.log.Warn().Err(err).Int("rows", len(outcomes)).Dur("retry_in", delay).Msg("writing outbox outcomes failed; retrying")
+		if !backoff.Sleep(ctx, min(delay, time.Until(leaseEnd))) {
+			return
+		}
+	}
+}
+
+// maintain refreshes the table-wide gauges and runs retention until ctx is
+// done.
+func (r *Relay) maintain(ctx context.Context) {
+	stats := time.NewTicker(r.cfg.StatsInterval)
+	defer stats.Stop()
+	var retention <-chan time.Time
+	if r.cfg.Retention >= 0 {
+		t := time.NewTicker(r.cfg.RetentionInterval)
+		defer t.Stop()
+		retention = t.C
+	}
+	r.readStats(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stats.C:
+			r.readStats(ctx)
+		case <-retention:
+			r.deletePublished(ctx)
+		}
+	}
+}
+
+func (r *Relay) readStats(ctx context.Context) {
+	for kind, p := range r.pubs {
+		up := 0.0
+		if p.Ready() {
+			up = 1
+		}
+		r.metrics.brokerUp.WithLabelValues(kind).Set(up)
+	}
+	sctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+	defer cancel()
+	s, err := driver.ReadOutboxStats(sctx, r.db)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn().Err(err).Msg("outbox: reading the gauges failed")
+		}
+		return
+	}
+	r.metrics.pending.Set(float64(s.Pending))
+	r.metrics.oldest.Set(s.OldestPending.Seconds())
+	r.metrics.dead.Set(float64(s.Dead))
+}
+
+// retentionBatch is how many rows one retention statement deletes.
+const retentionBatch = 5000
+
+func (r *Relay) deletePublished(ctx context.Context) {
+	for ctx.Err() == nil {
+		sctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+		n, err := driver.DeletePublished(sctx, r.db, r.cfg.Retention, retentionBatch)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn().Err(err).Msg("outbox retention failed; retrying at the next interval")
+			}
+			return
+		}
+		r.metrics.deleted.Add(float64(n))
+		if n < retentionBatch {
+			return
+		}
+	}
+}
