@@ -26,6 +26,7 @@ import (
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/natsurl"
+	"github.com/inboxd/inboxd/internal/outbox"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -205,6 +206,25 @@ type Config struct {
 	StaleAfter time.Duration `env:"INBOXD_STALE_AFTER" help:"received rows older than this (by received_at) count as stale"`
 	// StatsInterval is how often each replica refreshes the inbox gauges.
 	StatsInterval time.Duration `env:"INBOXD_STATS_INTERVAL" help:"how often the inbox gauges are refreshed"`
+	// Outbox runs the outbox relay: the outbox table's rows are published
+	// through the brokers of the source settings (INBOXD_KAFKA_BROKERS,
+	// INBOXD_AMQP_URL, INBOXD_NATS_URL); a broker without topics, queues or
+	// streams then publishes only.
+	Outbox bool `env:"INBOXD_OUTBOX" envDefault:"false" help:"run the outbox relay: publish the outbox table through the brokers of INBOXD_KAFKA_BROKERS, INBOXD_AMQP_URL and INBOXD_NATS_URL (without topics, queues or streams they publish only)"`
+	// OutboxBatchSize caps the outbox rows published at once.
+	OutboxBatchSize int `env:"INBOXD_OUTBOX_BATCH_SIZE" help:"outbox rows read and published at once"`
+	// OutboxPollInterval is how long the relay waits after finding nothing.
+	OutboxPollInterval time.Duration `env:"INBOXD_OUTBOX_POLL_INTERVAL" help:"how long the outbox relay waits, having found nothing, before it reads again"`
+	// OutboxLease is an outbox shard lease's length.
+	OutboxLease time.Duration `env:"INBOXD_OUTBOX_LEASE" help:"an outbox shard lease, renewed every third of it: a stopped relay's shards are taken over within it"`
+	// OutboxPublishTimeout bounds the publication of one batch.
+	OutboxPublishTimeout time.Duration `env:"INBOXD_OUTBOX_PUBLISH_TIMEOUT" help:"bound on publishing one outbox batch (at most a third of INBOXD_OUTBOX_LEASE)"`
+	// OutboxMaxAttempts is how many refusals an outbox row takes before it
+	// goes dead.
+	OutboxMaxAttempts int `env:"INBOXD_OUTBOX_MAX_ATTEMPTS" help:"broker refusals an outbox row takes before it goes dead (an unreachable broker costs none)"`
+	// OutboxRetention is how long published outbox rows are kept.
+	OutboxRetention time.Duration `env:"INBOXD_OUTBOX_RETENTION" help:"published outbox rows are deleted this long after their publication"`
+
 	// Routes names the routes file (YAML); empty means every type goes to the
 	// default route, dead.
 	Routes string `env:"INBOXD_ROUTES" help:"routes file (YAML); empty = every type goes to the default route, dead"`
@@ -348,6 +368,13 @@ func engineDefaults() Config {
 		RetentionInterval:   worker.DefaultRetentionInterval,
 		StaleAfter:          worker.DefaultStaleAfter,
 		StatsInterval:       worker.DefaultStatsInterval,
+
+		OutboxBatchSize:      outbox.DefaultBatchSize,
+		OutboxPollInterval:   outbox.DefaultPollInterval,
+		OutboxLease:          outbox.DefaultLease,
+		OutboxPublishTimeout: outbox.DefaultPublishTimeout,
+		OutboxMaxAttempts:    outbox.DefaultMaxAttempts,
+		OutboxRetention:      outbox.DefaultRetention,
 	}
 }
 
@@ -405,8 +432,8 @@ func (c Config) Validate() error {
 	minDur(&errs, "INBOXD_IDLE_IN_TRANSACTION_TIMEOUT", c.IdleInTxTimeout, time.Second)
 
 	if len(c.KafkaBrokers) > 0 {
-		if len(c.KafkaTopics) == 0 {
-			bad("INBOXD_KAFKA_TOPICS", "is required when INBOXD_KAFKA_BROKERS is set")
+		if len(c.KafkaTopics) == 0 && !c.Outbox {
+			bad("INBOXD_KAFKA_TOPICS", "is required when INBOXD_KAFKA_BROKERS is set (unless INBOXD_OUTBOX=true: publish only)")
 		}
 		if c.KafkaGroup == "" {
 			bad("INBOXD_KAFKA_GROUP", "is required when INBOXD_KAFKA_BROKERS is set")
@@ -444,8 +471,8 @@ func (c Config) Validate() error {
 		} else if u.Scheme != "amqps" && (c.AMQPTLSCAFile != "" || c.AMQPTLSCertFile != "" || c.AMQPTLSKeyFile != "") {
 			bad("INBOXD_AMQP_TLS_CA_FILE", "_CERT_FILE and _KEY_FILE need an amqps:// INBOXD_AMQP_URL")
 		}
-		if len(c.AMQPQueues) == 0 {
-			bad("INBOXD_AMQP_QUEUES", "is required when INBOXD_AMQP_URL is set")
+		if len(c.AMQPQueues) == 0 && !c.Outbox {
+			bad("INBOXD_AMQP_QUEUES", "is required when INBOXD_AMQP_URL is set (unless INBOXD_OUTBOX=true: publish only)")
 		}
 	} else if len(c.AMQPQueues) > 0 {
 		bad("INBOXD_AMQP_URL", "is required when INBOXD_AMQP_QUEUES is set (or set INBOXD_AMQP_URL_FILE)")
@@ -462,8 +489,8 @@ func (c Config) Validate() error {
 			// Never echo the URL: it may hold a password or a token.
 			bad("INBOXD_NATS_URL", "is not a valid nats:// or tls:// URL (or comma list of them)")
 		}
-		if len(c.NATSStreams) == 0 {
-			bad("INBOXD_NATS_STREAMS", "is required when INBOXD_NATS_URL is set")
+		if len(c.NATSStreams) == 0 && !c.Outbox {
+			bad("INBOXD_NATS_STREAMS", "is required when INBOXD_NATS_URL is set (unless INBOXD_OUTBOX=true: publish only)")
 		}
 	} else if len(c.NATSStreams) > 0 {
 		bad("INBOXD_NATS_URL", "is required when INBOXD_NATS_STREAMS is set (or set INBOXD_NATS_URL_FILE)")
@@ -532,6 +559,18 @@ func (c Config) Validate() error {
 	minDur(&errs, "INBOXD_RETENTION_INTERVAL", c.RetentionInterval, worker.MinRetentionInterval)
 	minDur(&errs, "INBOXD_STALE_AFTER", c.StaleAfter, worker.MinStaleAfter)
 	minDur(&errs, "INBOXD_STATS_INTERVAL", c.StatsInterval, worker.MinStatsInterval)
+	if c.OutboxBatchSize < 1 || c.OutboxBatchSize > outbox.MaxBatchSize {
+		bad("INBOXD_OUTBOX_BATCH_SIZE", "must be between 1 and %d, got %d", outbox.MaxBatchSize, c.OutboxBatchSize)
+	}
+	minDur(&errs, "INBOXD_OUTBOX_POLL_INTERVAL", c.OutboxPollInterval, outbox.MinPollInterval)
+	minDur(&errs, "INBOXD_OUTBOX_LEASE", c.OutboxLease, outbox.MinLease)
+	if c.OutboxPublishTimeout <= 0 || c.OutboxPublishTimeout > c.OutboxLease/3 {
+		bad("INBOXD_OUTBOX_PUBLISH_TIMEOUT", "must be positive and at most a third of INBOXD_OUTBOX_LEASE (%s), got %q", c.OutboxLease/3, c.OutboxPublishTimeout)
+	}
+	if c.OutboxMaxAttempts < 1 || c.OutboxMaxAttempts > outbox.MaxAttemptsLimit {
+		bad("INBOXD_OUTBOX_MAX_ATTEMPTS", "must be between 1 and %d, got %d", outbox.MaxAttemptsLimit, c.OutboxMaxAttempts)
+	}
+	minDur(&errs, "INBOXD_OUTBOX_RETENTION", c.OutboxRetention, worker.MinRetention)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -550,14 +589,16 @@ func minDur(errs *[]error, name string, d, lowest time.Duration) {
 }
 
 // IngestEnabled reports whether Kafka ingest runs (INBOXD_KAFKA_BROKERS set).
-func (c Config) IngestEnabled() bool { return len(c.KafkaBrokers) > 0 }
+// With INBOXD_OUTBOX=true and no topics, the brokers are published to only.
+func (c Config) IngestEnabled() bool { return len(c.KafkaBrokers) > 0 && len(c.KafkaTopics) > 0 }
 
-// AMQPEnabled reports whether the RabbitMQ source runs (INBOXD_AMQP_URL set).
-func (c Config) AMQPEnabled() bool { return c.AMQPURL != "" }
+// AMQPEnabled reports whether the RabbitMQ source runs (INBOXD_AMQP_URL and
+// INBOXD_AMQP_QUEUES set).
+func (c Config) AMQPEnabled() bool { return c.AMQPURL != "" && len(c.AMQPQueues) > 0 }
 
 // NATSEnabled reports whether the NATS JetStream source runs
-// (INBOXD_NATS_URL set).
-func (c Config) NATSEnabled() bool { return c.NATSURL != "" }
+// (INBOXD_NATS_URL and INBOXD_NATS_STREAMS set).
+func (c Config) NATSEnabled() bool { return c.NATSURL != "" && len(c.NATSStreams) > 0 }
 
 // natsBadNameChars are the characters a JetStream stream or consumer name
 // cannot hold.
