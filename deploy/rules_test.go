@@ -34,6 +34,9 @@ var rulesRequired = []string{
 	"InboxdConsumerLagGrowing", // Kafka lag grows
 	"InboxdFencedCompletions",  // outcomes fenced
 	"InboxdRescuedRows",        // rows rescued from expired leases
+	"InboxdOutboxStale",        // the oldest pending outbox row is old
+	"InboxdOutboxNoRelay",      // pending outbox rows, no shard held
+	"InboxdOutboxDeadRows",     // level of dead outbox rows
 	"InboxdRetentionNotRunning",
 }
 
