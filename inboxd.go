@@ -63,6 +63,10 @@ type Config struct {
 	// beside Ingest and AMQP.
 	NATS *ingest.NATSConfig
 
+	// Outbox runs the outbox relay: the outbox table's rows (written with
+	// Emit or plain SQL) are published to their brokers. Nil runs none.
+	Outbox *OutboxConfig
+
 	// Migrate applies pending schema migrations (under an advisory lock)
 	// when Run starts, instead of refusing to run on an older schema.
 	Migrate bool
@@ -80,6 +84,7 @@ type Inboxd struct {
 	consumer  *ingest.Consumer   // nil without ingest
 	amqp      *ingest.AMQPSource // nil without a RabbitMQ source
 	nats      *ingest.NATSSource // nil without a NATS source
+	relay     *outboxRelay       // nil without the outbox
 
 	mu        sync.Mutex
 	ran       bool               // Run was called
@@ -138,6 +143,13 @@ func New(cfg Config) (*Inboxd, error) {
 			errs = append(errs, err)
 		}
 	}
+	if cfg.Outbox != nil {
+		if r, err := newOutboxRelay(*cfg.Outbox, cfg.DB, cfg.Logger, nil); err != nil {
+			errs = append(errs, err)
+		} else {
+			closePublishers(r.pubs, cfg.Logger)
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -170,6 +182,11 @@ func New(cfg Config) (*Inboxd, error) {
 	}
 	if cfg.NATS != nil {
 		if ib.nats, err = ingest.NewNATS(*cfg.NATS, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Outbox != nil {
+		if ib.relay, err = newOutboxRelay(*cfg.Outbox, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
 			return nil, err
 		}
 	}
@@ -252,6 +269,9 @@ func (ib *Inboxd) Run(ctx context.Context) error {
 			}
 			return nil
 		})
+	}
+	if ib.relay != nil {
+		g.Go(func() error { return ib.relay.run(gctx) })
 	}
 	g.Go(func() error {
 		if ib.waitRunning(gctx) {
@@ -359,6 +379,9 @@ func (ib *Inboxd) Ready(ctx context.Context) error {
 	}
 	if ib.nats != nil && !ib.nats.Ready() {
 		return errors.New("ingest not ready: source_kind=nats (cannot persist to the database, or not connected to NATS with every stream's consumer bound)")
+	}
+	if ib.relay != nil && !ib.relay.Ready() {
+		return errors.New("outbox relay not ready (cannot renew its shard leases in the database)")
 	}
 	return nil
 }

@@ -116,6 +116,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		Ingest:     ingestCfg,
 		AMQP:       amqpConfig(cfg),
 		NATS:       natsConfig(cfg),
+		Outbox:     outboxConfig(cfg),
 		Migrate:    migrateFirst,
 	})
 	if err != nil {

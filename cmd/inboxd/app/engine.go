@@ -1,6 +1,7 @@
 package app
 
 import (
+	"github.com/inboxd/inboxd"
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/worker"
@@ -85,7 +86,7 @@ func amqpConfig(c config.Config) *ingest.AMQPConfig {
 		URL:      c.AMQPURL,
 		Queues:   c.AMQPQueues,
 		Prefetch: c.AMQPPrefetch,
-		TLS:      ingest.TLSConfig{CAFile: c.AMQPTLSCAFile, CertFile: c.AMQPTLSCertFile, KeyFile: c.AMQPTLSKeyFile},
+		TLS:      amqpTLS(c),
 		Pipeline: ingest.PipelineConfig{BatchSize: k.BatchSize, BatchTimeout: k.BatchTimeout, BatchBytes: k.BatchBytes,
 			Mapping: k.Mapping},
 	}
@@ -104,8 +105,51 @@ func natsConfig(c config.Config) *ingest.NATSConfig {
 		Streams:   c.NATSStreams,
 		Consumer:  c.NATSConsumer,
 		Subjects:  c.NATSSubjects,
-		TLS:       ingest.TLSConfig{CAFile: c.NATSTLSCAFile, CertFile: c.NATSTLSCertFile, KeyFile: c.NATSTLSKeyFile},
+		TLS:       natsTLS(c),
 		Pipeline: ingest.PipelineConfig{BatchSize: k.BatchSize, BatchTimeout: k.BatchTimeout, BatchBytes: k.BatchBytes,
 			Mapping: k.Mapping},
 	}
+}
+
+// outboxConfig translates the daemon's configuration into the outbox
+// relay's; nil without INBOXD_OUTBOX=true. The brokers published to are
+// the sources' (their connection settings alone: a broker without topics,
+// queues or streams publishes only).
+func outboxConfig(c config.Config) *inboxd.OutboxConfig {
+	if !c.Outbox {
+		return nil
+	}
+	o := &inboxd.OutboxConfig{
+		BatchSize:      c.OutboxBatchSize,
+		PollInterval:   c.OutboxPollInterval,
+		Lease:          c.OutboxLease,
+		PublishTimeout: c.OutboxPublishTimeout,
+		MaxAttempts:    c.OutboxMaxAttempts,
+		Retention:      c.OutboxRetention,
+	}
+	if len(c.KafkaBrokers) > 0 {
+		k := ingestConfig(c)
+		o.Kafka = &k
+	}
+	if c.AMQPURL != "" {
+		o.AMQP = &ingest.AMQPConfig{URL: c.AMQPURL,
+			TLS: amqpTLS(c)}
+	}
+	if c.NATSURL != "" {
+		o.NATS = &ingest.NATSConfig{URL: c.NATSURL, CredsFile: c.NATSCredsFile,
+			TLS: natsTLS(c)}
+	}
+	return o
+}
+
+// amqpTLS is the TLS configuration of RabbitMQ connections, source and
+// publisher alike.
+func amqpTLS(c config.Config) ingest.TLSConfig {
+	return ingest.TLSConfig{CAFile: c.AMQPTLSCAFile, CertFile: c.AMQPTLSCertFile, KeyFile: c.AMQPTLSKeyFile}
+}
+
+// natsTLS is the TLS configuration of NATS connections, source and
+// publisher alike.
+func natsTLS(c config.Config) ingest.TLSConfig {
+	return ingest.TLSConfig{CAFile: c.NATSTLSCAFile, CertFile: c.NATSTLSCertFile, KeyFile: c.NATSTLSKeyFile}
 }
