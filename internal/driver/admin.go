@@ -29,10 +29,23 @@ var (
 	showSQL            = load("show.sql")
 )
 
+// filterColumns names the columns sql/failed_filter.sql filters on, so that
+// the one filter serves the inbox and the outbox.
+type filterColumns struct {
+	// Source is the column FailedFilter.Source matches.
+	Source string
+	// Time is the column FailedFilter.Since and Until bound.
+	Time string
+}
+
+// inboxColumns are the inbox's: a dead or rejected row's time is when it
+// failed (updated_at).
+var inboxColumns = filterColumns{Source: "source", Time: "updated_at"}
+
 // renderAdmin renders the CLI's template sql/name with the templates it
 // may call.
 func renderAdmin(name string) string {
-	return render(name, nil, "failed_filter.sql", "requeue_set.sql")
+	return render(name, inboxColumns, "failed_filter.sql", "requeue_set.sql")
 }
 
 // FailedRow is one dead or rejected row, without its payload.
@@ -59,18 +72,25 @@ func ListFailed(ctx context.Context, db DB, st status.Status, eventType string, 
 }
 
 // FailedFilter selects dead or rejected rows for requeue and discard
-// (sql/failed_filter.sql); its conditions combine with AND.
+// (sql/failed_filter.sql), of the inbox or of the outbox; its conditions
+// combine with AND.
 type FailedFilter struct {
-	// Status is status.Dead or status.Rejected.
+	// Status is status.Dead or status.Rejected (the outbox's statements
+	// read dead rows only, and ignore it).
 	Status status.Status
 	// IDs, when not nil, are the only rows that count.
 	IDs []int64
-	// EventType and Source, when not "", must match.
+	// EventType and Source, when not "", must match; Source is the inbox's
+	// source, the outbox's destination.
 	EventType string
 	Source    string
-	// Since and Until, when not nil, bound updated_at: [Since, Until).
+	// Since and Until, when not nil, bound the row's time: [Since, Until).
+	// The inbox's is updated_at (when the row failed), the outbox's
+	// created_at (it keeps no time of death).
 	Since *time.Time
 	Until *time.Time
+	// Error, when not "", must be part of last_error, in any case.
+	Error string
 }
 
 // args are the filter's named arguments for the range of ids (after, upto].
@@ -82,6 +102,7 @@ func (f FailedFilter) args(after, upto int64) pgx.NamedArgs {
 		"source":     f.Source,
 		"since":      f.Since,
 		"until":      f.Until,
+		"error":      f.Error,
 		"after":      after,
 		"upto":       upto,
 	}
@@ -252,22 +273,30 @@ func ShowRow(ctx context.Context, db DB, id int64) (cols []Column, ok bool, err 
 	if err != nil {
 		return nil, false, err
 	}
-	defer rows.Close()
-	if !rows.Next() {
-		return nil, false, rows.Err()
-	}
-	values, err := rows.Values()
-	if err != nil {
+	all, err := collectColumns(rows)
+	if err != nil || len(all) == 0 {
 		return nil, false, err
 	}
-	fields := rows.FieldDescriptions()
-	cols = make([]Column, len(fields))
-	for i, fd := range fields {
-		cols[i] = Column{Name: fd.Name, Value: values[i]}
+	return all[0], true, nil
+}
+
+// collectColumns reads every row of rows as its columns, in the result's
+// order, and closes rows.
+func collectColumns(rows pgx.Rows) ([][]Column, error) {
+	defer rows.Close()
+	var out [][]Column
+	for rows.Next() {
+		values, err := rows.Values()
+		if err != nil {
+			return nil, err
+		}
+		fields := rows.FieldDescriptions()
+		cols := make([]Column, len(fields))
+		for i, fd := range fields {
+			cols[i] = Column{Name: fd.Name, Value: values[i]}
+		}
+		out = append(out, cols)
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, false, err
-	}
-	return cols, true, nil
+	return out, rows.Err()
 }

@@ -76,18 +76,10 @@ func (f *failedFilter) parse(cmd string, now time.Time) error {
 	if f.ids == "" && f.eventType == "" && f.source == "" && f.since == "" && f.until == "" && !f.all {
 		return usageError{fmt.Errorf("%s: say which %s rows: --id 1,2,3, --type T, --source S, --since/--until, or --all", cmd, f.status)}
 	}
-	if f.ids != "" {
-		for _, s := range strings.Split(f.ids, ",") {
-			id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-			if err != nil || id < 1 {
-				return usageError{fmt.Errorf("%s: --id: %q is not a row id", cmd, s)}
-			}
-			if !slices.Contains(f.idList, id) {
-				f.idList = append(f.idList, id)
-			}
-		}
-	}
 	var err error
+	if f.idList, err = parseIDs(cmd, f.ids); err != nil {
+		return err
+	}
 	if f.sinceTime, err = parseSince(f.since, now); err != nil {
 		return usageError{fmt.Errorf("%s: --since: %w", cmd, err)}
 	}
@@ -99,6 +91,25 @@ func (f *failedFilter) parse(cmd string, now time.Time) error {
 			f.sinceTime.Format(time.RFC3339), f.untilTime.Format(time.RFC3339))}
 	}
 	return nil
+}
+
+// parseIDs reads --id's comma-separated row ids, each once; "" is nil (any
+// row).
+func parseIDs(cmd, ids string) ([]int64, error) {
+	if ids == "" {
+		return nil, nil
+	}
+	var list []int64
+	for _, s := range strings.Split(ids, ",") {
+		id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil || id < 1 {
+			return nil, usageError{fmt.Errorf("%s: --id: %q is not a row id", cmd, s)}
+		}
+		if !slices.Contains(list, id) {
+			list = append(list, id)
+		}
+	}
+	return list, nil
 }
 
 // parseSince reads an RFC 3339 time, or a duration meaning that long before
@@ -185,21 +196,33 @@ func adminLog(cfg config.Config, stderr io.Writer, command string) zerolog.Logge
 // command again does the rest.
 func (f *failedFilter) eachRange(ctx context.Context, conn *pgx.Conn, log zerolog.Logger, kept string,
 	fn func(after, upto int64) (int64, error)) (int64, error) {
+	return eachBatch(f.parsedFrom, f.status, log, kept, func(after int64) (int64, bool, error) {
+		return driver.FailedRangeEnd(ctx, conn, f.query(), after, failedBatch)
+	}, fn)
+}
+
+// eachBatch is the loop of eachRange, for any table: rangeEnd returns the
+// end of the next range of failedBatch rows of the status st after an id
+// (ok false when none is left), fn does a range. cmd names the command in
+// errors and progress lines.
+func eachBatch(cmd, st string, log zerolog.Logger, kept string,
+	rangeEnd func(after int64) (upto int64, ok bool, err error),
+	fn func(after, upto int64) (int64, error)) (int64, error) {
 	var total, reported int64
 	batches := 0
 	lastReport := time.Now()
 	stopped := func(err error) (int64, error) {
 		if total == 0 || kept == "" {
-			return total, fmt.Errorf("%s: %w", f.parsedFrom, err)
+			return total, fmt.Errorf("%s: %w", cmd, err)
 		}
 		return total, fmt.Errorf("%s: stopped after %s, which stay %s; run the command again for the rest: %w",
-			f.parsedFrom, plural(total, "row"), kept, err)
+			cmd, plural(total, "row"), kept, err)
 	}
 	var after int64
 	for {
-		upto, ok, err := driver.FailedRangeEnd(ctx, conn, f.query(), after, failedBatch)
+		upto, ok, err := rangeEnd(after)
 		if err != nil {
-			return stopped(fmt.Errorf("select the next %d %s rows: %w", failedBatch, f.status, err))
+			return stopped(fmt.Errorf("select the next %d %s rows: %w", failedBatch, st, err))
 		}
 		if !ok {
 			return total, nil
@@ -212,8 +235,8 @@ func (f *failedFilter) eachRange(ctx context.Context, conn *pgx.Conn, log zerolo
 		batches++
 		after = upto
 		if total-reported >= progressRows || time.Since(lastReport) >= progressEvery {
-			log.Info().Str("status", f.status).Int64("rows", total).Int("batches", batches).Int64("last_id", after).
-				Msg(f.parsedFrom + " progress")
+			log.Info().Str("status", st).Int64("rows", total).Int("batches", batches).Int64("last_id", after).
+				Msg(cmd + " progress")
 			reported, lastReport = total, time.Now()
 		}
 	}

@@ -95,8 +95,13 @@ func showText(w io.Writer, cols []driver.Column, full bool) error {
 	var headers any
 	for _, c := range cols {
 		switch c.Name {
-		case "key":
-			key, _ = c.Value.([]byte)
+		case "key": // bytea in the inbox, text in the outbox
+			switch v := c.Value.(type) {
+			case []byte:
+				key = v
+			case string:
+				key = []byte(v)
+			}
 			haveKey = c.Value != nil
 			continue
 		case "payload":

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/inboxd/inboxd/config"
@@ -130,6 +131,9 @@ func init() {
 				}
 			}},
 	}
+	// The outbox's commands come before help and version.
+	at := slices.IndexFunc(commands, func(c command) bool { return c.name == "help" })
+	commands = slices.Insert(commands, at, outboxCommands()...)
 }
 
 // Main runs the inboxd command line with args (without the program name)
@@ -176,9 +180,18 @@ func dispatch(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	case "--version":
 		name = "version"
 	}
+	// A command of two words (outbox stats).
+	if len(rest) > 0 {
+		if _, ok := lookupCommand(name + " " + rest[0]); ok {
+			name, rest = name+" "+rest[0], rest[1:]
+		}
+	}
 	cmd, ok := lookupCommand(name)
 	if !ok {
 		writeShortUsage(stderr)
+		if subs := subcommands(name); len(subs) > 0 {
+			return usageError{fmt.Errorf("%s: give one of its commands: %s", name, strings.Join(subs, ", "))}
+		}
 		return usageError{fmt.Errorf("unknown command %q", name)}
 	}
 	inv := &invocation{ctx: ctx, stdout: stdout, stderr: stderr, opts: opts}
@@ -208,6 +221,18 @@ func dispatch(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		return usageError{err}
 	}
 	return run(cfg)
+}
+
+// subcommands returns the second words of the commands that start with the
+// word name (outbox: stats, dead, …).
+func subcommands(name string) []string {
+	var subs []string
+	for _, c := range commands {
+		if sub, ok := strings.CutPrefix(c.name, name+" "); ok {
+			subs = append(subs, sub)
+		}
+	}
+	return subs
 }
 
 func lookupCommand(name string) (command, bool) {

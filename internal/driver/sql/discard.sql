@@ -10,7 +10,7 @@ WITH batch AS (
     SELECT id
     FROM inbox
     WHERE status = @status::text AND status IN ('dead', 'rejected')
-      AND {{template "failed_filter"}}
+      AND {{template "failed_filter" .}}
     FOR UPDATE SKIP LOCKED
 )
 DELETE FROM inbox AS i

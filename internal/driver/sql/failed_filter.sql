@@ -1,14 +1,20 @@
 {{/* failed_filter: the filter of requeue and discard over dead or rejected
 rows, within one range of ids (@after, @upto] (see failed_range.sql): @ids
 bigint[] (NULL = any), @event_type and @source ('' = any), @since and
-@until timestamptz on updated_at (NULL = unbounded). Each statement that
-uses it (failed_match.sql, requeue.sql, discard.sql) states the status it
-reads first, so that inbox_failed_idx (status, id) serves the range. */}}
+@until timestamptz (NULL = unbounded), @error ('' = any: last_error must
+contain it, case-insensitively). Each statement that uses it
+(failed_match.sql, requeue.sql, discard.sql, and the outbox's
+outbox_admin_*.sql) states the status it reads first, so that the partial
+index on the failed rows serves the range.
+The data names the table's columns (driver.filterColumns): .Source, the
+inbox's source or the outbox's destination; .Time, the column --since and
+--until bound (the inbox's updated_at, the outbox's created_at). */}}
 {{- define "failed_filter" -}}
 id > @after::bigint AND id <= @upto::bigint
   AND (@ids::bigint[] IS NULL OR id = ANY (@ids::bigint[]))
   AND (@event_type::text = '' OR event_type = @event_type::text)
-  AND (@source::text = '' OR source = @source::text)
-  AND (@since::timestamptz IS NULL OR updated_at >= @since::timestamptz)
-  AND (@until::timestamptz IS NULL OR updated_at < @until::timestamptz)
+  AND (@source::text = '' OR {{.Source}} = @source::text)
+  AND (@since::timestamptz IS NULL OR {{.Time}} >= @since::timestamptz)
+  AND (@until::timestamptz IS NULL OR {{.Time}} < @until::timestamptz)
+  AND (@error::text = '' OR strpos(lower(coalesce(last_error, '')), lower(@error::text)) > 0)
 {{- end -}}

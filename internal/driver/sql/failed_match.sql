@@ -8,5 +8,5 @@
 SELECT id, status, source, event_id, event_type, attempts, updated_at, coalesce(last_error, '')
 FROM inbox
 WHERE status = @status::text AND status IN ('dead', 'rejected')
-  AND {{template "failed_filter"}}
+  AND {{template "failed_filter" .}}
 ORDER BY status, id

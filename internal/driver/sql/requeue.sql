@@ -13,7 +13,7 @@ WITH batch AS (
     SELECT id
     FROM inbox
     WHERE status = 'dead' AND status IN ('dead', 'rejected')
-      AND {{template "failed_filter"}}
+      AND {{template "failed_filter" .}}
     FOR UPDATE SKIP LOCKED
 )
 UPDATE inbox AS i
