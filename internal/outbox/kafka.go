@@ -54,8 +54,9 @@ type KafkaConfig struct {
 	// MaxMessageBytes is the largest batch sent to a partition, and so the
 	// largest message (key, payload and headers with the batch's overhead);
 	// a larger one is refused. It must not exceed the topics'
-	// max.message.bytes: the broker refuses a whole batch over it. Zero is
-	// DefaultKafkaMaxMessageBytes.
+	// max.message.bytes: the broker refuses a whole batch over it, so with
+	// a lower topic limit the records batched with a message too large for
+	// it are refused with it. Zero is DefaultKafkaMaxMessageBytes.
 	MaxMessageBytes int
 }
 
