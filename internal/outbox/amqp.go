@@ -177,8 +177,9 @@ func (p *AMQPPublisher) Publish(ctx context.Context, msgs []Message) []error {
 			}
 		}
 	}
-	broken := false // the channel must not be used again
-	culprit := true // the first message unconfirmed at a channel close
+	returns := ch.returns // nil once closed
+	broken := false       // the channel must not be used again
+	culprit := true       // the first message unconfirmed at a channel close
 	for i, dc := range dcs {
 		if dc == nil {
 			continue
@@ -186,7 +187,11 @@ func (p *AMQPPublisher) Publish(ctx context.Context, msgs []Message) []error {
 	wait:
 		for {
 			select {
-			case r := <-ch.returns:
+			case r, ok := <-returns:
+				if !ok { // closed with the channel
+					returns = nil
+					continue
+				}
 				noteReturn(r)
 			case <-dc.Done():
 				break wait
@@ -200,9 +205,13 @@ func (p *AMQPPublisher) Publish(ctx context.Context, msgs []Message) []error {
 		// client hands it over before it reads the next frame: every
 		// return of the messages confirmed so far has arrived.
 	drain:
-		for {
+		for returns != nil {
 			select {
-			case r := <-ch.returns:
+			case r, ok := <-returns:
+				if !ok {
+					returns = nil
+					continue
+				}
 				noteReturn(r)
 			default:
 				break drain
@@ -354,8 +363,9 @@ func (p *AMQPPublisher) dropChannel(ch *amqpChannel) {
 	if !ch.ch.IsClosed() {
 		// A channel.close waits for the server's close-ok: on a
 		// connection cut off, that never comes. Drop the connection
-		// instead; the next Publish dials again.
-		_ = p.conn.CloseDeadline(time.Now().Add(amqpCloseTimeout))
+		// instead, at once (Publish's ctx has ended); the next Publish
+		// dials again.
+		_ = p.conn.CloseDeadline(time.Now())
 		p.conn = nil
 	}
 }

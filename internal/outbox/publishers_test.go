@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/netfault"
 )
 
 // The publishers' tests share these helpers: messages as the relay builds
@@ -184,4 +186,29 @@ func headerMap[H any](hs []H, kv func(H) (string, string)) map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// proxied starts a TCP proxy (internal/netfault) to the server of rawURL
+// and returns it with rawURL pointing at it instead.
+func proxied(t testing.TB, rawURL string) (*netfault.Proxy, string) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := netfault.New(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	u.Host = proxy.Addr()
+	return proxy, u.String()
+}
+
+// errString is err's text, "none" for nil.
+func errString(err error) string {
+	if err == nil {
+		return "none"
+	}
+	return err.Error()
 }
