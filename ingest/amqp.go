@@ -80,8 +80,52 @@ func (c AMQPConfig) withDefaults() AMQPConfig {
 		held := max(1, 4*c.Pipeline.BatchBytes/max(1, c.Pipeline.Mapping.largestMessage()))
 		c.Prefetch = min(2*c.Pipeline.BatchSize, held)
 	}
-	c.TLS.Enabled = strings.HasPrefix(strings.ToLower(c.URL), "amqps://")
+	c.TLS.Enabled = amqpsURL(c.URL)
 	return c
+}
+
+// amqpsURL reports whether url asks for TLS: AMQP's TLS follows the
+// scheme.
+func amqpsURL(url string) bool { return strings.HasPrefix(strings.ToLower(url), "amqps://") }
+
+// amqpTLSPrefix names the TLS variables in errors.
+const amqpTLSPrefix = "INBOXD_AMQP_TLS"
+
+// DialAMQP opens a connection to the RabbitMQ server at url, as the
+// AMQPSource does for its queues and the outbox for its exchanges: TLS
+// (tls's files, enabled by an amqps:// URL whatever tls.Enabled says),
+// 10s heartbeats, connection_name "inboxd". ctx bounds the TCP connection
+// and, with amqpDialTimeout, the TLS and AMQP handshakes.
+func DialAMQP(ctx context.Context, url string, tls TLSConfig) (*amqp.Connection, error) {
+	c := amqp.Config{Heartbeat: 10 * time.Second, Locale: "en_US",
+		Properties: amqp.Table{"connection_name": "inboxd"}}
+	if tls.Enabled = amqpsURL(url); tls.Enabled {
+		tc, err := tls.Build(amqpTLSPrefix)
+		if err != nil {
+			return nil, err
+		}
+		c.TLSClientConfig = tc
+	}
+	c.Dial = func(network, addr string) (net.Conn, error) {
+		d := net.Dialer{Timeout: amqpDialTimeout}
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		// As amqp.DefaultDial: a deadline for the TLS and AMQP handshakes
+		// (heartbeats have not started), cleared once the connection is
+		// open; ctx's deadline if it comes first.
+		deadline := time.Now().Add(amqpDialTimeout)
+		if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+			deadline = dl
+		}
+		if err := conn.SetDeadline(deadline); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		return conn, nil
+	}
+	return amqp.DialConfig(url, c)
 }
 
 // Validate reports every setting that cannot work, one line each; it never
@@ -172,35 +216,15 @@ func newAMQP(cfg AMQPConfig, w inboxWriter, logger zerolog.Logger, reg prometheu
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	amqpCfg := amqp.Config{Heartbeat: 10 * time.Second, Locale: "en_US",
-		Properties: amqp.Table{"connection_name": "inboxd"}}
 	if cfg.TLS.Enabled {
-		tc, err := cfg.TLS.buildFor("INBOXD_AMQP_TLS")
-		if err != nil {
+		// Read the files now: a bad one is a start-up error, not a
+		// connection failure retried forever.
+		if _, err := cfg.TLS.Build(amqpTLSPrefix); err != nil {
 			return nil, fmt.Errorf("ingest: %w", err)
 		}
-		amqpCfg.TLSClientConfig = tc
 	}
 	s := &AMQPSource{cfg: cfg, pending: make(map[amqp.Acknowledger]uint64)}
-	s.dial = func(ctx context.Context) (*amqp.Connection, error) {
-		c := amqpCfg
-		c.Dial = func(network, addr string) (net.Conn, error) {
-			d := net.Dialer{Timeout: amqpDialTimeout}
-			conn, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			// As amqp.DefaultDial: a deadline for the TLS and AMQP
-			// handshakes (heartbeats have not started), cleared once the
-			// connection is open.
-			if err := conn.SetDeadline(time.Now().Add(amqpDialTimeout)); err != nil {
-				_ = conn.Close()
-				return nil, err
-			}
-			return conn, nil
-		}
-		return amqp.DialConfig(cfg.URL, c)
-	}
+	s.dial = func(ctx context.Context) (*amqp.Connection, error) { return DialAMQP(ctx, cfg.URL, cfg.TLS) }
 	var err error
 	s.pipeline, err = newPipeline(SourceAMQP, cfg.Pipeline, w, logger, reg,
 		func() bool { return s.connected.Load() && !s.blocked.Load() })

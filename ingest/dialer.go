@@ -36,11 +36,13 @@ func newDialer(c Config) (*kafka.Dialer, error) {
 
 // build returns the TLS client configuration, or nil when TLS is off. File
 // names appear in errors; file contents never do.
-func (t TLSConfig) build() (*tls.Config, error) { return t.buildFor("INBOXD_KAFKA_TLS") }
+func (t TLSConfig) build() (*tls.Config, error) { return t.Build("INBOXD_KAFKA_TLS") }
 
-// buildFor is build with errors naming the variables of prefix
-// (INBOXD_KAFKA_TLS, INBOXD_AMQP_TLS).
-func (t TLSConfig) buildFor(prefix string) (*tls.Config, error) {
+// Build returns the TLS client configuration, or nil when TLS is off, with
+// errors naming the variables of prefix (INBOXD_KAFKA_TLS, INBOXD_AMQP_TLS,
+// INBOXD_NATS_TLS). File names appear in errors; file contents never do.
+// The sources and the outbox's publishers both build theirs here.
+func (t TLSConfig) Build(prefix string) (*tls.Config, error) {
 	if !t.Enabled {
 		return nil, nil
 	}

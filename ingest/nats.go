@@ -196,6 +196,26 @@ func newNATS(cfg NATSConfig, w inboxWriter, logger zerolog.Logger, reg prometheu
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	opts, err := NATSOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &NATSSource{cfg: cfg, opts: opts, mapping: cfg.Pipeline.Mapping.withDefaults()}
+	s.mapping.EventIDHeaders = append([]string{NATSMsgIDHeader}, s.mapping.EventIDHeaders...)
+	s.pipeline, err = newPipeline(SourceNATS, cfg.Pipeline, w, logger, reg, s.Reachable)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: register metrics: %w", err)
+	}
+	return s, nil
+}
+
+// NATSOptions returns the nats.go options of a connection to cfg's server,
+// as the NATSSource opens it and the outbox's publisher too: the client
+// name "inboxd", natsDialTimeout, unlimited reconnections, cfg.CredsFile
+// and TLS (enabled by a tls:// URL or any of cfg.TLS's files). It reads
+// only cfg's URL, CredsFile and TLS, and adds no connection handler.
+func NATSOptions(cfg NATSConfig) ([]nats.Option, error) {
+	cfg = cfg.withDefaults()
 	opts := []nats.Option{nats.Name("inboxd"), nats.Timeout(natsDialTimeout), nats.MaxReconnects(-1)}
 	if cfg.CredsFile != "" {
 		if _, err := os.Stat(cfg.CredsFile); err != nil {
@@ -204,20 +224,13 @@ func newNATS(cfg NATSConfig, w inboxWriter, logger zerolog.Logger, reg prometheu
 		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
 	}
 	if cfg.TLS.Enabled {
-		tc, err := cfg.TLS.buildFor("INBOXD_NATS_TLS")
+		tc, err := cfg.TLS.Build("INBOXD_NATS_TLS")
 		if err != nil {
 			return nil, fmt.Errorf("ingest: %w", err)
 		}
 		opts = append(opts, nats.Secure(tc))
 	}
-	s := &NATSSource{cfg: cfg, opts: opts, mapping: cfg.Pipeline.Mapping.withDefaults()}
-	s.mapping.EventIDHeaders = append([]string{NATSMsgIDHeader}, s.mapping.EventIDHeaders...)
-	var err error
-	s.pipeline, err = newPipeline(SourceNATS, cfg.Pipeline, w, logger, reg, s.Reachable)
-	if err != nil {
-		return nil, fmt.Errorf("ingest: register metrics: %w", err)
-	}
-	return s, nil
+	return opts, nil
 }
 
 // Ready reports whether the source runs, its last batch write did not fail,

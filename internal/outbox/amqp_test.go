@@ -1,0 +1,255 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/testkit"
+)
+
+// amqpTestURL is the RabbitMQ server the tests use: INBOXD_TEST_AMQP_URL,
+// else the machine's local server.
+func amqpTestURL() string {
+	if u := os.Getenv("INBOXD_TEST_AMQP_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}
+
+// amqpBundle is one test's exchange on the real RabbitMQ, with a queue
+// bound to it for routing key "rk", and a connection to read it.
+type amqpBundle struct {
+	exchange string
+	queue    string
+	ch       *amqp.Channel
+}
+
+func setupAMQPPub(t *testing.T) *amqpBundle {
+	t.Helper()
+	conn, err := amqp.Dial(amqpTestURL())
+	if err != nil {
+		t.Fatalf("connect to RabbitMQ at %s: %v", ingest.RedactAMQPURL(amqpTestURL()), err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &amqpBundle{exchange: randomName("outbox-test-x-"), queue: randomName("outbox-test-q-"), ch: ch}
+	if err := ch.ExchangeDeclare(b.exchange, amqp.ExchangeDirect, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(b.queue, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(b.queue, "rk", b.exchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := ch.QueueDelete(b.queue, false, false, false); err != nil {
+			t.Errorf("delete queue %s: %v", b.queue, err)
+		}
+		if err := ch.ExchangeDelete(b.exchange, false, false); err != nil {
+			t.Errorf("delete exchange %s: %v", b.exchange, err)
+		}
+		_ = conn.Close()
+	})
+	return b
+}
+
+func newAMQPPub(t *testing.T, cfg AMQPConfig) *AMQPPublisher {
+	t.Helper()
+	if cfg.URL == "" {
+		cfg.URL = amqpTestURL()
+	}
+	p, err := NewAMQP(cfg, pubLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		_ = p.Close() // idempotent
+	})
+	return p
+}
+
+func (b *amqpBundle) dest() Destination {
+	return Destination{Kind: KindAMQP, Name: b.exchange, RoutingKey: "rk"}
+}
+
+// consume reads n messages from the queue, each mapped by inboxd's
+// RabbitMQ ingest too, and checks their properties.
+func (b *amqpBundle) consume(t *testing.T, n int) []received {
+	t.Helper()
+	var got []received
+	testkit.WaitForReport(t, 30*time.Second, func() (bool, string) {
+		for len(got) < n {
+			d, ok, err := b.ch.Get(b.queue, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			if d.DeliveryMode != amqp.Persistent {
+				t.Errorf("%s: delivery mode %d, want persistent", d.MessageId, d.DeliveryMode)
+			}
+			if d.MessageId == "" || d.MessageId != d.Headers[EventIDHeader] || d.Type != d.Headers[EventTypeHeader] {
+				t.Errorf("properties message_id %q, type %q; headers %v", d.MessageId, d.Type, d.Headers)
+			}
+			hs := map[string]string{}
+			for k, v := range d.Headers {
+				s, _ := v.(string)
+				hs[k] = s
+			}
+			got = append(got, received{key: hs[KeyHeader], headers: hs, payload: d.Body,
+				row: ingest.MapDelivery(b.queue, d, ingest.MapOptions{})})
+		}
+		return len(got) >= n, "messages read back from the queue"
+	})
+	return got
+}
+
+// 200 messages over four keys, in three Publish calls, are read back in
+// order, persistent, with message_id and type set, the key and every
+// header in the headers table; inboxd's own RabbitMQ ingest maps each to
+// its event id, type and key.
+func TestAMQPPublishKeepsOrderAndHeaders(t *testing.T) {
+	t.Parallel()
+	b := setupAMQPPub(t)
+	p := newAMQPPub(t, AMQPConfig{})
+	if p.Ready() {
+		t.Error("ready before the first Publish (it does not connect in New)")
+	}
+	batches := orderedBatches(b.dest(), 200, 4, 3)
+	publishAll(t, p, batches)
+	if !p.Ready() {
+		t.Error("not ready after publishing")
+	}
+	checkReceived(t, batches, b.consume(t, 200))
+}
+
+// A message over MaxMessageBytes is refused by Check; a message no queue
+// takes (mandatory, basic.return) is refused by Publish, and the one
+// after it in the same call is published.
+func TestAMQPRefusesTooLargeAndUnroutable(t *testing.T) {
+	t.Parallel()
+	b := setupAMQPPub(t)
+	p := newAMQPPub(t, AMQPConfig{MaxMessageBytes: 1024})
+	wantRefused(t, "Check of a message over MaxMessageBytes", p.Check(testMessage(b.dest(), "big", "t", "k", make([]byte, 1025))))
+	if err := p.Check(testMessage(b.dest(), "ok", "t", "k", make([]byte, 1024))); err != nil {
+		t.Errorf("Check of a message at MaxMessageBytes: %v", err)
+	}
+
+	unroutable := testMessage(Destination{Kind: KindAMQP, Name: b.exchange, RoutingKey: "nobody"}, "lost", "t", "k", []byte("{}"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs := p.Publish(ctx, []Message{unroutable, testMessage(b.dest(), "routed", "t", "k", []byte("{}"))})
+	wantRefused(t, "an unroutable message", errs[0])
+	if errs[1] != nil {
+		t.Errorf("the routable message after it: %v", errs[1])
+	}
+	// The default exchange and a queue that does not exist: unroutable too.
+	_, err := publishOne(p, testMessage(Destination{Kind: KindAMQP, Name: "", RoutingKey: randomName("no-queue-")}, "lost2", "t", "", []byte("{}")), 20*time.Second)
+	wantRefused(t, "a message to the default exchange for a missing queue", err)
+	if got := b.consume(t, 1); got[0].headers[EventIDHeader] != "routed" {
+		t.Errorf("read back %v", got[0].headers)
+	}
+}
+
+// A missing exchange (the server closes the channel, 404) is not a
+// refusal, and comes back within the deadline; the same publisher then
+// publishes to an exchange that exists, on a new channel.
+func TestAMQPMissingExchangeIsNotRefused(t *testing.T) {
+	t.Parallel()
+	b := setupAMQPPub(t)
+	p := newAMQPPub(t, AMQPConfig{})
+	const deadline = 10 * time.Second
+	missing := Destination{Kind: KindAMQP, Name: randomName("missing-"), RoutingKey: "rk"}
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	errs := p.Publish(ctx, []Message{testMessage(missing, "m1", "t", "k", []byte("{}")), testMessage(missing, "m2", "t", "k", []byte("{}"))})
+	for i, err := range errs {
+		wantTransient(t, "a missing exchange", err, time.Since(start), deadline)
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("message %d: the deadline passed (%v): want the channel's close", i, err)
+		}
+	}
+	if !strings.Contains(errs[0].Error(), "does not exist") {
+		t.Errorf("a missing exchange: %v, want it said", errs[0])
+	}
+	if _, err := publishOne(p, testMessage(b.dest(), "after", "t", "k", []byte("{}")), deadline); err != nil {
+		t.Errorf("an existing exchange after the missing one: %v", err)
+	}
+	if got := b.consume(t, 1); got[0].headers[EventIDHeader] != "after" {
+		t.Errorf("read back %v", got[0].headers)
+	}
+}
+
+// With the connection cut (through a proxy), Publish fails within its
+// deadline, not refused, and is not ready; once the network heals a
+// Publish connects again and succeeds.
+func TestAMQPConnectionCut(t *testing.T) {
+	t.Parallel()
+	b := setupAMQPPub(t)
+	proxy, url := proxied(t, amqpTestURL())
+	p := newAMQPPub(t, AMQPConfig{URL: url})
+	if _, err := publishOne(p, testMessage(b.dest(), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
+		t.Fatalf("before the cut: %v", err)
+	}
+
+	proxy.Cut()
+	testkit.WaitFor(t, 10*time.Second, "not ready once cut", func() bool { return !p.Ready() })
+	const deadline = 3 * time.Second
+	took, err := publishOne(p, testMessage(b.dest(), "during", "t", "k", []byte("{}")), deadline)
+	wantTransient(t, "publishing while cut off", err, took, deadline)
+
+	if err := proxy.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitForReport(t, 30*time.Second, func() (bool, string) {
+		_, err := publishOne(p, testMessage(b.dest(), "after", "t", "k", []byte("{}")), deadline)
+		return err == nil, "a Publish succeeds after the network heals (last: " + errString(err) + ")"
+	})
+	got := b.consume(t, 2)
+	if got[0].headers[EventIDHeader] != "before" || got[1].headers[EventIDHeader] != "after" {
+		t.Errorf("read back %v then %v", got[0].headers[EventIDHeader], got[1].headers[EventIDHeader])
+	}
+}
+
+// Publish returns within its ctx when the network drops everything (a
+// black hole: no close, no answer), the message failing with the ctx's
+// error, not refused; the next Publish after the network heals succeeds.
+func TestAMQPBlackHoleReturnsWithinCtx(t *testing.T) {
+	t.Parallel()
+	b := setupAMQPPub(t)
+	proxy, url := proxied(t, amqpTestURL())
+	p := newAMQPPub(t, AMQPConfig{URL: url})
+	if _, err := publishOne(p, testMessage(b.dest(), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
+		t.Fatalf("before the black hole: %v", err)
+	}
+	if err := proxy.BlackHole(); err != nil {
+		t.Fatal(err)
+	}
+	const deadline = 2 * time.Second
+	for range 2 { // on the open channel, then on a new connection
+		took, err := publishOne(p, testMessage(b.dest(), "during", "t", "k", []byte("{}")), deadline)
+		wantTransient(t, "publishing into a black hole", err, took, deadline)
+	}
+	if err := proxy.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitForReport(t, 30*time.Second, func() (bool, string) {
+		_, err := publishOne(p, testMessage(b.dest(), "after", "t", "k", []byte("{}")), deadline)
+		return err == nil, "a Publish succeeds after the network heals (last: " + errString(err) + ")"
+	})
+}
