@@ -186,9 +186,9 @@ type OutboxRelay struct {
 	Alive bool
 }
 
-// OutboxStats is what `inboxd outbox stats` reports. Published rows are
+// OutboxReport is what `inboxd outbox stats` reports. Published rows are
 // never counted: PublishedEstimate is the planner's.
-type OutboxStats struct {
+type OutboxReport struct {
 	// Destinations are those with pending or dead rows, by name.
 	Destinations []OutboxDestination
 	// TableRowsEstimate is pg_class.reltuples of the outbox: negative when
@@ -198,13 +198,13 @@ type OutboxStats struct {
 	Relays            []OutboxRelay
 }
 
-// ReadOutboxStats reads the outbox's figures through the partial indexes on
+// ReadOutboxReport reads the outbox's figures through the partial indexes on
 // pending and dead rows, and the shards and relays tables
 // (sql/outbox_admin_destinations.sql, outbox_admin_estimate.sql,
 // outbox_admin_shards.sql, outbox_admin_relays.sql): never a row of the
 // published ones.
-func ReadOutboxStats(ctx context.Context, db DB) (OutboxStats, error) {
-	var s OutboxStats
+func ReadOutboxReport(ctx context.Context, db DB) (OutboxReport, error) {
+	var s OutboxReport
 	rows, err := db.Query(ctx, outboxDestinationsSQL)
 	if err != nil {
 		return s, err

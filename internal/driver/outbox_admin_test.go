@@ -80,10 +80,10 @@ func TestOutboxAdminStatementsReadThePartialIndexes(t *testing.T) {
 	}
 }
 
-// ReadOutboxStats counts pending and dead rows per destination, gives the
+// ReadOutboxReport counts pending and dead rows per destination, gives the
 // table estimate, the shards by holder (the expired ones as nobody's) and
 // the relays seen within the minute.
-func TestReadOutboxStats(t *testing.T) {
+func TestReadOutboxReport(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t).Pool
 	ctx := context.Background()
@@ -99,7 +99,7 @@ func TestReadOutboxStats(t *testing.T) {
 		INSERT INTO outbox_relays VALUES ('r1', now()), ('r2', now() - interval '5 minutes')`); err != nil {
 		t.Fatal(err)
 	}
-	s, err := ReadOutboxStats(ctx, db)
+	s, err := ReadOutboxReport(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}

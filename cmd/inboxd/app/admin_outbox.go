@@ -293,7 +293,7 @@ func runOutboxStats(ctx context.Context, cfg config.Config, stdout io.Writer, as
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	s, err := driver.ReadOutboxStats(ctx, conn)
+	s, err := driver.ReadOutboxReport(ctx, conn)
 	if err != nil {
 		return fmt.Errorf("outbox stats: %w", err)
 	}
