@@ -395,6 +395,10 @@ func (r *Relay) prepare(row *driver.OutboxRow, m *Message) error {
 	return p.Check(*m)
 }
 
+// noPublisherHold is how long the rows of a kind without a publisher are
+// left alone between two looks.
+const noPublisherHold = time.Minute
+
 // errNoPublisher holds back the rows of a kind no broker is configured for.
 type errNoPublisher struct{ kind string }
 
@@ -488,6 +492,17 @@ func (r *Relay) outcomes(results []result) []driver.OutboxOutcome {
 			r.held[d] = h
 		}
 		h.failures++
+		var np errNoPublisher
+		if errors.As(err, &np) {
+			// A configuration matter, not an outage: said once, checked
+			// again every minute.
+			h.until = now.Add(noPublisherHold)
+			if h.failures == 1 {
+				r.log.Error().Err(err).Str("destination", d).
+					Msg("outbox rows for a kind of broker this relay has no settings for: they wait, pending")
+			}
+			continue
+		}
 		delay := r.hold.Delay(h.failures)
 		h.until = now.Add(delay)
 		r.log.Warn().Err(err).Str("destination", d).Int("failures", h.failures).Dur("retry_in", delay).

@@ -79,11 +79,14 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	if err != nil {
 		return usageError{err}
 	}
-	if cfg.Routes == "" && reg.Types() == 0 {
+	publishOnly := cfg.Outbox && !cfg.IngestEnabled() && !cfg.AMQPEnabled() && !cfg.NATSEnabled()
+	if cfg.Routes == "" && reg.Types() == 0 && publishOnly {
+		log.Warn().Msg("no routes and no source: this replica relays the outbox; rows written to the inbox table would go dead")
+	} else if cfg.Routes == "" && reg.Types() == 0 {
 		return usageError{errors.New("no routes file (INBOXD_ROUTES) and no handlers registered: every event would be " +
 			"dead-lettered; set INBOXD_ROUTES (a file with just `default: ignore` is enough to drain the inbox)")}
 	}
-	if reg.Types() == 0 {
+	if reg.Types() == 0 && !(publishOnly && cfg.Routes == "") {
 		log.Warn().Str("routes", cfg.Routes).Msg("the routes file routes no event type: every event goes to its default")
 	}
 
