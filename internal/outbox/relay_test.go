@@ -532,3 +532,43 @@ func TestOrderUnderRandomInterleavings(t *testing.T) {
 		}
 	}
 }
+
+// Retention deletes rows published longer ago than the retention, in
+// batches, and nothing else: pending and dead rows stay, and so do rows
+// published recently. The gauges read the table.
+func TestRetentionDeletesOnlyOldPublishedRows(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, `
+		INSERT INTO outbox (destination, event_type, status, published_at)
+		SELECT 'kafka:t', 't', 'published', now() - interval '2 hours' FROM generate_series(1, 12000);
+		INSERT INTO outbox (destination, event_type, status, published_at)
+		SELECT 'kafka:t', 't', 'published', now() - interval '10 minutes' FROM generate_series(1, 10);
+		INSERT INTO outbox (destination, event_type, status, created_at, last_error)
+		SELECT 'kafka:t', 't', 'dead', now() - interval '3 hours', 'too large' FROM generate_series(1, 3);
+		INSERT INTO outbox (destination, event_type, created_at)
+		SELECT 'nats:held', 't', now() - interval '90 seconds' FROM generate_series(1, 4);`); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.Retention = time.Hour
+	cfg.RetentionInterval = 20 * time.Millisecond
+	r, _ := startRelay(t, db, cfg, map[string]Publisher{KindKafka: &recorder{kind: KindKafka}})
+	testkit.WaitFor(t, 30*time.Second, "old published rows deleted", func() bool {
+		return count(t, db, "status = 'published'") == 10
+	})
+	if n := count(t, db, "status = 'dead'"); n != 3 {
+		t.Errorf("%d dead rows left, want 3", n)
+	}
+	if n := count(t, db, "status = 'pending'"); n != 4 {
+		t.Errorf("%d pending rows left, want 4", n)
+	}
+	if v := testutil.ToFloat64(r.metrics.deleted); v != 12000 {
+		t.Errorf("deleted = %v, want 12000", v)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the gauges read", func() bool {
+		return testutil.ToFloat64(r.metrics.pending) == 4 && testutil.ToFloat64(r.metrics.dead) == 3 &&
+			testutil.ToFloat64(r.metrics.oldest) >= 90
+	})
+}
