@@ -94,8 +94,9 @@ const amqpTLSPrefix = "INBOXD_AMQP_TLS"
 // DialAMQP opens a connection to the RabbitMQ server at url, as the
 // AMQPSource does for its queues and the outbox for its exchanges: TLS
 // (tls's files, enabled by an amqps:// URL whatever tls.Enabled says),
-// 10s heartbeats, connection_name "inboxd". ctx bounds the TCP connection
-// and, with amqpDialTimeout, the TLS and AMQP handshakes.
+// 10s heartbeats, connection_name "inboxd". ctx bounds the TCP connection;
+// the TLS and AMQP handshakes are bounded by amqpDialTimeout, or ctx's
+// deadline when it comes first (not by its cancellation).
 func DialAMQP(ctx context.Context, url string, tls TLSConfig) (*amqp.Connection, error) {
 	c := amqp.Config{Heartbeat: 10 * time.Second, Locale: "en_US",
 		Properties: amqp.Table{"connection_name": "inboxd"}}

@@ -227,19 +227,23 @@ func natsError(m Message, err error) error {
 	return fmt.Errorf("nats: subject %s: %w", m.Destination.Name, err)
 }
 
-// connect returns the JetStream context, connecting first if need be,
+// connect returns the JetStream context, connecting first if need be
+// (before the first Publish, or once nats.go gave the connection up),
 // within ctx's deadline.
 func (p *NATSPublisher) connect(ctx context.Context) (jetstream.JetStream, error) {
 	p.dialMu.Lock()
 	defer p.dialMu.Unlock()
 	p.mu.Lock()
-	closed, js := p.closed, p.js
+	closed, nc, js := p.closed, p.nc, p.js
 	p.mu.Unlock()
 	if closed {
 		return nil, errors.New("nats: publisher closed")
 	}
-	if js != nil {
-		return js, nil
+	if nc != nil && !nc.IsClosed() {
+		return js, nil // connected, or nats.go reconnecting
+	}
+	if nc != nil {
+		p.log.Warn().Msg("the NATS connection closed for good; connecting again")
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("nats: not connected: %w", err)
