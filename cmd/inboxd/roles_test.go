@@ -97,7 +97,10 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	}
 	want := []string{"inbox:DELETE", "inbox:INSERT", "inbox:SELECT", "inbox:UPDATE", "inbox_id_seq:USAGE",
 		"inbox_starts:DELETE", "inbox_starts:INSERT", "inbox_starts:SELECT", "inbox_starts:UPDATE",
-		"inboxd_schema_compat:SELECT", "inboxd_schema_version:SELECT"}
+		"inboxd_schema_compat:SELECT", "inboxd_schema_version:SELECT",
+		"outbox:DELETE", "outbox:INSERT", "outbox:SELECT", "outbox:UPDATE", "outbox_id_seq:USAGE",
+		"outbox_relays:DELETE", "outbox_relays:INSERT", "outbox_relays:SELECT", "outbox_relays:UPDATE",
+		"outbox_shards:DELETE", "outbox_shards:INSERT", "outbox_shards:SELECT", "outbox_shards:UPDATE"}
 	if !slices.Equal(got, want) {
 		t.Errorf("runtime role's privileges:\n%q\nwant:\n%q", got, want)
 	}

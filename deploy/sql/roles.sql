@@ -104,6 +104,14 @@ SELECT format('GRANT USAGE ON SEQUENCE %s TO %I', pg_get_serial_sequence(format(
 WHERE to_regclass(format('%I.inbox', :'schema')) IS NOT NULL \gexec
 SELECT format('GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE %I.inbox_starts TO %I', :'schema', :'runtime')
 WHERE to_regclass(format('%I.inbox_starts', :'schema')) IS NOT NULL \gexec
+-- The outbox (schema 11): services' transactions and transactional
+-- handlers insert into it, the relay reads, updates and deletes its rows and
+-- leases its shards (outbox_shards, outbox_relays).
+SELECT format('GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE %I.%I TO %I', :'schema', t, :'runtime')
+FROM unnest(ARRAY['outbox', 'outbox_shards', 'outbox_relays']) AS t
+WHERE to_regclass(format('%I.%I', :'schema', t)) IS NOT NULL \gexec
+SELECT format('GRANT USAGE ON SEQUENCE %s TO %I', pg_get_serial_sequence(format('%I.outbox', :'schema'), 'id'), :'runtime')
+WHERE to_regclass(format('%I.outbox', :'schema')) IS NOT NULL \gexec
 SELECT format('REVOKE ALL ON TABLE %I.%I FROM %I', :'schema', t, :'runtime'),
        format('GRANT SELECT ON TABLE %I.%I TO %I', :'schema', t, :'runtime')
 FROM unnest(ARRAY['inboxd_schema_version', 'inboxd_schema_compat']) AS t
