@@ -223,7 +223,7 @@ func (e *executor) runTx(ctx context.Context, tx pgx.Tx, j *job, ev *handlers.Ev
 		p.metrics.dbErrors.WithLabelValues("tx").Inc()
 		return false, false, fmt.Errorf("commit: %w", err)
 	}
-	p.metrics.outcomeWriteDelay.Observe(time.Now().Sub(done).Seconds())
+	p.metrics.outcomeWriteDelay.Observe(time.Since(done).Seconds())
 	p.signalOrdered(ev.EventType)
 	return true, false, nil
 }
