@@ -55,7 +55,9 @@ func outboxChain(t *testing.T, k *Kafka, out OutDest) OutReport {
 	env := append(baseEnv(db.URL, lease, workers, append(outboxEnv(),
 		"FAULT_OUTBOX_DEST="+out.Destination(), "FAULT_FAIL_RATE=0.02")...), k.DaemonEnv("chain")...)
 	env = append(append(env, out.PublishEnv()...), embedderEnv(nil, runsFile(t))...)
-	start := func(name string) *Daemon { return StartDaemon(t, DaemonSpec{Name: name, Binary: bins.Embedder, Env: env}) }
+	start := func(name string) *Daemon {
+		return StartDaemon(t, DaemonSpec{Name: name, Binary: bins.Embedder, Env: env})
+	}
 
 	routes := writeRoutes(t, "routes:\n  - type: out.effect\n    handler: ignore\n")
 	second := StartDaemon(t, DaemonSpec{Name: "second-inbox", Binary: bins.Inboxd,
