@@ -53,9 +53,10 @@ func inboxdBinary(t *testing.T) string {
 }
 
 // Every metric the Grafana dashboard and the alert rules query exists on a
-// running daemon's /metrics (with Kafka ingest and an ordered route, after a
-// few events), so no panel stays empty and no alert waits on a metric that
-// is never exported.
+// running daemon's /metrics (with Kafka ingest, an ordered route and the
+// outbox relay, after a few events and two outbox rows: one published, one
+// refused for good and dead at its first attempt), so no panel stays empty and no alert waits on a
+// metric that is never exported (labelled counters appear once used).
 func TestDashboardAndAlertsQueryExistingMetrics(t *testing.T) {
 	t.Parallel()
 	queried, err := deploy.QueriedMetrics()
@@ -68,7 +69,9 @@ func TestDashboardAndAlertsQueryExistingMetrics(t *testing.T) {
 	db := sharedDB(t)
 	k := NewKafka(t, "orders", KafkaOptions{Partitions: 2})
 	routes := writeRoutes(t, "routes:\n  - type: order.created\n    handler: ignore\n    ordered: true\n")
-	env := append(baseEnv(db.URL, 2*time.Second, 4, "INBOXD_ROUTES="+routes), k.DaemonEnv("it")...)
+	createTopic(t, k, "published", 1)
+	env := append(baseEnv(db.URL, 2*time.Second, 4, "INBOXD_ROUTES="+routes, "INBOXD_OUTBOX=true",
+		"INBOXD_OUTBOX_MAX_ATTEMPTS=1"), k.DaemonEnv("it")...)
 	d := StartDaemon(t, DaemonSpec{Name: "dashboard", Binary: inboxdBinary(t), Env: env})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -77,6 +80,20 @@ func TestDashboardAndAlertsQueryExistingMetrics(t *testing.T) {
 	if err := k.Client.ProduceSync(ctx, Record("o-1", "order.created", []byte("{}")), Record("o-2", "order.created", []byte("{}")), noID).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
 	}
+	// Outbox rows: one published, one too large for the broker (refused
+	// without being sent: failed{reason=refused}, then dead).
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO outbox (destination, event_type, key, payload)
+		VALUES ('kafka:published', 'x.ok', 'a', '{}'), ('kafka:published', 'x.big', 'b', $1)`, make([]byte, 2<<20)); err != nil {
+		t.Fatalf("outbox rows: %v", err)
+	}
+	testkit.WaitFor(t, 30*time.Second, "outbox rows published and dead", func() bool {
+		var published, dead int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'published'), count(*) FILTER (WHERE status = 'dead')
+			FROM outbox`).Scan(&published, &dead); err != nil {
+			t.Fatal(err)
+		}
+		return published == 1 && dead == 1
+	})
 	testkit.WaitFor(t, 30*time.Second, "events processed", func() bool {
 		var n int
 		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE status = 'processed'`).Scan(&n); err != nil {

@@ -12,14 +12,22 @@
 //   - http.effect, a plain handler (at-least-once): it POSTs the payload to
 //     FAULT_SINK_URL with the built-in http handler, so the request carries
 //     the event id as Idempotency-Key, like an http route.
+//   - outbox.effect, a transactional handler on an ordered route
+//     (consume → process → produce): inside the row's transaction it inserts
+//     its effect as tx.effect does and writes one outbox message with
+//     inboxd.Emit: destination FAULT_OUTBOX_DEST, type out.effect, the event
+//     id left to the database (a UUID, so a second committed run would show
+//     as a second distinct id downstream), the input's key, the header
+//     input_id = the input's event id, and the input's payload.
 //
 // Configuration, besides the daemon's own INBOXD_* variables:
 //
 //	FAULT_SINK_URL     where http.effect POSTs (required for that type to succeed)
 //	FAULT_TX_SLEEP     how long tx.effect holds its transaction after the insert (Go duration, default 0)
 //	FAULT_HTTP_SLEEP   how long http.effect waits before its request (default 0)
-//	FAULT_FAIL_RATE    fraction (0..1) of attempts of either type that fail with a retryable error
-//	                   (tx.effect fails after its insert, so the insert is rolled back)
+//	FAULT_OUTBOX_DEST  the outbox destination of outbox.effect (kafka:<topic>, amqp:<exchange>/<key>, nats:<subject>)
+//	FAULT_FAIL_RATE    fraction (0..1) of attempts of any type that fail with a retryable error
+//	                   (tx.effect and outbox.effect fail after their writes, so those are rolled back)
 //	FAULT_EXIT_EVENT   when set, the handler of the row with this event id (either type) ends the
 //	                   process with os.Exit(ExitHandlerKilled) once it recorded its run, as a Go fatal
 //	                   error, an OOM kill or a log.Fatal in a library would
@@ -43,6 +51,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/inboxd/inboxd"
 	"github.com/inboxd/inboxd/cmd/inboxd/app"
 	"github.com/inboxd/inboxd/handlers"
 )
@@ -81,6 +90,10 @@ func run(ctx context.Context) int {
 		fmt.Fprintln(os.Stderr, "embedder:", err)
 		return app.ExitFailure
 	}
+	if err := reg.HandleTx("outbox.effect", handlers.TxHandlerFunc(cfg.outboxEffect), handlers.Ordered(handlers.OnDeadBlock)); err != nil {
+		fmt.Fprintln(os.Stderr, "embedder:", err)
+		return app.ExitFailure
+	}
 	if err := reg.Handle("http.effect", handlers.HandlerFunc(cfg.httpEffect)); err != nil {
 		fmt.Fprintln(os.Stderr, "embedder:", err)
 		return app.ExitFailure
@@ -98,6 +111,7 @@ type config struct {
 	txSleep   time.Duration
 	httpSleep time.Duration
 	failRate  float64
+	outboxTo  string           // FAULT_OUTBOX_DEST
 	http      handlers.Handler // nil without FAULT_SINK_URL
 	runs      *os.File         // nil without FAULT_RUNS_FILE
 	runsMu    sync.Mutex
@@ -105,7 +119,7 @@ type config struct {
 }
 
 func loadConfig() (*config, error) {
-	c := &config{pid: os.Getpid(), exitOn: os.Getenv("FAULT_EXIT_EVENT")}
+	c := &config{pid: os.Getpid(), exitOn: os.Getenv("FAULT_EXIT_EVENT"), outboxTo: os.Getenv("FAULT_OUTBOX_DEST")}
 	var errs []error
 	dur := func(name string) time.Duration {
 		v := os.Getenv(name)
@@ -179,6 +193,31 @@ func (c *config) txEffect(ctx context.Context, tx pgx.Tx, ev *handlers.Event) er
 			return context.Cause(ctx)
 		case <-t.C:
 		}
+	}
+	if c.injectFailure() {
+		return errors.New("injected failure (FAULT_FAIL_RATE)")
+	}
+	return nil
+}
+
+// outboxEffect is the transactional handler of outbox.effect: the effect
+// and the outbox message commit with the row's move to processed, or not at
+// all.
+func (c *config) outboxEffect(ctx context.Context, tx pgx.Tx, ev *handlers.Event) error {
+	c.recordRun(ev)
+	if c.outboxTo == "" {
+		return handlers.Permanent(errors.New("FAULT_OUTBOX_DEST is not set"))
+	}
+	if _, err := tx.Exec(ctx,
+		`INSERT INTO effects (event_id, source, attempt, pid) VALUES ($1, $2, $3, $4)`,
+		ev.EventID, ev.Source, ev.Attempt, c.pid); err != nil {
+		return fmt.Errorf("insert effect: %w", err)
+	}
+	if _, err := inboxd.Emit(ctx, tx, inboxd.OutboxMessage{
+		Destination: c.outboxTo, EventType: "out.effect", Key: string(ev.Key),
+		Headers: map[string]string{"input_id": ev.EventID}, Payload: ev.Payload,
+	}); err != nil {
+		return fmt.Errorf("emit: %w", err)
 	}
 	if c.injectFailure() {
 		return errors.New("injected failure (FAULT_FAIL_RATE)")
