@@ -218,7 +218,7 @@ type Config struct {
 	// OutboxLease is an outbox shard lease's length.
 	OutboxLease time.Duration `env:"INBOXD_OUTBOX_LEASE" help:"an outbox shard lease, renewed every third of it: a stopped relay's shards are taken over within it"`
 	// OutboxPublishTimeout bounds the publication of one batch.
-	OutboxPublishTimeout time.Duration `env:"INBOXD_OUTBOX_PUBLISH_TIMEOUT" help:"bound on publishing one outbox batch (at most a third of INBOXD_OUTBOX_LEASE)"`
+	OutboxPublishTimeout time.Duration `env:"INBOXD_OUTBOX_PUBLISH_TIMEOUT" envDefault:"0s" help:"bound on publishing one outbox batch, at most a third of INBOXD_OUTBOX_LEASE; 0 = 5s, or a third of the lease when that is shorter"`
 	// OutboxMaxAttempts is how many refusals an outbox row takes before it
 	// goes dead.
 	OutboxMaxAttempts int `env:"INBOXD_OUTBOX_MAX_ATTEMPTS" help:"broker refusals an outbox row takes before it goes dead (an unreachable broker costs none)"`
@@ -369,12 +369,11 @@ func engineDefaults() Config {
 		StaleAfter:          worker.DefaultStaleAfter,
 		StatsInterval:       worker.DefaultStatsInterval,
 
-		OutboxBatchSize:      outbox.DefaultBatchSize,
-		OutboxPollInterval:   outbox.DefaultPollInterval,
-		OutboxLease:          outbox.DefaultLease,
-		OutboxPublishTimeout: outbox.DefaultPublishTimeout,
-		OutboxMaxAttempts:    outbox.DefaultMaxAttempts,
-		OutboxRetention:      outbox.DefaultRetention,
+		OutboxBatchSize:    outbox.DefaultBatchSize,
+		OutboxPollInterval: outbox.DefaultPollInterval,
+		OutboxLease:        outbox.DefaultLease,
+		OutboxMaxAttempts:  outbox.DefaultMaxAttempts,
+		OutboxRetention:    outbox.DefaultRetention,
 	}
 }
 
@@ -564,8 +563,8 @@ func (c Config) Validate() error {
 	}
 	minDur(&errs, "INBOXD_OUTBOX_POLL_INTERVAL", c.OutboxPollInterval, outbox.MinPollInterval)
 	minDur(&errs, "INBOXD_OUTBOX_LEASE", c.OutboxLease, outbox.MinLease)
-	if c.OutboxPublishTimeout <= 0 || c.OutboxPublishTimeout > c.OutboxLease/3 {
-		bad("INBOXD_OUTBOX_PUBLISH_TIMEOUT", "must be positive and at most a third of INBOXD_OUTBOX_LEASE (%s), got %q", c.OutboxLease/3, c.OutboxPublishTimeout)
+	if c.OutboxPublishTimeout < 0 || c.OutboxPublishTimeout > c.OutboxLease/3 {
+		bad("INBOXD_OUTBOX_PUBLISH_TIMEOUT", "must be 0 (automatic) or at most a third of INBOXD_OUTBOX_LEASE (%s), got %q", c.OutboxLease/3, c.OutboxPublishTimeout)
 	}
 	if c.OutboxMaxAttempts < 1 || c.OutboxMaxAttempts > outbox.MaxAttemptsLimit {
 		bad("INBOXD_OUTBOX_MAX_ATTEMPTS", "must be between 1 and %d, got %d", outbox.MaxAttemptsLimit, c.OutboxMaxAttempts)
