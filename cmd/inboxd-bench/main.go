@@ -342,6 +342,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		res.Rates = append(res.Rates, rs...)
 		res.Outbox = ob
+		if len(res.Rates) == len(rs) {
+			res.Events = o.outboxEvents // the charts' title: the outbox's are the only rates
+		}
 	}
 	if o.parts["explain"] {
 		logf("… explain (the claim on a backlog of %d rows)", o.events)
