@@ -73,7 +73,8 @@ fault-long:
 	cd internal/faultsuite && INBOXD_FAULT_LONG=1 $(GO) test -count=1 -parallel 16 -timeout 60m -v -run . .
 
 ## bench: inboxd beside River and the raw-SQL yardstick (throughput, latency over load, peak RSS), and from the local
-## RabbitMQ and NATS JetStream beside Kafka (each against the broker's own publish rate); writes docs/bench/ (a few minutes)
+## RabbitMQ and NATS JetStream beside Kafka (each against the broker's own publish rate), the outbox relay beside a raw
+## Kafka producer (alone: cd cmd/inboxd-bench && go run . -run outbox -out ../../docs/bench/outbox); writes docs/bench/ (a few minutes)
 bench:
 	cd cmd/inboxd-bench && $(GO) run . -out $(CURDIR)/docs/bench
 

@@ -44,6 +44,10 @@ func chartLabel(r Rate) string {
 		return "NATS publish\nalone (ceiling)"
 	case "nats":
 		return "inboxd ←\nNATS JetStream"
+	case "outbox":
+		return "inboxd outbox\nrelay → Kafka"
+	case "outbox-publish":
+		return "raw Kafka producer\nalone (ceiling)"
 	case "retained":
 		return fmt.Sprintf("inboxd end to end\n%s retained rows", strings.TrimSuffix(strings.TrimPrefix(r.Label, "inboxd end to end, "), " retained rows"))
 	}
@@ -60,6 +64,9 @@ func ceilingOf(name string) string {
 		if b.run == name {
 			return b.ceiling
 		}
+	}
+	if name == "outbox" {
+		return "outbox-publish"
 	}
 	return ""
 }

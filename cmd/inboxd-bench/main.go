@@ -30,6 +30,17 @@
 //     published first with asynchronous acks (nats-publish, the ceiling),
 //     then NATS → inbox → workers → processed through the daemon's durable
 //     pull consumer;
+//   - outbox: the daemon as a relay only (INBOXD_OUTBOX=true,
+//     INBOXD_KAFKA_BROKERS of a kfake cluster, no topics to consume, no
+//     routes) publishing -outbox-events rows of 1 KiB over -outbox-keys keys,
+//     committed to the outbox table of a fresh database beforehand, timed
+//     from app.Main until no row is pending; beside it a raw franz-go
+//     producer with the relay's settings (acks=all, idempotent) publishing
+//     the same messages from memory to a fresh kfake cluster
+//     (outbox-publish, the ceiling); -outbox-runs of each, alternating, the
+//     medians recorded. Then -outbox-latency-seconds of a writer committing
+//     one row per transaction at -latency-load of the relay's median rate,
+//     with a consumer of the topic measuring commit → consumed;
 //   - latency: the same daemon at fixed offered loads (fractions -loads of
 //     the end-to-end maximum measured in the run): p50/p95/p99 from
 //     received_at to processed_at and from the Kafka produce time (a
@@ -89,10 +100,10 @@ func main() {
 }
 
 // parts are the measurements, in the order they run.
-var parts = []string{"raw", "river", "pool", "e2e", "retained", "rabbitmq", "nats", "latency", "memory", "explain", "long"}
+var parts = []string{"raw", "river", "pool", "e2e", "retained", "rabbitmq", "nats", "outbox", "latency", "memory", "explain", "long"}
 
 // defaultParts is what runs without -run: everything but the long run.
-const defaultParts = "raw,river,pool,e2e,retained,rabbitmq,nats,latency,memory,explain"
+const defaultParts = "raw,river,pool,e2e,retained,rabbitmq,nats,outbox,latency,memory,explain"
 
 // options are the parsed flags.
 type options struct {
@@ -110,6 +121,11 @@ type options struct {
 	loads          []float64
 	latencyLoad    float64
 	latencySeconds float64
+
+	outboxEvents         int
+	outboxKeys           int
+	outboxRuns           int
+	outboxLatencySeconds float64
 
 	memEvents    int
 	memBigEvents int
@@ -143,6 +159,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	loadsFlag := fs.String("loads", "0.25,0.5,0.6,0.75", "offered loads of the latency measurement, as fractions of the maximum")
 	fs.Float64Var(&o.latencyLoad, "latency-load", 0.5, "the offered load whose p99 is checked against the target (added to -loads when missing)")
 	fs.Float64Var(&o.latencySeconds, "latency-seconds", 15, "how long each offered load is produced")
+	fs.IntVar(&o.outboxEvents, "outbox-events", 50_000, "outbox rows (1 KiB payloads) of each outbox relay run and raw producer run")
+	fs.IntVar(&o.outboxKeys, "outbox-keys", 256, "distinct keys of the outbox rows")
+	fs.IntVar(&o.outboxRuns, "outbox-runs", 3, "outbox relay runs and raw producer runs, alternating (the medians are recorded)")
+	fs.Float64Var(&o.outboxLatencySeconds, "outbox-latency-seconds", 20, "how long the outbox latency run writes, at -latency-load of the relay's rate; 0 = no latency run")
 	fs.IntVar(&o.memEvents, "mem-events", 100_000, "1 KiB events of the memory measurement")
 	fs.IntVar(&o.memBigEvents, "mem-big-events", 700, "1 MiB events of the memory measurement")
 	fs.StringVar(&o.inboxdBin, "inboxd", "", "inboxd binary for the memory measurement; empty = go build ./cmd/inboxd into a temporary directory")
@@ -190,6 +210,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	switch {
 	case o.events < 1000:
 		return nil, errors.New("-events must be at least 1000")
+	case o.outboxEvents < 1000 || o.outboxKeys < 1 || o.outboxRuns < 1:
+		return nil, errors.New("-outbox-events must be at least 1000, -outbox-keys and -outbox-runs positive")
+	case o.outboxLatencySeconds != 0 && o.outboxLatencySeconds < 1:
+		return nil, errors.New("-outbox-latency-seconds must be 0 or at least 1")
 	case o.latencySeconds < 1:
 		return nil, errors.New("-latency-seconds must be at least 1")
 	case o.longMinutes < 1:
@@ -305,6 +329,22 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			logf("  %-21s %9.0f events/s  (%d events in %.2fs%s)", r.Name, r.PerSecond, r.Events, r.Seconds, r.note())
 		}
 		res.Rates = append(res.Rates, rs...)
+	}
+	if o.parts["outbox"] {
+		logf("… outbox (%d rows of %d bytes over %d keys, %d runs each)", o.outboxEvents, outboxPayloadBytes, o.outboxKeys, o.outboxRuns)
+		rs, ob, err := benchOutboxRuns(ctx, env, o.outboxEvents, o.outboxKeys, o.outboxRuns, o.latencyLoad,
+			time.Duration(o.outboxLatencySeconds*float64(time.Second)), logf)
+		if err != nil {
+			return fmt.Errorf("outbox: %w", err)
+		}
+		for _, r := range rs {
+			logf("  %-21s %9.0f msg/s  (median of %d: %d messages in %.2fs%s)", r.Name, r.PerSecond, o.outboxRuns, r.Events, r.Seconds, r.note())
+		}
+		res.Rates = append(res.Rates, rs...)
+		res.Outbox = ob
+		if len(res.Rates) == len(rs) {
+			res.Events = o.outboxEvents // the charts' title: the outbox's are the only rates
+		}
 	}
 	if o.parts["explain"] {
 		logf("… explain (the claim on a backlog of %d rows)", o.events)

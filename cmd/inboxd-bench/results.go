@@ -27,6 +27,9 @@ type Results struct {
 	Ratios []Ratio `json:"ratios"`
 	// Latency is the latency measurement, when it ran.
 	Latency *LatencyResults `json:"latency,omitempty"`
+	// Outbox is the outbox measurement's detail (every run, the latency),
+	// when it ran; its medians are the rates outbox and outbox-publish.
+	Outbox *OutboxResults `json:"outbox,omitempty"`
 	// Memory are the peak-RSS measurements, when they ran.
 	Memory []MemoryRun `json:"memory,omitempty"`
 	// Targets are the issue's targets checked against this run.
@@ -93,8 +96,9 @@ type Settings struct {
 // Rate is one throughput measurement.
 type Rate struct {
 	// Name is raw, river, pool, e2e, retained, rabbitmq-publish, rabbitmq,
-	// rabbitmq-prefetch1000, nats-publish or nats (the -publish rates are
-	// the broker's publishing alone: the ceiling of the run after them).
+	// rabbitmq-prefetch1000, nats-publish, nats, outbox or outbox-publish
+	// (the -publish rates are the broker's publishing alone: the ceiling of
+	// the run beside them; outbox-publish is a raw Kafka producer's).
 	Name string `json:"name"`
 	// Label says what was measured, for tables and charts.
 	Label string `json:"label"`
@@ -392,6 +396,12 @@ func (r *Results) evaluate() {
 		ratio(b.run, b.ceiling)
 		ratio(b.run, "e2e")
 	}
+	if v, ok := ratio("outbox", "outbox-publish"); ok && r.Outbox != nil {
+		r.Outbox.Ratio = v
+	}
+	if r.Outbox != nil && r.Outbox.Latency != nil {
+		check(fmt.Sprintf("p99 outbox commit→consumed at %.0f%% load < 100 ms", r.Outbox.Latency.Load*100), r.Outbox.Latency.CommitToConsumed.P99MS, 100, false, "ms")
+	}
 	if r.Latency != nil {
 		for _, p := range r.Latency.Points {
 			if p.Load == r.Latency.Load {
@@ -438,6 +448,19 @@ func printResults(out io.Writer, r *Results, long *LongResults) {
 		fmt.Fprintf(out, format, "", "", "", "", "(broker)")
 		for _, row := range rows {
 			fmt.Fprintf(out, format, row[0], row[1], row[2], row[3], row[4])
+		}
+		fmt.Fprintln(out)
+	}
+	if ob := r.Outbox; ob != nil {
+		fmt.Fprintf(out, "outbox → Kafka (kfake), %s rows of %d bytes over %d keys; relay runs and raw producer runs alternating:\n", comma(float64(ob.Events)), ob.PayloadBytes, ob.Keys)
+		for i := 0; i+1 < len(ob.Runs); i += 2 {
+			fmt.Fprintf(out, "  run %d: relay %s msg/s, raw producer %s msg/s, ratio %.3f\n", i/2+1, comma(ob.Runs[i].PerSecond), comma(ob.Runs[i+1].PerSecond), ob.Runs[i].PerSecond/ob.Runs[i+1].PerSecond)
+		}
+		fmt.Fprintf(out, "  medians: relay ÷ raw producer = %.3f\n", ob.Ratio)
+		if l := ob.Latency; l != nil {
+			fmt.Fprintf(out, "  at %.0f%% load (%s rows/s offered, %s written, one per transaction, %.0fs): commit→consumed p50 %.1f p95 %.1f p99 %.1f max %.1f ms; created_at→published_at p50 %.1f p95 %.1f p99 %.1f ms\n",
+				l.Load*100, comma(l.Offered), comma(l.Written), l.Seconds, l.CommitToConsumed.P50MS, l.CommitToConsumed.P95MS, l.CommitToConsumed.P99MS, l.CommitToConsumed.MaxMS,
+				l.CreatedToPublished.P50MS, l.CreatedToPublished.P95MS, l.CreatedToPublished.P99MS)
 		}
 		fmt.Fprintln(out)
 	}
