@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,16 +19,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
-
-// amqpTestURL is the RabbitMQ server the tests use: INBOXD_TEST_AMQP_URL,
-// else the machine's local server.
-func amqpTestURL() string {
-	if u := os.Getenv("INBOXD_TEST_AMQP_URL"); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
 
 // amqpBundle is one test's queue on the real RabbitMQ, a publisher and a
 // database.
@@ -44,9 +35,9 @@ type amqpBundle struct {
 // ends.
 func setupAMQP(t testing.TB) *amqpBundle {
 	t.Helper()
-	conn, err := amqp.Dial(amqpTestURL())
+	conn, err := amqp.Dial(testkit.AMQPURL())
 	if err != nil {
-		t.Fatalf("connect to RabbitMQ at %s (start it with rabbitmq-server -detached): %v", RedactAMQPURL(amqpTestURL()), err)
+		t.Fatalf("connect to RabbitMQ at %s (start it with rabbitmq-server -detached): %v", RedactAMQPURL(testkit.AMQPURL()), err)
 	}
 	ch, err := conn.Channel()
 	if err != nil {
@@ -100,7 +91,7 @@ func (b *amqpBundle) ready(t testing.TB) int {
 }
 
 func (b *amqpBundle) config() AMQPConfig {
-	return AMQPConfig{URL: amqpTestURL(), Queues: []string{b.queue},
+	return AMQPConfig{URL: testkit.AMQPURL(), Queues: []string{b.queue},
 		Pipeline: PipelineConfig{RetryBackoffMin: 10 * time.Millisecond, RetryBackoffMax: 100 * time.Millisecond,
 			Mapping: MapOptions{MaxPayload: 1024}}}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/internal/testkit"
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
@@ -110,7 +111,7 @@ func ingestAMQPOnce(b *testing.B, n int) (publish, ingest time.Duration) {
 	publish = time.Since(start)
 
 	pf, _ := strconv.Atoi(os.Getenv("INBOXD_BENCH_PREFETCH"))
-	s, err := NewAMQP(AMQPConfig{URL: amqpTestURL(), Queues: []string{q.queue}, Prefetch: pf}, q.db.Pool, zerolog.Nop(), prometheus.NewRegistry())
+	s, err := NewAMQP(AMQPConfig{URL: testkit.AMQPURL(), Queues: []string{q.queue}, Prefetch: pf}, q.db.Pool, zerolog.Nop(), prometheus.NewRegistry())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,12 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"github.com/segmentio/kafka-go"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,16 +20,8 @@ import (
 
 	"github.com/inboxd/inboxd/internal/netfault"
 	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
-
-// natsTestURL is the NATS server the tests use: INBOXD_TEST_NATS_URL, else
-// the machine's local server.
-func natsTestURL() string {
-	if u := os.Getenv("INBOXD_TEST_NATS_URL"); u != "" {
-		return u
-	}
-	return "nats://127.0.0.1:4222"
-}
 
 // natsBundle is one test's stream on the real NATS server (subjects
 // "<stream>.>"), a publisher and a database.
@@ -44,9 +36,9 @@ type natsBundle struct {
 // consumers, when the test ends; opts adjust the stream's configuration.
 func setupNATS(t *testing.T, opts ...func(*jetstream.StreamConfig)) *natsBundle {
 	t.Helper()
-	nc, err := nats.Connect(natsTestURL())
+	nc, err := nats.Connect(testkit.NATSURL())
 	if err != nil {
-		t.Fatalf("connect to NATS at %s (start it with nats-server -js): %v", RedactNATSURL(natsTestURL()), err)
+		t.Fatalf("connect to NATS at %s (start it with nats-server -js): %v", RedactNATSURL(testkit.NATSURL()), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -125,7 +117,7 @@ func (b *natsBundle) drained(t *testing.T, name string) {
 }
 
 func (b *natsBundle) config() NATSConfig {
-	return NATSConfig{URL: natsTestURL(), Streams: []string{b.stream},
+	return NATSConfig{URL: testkit.NATSURL(), Streams: []string{b.stream},
 		Pipeline: PipelineConfig{RetryBackoffMin: 10 * time.Millisecond, RetryBackoffMax: 100 * time.Millisecond,
 			Mapping: MapOptions{MaxPayload: 1024}}}
 }
@@ -537,7 +529,7 @@ func TestNATSConfigValidate(t *testing.T) {
 func TestNATSConnectionCut(t *testing.T) {
 	t.Parallel()
 	b := setupNATS(t)
-	proxy, err := netfault.New(strings.TrimPrefix(natsTestURL(), "nats://"))
+	proxy, err := netfault.New(strings.TrimPrefix(testkit.NATSURL(), "nats://"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // RabbitMQ → inbox → HTTP sink through the real binary: INBOXD_AMQP_URL and
@@ -81,10 +81,7 @@ func TestRabbitMQToSinkEndToEnd(t *testing.T) {
 // returns the URL and a channel in confirm mode.
 func rabbitQueue(t *testing.T) (url string, ch *amqp.Channel, queue string) {
 	t.Helper()
-	url = os.Getenv("INBOXD_TEST_AMQP_URL")
-	if url == "" {
-		url = "amqp://guest:guest@127.0.0.1:5672/"
-	}
+	url = testkit.AMQPURL()
 	conn, err := amqp.Dial(url)
 	if err != nil {
 		t.Fatalf("connect to RabbitMQ (start it with rabbitmq-server -detached): %v", err)

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // NATS JetStream → inbox → HTTP sink through the real binary:
@@ -83,10 +83,7 @@ func TestNATSToSinkEndToEnd(t *testing.T) {
 // the real server, deleted with its consumers when the test ends.
 func natsStream(t *testing.T) (url string, js jetstream.JetStream, stream string) {
 	t.Helper()
-	url = os.Getenv("INBOXD_TEST_NATS_URL")
-	if url == "" {
-		url = "nats://127.0.0.1:4222"
-	}
+	url = testkit.NATSURL()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatalf("connect to NATS (start it with nats-server -js): %v", err)

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
@@ -14,15 +13,6 @@ import (
 
 	"github.com/inboxd/inboxd/internal/testkit"
 )
-
-// rabbitURL is the RabbitMQ server of the scenarios: INBOXD_TEST_AMQP_URL,
-// else the machine's local server.
-func rabbitURL() string {
-	if u := os.Getenv("INBOXD_TEST_AMQP_URL"); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
 
 // RabbitMQ is a scenario's durable queue on the real RabbitMQ server (a
 // name with a random suffix, deleted when the test ends) and a publishing
@@ -39,7 +29,7 @@ type RabbitMQ struct {
 // the test, or fails it under CI=true (testkit.Unavailable).
 func NewRabbitMQ(t testing.TB) *RabbitMQ {
 	t.Helper()
-	u, err := url.Parse(rabbitURL())
+	u, err := url.Parse(testkit.AMQPURL())
 	if err != nil {
 		t.Fatalf("INBOXD_TEST_AMQP_URL: %v", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
@@ -15,15 +14,6 @@ import (
 
 	"github.com/inboxd/inboxd/internal/testkit"
 )
-
-// natsURL is the NATS server of the scenarios: INBOXD_TEST_NATS_URL, else
-// the machine's local server.
-func natsURL() string {
-	if u := os.Getenv("INBOXD_TEST_NATS_URL"); u != "" {
-		return u
-	}
-	return "nats://127.0.0.1:4222"
-}
 
 // NATSConsumer is the durable consumer the scenarios' daemons share
 // (INBOXD_NATS_CONSUMER's default).
@@ -45,7 +35,7 @@ type NATS struct {
 // or fails it under CI=true (testkit.Unavailable).
 func NewNATS(t testing.TB, ackWait time.Duration) *NATS {
 	t.Helper()
-	u, err := url.Parse(natsURL())
+	u, err := url.Parse(testkit.NATSURL())
 	if err != nil {
 		t.Fatalf("INBOXD_TEST_NATS_URL: %v", err)
 	}

@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,15 +12,6 @@ import (
 	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
-
-// amqpTestURL is the RabbitMQ server the tests use: INBOXD_TEST_AMQP_URL,
-// else the machine's local server.
-func amqpTestURL() string {
-	if u := os.Getenv("INBOXD_TEST_AMQP_URL"); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
 
 // amqpBundle is one test's exchange on the real RabbitMQ, with a queue
 // bound to it for routing key "rk", and a connection to read it.
@@ -33,9 +23,9 @@ type amqpBundle struct {
 
 func setupAMQPPub(t *testing.T) *amqpBundle {
 	t.Helper()
-	conn, err := amqp.Dial(amqpTestURL())
+	conn, err := amqp.Dial(testkit.AMQPURL())
 	if err != nil {
-		t.Fatalf("connect to RabbitMQ at %s: %v", ingest.RedactAMQPURL(amqpTestURL()), err)
+		t.Fatalf("connect to RabbitMQ at %s: %v", ingest.RedactAMQPURL(testkit.AMQPURL()), err)
 	}
 	ch, err := conn.Channel()
 	if err != nil {
@@ -66,7 +56,7 @@ func setupAMQPPub(t *testing.T) *amqpBundle {
 func newAMQPPub(t *testing.T, cfg AMQPConfig) *AMQPPublisher {
 	t.Helper()
 	if cfg.URL == "" {
-		cfg.URL = amqpTestURL()
+		cfg.URL = testkit.AMQPURL()
 	}
 	p, err := NewAMQP(cfg, pubLogger(t))
 	if err != nil {
@@ -201,7 +191,7 @@ func TestAMQPMissingExchangeIsNotRefused(t *testing.T) {
 func TestAMQPConnectionCut(t *testing.T) {
 	t.Parallel()
 	b := setupAMQPPub(t)
-	proxy, url := proxied(t, amqpTestURL())
+	proxy, url := proxied(t, testkit.AMQPURL())
 	p := newAMQPPub(t, AMQPConfig{URL: url})
 	if _, err := publishOne(p, testMessage(b.dest(), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
 		t.Fatalf("before the cut: %v", err)
@@ -232,7 +222,7 @@ func TestAMQPConnectionCut(t *testing.T) {
 func TestAMQPBlackHoleReturnsWithinCtx(t *testing.T) {
 	t.Parallel()
 	b := setupAMQPPub(t)
-	proxy, url := proxied(t, amqpTestURL())
+	proxy, url := proxied(t, testkit.AMQPURL())
 	p := newAMQPPub(t, AMQPConfig{URL: url})
 	if _, err := publishOne(p, testMessage(b.dest(), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
 		t.Fatalf("before the black hole: %v", err)

@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,15 +13,6 @@ import (
 	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
-
-// natsTestURL is the NATS server the tests use: INBOXD_TEST_NATS_URL, else
-// the machine's local server.
-func natsTestURL() string {
-	if u := os.Getenv("INBOXD_TEST_NATS_URL"); u != "" {
-		return u
-	}
-	return "nats://127.0.0.1:4222"
-}
 
 // natsBundle is one test's stream on the real NATS server (subjects
 // "<stream>.>") and a connection to read it.
@@ -35,9 +25,9 @@ type natsBundle struct {
 // deletes it when the test ends.
 func setupNATSPub(t *testing.T, opts ...func(*jetstream.StreamConfig)) *natsBundle {
 	t.Helper()
-	nc, err := nats.Connect(natsTestURL())
+	nc, err := nats.Connect(testkit.NATSURL())
 	if err != nil {
-		t.Fatalf("connect to NATS at %s: %v", ingest.RedactNATSURL(natsTestURL()), err)
+		t.Fatalf("connect to NATS at %s: %v", ingest.RedactNATSURL(testkit.NATSURL()), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -142,7 +132,7 @@ func (b *natsBundle) consume(t *testing.T, n int) []received {
 func TestNATSPublishKeepsOrderAndHeaders(t *testing.T) {
 	t.Parallel()
 	b := setupNATSPub(t)
-	p := newNATSPub(t, natsTestURL())
+	p := newNATSPub(t, testkit.NATSURL())
 	if p.Ready() {
 		t.Error("ready before the first Publish (it does not connect in New)")
 	}
@@ -159,7 +149,7 @@ func TestNATSPublishKeepsOrderAndHeaders(t *testing.T) {
 func TestNATSSameEventIDIsStoredOnce(t *testing.T) {
 	t.Parallel()
 	b := setupNATSPub(t)
-	p := newNATSPub(t, natsTestURL())
+	p := newNATSPub(t, testkit.NATSURL())
 	m := testMessage(b.dest("orders"), "once", "t", "k", []byte("{}"))
 	publishAll(t, p, [][]Message{{m, m}, {m}})
 	if got := b.messages(t); got != 1 {
@@ -173,7 +163,7 @@ func TestNATSSameEventIDIsStoredOnce(t *testing.T) {
 func TestNATSRefusesTooLarge(t *testing.T) {
 	t.Parallel()
 	b := setupNATSPub(t, func(sc *jetstream.StreamConfig) { sc.MaxMsgSize = 4096 })
-	p := newNATSPub(t, natsTestURL())
+	p := newNATSPub(t, testkit.NATSURL())
 	dest := b.dest("orders")
 	huge := testMessage(dest, "huge", "t", "k", make([]byte, DefaultNATSMaxPayload))
 	wantRefused(t, "Check before connecting", p.Check(huge))
@@ -202,7 +192,7 @@ func TestNATSRefusesTooLarge(t *testing.T) {
 func TestNATSMissingStreamIsNotRefused(t *testing.T) {
 	t.Parallel()
 	b := setupNATSPub(t)
-	p := newNATSPub(t, natsTestURL())
+	p := newNATSPub(t, testkit.NATSURL())
 	const deadline = 10 * time.Second
 	took, err := publishOne(p, testMessage(Destination{Kind: KindNATS, Name: randomName("nostream.")}, "m", "t", "k", []byte("{}")), deadline)
 	wantTransient(t, "a subject without a stream", err, took, deadline)
@@ -220,7 +210,7 @@ func TestNATSMissingStreamIsNotRefused(t *testing.T) {
 func TestNATSConnectionCut(t *testing.T) {
 	t.Parallel()
 	b := setupNATSPub(t)
-	proxy, url := proxied(t, natsTestURL())
+	proxy, url := proxied(t, testkit.NATSURL())
 	p := newNATSPub(t, url)
 	if _, err := publishOne(p, testMessage(b.dest("orders"), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
 		t.Fatalf("before the cut: %v", err)
@@ -250,7 +240,7 @@ func TestNATSConnectionCut(t *testing.T) {
 func TestNATSBlackHoleReturnsWithinCtx(t *testing.T) {
 	t.Parallel()
 	b := setupNATSPub(t)
-	proxy, url := proxied(t, natsTestURL())
+	proxy, url := proxied(t, testkit.NATSURL())
 	p := newNATSPub(t, url)
 	if _, err := publishOne(p, testMessage(b.dest("orders"), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
 		t.Fatalf("before the black hole: %v", err)

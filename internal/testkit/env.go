@@ -58,3 +58,21 @@ func (s *lockedSource) Uint64() uint64 {
 	defer s.mu.Unlock()
 	return s.src.Uint64()
 }
+
+// AMQPURL is the RabbitMQ server tests use: INBOXD_TEST_AMQP_URL, else the
+// machine's local server (guest/guest on 127.0.0.1:5672).
+func AMQPURL() string {
+	if u := os.Getenv("INBOXD_TEST_AMQP_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}
+
+// NATSURL is the NATS server (with JetStream) tests use:
+// INBOXD_TEST_NATS_URL, else the machine's local server on 127.0.0.1:4222.
+func NATSURL() string {
+	if u := os.Getenv("INBOXD_TEST_NATS_URL"); u != "" {
+		return u
+	}
+	return "nats://127.0.0.1:4222"
+}
