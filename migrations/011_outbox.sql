@@ -63,9 +63,10 @@ CREATE TABLE IF NOT EXISTS outbox (
 
 -- The relay's reads: pending rows in id order.
 CREATE INDEX IF NOT EXISTS outbox_pending_idx ON outbox (id) WHERE status = 'pending';
--- A refused row holds back its key's later rows: the claim probes this.
-CREATE INDEX IF NOT EXISTS outbox_pending_key_idx ON outbox (key_hash, id)
-    WHERE status = 'pending' AND key_hash IS NOT NULL;
+-- A refused row (pending, attempts > 0) holds back its key's later rows:
+-- the claim reads the few refused rows through this small index.
+CREATE INDEX IF NOT EXISTS outbox_refused_idx ON outbox (key_hash, id)
+    WHERE status = 'pending' AND attempts > 0;
 -- Retention of published rows.
 CREATE INDEX IF NOT EXISTS outbox_published_idx ON outbox (published_at) WHERE status = 'published';
 -- `inboxd outbox dead`.

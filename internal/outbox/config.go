@@ -43,7 +43,7 @@ type Config struct {
 	// goes alone).
 	BatchBytes int
 	// PollInterval is how long the relay waits, when it found nothing, before
-	// it reads again.
+	// it reads again (after a batch it reads again at once).
 	PollInterval time.Duration
 	// Lease is a shard lease's length, renewed every Lease/3. A relay that
 	// stops (killed, paused, cut off) has its shards taken over by others

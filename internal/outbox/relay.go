@@ -133,7 +133,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			r.log.Warn().Err(err).Msg("outbox: reading the next batch failed; retrying")
 		}
-		if n >= r.cfg.BatchSize && err == nil {
+		if n > 0 && err == nil {
+			// Rows are coming: read again at once, so that a row waits
+			// for the batch before it, not for the poll interval.
 			continue
 		}
 		wait := min(r.cfg.PollInterval, time.Until(nextLease))

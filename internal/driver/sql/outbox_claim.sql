@@ -8,8 +8,19 @@
 -- transaction committed after a higher id was published is pending, and is
 -- read now. Rows of the destinations the relay holds back (@held: not
 -- reachable) are left, and so are those waiting after a refusal
--- (available_at) and every later row of their key (the probe of
--- outbox_pending_key_idx, by key hash, then the columns).
+-- (available_at) and every later row of their key: the refused rows still
+-- waiting are read first, through the small outbox_refused_idx (a refusal
+-- is the only thing that makes a pending row wait, and it counts an
+-- attempt), and a row whose key (hash, then the columns) has one with a
+-- lower id is left. MATERIALIZED: the planner joins a handful of keys
+-- instead of probing the table once per candidate row.
+WITH waiting AS MATERIALIZED (
+    SELECT key_hash, destination, key, min(id) AS first_id
+    FROM outbox
+    WHERE status = 'pending' AND attempts > 0 AND available_at > now()
+      AND key_hash IS NOT NULL
+    GROUP BY key_hash, destination, key
+)
 SELECT id, shard, destination, event_id, event_type, key, headers, payload, attempts, created_at
 FROM (
     SELECT c.*, sum(c.size) OVER (ORDER BY c.id) - c.size AS before
@@ -22,12 +33,11 @@ FROM (
           AND o.shard = ANY (@shards::smallint[])
           AND o.destination <> ALL (@held::text[])
           AND o.available_at <= now()
-          AND (o.key_hash IS NULL OR NOT EXISTS (
+          AND NOT EXISTS (
                 SELECT 1
-                FROM outbox AS e
-                WHERE e.key_hash = o.key_hash AND e.status = 'pending' AND e.id < o.id
-                  AND e.available_at > now()
-                  AND e.destination = o.destination AND e.key = o.key))
+                FROM waiting AS w
+                WHERE w.key_hash = o.key_hash AND w.first_id < o.id
+                  AND w.destination = o.destination AND w.key = o.key)
         ORDER BY o.id
         LIMIT @batch
     ) AS c
