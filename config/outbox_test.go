@@ -1,0 +1,53 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// With INBOXD_OUTBOX=true a broker without anything to consume publishes
+// only; without it, the same settings are an error naming the missing
+// variable. The relay's settings are validated one line each.
+func TestOutboxVariables(t *testing.T) {
+	t.Parallel()
+	brokers := []string{dsn, "INBOXD_KAFKA_BROKERS=k1:9092", "INBOXD_AMQP_URL=amqp://u:p@rabbit:5672/", "INBOXD_NATS_URL=nats://n1:4222"}
+	_, err := Load(brokers)
+	for _, v := range []string{"INBOXD_KAFKA_TOPICS", "INBOXD_AMQP_QUEUES", "INBOXD_NATS_STREAMS"} {
+		if err == nil || !strings.Contains(err.Error(), v+": is required") {
+			t.Errorf("without the outbox: error %v, want one naming %s", err, v)
+		}
+	}
+	c, err := Load(append(brokers, "INBOXD_OUTBOX=true"))
+	if err != nil {
+		t.Fatalf("publish only: %v", err)
+	}
+	if !c.Outbox || c.IngestEnabled() || c.AMQPEnabled() || c.NATSEnabled() {
+		t.Errorf("publish only: outbox %v, sources kafka %v amqp %v nats %v; want the relay and no source",
+			c.Outbox, c.IngestEnabled(), c.AMQPEnabled(), c.NATSEnabled())
+	}
+	if c.OutboxLease != 15*time.Second || c.OutboxBatchSize != 500 || c.OutboxPublishTimeout != 0 {
+		t.Errorf("defaults: lease %s, batch %d, publish timeout %s", c.OutboxLease, c.OutboxBatchSize, c.OutboxPublishTimeout)
+	}
+	if _, err := Load(append(brokers, "INBOXD_OUTBOX=true", "INBOXD_OUTBOX_LEASE=3s")); err != nil {
+		t.Errorf("a short lease with the automatic publish timeout: %v", err)
+	}
+
+	_, err = Load([]string{dsn, "INBOXD_OUTBOX=true", "INBOXD_OUTBOX_BATCH_SIZE=0", "INBOXD_OUTBOX_LEASE=3s",
+		"INBOXD_OUTBOX_PUBLISH_TIMEOUT=2s", "INBOXD_OUTBOX_MAX_ATTEMPTS=0", "INBOXD_OUTBOX_POLL_INTERVAL=0s"})
+	if err == nil {
+		t.Fatal("bad relay settings accepted")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	for _, v := range []string{"INBOXD_OUTBOX_BATCH_SIZE", "INBOXD_OUTBOX_PUBLISH_TIMEOUT", "INBOXD_OUTBOX_MAX_ATTEMPTS", "INBOXD_OUTBOX_POLL_INTERVAL"} {
+		n := 0
+		for _, l := range lines {
+			if strings.HasPrefix(l, v+":") {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d lines for %s, want 1:\n%v", n, v, err)
+		}
+	}
+}
