@@ -87,12 +87,8 @@ func (r changeRun) run(ctx context.Context, conn *pgx.Conn, log zerolog.Logger, 
 		return changedErr
 	}
 
-	why, err := r.filter.unmatched(ctx, conn, matched)
-	if err != nil {
+	if err := printUnmatched(ctx, conn, stdout, r.filter, matched); err != nil {
 		return err
-	}
-	for _, line := range why {
-		fmt.Fprintln(stdout, line)
 	}
 	verb := r.done
 	if r.dryRun {
@@ -131,4 +127,17 @@ func (s *rowSelection) changeIDs(stmt func(after, upto int64) ([]int64, error)) 
 		s.mark(matched, ids...)
 		return int64(len(ids)), err
 	}
+}
+
+// printUnmatched prints a line for each --id row of f not in matched, saying
+// why it was not selected (selectingFilter.unmatched).
+func printUnmatched(ctx context.Context, conn *pgx.Conn, stdout io.Writer, f selectingFilter, matched map[int64]bool) error {
+	why, err := f.unmatched(ctx, conn, matched)
+	if err != nil {
+		return err
+	}
+	for _, line := range why {
+		fmt.Fprintln(stdout, line)
+	}
+	return nil
 }

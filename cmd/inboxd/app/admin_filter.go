@@ -390,19 +390,31 @@ func eachBatch(cmd, st string, log zerolog.Logger, kept string,
 // the line), noting in matched the --id rows that matched, and counts them.
 func (f *failedFilter) dryRun(ctx context.Context, conn *pgx.Conn, log zerolog.Logger, stdout io.Writer,
 	verb string, detail func(driver.FailedRow) string, matched map[int64]bool) (int64, error) {
+	match := func(after, upto int64) ([]driver.FailedRow, error) { return f.matching(ctx, conn, after, upto) }
+	return listDryRun(ctx, conn, log, stdout, f, verb, matched, match, func(r driver.FailedRow) (int64, string) {
+		more := ""
+		if detail != nil {
+			more = ", " + detail(r)
+		}
+		return r.ID, fmt.Sprintf("%s %s %s%s, last error: %s", safeText(r.Source),
+			safeText(r.EventID), safeText(r.EventType), more, oneLine(r.LastError, 100))
+	})
+}
+
+// listDryRun lists, for a dry run, the rows match returns in each range of
+// f, a line each, "would VERB id N: " and what line says of the row (line
+// also returns its id), noting the --id ones in matched, and counts them.
+func listDryRun[R any](ctx context.Context, conn *pgx.Conn, log zerolog.Logger, stdout io.Writer, f selectingFilter,
+	verb string, matched map[int64]bool, match func(after, upto int64) ([]R, error), line func(R) (int64, string)) (int64, error) {
 	return f.eachRange(ctx, conn, log, "", func(after, upto int64) (int64, error) {
-		list, err := f.matching(ctx, conn, after, upto)
+		list, err := match(after, upto)
 		if err != nil {
 			return 0, err
 		}
 		for _, r := range list {
-			f.mark(matched, r.ID)
-			more := ""
-			if detail != nil {
-				more = ", " + detail(r)
-			}
-			fmt.Fprintf(stdout, "would %s id %d: %s %s %s%s, last error: %s\n", verb, r.ID, safeText(r.Source),
-				safeText(r.EventID), safeText(r.EventType), more, oneLine(r.LastError, 100))
+			id, text := line(r)
+			f.selection().mark(matched, id)
+			fmt.Fprintf(stdout, "would %s id %d: %s\n", verb, id, text)
 		}
 		return int64(len(list)), nil
 	})

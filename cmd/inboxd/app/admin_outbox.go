@@ -44,21 +44,24 @@ func outboxCommands() []command {
 				fs.BoolVar(&f.full, "full", false, "print the whole payload, however long")
 				return func(cfg config.Config) error { return runOutboxShow(a.ctx, cfg, a.stdout, a.args, f) }
 			}},
-		{name: "outbox requeue", summary: "return dead outbox rows to pending for the relay (attempts 0, due now); each is published after the rows of its key that went out while it was dead",
-			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
-				var f outboxChangeFlags
-				f.filter.register(fs, true)
-				fs.BoolVar(&f.dryRun, "dry-run", false, "list what would be requeued; change nothing")
-				return func(cfg config.Config) error { return runOutboxRequeue(a.ctx, cfg, a.stdout, a.stderr, f) }
-			}},
-		{name: "outbox discard", summary: "delete dead outbox rows; logs what it deleted",
-			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
-				var f outboxChangeFlags
-				f.filter.register(fs, true)
-				fs.BoolVar(&f.dryRun, "dry-run", false, "list what would be deleted; delete nothing")
-				return func(cfg config.Config) error { return runOutboxDiscard(a.ctx, cfg, a.stdout, a.stderr, f) }
-			}},
+		outboxChangeCommand("outbox requeue", "return dead outbox rows to pending for the relay (attempts 0, due now); each is published after the rows of its key that went out while it was dead",
+			"list what would be requeued; change nothing", runOutboxRequeue),
+		outboxChangeCommand("outbox discard", "delete dead outbox rows; logs what it deleted",
+			"list what would be deleted; delete nothing", runOutboxDiscard),
 	}
+}
+
+// outboxChangeCommand is outbox requeue or discard: the filter's flags with
+// --id and --all, --dry-run (its usage dryRunUsage), and run.
+func outboxChangeCommand(name, summary, dryRunUsage string,
+	run func(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, f outboxChangeFlags) error) command {
+	return command{name: name, summary: summary,
+		setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
+			var f outboxChangeFlags
+			f.filter.register(fs, true)
+			fs.BoolVar(&f.dryRun, "dry-run", false, dryRunUsage)
+			return func(cfg config.Config) error { return run(a.ctx, cfg, a.stdout, a.stderr, f) }
+		}}
 }
 
 // outboxFilter selects dead outbox rows for outbox dead, requeue and

@@ -73,16 +73,15 @@ func runOutboxChange(ctx context.Context, cfg config.Config, stdout, stderr io.W
 // them.
 func (f *outboxFilter) dryRun(ctx context.Context, conn *pgx.Conn, log zerolog.Logger, stdout io.Writer,
 	verb string, matched map[int64]bool) (int64, error) {
-	return f.eachRange(ctx, conn, log, "", func(after, upto int64) (int64, error) {
+	match := func(after, upto int64) ([]driver.OutboxDeadRow, error) {
 		list, err := driver.MatchOutboxDead(ctx, conn, f.query(), after, upto)
 		if err != nil {
-			return 0, fmt.Errorf("select dead outbox rows: %w", err)
+			return nil, fmt.Errorf("select dead outbox rows: %w", err)
 		}
-		for _, r := range list {
-			f.mark(matched, r.ID)
-			fmt.Fprintf(stdout, "would %s id %d: %s %s %s, key %s, %s, last error: %s\n", verb, r.ID, safeText(r.Destination),
-				safeText(r.EventID), safeText(r.EventType), outboxKey(r.Key), plural(int64(r.Attempts), "attempt"), oneLine(r.LastError, 100))
-		}
-		return int64(len(list)), nil
+		return list, nil
+	}
+	return listDryRun(ctx, conn, log, stdout, f, verb, matched, match, func(r driver.OutboxDeadRow) (int64, string) {
+		return r.ID, fmt.Sprintf("%s %s %s, key %s, %s, last error: %s", safeText(r.Destination), safeText(r.EventID),
+			safeText(r.EventType), outboxKey(r.Key), plural(int64(r.Attempts), "attempt"), oneLine(r.LastError, 100))
 	})
 }

@@ -141,12 +141,8 @@ func requeueRejected(ctx context.Context, cfg config.Config, conn *pgx.Conn, std
 	if nerr != nil {
 		return nerr
 	}
-	why, err := f.filter.unmatched(ctx, conn, matched)
-	if err != nil {
+	if err := printUnmatched(ctx, conn, stdout, &f.filter, matched); err != nil {
 		return err
-	}
-	for _, line := range why {
-		fmt.Fprintln(stdout, line)
 	}
 	verb := "requeued"
 	if f.dryRun {
