@@ -114,24 +114,35 @@ func (f FailedFilter) args(after, upto int64) pgx.NamedArgs {
 // (sql/failed_range.sql). The other conditions of f do not count, so that
 // a range reads at most limit index entries however few rows match.
 func FailedRangeEnd(ctx context.Context, db DB, f FailedFilter, after int64, limit int) (upto int64, ok bool, err error) {
-	var end *int64
-	err = db.QueryRow(ctx, failedRangeSQL, pgx.NamedArgs{
+	return queryRangeEnd(ctx, db, failedRangeSQL, pgx.NamedArgs{
 		"status": string(f.Status), "after": after, "ids": f.IDs, "limit": limit,
-	}).Scan(&end)
-	if err != nil || end == nil {
+	})
+}
+
+// queryRangeEnd runs a range statement (sql/failed_range.sql,
+// outbox_admin_range.sql): the end of the next range, ok false when its
+// NULL says none is left.
+func queryRangeEnd(ctx context.Context, db DB, sql string, args pgx.NamedArgs) (upto int64, ok bool, err error) {
+	var end *int64
+	if err := db.QueryRow(ctx, sql, args).Scan(&end); err != nil || end == nil {
 		return 0, false, err
 	}
 	return *end, true, nil
 }
 
-// MatchFailed returns the rows f matches among the ids (after, upto],
-// oldest id first, locking nothing (sql/failed_match.sql).
-func MatchFailed(ctx context.Context, db DB, f FailedFilter, after, upto int64) ([]FailedRow, error) {
-	rows, err := db.Query(ctx, failedMatchSQL, f.args(after, upto))
+// queryAll runs sql with args and collects its rows with to.
+func queryAll[T any](ctx context.Context, db DB, sql string, args pgx.NamedArgs, to pgx.RowToFunc[T]) ([]T, error) {
+	rows, err := db.Query(ctx, sql, args)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[FailedRow])
+	return pgx.CollectRows(rows, to)
+}
+
+// MatchFailed returns the rows f matches among the ids (after, upto],
+// oldest id first, locking nothing (sql/failed_match.sql).
+func MatchFailed(ctx context.Context, db DB, f FailedFilter, after, upto int64) ([]FailedRow, error) {
+	return queryAll(ctx, db, failedMatchSQL, f.args(after, upto), pgx.RowToStructByPos[FailedRow])
 }
 
 // RequeueDead returns the dead rows f matches among the ids (after, upto]
@@ -139,11 +150,7 @@ func MatchFailed(ctx context.Context, db DB, f FailedFilter, after, upto int64) 
 // returns their ids (sql/requeue.sql). f.Status is not read: only dead
 // rows are requeued so.
 func RequeueDead(ctx context.Context, db DB, f FailedFilter, after, upto int64) ([]int64, error) {
-	rows, err := db.Query(ctx, requeueSQL, f.args(after, upto))
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
+	return queryAll(ctx, db, requeueSQL, f.args(after, upto), pgx.RowTo[int64])
 }
 
 // DeletedRow is an inbox row deleted by hand (DiscardFailed): what
@@ -163,11 +170,7 @@ type DeletedRow struct {
 // (sql/discard.sql). Run it in the transaction that unparks the rows
 // behind the deleted dead ones.
 func DiscardFailed(ctx context.Context, db DB, f FailedFilter, after, upto int64) ([]DeletedRow, error) {
-	rows, err := db.Query(ctx, discardSQL, f.args(after, upto))
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[DeletedRow])
+	return queryAll(ctx, db, discardSQL, f.args(after, upto), pgx.RowToStructByPos[DeletedRow])
 }
 
 // RowState is what a row is now, for explaining why a filter did not
@@ -183,11 +186,7 @@ type RowState struct {
 // RowStates returns the rows with these ids; an id missing from the result
 // has no row (sql/rows_by_id.sql).
 func RowStates(ctx context.Context, db DB, ids []int64) ([]RowState, error) {
-	rows, err := db.Query(ctx, rowsByIDSQL, pgx.NamedArgs{"ids": ids})
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[RowState])
+	return queryAll(ctx, db, rowsByIDSQL, pgx.NamedArgs{"ids": ids}, pgx.RowToStructByPos[RowState])
 }
 
 // RejectedRow is a rejected row as ingest stored it: what its message
@@ -269,7 +268,13 @@ type Column struct {
 // schema version adds; ok is false when there is no such row
 // (sql/show.sql).
 func ShowRow(ctx context.Context, db DB, id int64) (cols []Column, ok bool, err error) {
-	rows, err := db.Query(ctx, showSQL, pgx.NamedArgs{"id": id})
+	return showByID(ctx, db, showSQL, id)
+}
+
+// showByID runs a statement that reads every column of the row id
+// (sql/show.sql, outbox_admin_show.sql); ok is false when there is none.
+func showByID(ctx context.Context, db DB, sql string, id int64) (cols []Column, ok bool, err error) {
+	rows, err := db.Query(ctx, sql, pgx.NamedArgs{"id": id})
 	if err != nil {
 		return nil, false, err
 	}

@@ -32,9 +32,10 @@ var (
 )
 
 // renderOutboxAdmin renders the outbox template sql/name with the filter
-// on the outbox's columns.
+// on the outbox's columns and the CTE of the batch statements
+// (sql/outbox_admin_batch.sql).
 func renderOutboxAdmin(name string) string {
-	return render(name, outboxColumns, "failed_filter.sql")
+	return render(name, outboxColumns, "failed_filter.sql", "outbox_admin_batch.sql")
 }
 
 // OutboxDeadRow is one dead outbox row, without its payload and headers.
@@ -57,11 +58,7 @@ func ListOutboxDead(ctx context.Context, db DB, f FailedFilter, limit int) ([]Ou
 	args := f.args(0, math.MaxInt64)
 	args["ids"] = nil
 	args["limit"] = limit
-	rows, err := db.Query(ctx, outboxDeadSQL, args)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[OutboxDeadRow])
+	return queryAll(ctx, db, outboxDeadSQL, args, pgx.RowToStructByPos[OutboxDeadRow])
 }
 
 // OutboxDeadRangeEnd returns the end of the next range of at most limit
@@ -69,23 +66,14 @@ func ListOutboxDead(ctx context.Context, db DB, f FailedFilter, limit int) ([]Ou
 // false when none is left (sql/outbox_admin_range.sql). As for
 // FailedRangeEnd, the other conditions of f do not count.
 func OutboxDeadRangeEnd(ctx context.Context, db DB, f FailedFilter, after int64, limit int) (upto int64, ok bool, err error) {
-	var end *int64
-	err = db.QueryRow(ctx, outboxRangeSQL, pgx.NamedArgs{"after": after, "ids": f.IDs, "limit": limit}).Scan(&end)
-	if err != nil || end == nil {
-		return 0, false, err
-	}
-	return *end, true, nil
+	return queryRangeEnd(ctx, db, outboxRangeSQL, pgx.NamedArgs{"after": after, "ids": f.IDs, "limit": limit})
 }
 
 // MatchOutboxDead returns the dead outbox rows f matches among the ids
 // (after, upto], oldest id first, locking nothing
 // (sql/outbox_admin_match.sql).
 func MatchOutboxDead(ctx context.Context, db DB, f FailedFilter, after, upto int64) ([]OutboxDeadRow, error) {
-	rows, err := db.Query(ctx, outboxMatchSQL, f.args(after, upto))
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[OutboxDeadRow])
+	return queryAll(ctx, db, outboxMatchSQL, f.args(after, upto), pgx.RowToStructByPos[OutboxDeadRow])
 }
 
 // RequeueOutboxDead hands the dead outbox rows f matches among the ids
@@ -93,22 +81,14 @@ func MatchOutboxDead(ctx context.Context, db DB, f FailedFilter, after, upto int
 // kept), skipping the rows another statement holds, and returns their ids
 // (sql/outbox_admin_requeue.sql).
 func RequeueOutboxDead(ctx context.Context, db DB, f FailedFilter, after, upto int64) ([]int64, error) {
-	rows, err := db.Query(ctx, outboxRequeueSQL, f.args(after, upto))
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
+	return queryAll(ctx, db, outboxRequeueSQL, f.args(after, upto), pgx.RowTo[int64])
 }
 
 // DiscardOutboxDead deletes the dead outbox rows f matches among the ids
 // (after, upto], skipping the rows another statement holds, and returns
 // their ids (sql/outbox_admin_discard.sql).
 func DiscardOutboxDead(ctx context.Context, db DB, f FailedFilter, after, upto int64) ([]int64, error) {
-	rows, err := db.Query(ctx, outboxDiscardSQL, f.args(after, upto))
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
+	return queryAll(ctx, db, outboxDiscardSQL, f.args(after, upto), pgx.RowTo[int64])
 }
 
 // OutboxRowState is what an outbox row is now, for explaining why a filter
@@ -126,25 +106,13 @@ type OutboxRowState struct {
 // OutboxRowStates returns the outbox rows with these ids; an id missing
 // from the result has no row (sql/outbox_admin_rows_by_id.sql).
 func OutboxRowStates(ctx context.Context, db DB, ids []int64) ([]OutboxRowState, error) {
-	rows, err := db.Query(ctx, outboxRowsByIDSQL, pgx.NamedArgs{"ids": ids})
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[OutboxRowState])
+	return queryAll(ctx, db, outboxRowsByIDSQL, pgx.NamedArgs{"ids": ids}, pgx.RowToStructByPos[OutboxRowState])
 }
 
 // ShowOutboxRow returns every column of the outbox row id in table order;
 // ok is false when there is no such row (sql/outbox_admin_show.sql).
 func ShowOutboxRow(ctx context.Context, db DB, id int64) (cols []Column, ok bool, err error) {
-	rows, err := db.Query(ctx, outboxShowSQL, pgx.NamedArgs{"id": id})
-	if err != nil {
-		return nil, false, err
-	}
-	all, err := collectColumns(rows)
-	if err != nil || len(all) == 0 {
-		return nil, false, err
-	}
-	return all[0], true, nil
+	return showByID(ctx, db, outboxShowSQL, id)
 }
 
 // ShowOutboxEvent returns every column of up to limit outbox rows with the

@@ -163,7 +163,7 @@ func TestDiscardOfABlockingHeadUnparksTheKey(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
-	ids := insertRows(t, db, `
+	ids := insertRows(t, db, "inbox", `
 		INSERT INTO inbox (source, event_id, event_type, key, status, attempts, last_error, available_at) VALUES
 		  ('s', 'k1-dead',   'order.step', 'k1', 'dead',     3, 'boom', now()),
 		  ('s', 'k1-next',   'order.step', 'k1', 'received', 0, NULL,   '9999-12-31 00:00:00+00'),

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 
@@ -38,67 +37,15 @@ func runDiscard(ctx context.Context, cfg config.Config, stdout, stderr io.Writer
 	defer conn.Close(context.WithoutCancel(ctx))
 
 	log := adminLog(cfg, stderr, "discard")
-	matched := make(map[int64]bool)
-	var n int64
-	var runErr error
-	if f.dryRun {
-		n, runErr = f.filter.dryRun(ctx, conn, log, stdout, "discard", nil, matched)
-	} else {
-		n, runErr = f.filter.eachRange(ctx, conn, log, "deleted", func(after, upto int64) (int64, error) {
+	return changeRun{cmd: "discard", noun: f.filter.status + " row", done: "discarded", would: "would discard", kept: "deleted",
+		dryRun: f.dryRun, filter: &f.filter, discardLog: "rows", status: f.filter.status,
+		list: func(matched map[int64]bool) (int64, error) {
+			return f.filter.dryRun(ctx, conn, log, stdout, "discard", nil, matched)
+		},
+		change: func(after, upto int64, matched map[int64]bool) (int64, error) {
 			return f.filter.discardRange(ctx, conn, after, upto, matched)
-		})
-	}
-
-	ev := log.Info().Str("status", f.filter.status).Str("filter", f.filter.describe()).Bool("dry_run", f.dryRun)
-	if f.filter.idList != nil {
-		ev = ev.Ints64("ids", f.filter.idList)
-	}
-	if f.filter.eventType != "" {
-		ev = ev.Str("event_type", f.filter.eventType)
-	}
-	if f.filter.source != "" {
-		ev = ev.Str("source", f.filter.source)
-	}
-	if f.filter.sinceTime != nil {
-		ev = ev.Time("since", *f.filter.sinceTime)
-	}
-	if f.filter.untilTime != nil {
-		ev = ev.Time("until", *f.filter.untilTime)
-	}
-	switch {
-	case f.dryRun && runErr != nil:
-		ev.Int64("would_discard", n).Bool("stopped", true).Msg("discard dry run stopped: nothing deleted")
-	case f.dryRun:
-		ev.Int64("would_discard", n).Msg("discard dry run: nothing deleted")
-	case runErr != nil:
-		// Deleted rows always leave a trace, however the run ended.
-		ev.Int64("discarded", n).Bool("stopped", true).Msg("discarded rows, then stopped")
-	default:
-		ev.Int64("discarded", n).Msg("discarded rows")
-	}
-	if runErr != nil {
-		if !f.dryRun {
-			fmt.Fprintf(stdout, "discarded %s before stopping\n", plural(n, f.filter.status+" row"))
-		}
-		return runErr
-	}
-
-	why, err := f.filter.unmatched(ctx, conn, matched)
-	if err != nil {
-		return err
-	}
-	for _, line := range why {
-		fmt.Fprintln(stdout, line)
-	}
-	verb := "discarded"
-	if f.dryRun {
-		verb = "would discard"
-	}
-	fmt.Fprintf(stdout, "%s %s\n", verb, plural(n, f.filter.status+" row"))
-	if n == 0 {
-		return fmt.Errorf("discard: %w: no %s row matches %s", errNothingMatched, f.filter.status, f.filter.describe())
-	}
-	return nil
+		},
+	}.run(ctx, conn, log, stdout)
 }
 
 // discardRange deletes the matching rows among the ids (after, upto] in one

@@ -41,19 +41,186 @@ const (
 // conditions combine with AND; --all selects every row of the status when
 // no other condition is given.
 type failedFilter struct {
+	rowSelection
 	status    string
-	ids       string
 	eventType string
 	source    string
-	since     string
-	until     string
 	all       bool
+}
 
-	// Parsed by parse.
+// rowSelection is what the inbox's and the outbox's filters (failedFilter,
+// outboxFilter) share: --id, the rows named and which of them matched, and
+// the --since/--until bounds.
+type rowSelection struct {
+	ids   string
+	since string
+	until string
+
+	// Parsed by parseSelection.
 	idList     []int64
 	sinceTime  *time.Time
 	untilTime  *time.Time
 	parsedFrom string // the command name, for messages
+}
+
+// condition is one of a filter's own conditions given as text, as
+// describe shows it (--flag "value") and the discard log records it
+// (logKey); "" is none.
+type condition struct {
+	flag, logKey, value string
+}
+
+// parseSelection resolves --id, --since and --until for the command cmd;
+// now anchors durations.
+func (s *rowSelection) parseSelection(cmd string, now time.Time) error {
+	s.parsedFrom = cmd
+	var err error
+	if s.idList, err = parseIDs(cmd, s.ids); err != nil {
+		return err
+	}
+	if s.sinceTime, err = parseSince(s.since, now); err != nil {
+		return usageError{fmt.Errorf("%s: --since: %w", cmd, err)}
+	}
+	if s.untilTime, err = parseSince(s.until, now); err != nil {
+		return usageError{fmt.Errorf("%s: --until: %w", cmd, err)}
+	}
+	if s.sinceTime != nil && s.untilTime != nil && !s.sinceTime.Before(*s.untilTime) {
+		return usageError{fmt.Errorf("%s: --since (%s) must be before --until (%s)", cmd,
+			s.sinceTime.Format(time.RFC3339), s.untilTime.Format(time.RFC3339))}
+	}
+	return nil
+}
+
+// describeWith renders the filter for messages and logs: --id, the
+// filter's own conditions own, --since and --until, then more; "--all"
+// when there is none.
+func (s *rowSelection) describeWith(own, more []condition) string {
+	var parts []string
+	if len(s.idList) > 0 {
+		parts = append(parts, "--id "+s.ids)
+	}
+	quoted := func(cs []condition) {
+		for _, c := range cs {
+			if c.value != "" {
+				parts = append(parts, "--"+c.flag+" "+strconv.Quote(c.value))
+			}
+		}
+	}
+	quoted(own)
+	if s.sinceTime != nil {
+		parts = append(parts, "--since "+s.sinceTime.UTC().Format(time.RFC3339))
+	}
+	if s.untilTime != nil {
+		parts = append(parts, "--until "+s.untilTime.UTC().Format(time.RFC3339))
+	}
+	quoted(more)
+	if len(parts) == 0 {
+		return "--all"
+	}
+	return strings.Join(parts, " ")
+}
+
+// logWith adds the filter's fields to ev in describeWith's order.
+func (s *rowSelection) logWith(ev *zerolog.Event, own, more []condition) *zerolog.Event {
+	if s.idList != nil {
+		ev = ev.Ints64("ids", s.idList)
+	}
+	fields := func(cs []condition) {
+		for _, c := range cs {
+			if c.value != "" {
+				ev = ev.Str(c.logKey, c.value)
+			}
+		}
+	}
+	fields(own)
+	if s.sinceTime != nil {
+		ev = ev.Time("since", *s.sinceTime)
+	}
+	if s.untilTime != nil {
+		ev = ev.Time("until", *s.untilTime)
+	}
+	fields(more)
+	return ev
+}
+
+// mark notes, with --id, each of ids in matched.
+func (s *rowSelection) mark(matched map[int64]bool, ids ...int64) {
+	if s.idList == nil {
+		return
+	}
+	for _, id := range ids {
+		matched[id] = true
+	}
+}
+
+// selection returns s, so that code that takes any filter
+// (selectingFilter) reaches what they share.
+func (s *rowSelection) selection() *rowSelection { return s }
+
+// outside says why the time t of a row (did: "it failed") is not within
+// --since and --until; nil when it is.
+func (s *rowSelection) outside(t time.Time, did string) []string {
+	var not []string
+	if s.sinceTime != nil && t.Before(*s.sinceTime) {
+		not = append(not, did+" before --since ("+t.UTC().Format(time.RFC3339)+")")
+	}
+	if s.untilTime != nil && !t.Before(*s.untilTime) {
+		not = append(not, did+" at or after --until ("+t.UTC().Format(time.RFC3339)+")")
+	}
+	return not
+}
+
+// explainUnmatched explains, for every id given with --id that is not in
+// matched, why the filter did not select it, in the order the ids were
+// given: "id 9999: no such row" when lookup does not return it, else "id
+// N: " and what why says of the row (idOf is its id).
+func explainUnmatched[R any](s *rowSelection, matched map[int64]bool, lookup func(ids []int64) ([]R, error),
+	idOf func(R) int64, why func(R) string) ([]string, error) {
+	var missing []int64
+	for _, id := range s.idList {
+		if !matched[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	found, err := lookup(missing)
+	if err != nil {
+		return nil, fmt.Errorf("%s: look up ids: %w", s.parsedFrom, err)
+	}
+	byID := make(map[int64]R, len(found))
+	for _, r := range found {
+		byID[idOf(r)] = r
+	}
+	out := make([]string, 0, len(missing))
+	for _, id := range missing {
+		text := "no such row"
+		if r, ok := byID[id]; ok {
+			text = why(r)
+		}
+		out = append(out, fmt.Sprintf("id %d: %s", id, text))
+	}
+	return out, nil
+}
+
+// mismatch says, when want is given and got is not it, that the row's
+// what is got, not want; nil otherwise.
+func mismatch(what, got, want string) []string {
+	if want == "" || got == want {
+		return nil
+	}
+	return []string{fmt.Sprintf("its %s is %q, not %q", what, got, want)}
+}
+
+// butNot is why a row of the status st the filter reads was not selected:
+// "st, but " and the conditions it fails (not), or, when it fails none,
+// that it changed while the command ran.
+func butNot(st string, not []string) string {
+	if len(not) == 0 {
+		not = append(not, "it changed while this command ran")
+	}
+	return st + ", but " + strings.Join(not, " and ")
 }
 
 // register adds the filter's flags to fs.
@@ -69,28 +236,13 @@ func (f *failedFilter) register(fs *flag.FlagSet, verb string) {
 
 // parse checks the flags and resolves ids and times; now anchors durations.
 func (f *failedFilter) parse(cmd string, now time.Time) error {
-	f.parsedFrom = cmd
 	if !status.Status(f.status).IsFailed() {
 		return usageError{fmt.Errorf("%s: --status must be dead or rejected, got %q", cmd, f.status)}
 	}
 	if f.ids == "" && f.eventType == "" && f.source == "" && f.since == "" && f.until == "" && !f.all {
 		return usageError{fmt.Errorf("%s: say which %s rows: --id 1,2,3, --type T, --source S, --since/--until, or --all", cmd, f.status)}
 	}
-	var err error
-	if f.idList, err = parseIDs(cmd, f.ids); err != nil {
-		return err
-	}
-	if f.sinceTime, err = parseSince(f.since, now); err != nil {
-		return usageError{fmt.Errorf("%s: --since: %w", cmd, err)}
-	}
-	if f.untilTime, err = parseSince(f.until, now); err != nil {
-		return usageError{fmt.Errorf("%s: --until: %w", cmd, err)}
-	}
-	if f.sinceTime != nil && f.untilTime != nil && !f.sinceTime.Before(*f.untilTime) {
-		return usageError{fmt.Errorf("%s: --since (%s) must be before --until (%s)", cmd,
-			f.sinceTime.Format(time.RFC3339), f.untilTime.Format(time.RFC3339))}
-	}
-	return nil
+	return f.parseSelection(cmd, now)
 }
 
 // parseIDs reads --id's comma-separated row ids, each once; "" is nil (any
@@ -144,28 +296,19 @@ func (f *failedFilter) query() driver.FailedFilter {
 	}
 }
 
+// conditions are the filter's own conditions, for describeWith and
+// logWith.
+func (f *failedFilter) conditions() (own, more []condition) {
+	return []condition{{"type", "event_type", f.eventType}, {"source", "source", f.source}}, nil
+}
+
 // describe renders the filter for messages and logs.
-func (f *failedFilter) describe() string {
-	var parts []string
-	if len(f.idList) > 0 {
-		parts = append(parts, "--id "+f.ids)
-	}
-	if f.eventType != "" {
-		parts = append(parts, "--type "+strconv.Quote(f.eventType))
-	}
-	if f.source != "" {
-		parts = append(parts, "--source "+strconv.Quote(f.source))
-	}
-	if f.sinceTime != nil {
-		parts = append(parts, "--since "+f.sinceTime.UTC().Format(time.RFC3339))
-	}
-	if f.untilTime != nil {
-		parts = append(parts, "--until "+f.untilTime.UTC().Format(time.RFC3339))
-	}
-	if len(parts) == 0 {
-		return "--all"
-	}
-	return strings.Join(parts, " ")
+func (f *failedFilter) describe() string { return f.describeWith(f.conditions()) }
+
+// logFields adds the filter's fields to ev.
+func (f *failedFilter) logFields(ev *zerolog.Event) *zerolog.Event {
+	own, more := f.conditions()
+	return f.logWith(ev, own, more)
 }
 
 // failedRow is one dead or rejected row, without its payload, as the dead
@@ -247,19 +390,31 @@ func eachBatch(cmd, st string, log zerolog.Logger, kept string,
 // the line), noting in matched the --id rows that matched, and counts them.
 func (f *failedFilter) dryRun(ctx context.Context, conn *pgx.Conn, log zerolog.Logger, stdout io.Writer,
 	verb string, detail func(driver.FailedRow) string, matched map[int64]bool) (int64, error) {
+	match := func(after, upto int64) ([]driver.FailedRow, error) { return f.matching(ctx, conn, after, upto) }
+	return listDryRun(ctx, conn, log, stdout, f, verb, matched, match, func(r driver.FailedRow) (int64, string) {
+		more := ""
+		if detail != nil {
+			more = ", " + detail(r)
+		}
+		return r.ID, fmt.Sprintf("%s %s %s%s, last error: %s", safeText(r.Source),
+			safeText(r.EventID), safeText(r.EventType), more, oneLine(r.LastError, 100))
+	})
+}
+
+// listDryRun lists, for a dry run, the rows match returns in each range of
+// f, a line each, "would VERB id N: " and what line says of the row (line
+// also returns its id), noting the --id ones in matched, and counts them.
+func listDryRun[R any](ctx context.Context, conn *pgx.Conn, log zerolog.Logger, stdout io.Writer, f selectingFilter,
+	verb string, matched map[int64]bool, match func(after, upto int64) ([]R, error), line func(R) (int64, string)) (int64, error) {
 	return f.eachRange(ctx, conn, log, "", func(after, upto int64) (int64, error) {
-		list, err := f.matching(ctx, conn, after, upto)
+		list, err := match(after, upto)
 		if err != nil {
 			return 0, err
 		}
 		for _, r := range list {
-			f.mark(matched, r.ID)
-			more := ""
-			if detail != nil {
-				more = ", " + detail(r)
-			}
-			fmt.Fprintf(stdout, "would %s id %d: %s %s %s%s, last error: %s\n", verb, r.ID, safeText(r.Source),
-				safeText(r.EventID), safeText(r.EventType), more, oneLine(r.LastError, 100))
+			id, text := line(r)
+			f.selection().mark(matched, id)
+			fmt.Fprintf(stdout, "would %s id %d: %s\n", verb, id, text)
 		}
 		return int64(len(list)), nil
 	})
@@ -275,71 +430,23 @@ func (f *failedFilter) matching(ctx context.Context, conn *pgx.Conn, after, upto
 	return list, nil
 }
 
-// mark notes, with --id, each of ids in matched.
-func (f *failedFilter) mark(matched map[int64]bool, ids ...int64) {
-	if f.idList == nil {
-		return
-	}
-	for _, id := range ids {
-		matched[id] = true
-	}
-}
-
 // unmatched explains, for every id given with --id that is not in matched,
 // why the filter did not select it, in the order the ids were given:
 // "id 1: processed, not dead", "id 9999: no such row".
 func (f *failedFilter) unmatched(ctx context.Context, conn *pgx.Conn, matched map[int64]bool) ([]string, error) {
-	var missing []int64
-	for _, id := range f.idList {
-		if !matched[id] {
-			missing = append(missing, id)
-		}
-	}
-	if len(missing) == 0 {
-		return nil, nil
-	}
-	found, err := driver.RowStates(ctx, conn, missing)
-	if err != nil {
-		return nil, fmt.Errorf("%s: look up ids: %w", f.parsedFrom, err)
-	}
-	byID := make(map[int64]driver.RowState, len(found))
-	for _, r := range found {
-		byID[r.ID] = r
-	}
-	out := make([]string, 0, len(missing))
-	for _, id := range missing {
-		r, ok := byID[id]
-		var why string
-		switch {
-		case !ok:
-			why = "no such row"
-		case string(r.Status) != f.status:
-			why = fmt.Sprintf("%s, not %s", r.Status, f.status)
-			if r.Status.IsFailed() {
-				why += fmt.Sprintf(" (use --status %s)", r.Status)
+	lookup := func(ids []int64) ([]driver.RowState, error) { return driver.RowStates(ctx, conn, ids) }
+	return explainUnmatched(&f.rowSelection, matched, lookup, func(r driver.RowState) int64 { return r.ID },
+		func(r driver.RowState) string {
+			if string(r.Status) != f.status {
+				why := fmt.Sprintf("%s, not %s", r.Status, f.status)
+				if r.Status.IsFailed() {
+					why += fmt.Sprintf(" (use --status %s)", r.Status)
+				}
+				return why
 			}
-		default:
-			var not []string
-			if f.eventType != "" && r.EventType != f.eventType {
-				not = append(not, fmt.Sprintf("its type is %q, not %q", r.EventType, f.eventType))
-			}
-			if f.source != "" && r.Source != f.source {
-				not = append(not, fmt.Sprintf("its source is %q, not %q", r.Source, f.source))
-			}
-			if f.sinceTime != nil && r.UpdatedAt.Before(*f.sinceTime) {
-				not = append(not, "it failed before --since ("+r.UpdatedAt.UTC().Format(time.RFC3339)+")")
-			}
-			if f.untilTime != nil && !r.UpdatedAt.Before(*f.untilTime) {
-				not = append(not, "it failed at or after --until ("+r.UpdatedAt.UTC().Format(time.RFC3339)+")")
-			}
-			if len(not) == 0 {
-				not = append(not, "it changed while this command ran")
-			}
-			why = string(r.Status) + ", but " + strings.Join(not, " and ")
-		}
-		out = append(out, fmt.Sprintf("id %d: %s", id, why))
-	}
-	return out, nil
+			not := append(mismatch("type", r.EventType, f.eventType), mismatch("source", r.Source, f.source)...)
+			return butNot(string(r.Status), append(not, f.outside(r.UpdatedAt, "it failed")...))
+		})
 }
 
 // errNothingMatched is returned (exit code 1) by requeue and discard when

@@ -44,21 +44,24 @@ func outboxCommands() []command {
 				fs.BoolVar(&f.full, "full", false, "print the whole payload, however long")
 				return func(cfg config.Config) error { return runOutboxShow(a.ctx, cfg, a.stdout, a.args, f) }
 			}},
-		{name: "outbox requeue", summary: "return dead outbox rows to pending for the relay (attempts 0, due now); each is published after the rows of its key that went out while it was dead",
-			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
-				var f outboxChangeFlags
-				f.filter.register(fs, true)
-				fs.BoolVar(&f.dryRun, "dry-run", false, "list what would be requeued; change nothing")
-				return func(cfg config.Config) error { return runOutboxRequeue(a.ctx, cfg, a.stdout, a.stderr, f) }
-			}},
-		{name: "outbox discard", summary: "delete dead outbox rows; logs what it deleted",
-			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
-				var f outboxChangeFlags
-				f.filter.register(fs, true)
-				fs.BoolVar(&f.dryRun, "dry-run", false, "list what would be deleted; delete nothing")
-				return func(cfg config.Config) error { return runOutboxDiscard(a.ctx, cfg, a.stdout, a.stderr, f) }
-			}},
+		outboxChangeCommand("outbox requeue", "return dead outbox rows to pending for the relay (attempts 0, due now); each is published after the rows of its key that went out while it was dead",
+			"list what would be requeued; change nothing", runOutboxRequeue),
+		outboxChangeCommand("outbox discard", "delete dead outbox rows; logs what it deleted",
+			"list what would be deleted; delete nothing", runOutboxDiscard),
 	}
+}
+
+// outboxChangeCommand is outbox requeue or discard: the filter's flags with
+// --id and --all, --dry-run (its usage dryRunUsage), and run.
+func outboxChangeCommand(name, summary, dryRunUsage string,
+	run func(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, f outboxChangeFlags) error) command {
+	return command{name: name, summary: summary,
+		setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
+			var f outboxChangeFlags
+			f.filter.register(fs, true)
+			fs.BoolVar(&f.dryRun, "dry-run", false, dryRunUsage)
+			return func(cfg config.Config) error { return run(a.ctx, cfg, a.stdout, a.stderr, f) }
+		}}
 }
 
 // outboxFilter selects dead outbox rows for outbox dead, requeue and
@@ -66,19 +69,11 @@ func outboxCommands() []command {
 // combine with AND; for requeue and discard, --all selects every dead row
 // when no other condition is given.
 type outboxFilter struct {
-	ids         string
+	rowSelection
 	destination string
 	eventType   string
-	since       string
-	until       string
 	errorPart   string
 	all         bool
-
-	// Parsed by parse.
-	idList     []int64
-	sinceTime  *time.Time
-	untilTime  *time.Time
-	parsedFrom string // the command name, for messages
 }
 
 // register adds the filter's flags to fs; selecting (requeue, discard) adds
@@ -100,26 +95,11 @@ func (f *outboxFilter) register(fs *flag.FlagSet, selecting bool) {
 // parse checks the flags and resolves ids and times; now anchors durations.
 // selecting commands (requeue, discard) must say which rows.
 func (f *outboxFilter) parse(cmd string, now time.Time, selecting bool) error {
-	f.parsedFrom = cmd
 	if selecting && f.ids == "" && f.destination == "" && f.eventType == "" && f.since == "" && f.until == "" &&
 		f.errorPart == "" && !f.all {
 		return usageError{fmt.Errorf("%s: say which dead rows: --id 1,2,3, --destination D, --type T, --since/--until, --error TEXT, or --all", cmd)}
 	}
-	var err error
-	if f.idList, err = parseIDs(cmd, f.ids); err != nil {
-		return err
-	}
-	if f.sinceTime, err = parseSince(f.since, now); err != nil {
-		return usageError{fmt.Errorf("%s: --since: %w", cmd, err)}
-	}
-	if f.untilTime, err = parseSince(f.until, now); err != nil {
-		return usageError{fmt.Errorf("%s: --until: %w", cmd, err)}
-	}
-	if f.sinceTime != nil && f.untilTime != nil && !f.sinceTime.Before(*f.untilTime) {
-		return usageError{fmt.Errorf("%s: --since (%s) must be before --until (%s)", cmd,
-			f.sinceTime.Format(time.RFC3339), f.untilTime.Format(time.RFC3339))}
-	}
-	return nil
+	return f.parseSelection(cmd, now)
 }
 
 // query is the filter as the driver takes it.
@@ -135,31 +115,20 @@ func (f *outboxFilter) query() driver.FailedFilter {
 	}
 }
 
+// conditions are the filter's own conditions, for describeWith and
+// logWith: --error comes after --since and --until.
+func (f *outboxFilter) conditions() (own, more []condition) {
+	return []condition{{"destination", "destination", f.destination}, {"type", "event_type", f.eventType}},
+		[]condition{{"error", "error", f.errorPart}}
+}
+
 // describe renders the filter for messages and logs.
-func (f *outboxFilter) describe() string {
-	var parts []string
-	if len(f.idList) > 0 {
-		parts = append(parts, "--id "+f.ids)
-	}
-	if f.destination != "" {
-		parts = append(parts, "--destination "+strconv.Quote(f.destination))
-	}
-	if f.eventType != "" {
-		parts = append(parts, "--type "+strconv.Quote(f.eventType))
-	}
-	if f.sinceTime != nil {
-		parts = append(parts, "--since "+f.sinceTime.UTC().Format(time.RFC3339))
-	}
-	if f.untilTime != nil {
-		parts = append(parts, "--until "+f.untilTime.UTC().Format(time.RFC3339))
-	}
-	if f.errorPart != "" {
-		parts = append(parts, "--error "+strconv.Quote(f.errorPart))
-	}
-	if len(parts) == 0 {
-		return "--all"
-	}
-	return strings.Join(parts, " ")
+func (f *outboxFilter) describe() string { return f.describeWith(f.conditions()) }
+
+// logFields adds the filter's fields to ev.
+func (f *outboxFilter) logFields(ev *zerolog.Event) *zerolog.Event {
+	own, more := f.conditions()
+	return f.logWith(ev, own, more)
 }
 
 // eachRange calls fn with each range of ids (after, upto] of the dead
@@ -172,71 +141,23 @@ func (f *outboxFilter) eachRange(ctx context.Context, conn *pgx.Conn, log zerolo
 	}, fn)
 }
 
-// mark notes, with --id, each of ids in matched.
-func (f *outboxFilter) mark(matched map[int64]bool, ids ...int64) {
-	if f.idList == nil {
-		return
-	}
-	for _, id := range ids {
-		matched[id] = true
-	}
-}
-
 // unmatched explains, for every id given with --id that is not in matched,
 // why the filter did not select it, in the order the ids were given:
 // "id 1: published, not dead", "id 9999: no such row".
 func (f *outboxFilter) unmatched(ctx context.Context, conn *pgx.Conn, matched map[int64]bool) ([]string, error) {
-	var missing []int64
-	for _, id := range f.idList {
-		if !matched[id] {
-			missing = append(missing, id)
-		}
-	}
-	if len(missing) == 0 {
-		return nil, nil
-	}
-	found, err := driver.OutboxRowStates(ctx, conn, missing)
-	if err != nil {
-		return nil, fmt.Errorf("%s: look up ids: %w", f.parsedFrom, err)
-	}
-	byID := make(map[int64]driver.OutboxRowState, len(found))
-	for _, r := range found {
-		byID[r.ID] = r
-	}
-	out := make([]string, 0, len(missing))
-	for _, id := range missing {
-		r, ok := byID[id]
-		var why string
-		switch {
-		case !ok:
-			why = "no such row"
-		case r.Status != string(status.Dead):
-			why = fmt.Sprintf("%s, not dead", r.Status)
-		default:
-			var not []string
-			if f.destination != "" && r.Destination != f.destination {
-				not = append(not, fmt.Sprintf("its destination is %q, not %q", r.Destination, f.destination))
+	lookup := func(ids []int64) ([]driver.OutboxRowState, error) { return driver.OutboxRowStates(ctx, conn, ids) }
+	return explainUnmatched(&f.rowSelection, matched, lookup, func(r driver.OutboxRowState) int64 { return r.ID },
+		func(r driver.OutboxRowState) string {
+			if r.Status != string(status.Dead) {
+				return fmt.Sprintf("%s, not dead", r.Status)
 			}
-			if f.eventType != "" && r.EventType != f.eventType {
-				not = append(not, fmt.Sprintf("its type is %q, not %q", r.EventType, f.eventType))
-			}
-			if f.sinceTime != nil && r.CreatedAt.Before(*f.sinceTime) {
-				not = append(not, "it was created before --since ("+r.CreatedAt.UTC().Format(time.RFC3339)+")")
-			}
-			if f.untilTime != nil && !r.CreatedAt.Before(*f.untilTime) {
-				not = append(not, "it was created at or after --until ("+r.CreatedAt.UTC().Format(time.RFC3339)+")")
-			}
+			not := append(mismatch("destination", r.Destination, f.destination), mismatch("type", r.EventType, f.eventType)...)
+			not = append(not, f.outside(r.CreatedAt, "it was created")...)
 			if f.errorPart != "" && !strings.Contains(strings.ToLower(r.LastError), strings.ToLower(f.errorPart)) {
 				not = append(not, fmt.Sprintf("its last_error does not contain %q", f.errorPart))
 			}
-			if len(not) == 0 {
-				not = append(not, "it changed while this command ran")
-			}
-			why = r.Status + ", but " + strings.Join(not, " and ")
-		}
-		out = append(out, fmt.Sprintf("id %d: %s", id, why))
-	}
-	return out, nil
+			return butNot(r.Status, not)
+		})
 }
 
 // outboxStatsReport is the outbox stats command's output. Pending and dead

@@ -11,6 +11,7 @@ import (
 
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
 // outboxChangeFlags are the outbox requeue and discard commands' flags.
@@ -28,51 +29,8 @@ type outboxChangeFlags struct {
 // its next read. A requeued row is published after the rows of its key
 // that were published while it was dead: they already went out.
 func runOutboxRequeue(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, f outboxChangeFlags) error {
-	const cmd = "outbox requeue"
-	if err := f.filter.parse(cmd, time.Now(), true); err != nil {
-		return err
-	}
-	conn, err := connectSchema(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	log := adminLog(cfg, stderr, cmd)
-
-	matched := make(map[int64]bool)
-	var n int64
-	if f.dryRun {
-		n, err = f.filter.dryRun(ctx, conn, log, stdout, "requeue", matched)
-		if err != nil {
-			return err
-		}
-	} else {
-		n, err = f.filter.eachRange(ctx, conn, log, "requeued", func(after, upto int64) (int64, error) {
-			ids, err := driver.RequeueOutboxDead(ctx, conn, f.filter.query(), after, upto)
-			f.filter.mark(matched, ids...)
-			return int64(len(ids)), err
-		})
-		if err != nil {
-			fmt.Fprintf(stdout, "requeued %s before stopping\n", plural(n, "dead outbox row"))
-			return err
-		}
-	}
-	why, err := f.filter.unmatched(ctx, conn, matched)
-	if err != nil {
-		return err
-	}
-	for _, line := range why {
-		fmt.Fprintln(stdout, line)
-	}
-	verb := "requeued"
-	if f.dryRun {
-		verb = "would requeue"
-	}
-	fmt.Fprintf(stdout, "%s %s\n", verb, plural(n, "dead outbox row"))
-	if n == 0 {
-		return fmt.Errorf("%s: %w: no dead outbox row matches %s", cmd, errNothingMatched, f.filter.describe())
-	}
-	return nil
+	return runOutboxChange(ctx, cfg, stdout, stderr, f, changeRun{cmd: "outbox requeue", done: "requeued",
+		would: "would requeue", kept: "requeued"}, "requeue", driver.RequeueOutboxDead)
 }
 
 // runOutboxDiscard deletes the dead outbox rows the filter selects, says
@@ -81,8 +39,15 @@ func runOutboxRequeue(ctx context.Context, cfg config.Config, stdout, stderr io.
 // and resumable as runOutboxRequeue. A dead row holds no key back, so
 // nothing else changes.
 func runOutboxDiscard(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, f outboxChangeFlags) error {
-	const cmd = "outbox discard"
-	if err := f.filter.parse(cmd, time.Now(), true); err != nil {
+	return runOutboxChange(ctx, cfg, stdout, stderr, f, changeRun{cmd: "outbox discard", done: "discarded",
+		would: "would discard", kept: "deleted", discardLog: "outbox rows"}, "discard", driver.DiscardOutboxDead)
+}
+
+// runOutboxChange runs r, the outbox requeue or discard (verb, for the dry
+// run's lines), with stmt changing the dead rows of a range.
+func runOutboxChange(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, f outboxChangeFlags, r changeRun, verb string,
+	stmt func(ctx context.Context, db driver.DB, f driver.FailedFilter, after, upto int64) ([]int64, error)) error {
+	if err := f.filter.parse(r.cmd, time.Now(), true); err != nil {
 		return err
 	}
 	conn, err := connectSchema(ctx, cfg)
@@ -90,74 +55,16 @@ func runOutboxDiscard(ctx context.Context, cfg config.Config, stdout, stderr io.
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	log := adminLog(cfg, stderr, cmd)
+	log := adminLog(cfg, stderr, r.cmd)
 
-	matched := make(map[int64]bool)
-	var n int64
-	var runErr error
-	if f.dryRun {
-		n, runErr = f.filter.dryRun(ctx, conn, log, stdout, "discard", matched)
-	} else {
-		n, runErr = f.filter.eachRange(ctx, conn, log, "deleted", func(after, upto int64) (int64, error) {
-			ids, err := driver.DiscardOutboxDead(ctx, conn, f.filter.query(), after, upto)
-			f.filter.mark(matched, ids...)
-			return int64(len(ids)), err
-		})
+	r.noun, r.status, r.dryRun, r.filter = "dead outbox row", string(status.Dead), f.dryRun, &f.filter
+	r.list = func(matched map[int64]bool) (int64, error) {
+		return f.filter.dryRun(ctx, conn, log, stdout, verb, matched)
 	}
-
-	ev := log.Info().Str("status", "dead").Str("filter", f.filter.describe()).Bool("dry_run", f.dryRun)
-	if f.filter.idList != nil {
-		ev = ev.Ints64("ids", f.filter.idList)
-	}
-	if f.filter.destination != "" {
-		ev = ev.Str("destination", f.filter.destination)
-	}
-	if f.filter.eventType != "" {
-		ev = ev.Str("event_type", f.filter.eventType)
-	}
-	if f.filter.sinceTime != nil {
-		ev = ev.Time("since", *f.filter.sinceTime)
-	}
-	if f.filter.untilTime != nil {
-		ev = ev.Time("until", *f.filter.untilTime)
-	}
-	if f.filter.errorPart != "" {
-		ev = ev.Str("error", f.filter.errorPart)
-	}
-	switch {
-	case f.dryRun && runErr != nil:
-		ev.Int64("would_discard", n).Bool("stopped", true).Msg("outbox discard dry run stopped: nothing deleted")
-	case f.dryRun:
-		ev.Int64("would_discard", n).Msg("outbox discard dry run: nothing deleted")
-	case runErr != nil:
-		// Deleted rows always leave a trace, however the run ended.
-		ev.Int64("discarded", n).Bool("stopped", true).Msg("discarded outbox rows, then stopped")
-	default:
-		ev.Int64("discarded", n).Msg("discarded outbox rows")
-	}
-	if runErr != nil {
-		if !f.dryRun {
-			fmt.Fprintf(stdout, "discarded %s before stopping\n", plural(n, "dead outbox row"))
-		}
-		return runErr
-	}
-
-	why, err := f.filter.unmatched(ctx, conn, matched)
-	if err != nil {
-		return err
-	}
-	for _, line := range why {
-		fmt.Fprintln(stdout, line)
-	}
-	verb := "discarded"
-	if f.dryRun {
-		verb = "would discard"
-	}
-	fmt.Fprintf(stdout, "%s %s\n", verb, plural(n, "dead outbox row"))
-	if n == 0 {
-		return fmt.Errorf("%s: %w: no dead outbox row matches %s", cmd, errNothingMatched, f.filter.describe())
-	}
-	return nil
+	r.change = f.filter.changeIDs(func(after, upto int64) ([]int64, error) {
+		return stmt(ctx, conn, f.filter.query(), after, upto)
+	})
+	return r.run(ctx, conn, log, stdout)
 }
 
 // dryRun lists the matching dead outbox rows batch after batch, each as
@@ -166,16 +73,15 @@ func runOutboxDiscard(ctx context.Context, cfg config.Config, stdout, stderr io.
 // them.
 func (f *outboxFilter) dryRun(ctx context.Context, conn *pgx.Conn, log zerolog.Logger, stdout io.Writer,
 	verb string, matched map[int64]bool) (int64, error) {
-	return f.eachRange(ctx, conn, log, "", func(after, upto int64) (int64, error) {
+	match := func(after, upto int64) ([]driver.OutboxDeadRow, error) {
 		list, err := driver.MatchOutboxDead(ctx, conn, f.query(), after, upto)
 		if err != nil {
-			return 0, fmt.Errorf("select dead outbox rows: %w", err)
+			return nil, fmt.Errorf("select dead outbox rows: %w", err)
 		}
-		for _, r := range list {
-			f.mark(matched, r.ID)
-			fmt.Fprintf(stdout, "would %s id %d: %s %s %s, key %s, %s, last error: %s\n", verb, r.ID, safeText(r.Destination),
-				safeText(r.EventID), safeText(r.EventType), outboxKey(r.Key), plural(int64(r.Attempts), "attempt"), oneLine(r.LastError, 100))
-		}
-		return int64(len(list)), nil
+		return list, nil
+	}
+	return listDryRun(ctx, conn, log, stdout, f, verb, matched, match, func(r driver.OutboxDeadRow) (int64, string) {
+		return r.ID, fmt.Sprintf("%s %s %s, key %s, %s, last error: %s", safeText(r.Destination), safeText(r.EventID),
+			safeText(r.EventType), outboxKey(r.Key), plural(int64(r.Attempts), "attempt"), oneLine(r.LastError, 100))
 	})
 }

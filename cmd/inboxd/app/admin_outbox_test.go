@@ -9,30 +9,14 @@ import (
 	"github.com/inboxd/inboxd/internal/pgtest"
 )
 
-// insertOutbox runs sql and returns the outbox rows' ids by event id.
-func insertOutbox(t *testing.T, db *pgtest.DB, sql string) map[string]int64 {
+// setupOutbox gives the test its own database, runs sql there (which
+// inserts outbox rows), and returns the database, the outbox ids by event
+// id, and the environment the commands run with.
+func setupOutbox(t *testing.T, sql string) (*pgtest.DB, map[string]int64, []string) {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := db.Pool.Exec(ctx, sql); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := db.Pool.Query(ctx, `SELECT event_id, id FROM outbox`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := make(map[string]int64)
-	for rows.Next() {
-		var e string
-		var id int64
-		if err := rows.Scan(&e, &id); err != nil {
-			t.Fatal(err)
-		}
-		ids[e] = id
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return ids
+	db := pgtest.New(t)
+	ids := insertRows(t, db, "outbox", sql)
+	return db, ids, []string{"INBOXD_DATABASE_URL=" + db.URL}
 }
 
 // outboxCount counts the outbox rows matching cond.
@@ -58,11 +42,9 @@ const outboxFixture = `
 
 func TestOutboxStats(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
-	insertOutbox(t, db, outboxFixture+`;
+	db, _, env := setupOutbox(t, outboxFixture+`;
 		UPDATE outbox_shards SET owner = 'relay-a', token = 7, expires_at = now() + interval '30 seconds' WHERE shard < 20;
 		INSERT INTO outbox_relays VALUES ('relay-a', now()), ('relay-gone', now() - interval '10 minutes')`)
-	env := []string{"INBOXD_DATABASE_URL=" + db.URL}
 
 	code, out, stderr := runMain(t, env, "outbox", "stats", "--json")
 	if code != 0 {
@@ -100,9 +82,7 @@ func TestOutboxStats(t *testing.T) {
 
 func TestOutboxDead(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
-	ids := insertOutbox(t, db, outboxFixture)
-	env := []string{"INBOXD_DATABASE_URL=" + db.URL}
+	_, ids, env := setupOutbox(t, outboxFixture)
 	list := func(args ...string) []outboxDeadRow {
 		t.Helper()
 		code, out, stderr := runMain(t, env, append([]string{"outbox", "dead", "--json"}, args...)...)
@@ -229,9 +209,7 @@ func TestOutboxShow(t *testing.T) {
 
 func TestOutboxRequeue(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
-	ids := insertOutbox(t, db, outboxFixture)
-	env := []string{"INBOXD_DATABASE_URL=" + db.URL}
+	db, ids, env := setupOutbox(t, outboxFixture)
 	state := func(event string) (st string, attempts int, dueNow bool, lastError *string) {
 		t.Helper()
 		if err := db.Pool.QueryRow(context.Background(), `
@@ -284,9 +262,7 @@ func TestOutboxRequeue(t *testing.T) {
 
 func TestOutboxDiscard(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
-	ids := insertOutbox(t, db, outboxFixture)
-	env := []string{"INBOXD_DATABASE_URL=" + db.URL}
+	db, ids, env := setupOutbox(t, outboxFixture)
 
 	if code, _, stderr := runMain(t, env, "outbox", "discard"); code != ExitUsage || !strings.Contains(stderr, "say which dead rows") {
 		t.Fatalf("outbox discard without a filter: %d %s", code, stderr)

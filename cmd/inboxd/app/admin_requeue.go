@@ -72,49 +72,21 @@ func notifyRequeued(ctx context.Context, conn *pgx.Conn, n int64) error {
 	return nil
 }
 
-// requeueDead requeues the matching dead rows, batch after batch.
+// requeueDead requeues the matching dead rows, batch after batch, and
+// wakes the workers.
 func requeueDead(ctx context.Context, conn *pgx.Conn, stdout io.Writer, log zerolog.Logger, f requeueFlags) error {
-	matched := make(map[int64]bool)
-	var n int64
-	var err error
-	if f.dryRun {
-		n, err = f.filter.dryRun(ctx, conn, log, stdout, "requeue", func(r driver.FailedRow) string {
-			return plural(int64(r.Attempts), "attempt")
-		}, matched)
-		if err != nil {
-			return err
-		}
-	} else {
-		n, err = f.filter.eachRange(ctx, conn, log, "requeued", func(after, upto int64) (int64, error) {
-			ids, err := driver.RequeueDead(ctx, conn, f.filter.query(), after, upto)
-			f.filter.mark(matched, ids...)
-			return int64(len(ids)), err
-		})
-		nerr := notifyRequeued(ctx, conn, n)
-		if err != nil {
-			fmt.Fprintf(stdout, "requeued %s before stopping\n", plural(n, "dead row"))
-			return err
-		}
-		if nerr != nil {
-			return nerr
-		}
-	}
-	why, err := f.filter.unmatched(ctx, conn, matched)
-	if err != nil {
-		return err
-	}
-	for _, line := range why {
-		fmt.Fprintln(stdout, line)
-	}
-	verb := "requeued"
-	if f.dryRun {
-		verb = "would requeue"
-	}
-	fmt.Fprintf(stdout, "%s %s\n", verb, plural(n, "dead row"))
-	if n == 0 {
-		return fmt.Errorf("requeue: %w: no dead row matches %s", errNothingMatched, f.filter.describe())
-	}
-	return nil
+	return changeRun{cmd: "requeue", noun: "dead row", done: "requeued", would: "would requeue", kept: "requeued",
+		dryRun: f.dryRun, filter: &f.filter,
+		list: func(matched map[int64]bool) (int64, error) {
+			return f.filter.dryRun(ctx, conn, log, stdout, "requeue", func(r driver.FailedRow) string {
+				return plural(int64(r.Attempts), "attempt")
+			}, matched)
+		},
+		change: f.filter.changeIDs(func(after, upto int64) ([]int64, error) {
+			return driver.RequeueDead(ctx, conn, f.filter.query(), after, upto)
+		}),
+		changed: func(n int64) error { return notifyRequeued(ctx, conn, n) },
+	}.run(ctx, conn, log, stdout)
 }
 
 // rejectedOutcome is what became of one rejected row.
@@ -169,12 +141,8 @@ func requeueRejected(ctx context.Context, cfg config.Config, conn *pgx.Conn, std
 	if nerr != nil {
 		return nerr
 	}
-	why, err := f.filter.unmatched(ctx, conn, matched)
-	if err != nil {
+	if err := printUnmatched(ctx, conn, stdout, &f.filter, matched); err != nil {
 		return err
-	}
-	for _, line := range why {
-		fmt.Fprintln(stdout, line)
 	}
 	verb := "requeued"
 	if f.dryRun {

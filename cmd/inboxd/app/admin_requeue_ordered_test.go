@@ -60,7 +60,7 @@ func TestRequeueOnSkipRouteWaitsForTheRunningSuccessor(t *testing.T) {
 	}, handlers.Ordered(handlers.OnDeadSkip)); err != nil {
 		t.Fatal(err)
 	}
-	ids := insertRows(t, db, `
+	ids := insertRows(t, db, "inbox", `
 		INSERT INTO inbox (source, event_id, event_type, key, status, attempts, last_error)
 		VALUES ('s', 'D', 'skp', 'k', 'dead', 3, 'boom');
 		INSERT INTO inbox (source, event_id, event_type, key) VALUES ('s', 'E', 'skp', 'k')`)
@@ -103,7 +103,7 @@ func TestRequeueOnSkipRouteWaitsForTheRunningSuccessor(t *testing.T) {
 	}
 	// A barrier: a row of another key inserted after the requeue is claimed
 	// by a claim that sees D requeued (D, due earlier, sorts before it).
-	insertRows(t, db, `INSERT INTO inbox (source, event_id, event_type, key) VALUES ('s', 'C', 'skp', 'other')`)
+	insertRows(t, db, "inbox", `INSERT INTO inbox (source, event_id, event_type, key) VALUES ('s', 'C', 'skp', 'other')`)
 	wait("C processed", func() bool {
 		return stateOf(t, db, ids["E"]).Status == "processing" && rowStatus(t, db, "C") == "processed"
 	})

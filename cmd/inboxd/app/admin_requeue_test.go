@@ -12,14 +12,15 @@ import (
 	"github.com/inboxd/inboxd/internal/pgtest"
 )
 
-// insertRows inserts rows with SQL and returns their ids by event id.
-func insertRows(t *testing.T, db *pgtest.DB, sql string) map[string]int64 {
+// insertRows runs sql, which inserts rows into table (inbox or outbox),
+// and returns the table's ids by event id.
+func insertRows(t *testing.T, db *pgtest.DB, table, sql string) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := db.Pool.Exec(ctx, sql); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.Pool.Query(ctx, `SELECT event_id, id FROM inbox`)
+	rows, err := db.Pool.Query(ctx, `SELECT event_id, id FROM `+table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func stateOf(t *testing.T, db *pgtest.DB, id int64) rowState {
 func TestRequeueSaysWhyAnIDDidNotMatch(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	ids := insertRows(t, db, `
+	ids := insertRows(t, db, "inbox", `
 		INSERT INTO inbox (source, event_id, event_type, status, attempts, last_error) VALUES
 		  ('s', 'processed-1', 'order.created', 'processed', 1, NULL),
 		  ('s', 'received-1', 'order.created', 'received', 0, NULL),
@@ -133,7 +134,7 @@ func TestRequeueSaysWhyAnIDDidNotMatch(t *testing.T) {
 func TestRequeueDeadRows(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	ids := insertRows(t, db, `
+	ids := insertRows(t, db, "inbox", `
 		INSERT INTO inbox (source, event_id, event_type, status, attempts, last_error, available_at, updated_at) VALUES
 		  ('shop', 'old',     'order.created', 'dead', 10, 'http 422', now() - interval '3 days', now() - interval '3 days'),
 		  ('shop', 'recent',  'order.created', 'dead', 10, 'http 500', now() + interval '1 hour', now() - interval '1 hour'),

@@ -21,7 +21,7 @@ import (
 func TestStatsShowsTheGaugeFigures(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	insertRows(t, db, `
+	insertRows(t, db, "inbox", `
 		INSERT INTO inbox (source, event_id, event_type, status, attempts, received_at, available_at, last_error) VALUES
 		  ('s', 'a', 't', 'dead', 10, now(), now(), 'x'),
 		  ('s', 'b', 't', 'dead', 3, now(), now(), 'x'),
@@ -159,7 +159,7 @@ func TestShow(t *testing.T) {
 func TestDiscard(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	ids := insertRows(t, db, `
+	ids := insertRows(t, db, "inbox", `
 		INSERT INTO inbox (source, event_id, event_type, status, last_error, payload, updated_at) VALUES
 		  ('s', 'd1', 'order.created', 'dead', 'x', 'SECRET-PAYLOAD', now() - interval '2 days'),
 		  ('s', 'd2', 'order.created', 'dead', 'x', '', now()),
@@ -239,7 +239,7 @@ func TestDiscard(t *testing.T) {
 func TestPrune(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	insertRows(t, db, `
+	insertRows(t, db, "inbox", `
 		INSERT INTO inbox (source, event_id, event_type, status, processed_at, updated_at, last_error) VALUES
 		  ('s', 'old-1', 't', 'processed', now() - interval '10 days', now() - interval '10 days', NULL),
 		  ('s', 'old-2', 't', 'processed', now() - interval '8 days', now() - interval '8 days', NULL),
@@ -374,7 +374,7 @@ func TestMigrateUsesTheMigratorURL(t *testing.T) {
 func TestPruneKeepsDeadRowsThatBlockTheirKey(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	ids := insertRows(t, db, `
+	ids := insertRows(t, db, "inbox", `
 		INSERT INTO inbox (source, event_id, event_type, key, status, updated_at, last_error) VALUES
 		  ('s', 'blk-dead', 'blk', 'k', 'dead', now() - interval '40 days', 'x'),
 		  ('s', 'skp-dead', 'skp', 'k', 'dead', now() - interval '40 days', 'x'),
