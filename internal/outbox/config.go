@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/inboxd/inboxd/internal/driver"
 )
 
 // The relay's defaults, the values a zero Config field takes.
@@ -17,6 +19,8 @@ const (
 	DefaultRetention         = time.Hour
 	DefaultRetentionInterval = time.Minute
 	DefaultStatsInterval     = 5 * time.Second
+	// DefaultLoops is how many batches a relay publishes at once.
+	DefaultLoops = 4
 	// DefaultRetryBase and DefaultRetryMax space the retries of a refused
 	// message.
 	DefaultRetryBase = time.Second
@@ -33,6 +37,7 @@ const (
 	MinLease         = time.Second
 	MinPollInterval  = time.Millisecond
 	MaxAttemptsLimit = 1000
+	MaxLoops         = driver.OutboxShards
 )
 
 // Config configures a Relay. Zero fields take the defaults above.
@@ -61,6 +66,9 @@ type Config struct {
 	RetentionInterval time.Duration
 	// StatsInterval is how often the table-wide gauges are read.
 	StatsInterval time.Duration
+	// Loops is how many batches the relay publishes at once, each loop
+	// the shards s with s % Loops its own (1 to 32).
+	Loops int
 	// RelayID names this relay in outbox_shards; empty makes one from the
 	// host name, the process id and a random suffix.
 	RelayID string
@@ -80,6 +88,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.Loops == 0 {
+		c.Loops = DefaultLoops
 	}
 	def(&c.PollInterval, DefaultPollInterval)
 	def(&c.Lease, DefaultLease)
@@ -114,6 +125,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > MaxAttemptsLimit {
 		bad("outbox: max attempts must be between 1 and %d, got %d", MaxAttemptsLimit, c.MaxAttempts)
+	}
+	if c.Loops < 1 || c.Loops > MaxLoops {
+		bad("outbox: loops must be between 1 and %d, got %d", MaxLoops, c.Loops)
 	}
 	if c.RetentionInterval <= 0 {
 		bad("outbox: retention interval must be positive, got %s", c.RetentionInterval)

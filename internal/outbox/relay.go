@@ -35,9 +35,13 @@ type Relay struct {
 	retry backoff.Exponential // of a refused row
 	hold  backoff.Exponential // of a destination not reached
 
-	// Touched by Run's loop alone.
-	shards map[int16]*shardLease
-	held   map[string]*heldDestination
+	// batches is held (read) by each batch from its read to its outcomes'
+	// write, and (write) by a release of shards: a shard is never given
+	// back with a batch of it in flight.
+	batches sync.RWMutex
+	mu      sync.Mutex // guards shards and held
+	shards  map[int16]*shardLease
+	held    map[string]*heldDestination
 
 	ready      atomic.Bool
 	lastLeased atomic.Int64 // unix nanoseconds of the last successful lease tick
@@ -108,38 +112,57 @@ func (r *Relay) Ready() bool {
 }
 
 // Run publishes until ctx is done, then gives its shards back and returns
-// nil. The batch in flight when ctx ends is finished (within the publish
-// timeout) and its outcomes written.
+// nil. The batches in flight when ctx ends are finished (within the publish
+// timeout) and their outcomes written.
+//
+// Loops publish at once, each the shards s with s % Loops its own, so that a
+// key (one shard) is published by one loop, in order, while the others go
+// on: a relay is several database sessions, not one queued behind the
+// writers'. The lease loop, here, renews and shares the shards.
 func (r *Relay) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); r.maintain(ctx) }()
 	defer wg.Wait()
 
-	r.log.Info().Int("batch_size", r.cfg.BatchSize).Dur("lease", r.cfg.Lease).
+	r.log.Info().Int("batch_size", r.cfg.BatchSize).Int("loops", r.cfg.Loops).Dur("lease", r.cfg.Lease).
 		Strs("kinds", r.kinds()).Msg("outbox relay started")
-	var nextLease time.Time
+	r.leaseTick(ctx) // the loops start with shards to publish
+	var loops sync.WaitGroup
+	for i := range r.cfg.Loops {
+		loops.Add(1)
+		go func() { defer loops.Done(); r.publishLoop(ctx, i) }()
+	}
+	t := time.NewTicker(r.cfg.Lease / 3)
+	defer t.Stop()
 	for {
-		if ctx.Err() != nil {
+		select {
+		case <-ctx.Done():
+			loops.Wait()
 			r.releaseAll()
 			r.log.Info().Msg("outbox relay stopped")
 			return nil
-		}
-		if !time.Now().Before(nextLease) {
+		case <-t.C:
 			r.leaseTick(ctx)
-			nextLease = time.Now().Add(r.cfg.Lease / 3)
 		}
-		n, err := r.publishOnce(context.WithoutCancel(ctx))
+	}
+}
+
+// publishLoop publishes loop's shards until ctx is done.
+func (r *Relay) publishLoop(ctx context.Context, loop int) {
+	for ctx.Err() == nil {
+		r.batches.RLock()
+		n, err := r.publishOnce(context.WithoutCancel(ctx), loop)
+		r.batches.RUnlock()
 		if err != nil && ctx.Err() == nil {
-			r.log.Warn().Err(err).Msg("outbox: reading the next batch failed; retrying")
+			r.log.Warn().Err(err).Int("loop", loop).Msg("outbox: reading the next batch failed; retrying")
 		}
 		if n > 0 && err == nil {
 			// Rows are coming: read again at once, so that a row waits
 			// for the batch before it, not for the poll interval.
 			continue
 		}
-		wait := min(r.cfg.PollInterval, time.Until(nextLease))
-		t := time.NewTimer(max(wait, 0))
+		t := time.NewTimer(r.cfg.PollInterval)
 		select {
 		case <-ctx.Done():
 		case <-t.C:
@@ -161,7 +184,8 @@ func (r *Relay) kinds() []string {
 func (r *Relay) statementTimeout() time.Duration { return r.cfg.Lease / 3 }
 
 // leaseTick beats, renews the shards held, and takes or gives back shards
-// towards this relay's share: the 32 shards over the relays alive.
+// towards this relay's share: the 32 shards over the relays alive. Its
+// statements run without r.mu; only their results are applied under it.
 func (r *Relay) leaseTick(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
 	defer cancel()
@@ -170,58 +194,69 @@ func (r *Relay) leaseTick(ctx context.Context) {
 		r.leaseFailed(err)
 		return
 	}
-	start := time.Now()
-	if len(r.shards) > 0 {
-		renewed, err := driver.RenewShards(sctx, r.db, r.id, r.heldLeases(nil), r.cfg.Lease)
+	if held := r.heldLeases(nil); len(held) > 0 {
+		start := time.Now()
+		renewed, err := driver.RenewShards(sctx, r.db, r.id, held, r.cfg.Lease)
 		if err != nil {
 			r.leaseFailed(err)
 			return
 		}
 		kept := map[int16]bool{}
+		r.mu.Lock()
 		for _, s := range renewed {
-			kept[s] = true
-			r.shards[s].deadline = start.Add(r.cfg.Lease)
-		}
-		for s := range r.shards {
-			if !kept[s] {
-				delete(r.shards, s)
-				r.metrics.leaseLost.Inc()
-				r.log.Warn().Int16("shard", s).Msg("outbox shard lease lost before its renewal; another relay may publish it now")
+			if l, ok := r.shards[s]; ok {
+				kept[s] = true
+				l.deadline = start.Add(r.cfg.Lease)
 			}
 		}
+		for _, l := range held {
+			if !kept[l.Shard] {
+				delete(r.shards, l.Shard)
+				r.metrics.leaseLost.Inc()
+				r.log.Warn().Int16("shard", l.Shard).Msg("outbox shard lease lost before its renewal; another relay may publish it now")
+			}
+		}
+		r.mu.Unlock()
 	}
 	share := (driver.OutboxShards + alive - 1) / alive
-	switch {
-	case len(r.shards) < share:
+	switch n := r.owned(); {
+	case n < share:
 		start := time.Now()
-		got, err := driver.AcquireShards(sctx, r.db, r.id, share-len(r.shards), r.cfg.Lease)
+		got, err := driver.AcquireShards(sctx, r.db, r.id, share-n, r.cfg.Lease)
 		if err != nil {
 			r.leaseFailed(err)
 			return
 		}
+		r.mu.Lock()
 		for _, l := range got {
 			r.shards[l.Shard] = &shardLease{token: l.Token, deadline: start.Add(r.cfg.Lease)}
 		}
+		r.mu.Unlock()
 		if len(got) > 0 {
-			r.log.Info().Int("taken", len(got)).Int("held", len(r.shards)).Int("relays", alive).Msg("outbox shards taken")
+			r.log.Info().Int("taken", len(got)).Int("held", r.owned()).Int("relays", alive).Msg("outbox shards taken")
 		}
-	case len(r.shards) > share:
-		var extra []int16
-		for s := range r.shards {
-			extra = append(extra, s)
+	case n > share:
+		// No batch in flight while shards are given back.
+		r.batches.Lock()
+		held := r.heldLeases(nil)
+		slices.SortFunc(held, func(a, b driver.ShardLease) int { return int(a.Shard) - int(b.Shard) })
+		extra := held[share:]
+		err := driver.ReleaseShards(sctx, r.db, r.id, extra)
+		if err == nil {
+			r.mu.Lock()
+			for _, l := range extra {
+				delete(r.shards, l.Shard)
+			}
+			r.mu.Unlock()
 		}
-		slices.Sort(extra)
-		extra = extra[share:]
-		if err := driver.ReleaseShards(sctx, r.db, r.id, r.heldLeases(extra)); err != nil {
+		r.batches.Unlock()
+		if err != nil {
 			r.leaseFailed(err)
 			return
 		}
-		for _, s := range extra {
-			delete(r.shards, s)
-		}
-		r.log.Info().Int("released", len(extra)).Int("held", len(r.shards)).Int("relays", alive).Msg("outbox shards given back to share them")
+		r.log.Info().Int("released", len(extra)).Int("held", r.owned()).Int("relays", alive).Msg("outbox shards given back to share them")
 	}
-	r.metrics.owned.Set(float64(len(r.shards)))
+	r.metrics.owned.Set(float64(r.owned()))
 	r.lastLeased.Store(time.Now().UnixNano())
 	r.ready.Store(true)
 }
@@ -230,8 +265,17 @@ func (r *Relay) leaseFailed(err error) {
 	r.log.Warn().Err(err).Msg("outbox: renewing shard leases failed; publishing only while the leases last")
 }
 
+// owned is how many shards the relay holds.
+func (r *Relay) owned() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.shards)
+}
+
 // heldLeases returns the leases of shards (all held shards when nil).
 func (r *Relay) heldLeases(shards []int16) []driver.ShardLease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if shards == nil {
 		for s := range r.shards {
 			shards = append(shards, s)
@@ -246,28 +290,34 @@ func (r *Relay) heldLeases(shards []int16) []driver.ShardLease {
 	return out
 }
 
-// releaseAll gives every shard back, at shutdown, so that the other relays
-// take them at once.
+// releaseAll gives every shard back, at shutdown once the loops stopped,
+// so that the other relays take them at once.
 func (r *Relay) releaseAll() {
-	if len(r.shards) == 0 {
+	held := r.heldLeases(nil)
+	if len(held) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.statementTimeout())
 	defer cancel()
-	if err := driver.ReleaseShards(ctx, r.db, r.id, r.heldLeases(nil)); err != nil {
+	if err := driver.ReleaseShards(ctx, r.db, r.id, held); err != nil {
 		r.log.Warn().Err(err).Msg("outbox: giving the shards back failed; others take them when the leases expire")
 	}
+	r.mu.Lock()
 	clear(r.shards)
+	r.mu.Unlock()
 	r.metrics.owned.Set(0)
 }
 
-// usable returns the leases of the shards a batch may be published on now
-// (at least a third of the lease left), and the earliest of their ends.
-func (r *Relay) usable(now time.Time) ([]driver.ShardLease, time.Time) {
+// usable returns the leases of loop's shards that a batch may be published
+// on now (at least a third of the lease left), and the earliest of their
+// ends.
+func (r *Relay) usable(now time.Time, loop int) ([]driver.ShardLease, time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var out []driver.ShardLease
 	var end time.Time
 	for s, l := range r.shards {
-		if l.deadline.Sub(now) < r.cfg.Lease/3 {
+		if int(s)%r.cfg.Loops != loop || l.deadline.Sub(now) < r.cfg.Lease/3 {
 			continue
 		}
 		out = append(out, driver.ShardLease{Shard: s, Token: l.token})
@@ -278,9 +328,10 @@ func (r *Relay) usable(now time.Time) ([]driver.ShardLease, time.Time) {
 	return out, end
 }
 
-// heldNow lists the destinations held back now, forgetting those whose
-// hold ended.
+// heldNow lists the destinations held back now.
 func (r *Relay) heldNow(now time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var out []string
 	for d, h := range r.held {
 		if now.Before(h.until) {
@@ -290,11 +341,11 @@ func (r *Relay) heldNow(now time.Time) []string {
 	return out
 }
 
-// publishOnce reads one batch, publishes it and writes the outcomes. It
-// returns the rows read.
-func (r *Relay) publishOnce(ctx context.Context) (int, error) {
+// publishOnce reads one batch of loop's shards, publishes it and writes
+// the outcomes. It returns the rows read.
+func (r *Relay) publishOnce(ctx context.Context, loop int) (int, error) {
 	now := time.Now()
-	leases, leaseEnd := r.usable(now)
+	leases, leaseEnd := r.usable(now, loop)
 	if len(leases) == 0 {
 		return 0, nil
 	}
@@ -482,6 +533,8 @@ func (r *Relay) outcomes(results []result) []driver.OutboxOutcome {
 			}
 		}
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for d := range reached {
 		if _, bad := unreached[d]; !bad {
 			delete(r.held, d)

@@ -379,10 +379,10 @@ func TestPausedRelayIsFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.leaseTick(ctx)
-	if len(r.shards) != driver.OutboxShards {
-		t.Fatalf("relay holds %d shards, want %d", len(r.shards), driver.OutboxShards)
+	if n := r.owned(); n != driver.OutboxShards {
+		t.Fatalf("relay holds %d shards, want %d", n, driver.OutboxShards)
 	}
-	leases, _ := r.usable(time.Now())
+	leases := r.heldLeases(nil)
 	// The relay "pauses" here; its leases expire, another relay takes the
 	// shards and publishes the row.
 	if _, err := db.Pool.Exec(ctx, `UPDATE outbox_shards SET expires_at = now() - interval '1 second'`); err != nil {
@@ -404,11 +404,15 @@ func TestPausedRelayIsFenced(t *testing.T) {
 		t.Errorf("fenced = %v, want 1", v)
 	}
 	// Awake, by its own clock its leases are over: it publishes nothing.
+	r.mu.Lock()
 	for _, l := range r.shards {
 		l.deadline = time.Now().Add(-time.Millisecond)
 	}
-	if n, err := r.publishOnce(ctx); n != 0 || err != nil {
-		t.Errorf("publishOnce after the leases ended read %d rows (%v), want none", n, err)
+	r.mu.Unlock()
+	for loop := range r.cfg.Loops {
+		if n, err := r.publishOnce(ctx, loop); n != 0 || err != nil {
+			t.Errorf("loop %d after the leases ended read %d rows (%v), want none", loop, n, err)
+		}
 	}
 	if len(paused.messages()) != 0 {
 		t.Errorf("the paused relay published %d messages", len(paused.messages()))
