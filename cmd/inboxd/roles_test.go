@@ -100,7 +100,9 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		"inboxd_schema_compat:SELECT", "inboxd_schema_version:SELECT",
 		"outbox:DELETE", "outbox:INSERT", "outbox:SELECT", "outbox:UPDATE", "outbox_id_seq:USAGE",
 		"outbox_relays:DELETE", "outbox_relays:INSERT", "outbox_relays:SELECT", "outbox_relays:UPDATE",
-		"outbox_shards:DELETE", "outbox_shards:INSERT", "outbox_shards:SELECT", "outbox_shards:UPDATE"}
+		"outbox_shards:DELETE", "outbox_shards:INSERT", "outbox_shards:SELECT", "outbox_shards:UPDATE",
+		"route_controls:DELETE", "route_controls:INSERT", "route_controls:SELECT", "route_controls:UPDATE",
+		"route_tokens:DELETE", "route_tokens:INSERT", "route_tokens:SELECT", "route_tokens:UPDATE"}
 	if !slices.Equal(got, want) {
 		t.Errorf("runtime role's privileges:\n%q\nwant:\n%q", got, want)
 	}
