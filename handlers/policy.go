@@ -43,7 +43,35 @@ type Policy struct {
 	// OnDead says what happens to an ordered key when one of its rows goes
 	// dead (default OnDeadBlock).
 	OnDead OnDead
+	// Rate is the most rows of the route claimed per second by every
+	// replica together (0: no limit). The replicas take their rows' tokens
+	// from one bucket in the database (table route_tokens), refilled at
+	// Rate and holding at most Burst tokens, so that an endpoint that
+	// accepts 50 requests a second gets at most that from the whole fleet.
+	Rate float64
+	// Burst is how many tokens the route's bucket holds at most: the rows
+	// the fleet may claim at once after a quiet spell (0: one second's
+	// worth of Rate, at least 1). Only with Rate.
+	Burst int
+	// Breaker is the route's circuit breaker (off when Failures is 0).
+	Breaker Breaker
 }
+
+// Breaker is a route's circuit breaker, kept by each replica for itself:
+// after Failures consecutive failed attempts (retried or dead) the route
+// claims no rows on that replica for CoolDown; then it claims one row
+// (half-open), whose success closes the breaker and whose failure opens
+// it again.
+type Breaker struct {
+	// Failures is how many consecutive failed attempts open the breaker
+	// (0: no breaker).
+	Failures int
+	// CoolDown is how long the breaker stays open before it half-opens.
+	CoolDown time.Duration
+}
+
+// MaxRate is the highest Policy.Rate accepted, in rows per second.
+const MaxRate = 1_000_000
 
 // BlocksKey reports whether the route's dead rows hold their key back:
 // an ordered route whose OnDead is OnDeadBlock (or left empty, the
@@ -81,8 +109,34 @@ func (p Policy) validate() []string {
 	if p.OnDead != "" && !p.Ordered {
 		errs = append(errs, "on_dead: only for ordered routes (ordered: true)")
 	}
+	if p.Rate < 0 || p.Rate > MaxRate || p.Rate != p.Rate {
+		errs = append(errs, fmt.Sprintf("rate: must be between 0 and %d per second", MaxRate))
+	}
+	switch {
+	case p.Burst < 0 || p.Burst > MaxBurst:
+		errs = append(errs, fmt.Sprintf("burst: must be between 1 and %d, got %d", MaxBurst, p.Burst))
+	case p.Burst > 0 && p.Rate == 0:
+		errs = append(errs, "burst: only with a rate")
+	}
+	switch b := p.Breaker; {
+	case b.Failures < 0 || b.Failures > MaxBreakerFailures:
+		errs = append(errs, fmt.Sprintf("breaker: failures: must be between 1 and %d, got %d", MaxBreakerFailures, b.Failures))
+	case b.Failures > 0 && (b.CoolDown <= 0 || b.CoolDown > MaxCoolDown):
+		errs = append(errs, fmt.Sprintf("breaker: cool_down: must be greater than 0 and at most %s", MaxCoolDown))
+	case b.Failures == 0 && b.CoolDown != 0:
+		errs = append(errs, "breaker: failures: required with cool_down")
+	}
 	return errs
 }
+
+// MaxBurst is the largest Policy.Burst accepted.
+const MaxBurst = 1_000_000
+
+// MaxBreakerFailures is the largest Breaker.Failures accepted.
+const MaxBreakerFailures = 1_000_000
+
+// MaxCoolDown is the longest Breaker.CoolDown accepted.
+const MaxCoolDown = 24 * time.Hour
 
 // MaxTimeout is the longest per-route timeout accepted.
 const MaxTimeout = 10 * time.Minute
@@ -121,6 +175,18 @@ func Backoff(base, max time.Duration) Option {
 
 // Timeout sets Policy.Timeout.
 func Timeout(d time.Duration) Option { return func(p *Policy) { p.Timeout = d } }
+
+// RateLimit sets Policy.Rate (rows per second, for the whole fleet) and
+// Policy.Burst (0: one second's worth).
+func RateLimit(perSecond float64, burst int) Option {
+	return func(p *Policy) { p.Rate, p.Burst = perSecond, burst }
+}
+
+// CircuitBreaker sets Policy.Breaker: after failures consecutive failed
+// attempts the route claims nothing on the replica for coolDown.
+func CircuitBreaker(failures int, coolDown time.Duration) Option {
+	return func(p *Policy) { p.Breaker = Breaker{Failures: failures, CoolDown: coolDown} }
+}
 
 // Ordered makes the route ordered (Policy.Ordered) with onDead for keys whose
 // row goes dead ("" means OnDeadBlock).

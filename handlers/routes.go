@@ -51,6 +51,9 @@ const (
 //	    backoff_max: 10m           # default INBOXD_BACKOFF_MAX
 //	    ordered: true              # rows with the same (source, key) in arrival order, one at a time
 //	    on_dead: block             # ordered only: block (default) or skip
+//	    rate: 50/s                 # most rows a second (or /m a minute) for the whole fleet
+//	    burst: 50                  # with rate: the bucket's size (default one second's worth, at least 1)
+//	    breaker: {failures: 5, cool_down: 30s}  # per replica: no claims for cool_down after 5 failures in a row
 //	  - type: payment.captured
 //	    handler: river             # a River job, enqueued with the row's move to processed
 //	    kind: payment_captured     # river only; required there
@@ -116,6 +119,15 @@ type RouteConfig struct {
 	Kind, Queue string
 	// Priority is the River job's priority, 1 (highest) to 4.
 	Priority int
+	// Rate is the route's rate limit in rows per second for the whole
+	// fleet (0: none); the file gives it as 50/s or 3000/m. See
+	// Policy.Rate.
+	Rate float64
+	// Burst is the rate limit's bucket size (0: one second's worth); see
+	// Policy.Burst.
+	Burst int
+	// Breaker is the route's circuit breaker; see Policy.Breaker.
+	Breaker Breaker
 }
 
 // Policy returns the engine policy the route asks for.
@@ -123,6 +135,7 @@ func (rc RouteConfig) Policy() Policy {
 	p := Policy{
 		Concurrency: rc.Concurrency, BackoffBase: rc.BackoffBase, BackoffMax: rc.BackoffMax,
 		Timeout: rc.Timeout, Ordered: rc.Ordered, OnDead: OnDead(rc.OnDead),
+		Rate: rc.Rate, Burst: rc.Burst, Breaker: rc.Breaker,
 	}
 	if rc.Handler != HandlerRiver {
 		p.MaxAttempts = rc.MaxAttempts
@@ -539,6 +552,7 @@ func (p *routesParser) parseList(r *Routes, list *yaml.Node) {
 var routeFields = [...]string{
 	"type", "handler", "url", "timeout", "idempotency_key", "concurrency", "max_attempts",
 	"backoff_base", "backoff_max", "ordered", "on_dead", "kind", "queue", "priority",
+	"rate", "burst", "breaker",
 }
 
 // parseRoute parses one route: it reads the fields into a RouteConfig
@@ -570,6 +584,16 @@ func parseRoute(item *yaml.Node) (RouteConfig, []string) {
 		default:
 			if _, dup := values[key.Value]; dup {
 				errs = append(errs, fmt.Sprintf("%s: given twice", key.Value))
+				continue
+			}
+			if key.Value == "breaker" {
+				values[key.Value] = ""
+				var berrs []string
+				rc.Breaker, berrs = parseBreaker(val)
+				errs = append(errs, berrs...)
+				if len(berrs) > 0 {
+					values[key.Value] = "\x00bad"
+				}
 				continue
 			}
 			s, ok := scalarValue(val)
@@ -621,6 +645,15 @@ func parseRoute(item *yaml.Node) (RouteConfig, []string) {
 	number("concurrency", &rc.Concurrency)
 	number("max_attempts", &rc.MaxAttempts)
 	number("priority", &rc.Priority)
+	number("burst", &rc.Burst)
+	if s := str("rate"); s != "" {
+		r, err := parseRate(s)
+		if err != nil {
+			errs = append(errs, "rate: "+err.Error())
+		} else {
+			rc.Rate = r
+		}
+	}
 	switch s := str("ordered"); s {
 	case "", "false":
 	case "true":
@@ -637,14 +670,98 @@ func parseRoute(item *yaml.Node) (RouteConfig, []string) {
 	}
 	for _, p := range rc.problems() {
 		field, _, _ := strings.Cut(p, ":")
-		if bad(field) {
-			continue // its shape is already reported
+		if bad(field) || (field == "burst" && values["rate"] != "" && rc.Rate == 0) {
+			continue // its shape (or its rate's) is already reported
 		}
 		errs = append(errs, p)
 	}
 	// Report in field order, whichever check found the error.
 	slices.SortStableFunc(errs, func(a, b string) int { return fieldRank(a) - fieldRank(b) })
 	return rc, errs
+}
+
+// parseRate parses a rate limit: a positive number of rows per second
+// ("50/s") or per minute ("3000/m"), returned per second.
+func parseRate(s string) (float64, error) {
+	num, unit, ok := strings.Cut(s, "/")
+	per := map[string]float64{"s": 1, "m": 60}[unit]
+	if !ok || per == 0 {
+		return 0, fmt.Errorf("%q is not a rate such as 50/s or 3000/m", s)
+	}
+	n, err := strconv.ParseFloat(num, 64)
+	if err != nil || num == "" || strings.ContainsAny(num, "eExXpPnN_+-") {
+		return 0, fmt.Errorf("%q is not a rate such as 50/s or 3000/m", s)
+	}
+	if n <= 0 {
+		return 0, fmt.Errorf("must be greater than 0, got %q", s)
+	}
+	if n/per > MaxRate {
+		return 0, fmt.Errorf("must be at most %d/s, got %q", MaxRate, s)
+	}
+	return n / per, nil
+}
+
+// breakerFields are the fields of a route's breaker.
+var breakerFields = [...]string{"failures", "cool_down"}
+
+// parseBreaker parses a route's breaker mapping ({failures: 5, cool_down:
+// 30s}); both fields are required. Its errors name the field as
+// "breaker: failures: ...".
+func parseBreaker(n *yaml.Node) (Breaker, []string) {
+	var b Breaker
+	if isNull(n) || n.Kind != yaml.MappingNode {
+		return b, []string{"breaker: must be a mapping with failures and cool_down, such as {failures: 5, cool_down: 30s}"}
+	}
+	var errs []string
+	seen := make(map[string]bool)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := resolve(n.Content[i]), resolve(n.Content[i+1])
+		if key.Kind != yaml.ScalarNode || !slices.Contains(breakerFields[:], key.Value) {
+			errs = append(errs, fmt.Sprintf("breaker: unknown field %q (want failures, cool_down)", key.Value))
+			continue
+		}
+		if seen[key.Value] {
+			errs = append(errs, fmt.Sprintf("breaker: %s: given twice", key.Value))
+			continue
+		}
+		seen[key.Value] = true
+		s, ok := scalarValue(val)
+		if !ok || s == "" {
+			errs = append(errs, fmt.Sprintf("breaker: %s: must be a value", key.Value))
+			continue
+		}
+		switch key.Value {
+		case "failures":
+			f, err := strconv.Atoi(s)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Sprintf("breaker: failures: %q is not a whole number", s))
+			case f < 1 || f > MaxBreakerFailures:
+				errs = append(errs, fmt.Sprintf("breaker: failures: must be between 1 and %d, got %d", MaxBreakerFailures, f))
+			default:
+				b.Failures = f
+			}
+		case "cool_down":
+			d, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Sprintf("breaker: cool_down: %q is not a Go duration such as 30s or 1m", s))
+			case d <= 0 || d > MaxCoolDown:
+				errs = append(errs, fmt.Sprintf("breaker: cool_down: must be greater than 0 and at most %s", MaxCoolDown))
+			default:
+				b.CoolDown = d
+			}
+		}
+	}
+	for _, f := range breakerFields {
+		if !seen[f] {
+			errs = append(errs, fmt.Sprintf("breaker: %s: required", f))
+		}
+	}
+	if len(errs) > 0 {
+		return Breaker{}, errs
+	}
+	return b, nil
 }
 
 // fieldRank is the position of the field an error names in routeFields

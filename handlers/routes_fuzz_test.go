@@ -42,6 +42,9 @@ func FuzzParseRoutes(f *testing.F) {
 		"routes:\n  - {type: a, handler: http, url: 'http://h/x', timeout: 10m0.000000001s}\n",
 		"--- \n...\n",
 		"%YAML 1.2\n---\nroutes: []\n",
+		"routes:\n  - {type: a, handler: ignore, rate: 50/s, burst: 5, breaker: {failures: 3, cool_down: 1s}}\n",
+		"routes:\n  - {type: a, handler: ignore, rate: 1e3/s, burst: -1, breaker: {failures: 3, failures: 4}}\n",
+		"routes:\n  - {type: a, handler: ignore, rate: .5/m, breaker: {? [x]: 1}}\n",
 	} {
 		f.Add([]byte(s))
 	}

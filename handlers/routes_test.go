@@ -76,6 +76,16 @@ default: dead              # unmatched types: dead (default) or ignore
 			wantDefault: "dead",
 		},
 		{
+			name: "rate limit and breaker",
+			yaml: "routes:\n  - {type: a, handler: ignore, rate: 50/s}\n  - {type: b, handler: ignore, rate: 90/m, burst: 3, breaker: {failures: 5, cool_down: 30s}}\n  - {type: c, handler: ignore, rate: 0.5/s}\n",
+			wantRoutes: []handlers.RouteConfig{
+				{Type: "a", Handler: "ignore", Rate: 50},
+				{Type: "b", Handler: "ignore", Rate: 1.5, Burst: 3, Breaker: handlers.Breaker{Failures: 5, CoolDown: 30 * time.Second}},
+				{Type: "c", Handler: "ignore", Rate: 0.5},
+			},
+			wantDefault: "dead",
+		},
+		{
 			name:        "alias value",
 			yaml:        "routes:\n  - type: a\n    handler: http\n    url: &u http://h/hook\n  - type: b\n    handler: http\n    url: *u\n",
 			wantRoutes:  []handlers.RouteConfig{{Type: "a", Handler: "http", URL: "http://h/hook", Timeout: handlers.DefaultHTTPTimeout}, {Type: "b", Handler: "http", URL: "http://h/hook", Timeout: handlers.DefaultHTTPTimeout}},
@@ -126,8 +136,26 @@ var badRoutes = []struct {
 	{"zero_timeout.bad.yml", []string{`route 1 (type "order.created"): timeout: must be greater than 0`}},
 	{"long_timeout.bad.yml", []string{`route 1 (type "order.created"): timeout: must be at most 10m0s`}},
 	{"unknown_field.bad.yml", []string{
-		`route 1 (type "order.created"): unknown field "urll" (want type, handler, url, timeout, idempotency_key, concurrency, max_attempts, backoff_base, backoff_max, ordered, on_dead, kind, queue, priority)`,
+		`route 1 (type "order.created"): unknown field "urll" (want type, handler, url, timeout, idempotency_key, concurrency, max_attempts, backoff_base, backoff_max, ordered, on_dead, kind, queue, priority, rate, burst, breaker)`,
 		`route 1 (type "order.created"): url: required for handler http`,
+	}},
+	{"bad_rate.bad.yml", []string{
+		`route 1 (type "a"): rate: "50" is not a rate such as 50/s or 3000/m`,
+		`route 2 (type "b"): rate: must be greater than 0, got "0/s"`,
+		`route 3 (type "c"): rate: "5/h" is not a rate such as 50/s or 3000/m`,
+		`route 4 (type "d"): rate: must be at most 1000000/s, got "2000000/s"`,
+	}},
+	{"burst_without_rate.bad.yml", []string{
+		`route 1 (type "a"): burst: only with a rate`,
+		`route 2 (type "b"): burst: must be at least 1, got 0`,
+	}},
+	{"bad_breaker.bad.yml", []string{
+		`route 1 (type "a"): breaker: cool_down: required`,
+		`route 2 (type "b"): breaker: failures: must be between 1 and 1000000, got 0`,
+		`route 3 (type "c"): breaker: unknown field "cooldown" (want failures, cool_down)`,
+		`route 3 (type "c"): breaker: cool_down: required`,
+		`route 4 (type "d"): breaker: must be a mapping with failures and cool_down`,
+		`route 5 (type "e"): breaker: cool_down: "30" is not a Go duration such as 30s or 1m`,
 	}},
 	{"unknown_top_field.bad.yml", []string{`line 2: unknown field "defaults" (want routes, default)`}},
 	{"duplicate_top_key.bad.yml", []string{
