@@ -65,3 +65,88 @@ func PausedRoutes(ctx context.Context, db DB) ([]PausedRoute, error) {
 	}
 	return out, nil
 }
+
+var (
+	routeTokensTakeSQL = load("route_tokens_take.sql")
+	routeTokensInitSQL = load("route_tokens_init.sql")
+	routeTokensGiveSQL = load("route_tokens_give.sql")
+)
+
+// TokenWant is what a claim asks of one rate-limited route's bucket.
+type TokenWant struct {
+	Route string  // the route's event type, DefaultRoute for the default route
+	Rate  float64 // tokens a second
+	Burst float64 // most tokens the bucket holds
+	Want  int     // tokens wanted
+}
+
+// TakeTokens takes tokens from the buckets of wants' routes
+// (sql/route_tokens_take.sql) and returns how many each route was
+// granted; a route without a bucket gets one, full (sql/route_tokens_init.sql),
+// and is asked again.
+func TakeTokens(ctx context.Context, db DB, wants []TokenWant) (map[string]int, error) {
+	granted, err := takeTokens(ctx, db, wants)
+	if err != nil {
+		return nil, err
+	}
+	var missing []TokenWant
+	for _, w := range wants {
+		if _, ok := granted[w.Route]; !ok {
+			missing = append(missing, w)
+		}
+	}
+	if len(missing) == 0 {
+		return granted, nil
+	}
+	routes, bursts := make([]string, len(missing)), make([]float64, len(missing))
+	for i, w := range missing {
+		routes[i], bursts[i] = w.Route, w.Burst
+	}
+	if _, err := db.Exec(ctx, routeTokensInitSQL, pgx.NamedArgs{"routes": routes, "bursts": bursts}); err != nil {
+		return nil, fmt.Errorf("make rate limit buckets: %w", err)
+	}
+	more, err := takeTokens(ctx, db, missing)
+	if err != nil {
+		return nil, err
+	}
+	for r, n := range more {
+		granted[r] = n
+	}
+	return granted, nil
+}
+
+func takeTokens(ctx context.Context, db DB, wants []TokenWant) (map[string]int, error) {
+	n := len(wants)
+	routes, rates, bursts, want := make([]string, n), make([]float64, n), make([]float64, n), make([]int32, n)
+	for i, w := range wants {
+		routes[i], rates[i], bursts[i], want[i] = w.Route, w.Rate, w.Burst, int32(w.Want)
+	}
+	rows, err := db.Query(ctx, routeTokensTakeSQL, pgx.NamedArgs{"routes": routes, "rates": rates, "bursts": bursts, "wants": want})
+	if err != nil {
+		return nil, fmt.Errorf("take rate limit tokens: %w", err)
+	}
+	granted := make(map[string]int, n)
+	var route string
+	var got int32
+	if _, err := pgx.ForEachRow(rows, []any{&route, &got}, func() error {
+		granted[route] = int(got)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("take rate limit tokens: %w", err)
+	}
+	return granted, nil
+}
+
+// GiveTokens gives back tokens taken by TakeTokens and not used
+// (sql/route_tokens_give.sql): Want is the number given back.
+func GiveTokens(ctx context.Context, db DB, back []TokenWant) error {
+	n := len(back)
+	routes, bursts, tokens := make([]string, n), make([]float64, n), make([]int32, n)
+	for i, w := range back {
+		routes[i], bursts[i], tokens[i] = w.Route, w.Burst, int32(w.Want)
+	}
+	if _, err := db.Exec(ctx, routeTokensGiveSQL, pgx.NamedArgs{"routes": routes, "bursts": bursts, "tokens": tokens}); err != nil {
+		return fmt.Errorf("give back rate limit tokens: %w", err)
+	}
+	return nil
+}
