@@ -76,6 +76,9 @@ func (c *claimer) loop(ctx context.Context) {
 	blockedByFull := false
 	retry := backoff.NewRetrier(backoff.Exponential{Base: 100 * time.Millisecond, Max: 5 * time.Second})
 	var bisect poisonSearch
+	// tokens fires when a rate-limited route's bucket has new tokens for
+	// a route the last claim had to cut (nil: none was cut).
+	var tokens <-chan time.Time
 	for {
 		if ctx.Err() != nil {
 			return
@@ -94,6 +97,15 @@ func (c *claimer) loop(ctx context.Context) {
 		if pending && req.maxBytes > 0 && req.limit > 0 && (roomy || (urgent && worthIt)) {
 			if bisect.active() {
 				req.limit, req.chain, req.window = 1, 0, 0
+			}
+			tokens = nil
+			if wait := c.takeTokens(&req); wait > 0 {
+				tokens = time.After(wait)
+			}
+			if req.limit == 0 {
+				// Only rate-limited routes had room, and no tokens.
+				pending, blockedByFull = false, false
+				continue
 			}
 			got, parked, err := c.claim(req)
 			if err != nil {
@@ -132,6 +144,9 @@ func (c *claimer) loop(ctx context.Context) {
 			if blockedByFull {
 				pending, urgent = true, true
 			}
+		case <-tokens:
+			tokens = nil
+			pending, urgent = true, true
 		}
 	}
 }
@@ -155,7 +170,7 @@ func (c *claimer) plan() (req claimRequest, activeRoom, activeCap int) {
 	}
 	for key, rs := range p.routes {
 		rs.adapt(now, maxPrefetch)
-		room := rs.room()
+		room := p.claimRoomLocked(rs, now)
 		if now.Sub(rs.lastRows) < activeFor {
 			activeRoom += room
 			activeCap += rs.limit + rs.prefetch
@@ -240,6 +255,7 @@ type claimRequest struct {
 	only        int64       // just this row (0: any)
 	chain       int         // most rows of an ordered key claimed behind its head (0: the head alone)
 	window      int         // most due rows read and locked (0: limit); heads, whose chains fill the rest
+	tokens      map[string]int // tokens granted to the rate-limited routes, by route (takeTokens)
 }
 
 // routeRoom is one route's room in a claim.
@@ -268,7 +284,11 @@ func (c *claimer) claim(req claimRequest) (int, int64, error) {
 	// plan_cache_mode).
 	got, err := driver.Claim(ctx, c.db, c.params(req, token, skip))
 	if err != nil {
+		c.giveBack(req, nil)
 		return 0, 0, err
+	}
+	if len(req.tokens) > 0 {
+		c.giveBack(req, rowsByRoute(req, got.Rows))
 	}
 	parked := got.Parked
 	claimed := make([]claimedRow, len(got.Rows))
@@ -311,6 +331,20 @@ func (c *claimer) claim(req claimRequest) (int, int64, error) {
 	}
 	p.track(jobs)
 	return len(claimed), parked, nil
+}
+
+// rowsByRoute counts rows by the route req gave them: their type if routed,
+// else the default route ("").
+func rowsByRoute(req claimRequest, rows []driver.ClaimedRow) map[string]int {
+	out := make(map[string]int)
+	for i := range rows {
+		key := rows[i].EventType
+		if !slices.Contains(req.routed, key) {
+			key = ""
+		}
+		out[key]++
+	}
+	return out
 }
 
 // suspects returns which of the claimed rows were last rescued after a
@@ -400,6 +434,7 @@ func (c *claimer) searchPoison(s *poisonSearch, req claimRequest, claimErr error
 		return false
 	}
 	one := req
+	one.tokens = nil // given back by the claim that took them
 	one.limit, one.maxBytes, one.firstAlways, one.only, one.chain, one.window = 1, 1, true, suspect, 0, 0
 	if _, _, err := c.claim(one); err == nil || driver.Classify(err) != driver.DataError {
 		return err == nil // not the culprit after all (claimed normally), or the database is unwell

@@ -168,6 +168,7 @@ func (e *executor) execute(j *job, policy routePolicy) {
 			p.follow(j, waits, committed)
 			p.forget(j)
 			if committed {
+				p.attemptEnded(j, true)
 				p.metrics.completed.WithLabelValues(outcomeProcessed, p.typeLabel(ev.EventType)).Inc()
 				p.rowLog(zerolog.DebugLevel, result{id: j.row.ID, eventID: ev.EventID, eventType: ev.EventType}).Msg("processed")
 			}
@@ -178,6 +179,12 @@ func (e *executor) execute(j *job, policy routePolicy) {
 	}
 	waits := p.handlerReturned(j)
 	r := e.outcome(ctx, j, ev, err, policy)
+	switch r.outcome {
+	case outcomeProcessed:
+		p.attemptEnded(j, true)
+	case outcomeRetried, outcomeDead:
+		p.attemptEnded(j, false)
+	}
 	r.chained = p.follow(j, waits, r.outcome == outcomeProcessed || (r.outcome == outcomeDead && policy.OnDead == handlers.OnDeadSkip))
 	p.completer.submit(r)
 }

@@ -44,6 +44,7 @@ var (
 	_ service = (*statsRefresher)(nil)
 	_ service = (*Retention)(nil)
 	_ service = (*maintenance)(nil)
+	_ service = (*controlsReader)(nil)
 )
 
 // errStarted is Start's error on a service that was started before.
@@ -108,7 +109,8 @@ func (s *periodic) Stop() {
 type maintenance struct {
 	rescuer *rescuer
 	sweeper *sweeper
-	stats   *statsRefresher
+	stats    *statsRefresher
+	controls *controlsReader
 }
 
 // newMaintenance returns p's maintenance services, on p's database and
@@ -120,13 +122,14 @@ func newMaintenance(p *Pool) *maintenance {
 	return &maintenance{
 		rescuer: newRescuer(p.db, p, sw, wake, p.cfg, p.log, p.metrics),
 		sweeper: sw,
-		stats:   newStatsRefresher(p.db, p, p.cfg, p.log, p.metrics),
+		stats:    newStatsRefresher(p.db, p, p.cfg, p.log, p.metrics),
+		controls: newControlsReader(p.db, p, wake, p.cfg, p.log, p.metrics),
 	}
 }
 
 // services lists m's services, in their start order.
 func (m *maintenance) services() []service {
-	return []service{m.rescuer, m.sweeper, m.stats}
+	return []service{m.rescuer, m.sweeper, m.stats, m.controls}
 }
 
 // Start starts every service; on an error it stops those it started.

@@ -40,6 +40,9 @@ type metrics struct {
 	routeLimit        *prometheus.GaugeVec
 	routeRunning      *prometheus.GaugeVec
 	routeQueued       *prometheus.GaugeVec
+	routePaused       *prometheus.GaugeVec
+	routeBreaker      *prometheus.GaugeVec
+	routeRateLimited  *prometheus.CounterVec
 	outcomeWriteDelay prometheus.Histogram
 	heldBytes         prometheus.Gauge
 	leaseAtRisk       prometheus.Counter
@@ -128,6 +131,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inboxd_worker_route_queued",
 			Help: "Rows of the route claimed and waiting for a handler (on ordered routes also those waiting behind the row before them in their key), by event type (other: the default route).",
 		}, []string{"event_type"}),
+		routePaused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inboxd_route_paused",
+			Help: "1 while the route is paused (inboxd route pause: no claims of its rows on any replica), else 0, by route (other: the default route).",
+		}, []string{"route"}),
+		routeBreaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inboxd_route_breaker_state",
+			Help: "The route's circuit breaker in this replica: 0 closed, 1 open (no claims until its cool-down ends), 2 half-open (one trial row), by route (other: the default route).",
+		}, []string{"route"}),
+		routeRateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inboxd_route_rate_limited_total",
+			Help: "Claims whose rows of the route were cut by its rate limit (fewer tokens than room), by route (other: the default route).",
+		}, []string{"route"}),
 		outcomeWriteDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "inboxd_worker_outcome_write_delay_seconds",
 			Help: "Time from a handler's return until its outcome is committed: the window in which a crash " +
@@ -158,14 +173,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, st := range []status.Status{status.Received, status.Dead} {
 		m.rescued.WithLabelValues(string(st))
 	}
-	for _, op := range []string{"claim", "complete", "renew", "start", "rescue", "listen", "stats", "tx"} {
+	for _, op := range []string{"claim", "complete", "renew", "start", "rescue", "listen", "stats", "tx", "controls"} {
 		m.dbErrors.WithLabelValues(op)
 	}
 	if reg != nil {
 		reg.MustRegister(m.claims, m.claimed, m.completed, m.fenced, m.handlerDuration, m.panics,
 			m.inflight, m.renewals, m.leaseLost, m.rescued, m.dbErrors, m.rows, m.oldestReady,
 			m.outcomeWriteDelay, m.heldBytes, m.leaseAtRisk, m.poisoned, m.stuckHandlers, m.oldestReceived, m.staleRows,
-			m.blockedKeys, m.routeLimit, m.routeRunning, m.routeQueued)
+			m.blockedKeys, m.routeLimit, m.routeRunning, m.routeQueued, m.routePaused, m.routeBreaker, m.routeRateLimited)
 	}
 	return m
 }

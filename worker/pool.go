@@ -47,6 +47,9 @@ type Pool struct {
 	routes    map[string]*routeState // by route ("" for the default route)
 	heldBytes int64                  // bytes (payloads, keys, headers) of queued and running jobs
 	stopping  bool                   // no handler starts any more
+	// pausedKnown is the paused routes as last read (controls.go), by
+	// their driver names, for the routes a reload adds.
+	pausedKnown map[string]bool
 
 	// claims holds the start bits of the claims whose rows are on the
 	// books, by lease token (start.go). Guarded by mu.
@@ -275,6 +278,9 @@ func (p *Pool) Run(ctx context.Context) error {
 	bg, bgCtx := errgroup.WithContext(ctx)
 	bg.Go(func() error { p.listen(bgCtx); return nil })
 	maint := newMaintenance(p)
+	// The paused routes are read before the first claim, so that a route
+	// paused while no replica ran is not claimed at start.
+	maint.controls.round(ctx)
 	_ = maint.Start(bgCtx) // fails only if started before: it is new
 
 	// The components (service.go): the leaser and the completer run until

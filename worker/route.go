@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"math"
 	"slices"
 	"time"
 
@@ -22,6 +23,12 @@ type routeState struct {
 	waiting  int       // claimed behind the row before them in an ordered key's chain
 	lastRows time.Time // when a claim last gave it rows
 	gauges   *routeGauges
+
+	// Route controls (controls.go).
+	paused    bool         // paused by an operator: no claims
+	breaker   breakerState // its circuit breaker (Policy.Breaker)
+	failures  int          // consecutive failed attempts, while closed
+	openUntil time.Time    // when an open breaker half-opens
 
 	// Adaptive prefetch (Config.Prefetch left at 0): the route's handling
 	// rate, measured from its handlers' returns.
@@ -116,9 +123,13 @@ func (p *Pool) syncRoutesLocked(reg *handlers.Registry) {
 		rs := p.routes[r.Type]
 		if rs == nil {
 			rs = &routeState{key: r.Type}
+			rs.paused = p.pausedKnown[rs.controlName()]
 			p.routes[r.Type] = rs
 		}
 		rs.policy = p.resolvePolicy(r.Policy)
+		if rs.policy.Breaker.Failures == 0 {
+			rs.breaker, rs.failures = breakerClosed, 0 // a breaker taken out of the file
+		}
 		rs.limit = rs.policy.Concurrency
 		rs.basePrefetch = p.prefetchFor(rs.limit)
 		if !p.cfg.adaptivePrefetch || rs.prefetch < rs.basePrefetch {
@@ -157,6 +168,8 @@ func (p *Pool) retireRouteLocked(rs *routeState) {
 		p.metrics.routeLimit.DeleteLabelValues(rs.key)
 		p.metrics.routeRunning.DeleteLabelValues(rs.key)
 		p.metrics.routeQueued.DeleteLabelValues(rs.key)
+		p.metrics.routePaused.DeleteLabelValues(rs.key)
+		p.metrics.routeBreaker.DeleteLabelValues(rs.key)
 		rs.gauges = nil
 	}
 	p.routeGaugesLocked(def)
@@ -184,6 +197,9 @@ func (p *Pool) resolvePolicy(pol handlers.Policy) routePolicy {
 	}
 	if pol.Ordered && pol.OnDead == "" {
 		pol.OnDead = handlers.OnDeadBlock
+	}
+	if pol.Rate > 0 && pol.Burst == 0 {
+		pol.Burst = max(1, int(math.Ceil(pol.Rate))) // one second's worth
 	}
 	if pol.BackoffBase <= 0 && pol.BackoffMax <= 0 {
 		return routePolicy{Policy: pol, retry: p.cfg.RetryPolicy, maxDelay: p.cfg.MaxRetryDelay}
@@ -222,8 +238,16 @@ func (p *Pool) routeGaugesLocked(rs *routeState) {
 			limit:   p.metrics.routeLimit.WithLabelValues(label),
 			running: p.metrics.routeRunning.WithLabelValues(label),
 			queued:  p.metrics.routeQueued.WithLabelValues(label),
+			paused:  p.metrics.routePaused.WithLabelValues(label),
+			breaker: p.metrics.routeBreaker.WithLabelValues(label),
 		}
 	}
+	paused := 0.0
+	if rs.paused {
+		paused = 1
+	}
+	rs.gauges.paused.Set(paused)
+	rs.gauges.breaker.Set(float64(rs.breaker))
 	rs.gauges.limit.Set(float64(rs.limit))
 	rs.gauges.running.Set(float64(rs.running))
 	rs.gauges.queued.Set(float64(len(rs.queue) + rs.waiting))
@@ -232,4 +256,5 @@ func (p *Pool) routeGaugesLocked(rs *routeState) {
 // routeGauges are one route's gauges, looked up once.
 type routeGauges struct {
 	limit, running, queued prometheus.Gauge
+	paused, breaker        prometheus.Gauge
 }
