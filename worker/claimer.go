@@ -243,18 +243,18 @@ const activeFor = 2 * time.Second
 
 // claimRequest is what one claim statement asks for.
 type claimRequest struct {
-	limit       int         // most rows
-	rooms       []routeRoom // per route with room: how many rows, and how many start at once
-	routed      []string    // the event types with a route of their own
-	open, full  []string    // routed types with room, and without
-	defaultOpen bool        // the default route (every other type) has room
-	ordered     []string    // types of ordered routes
-	blocking    []string    // types of ordered routes whose dead rows block their key
-	maxBytes    int64       // most bytes of rows (payloads, keys, headers)
-	firstAlways bool        // the first row even if it alone exceeds maxBytes
-	only        int64       // just this row (0: any)
-	chain       int         // most rows of an ordered key claimed behind its head (0: the head alone)
-	window      int         // most due rows read and locked (0: limit); heads, whose chains fill the rest
+	limit       int            // most rows
+	rooms       []routeRoom    // per route with room: how many rows, and how many start at once
+	routed      []string       // the event types with a route of their own
+	open, full  []string       // routed types with room, and without
+	defaultOpen bool           // the default route (every other type) has room
+	ordered     []string       // types of ordered routes
+	blocking    []string       // types of ordered routes whose dead rows block their key
+	maxBytes    int64          // most bytes of rows (payloads, keys, headers)
+	firstAlways bool           // the first row even if it alone exceeds maxBytes
+	only        int64          // just this row (0: any)
+	chain       int            // most rows of an ordered key claimed behind its head (0: the head alone)
+	window      int            // most due rows read and locked (0: limit); heads, whose chains fill the rest
 	tokens      map[string]int // tokens granted to the rate-limited routes, by route (takeTokens)
 }
 

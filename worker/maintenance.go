@@ -107,8 +107,8 @@ func (s *periodic) Stop() {
 // maintenance is the pool's maintenance services, started and stopped
 // together (retention runs beside the pool, on its own).
 type maintenance struct {
-	rescuer *rescuer
-	sweeper *sweeper
+	rescuer  *rescuer
+	sweeper  *sweeper
 	stats    *statsRefresher
 	controls *controlsReader
 }
@@ -120,8 +120,8 @@ func newMaintenance(p *Pool) *maintenance {
 	wake := func() { signal(p.wake) }
 	sw := newSweeper(p.db, p, wake, p.cfg, p.log, p.metrics)
 	return &maintenance{
-		rescuer: newRescuer(p.db, p, sw, wake, p.cfg, p.log, p.metrics),
-		sweeper: sw,
+		rescuer:  newRescuer(p.db, p, sw, wake, p.cfg, p.log, p.metrics),
+		sweeper:  sw,
 		stats:    newStatsRefresher(p.db, p, p.cfg, p.log, p.metrics),
 		controls: newControlsReader(p.db, p, wake, p.cfg, p.log, p.metrics),
 	}
