@@ -107,10 +107,9 @@ func (s *periodic) Stop() {
 // maintenance is the pool's maintenance services, started and stopped
 // together (retention runs beside the pool, on its own).
 type maintenance struct {
-	rescuer  *rescuer
-	sweeper  *sweeper
-	stats    *statsRefresher
-	controls *controlsReader
+	rescuer *rescuer
+	sweeper *sweeper
+	stats   *statsRefresher
 }
 
 // newMaintenance returns p's maintenance services, on p's database and
@@ -120,16 +119,15 @@ func newMaintenance(p *Pool) *maintenance {
 	wake := func() { signal(p.wake) }
 	sw := newSweeper(p.db, p, wake, p.cfg, p.log, p.metrics)
 	return &maintenance{
-		rescuer:  newRescuer(p.db, p, sw, wake, p.cfg, p.log, p.metrics),
-		sweeper:  sw,
-		stats:    newStatsRefresher(p.db, p, p.cfg, p.log, p.metrics),
-		controls: newControlsReader(p.db, p, wake, p.cfg, p.log, p.metrics),
+		rescuer: newRescuer(p.db, p, sw, wake, p.cfg, p.log, p.metrics),
+		sweeper: sw,
+		stats:   newStatsRefresher(p.db, p, p.cfg, p.log, p.metrics),
 	}
 }
 
 // services lists m's services, in their start order.
 func (m *maintenance) services() []service {
-	return []service{m.rescuer, m.sweeper, m.stats, m.controls}
+	return []service{m.rescuer, m.sweeper, m.stats}
 }
 
 // Start starts every service; on an error it stops those it started.

@@ -278,10 +278,13 @@ func (p *Pool) Run(ctx context.Context) error {
 	bg, bgCtx := errgroup.WithContext(ctx)
 	bg.Go(func() error { p.listen(bgCtx); return nil })
 	maint := newMaintenance(p)
-	// The paused routes are read before the first claim, so that a route
-	// paused while no replica ran is not claimed at start.
-	maint.controls.round(ctx)
 	_ = maint.Start(bgCtx) // fails only if started before: it is new
+	// The route controls (controls.go): the paused routes are read once
+	// before the first claim, so that a route paused while no replica ran
+	// is not claimed at start, then every controlsInterval.
+	controls := newControlsReader(p.db, p, func() { signal(p.wake) }, p.cfg, p.log, p.metrics)
+	controls.round(ctx)
+	_ = controls.Start(bgCtx) // new: cannot have started before
 
 	// The components (service.go): the leaser and the completer run until
 	// the last outcome is written (or the hard deadline), the claimer
@@ -328,6 +331,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	p.leaser.Stop()
 	_ = bg.Wait()
 	maint.Stop()
+	controls.Stop()
 	if n := len(p.snapshot()); n > 0 {
 		p.log.Warn().Int("rows", n).
 			Msg("stopped with outcomes unwritten (database unreachable): these rows return when their leases expire")

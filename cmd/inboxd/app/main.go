@@ -59,6 +59,8 @@ type invocation struct {
 	opts           Options
 	// args are the positional arguments.
 	args []string
+	// environ is the command's environment (route pause: $USER).
+	environ []string
 }
 
 // commands lists every subcommand in the order help shows them.
@@ -134,6 +136,8 @@ func init() {
 	// The outbox's commands come before help and version.
 	at := slices.IndexFunc(commands, func(c command) bool { return c.name == "help" })
 	commands = slices.Insert(commands, at, outboxCommands()...)
+	at = slices.IndexFunc(commands, func(c command) bool { return c.name == "help" })
+	commands = slices.Insert(commands, at, routeCommands()...)
 }
 
 // Main runs the inboxd command line with args (without the program name)
@@ -194,7 +198,7 @@ func dispatch(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		}
 		return usageError{fmt.Errorf("unknown command %q", name)}
 	}
-	inv := &invocation{ctx: ctx, stdout: stdout, stderr: stderr, opts: opts}
+	inv := &invocation{ctx: ctx, stdout: stdout, stderr: stderr, opts: opts, environ: environ}
 	fs := flag.NewFlagSet("inboxd "+cmd.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	run := cmd.setup(fs, inv)

@@ -1,0 +1,89 @@
+package app
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/pgtest"
+)
+
+// route pause, list and resume: the pause is stored with who and why (by
+// default $USER@host), default and * name the default route, resuming a
+// route that is not paused fails, and a type without a route of its own
+// in INBOXD_ROUTES gets a warning.
+func TestRoutePauseListResume(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	routes := filepath.Join(t.TempDir(), "routes.yaml")
+	if err := os.WriteFile(routes, []byte("routes:\n  - {type: order.paid, handler: ignore}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"INBOXD_DATABASE_URL=" + db.URL, "INBOXD_ROUTES=" + routes, "USER=alice"}
+
+	code, out, stderr := runMain(t, env, "route", "pause", "order.paid", "--reason", "provider down")
+	if code != 0 || !strings.Contains(out, "paused order.paid (by alice@") {
+		t.Fatalf("route pause: %d %q %s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, `"command":"route pause"`) || !strings.Contains(stderr, `"route":"order.paid"`) {
+		t.Errorf("route pause logged %q, want the command and route", stderr)
+	}
+	if code, _, stderr := runMain(t, env, "route", "pause", "default", "--by", "bob"); code != 0 || strings.Contains(stderr, "warning") {
+		t.Fatalf("route pause default: %d %s", code, stderr)
+	}
+	code, _, stderr = runMain(t, env, "route", "pause", "order.unrouted")
+	if code != 0 || !strings.Contains(stderr, "warning: order.unrouted has no route of its own") {
+		t.Fatalf("route pause of an unrouted type: %d %s", code, stderr)
+	}
+
+	code, out, stderr = runMain(t, env, "route", "list")
+	if code != 0 {
+		t.Fatalf("route list: %d %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "ROUTE") || !strings.HasPrefix(lines[1], "default (*)") ||
+		!strings.Contains(lines[1], "bob") || !strings.HasPrefix(lines[2], "order.paid") ||
+		!strings.Contains(lines[2], "alice@") || !strings.Contains(lines[2], "provider down") {
+		t.Fatalf("route list:\n%s", out)
+	}
+	code, out, _ = runMain(t, env, "route", "list", "--json")
+	var first pausedRouteReport
+	if code != 0 || json.Unmarshal([]byte(strings.Split(out, "\n")[0]), &first) != nil ||
+		first.Route != driver.DefaultRoute || first.PausedBy != "bob" || first.PausedAt.IsZero() {
+		t.Fatalf("route list --json: %d %q", code, out)
+	}
+
+	if code, out, stderr := runMain(t, env, "route", "resume", "order.paid"); code != 0 || !strings.Contains(out, "resumed order.paid") {
+		t.Fatalf("route resume: %d %q %s", code, out, stderr)
+	}
+	if code, _, stderr := runMain(t, env, "route", "resume", "order.paid"); code != ExitFailure || !strings.Contains(stderr, "order.paid is not paused") {
+		t.Fatalf("second route resume: %d %s; want a failure saying it is not paused", code, stderr)
+	}
+	if code, _, _ := runMain(t, env, "route", "resume", "*"); code != 0 {
+		t.Fatalf("route resume *: %d", code)
+	}
+	if code, _, _ := runMain(t, env, "route", "resume", "order.unrouted"); code != 0 {
+		t.Fatalf("route resume order.unrouted: %d", code)
+	}
+	if code, out, _ := runMain(t, env, "route", "list"); code != 0 || strings.TrimSpace(out) != "no route is paused" {
+		t.Fatalf("route list after resuming all: %d %q", code, out)
+	}
+}
+
+// The route commands' usage errors: no route, two routes, no subcommand.
+func TestRouteUsage(t *testing.T) {
+	t.Parallel()
+	env := []string{"INBOXD_DATABASE_URL=postgres://x@127.0.0.1:1/db"}
+	for _, args := range [][]string{{"route", "pause"}, {"route", "pause", "a", "b"}, {"route", "resume"}, {"route"}} {
+		code, _, stderr := runMain(t, env, args...)
+		if code != ExitUsage {
+			t.Errorf("%q: exit %d (%s), want %d", args, code, stderr, ExitUsage)
+		}
+	}
+	if _, _, stderr := runMain(t, env, "route"); !strings.Contains(stderr, "route: give one of its commands: pause, resume, list") {
+		t.Errorf("inboxd route: %s", stderr)
+	}
+}

@@ -1,0 +1,53 @@
+package inboxd
+
+import (
+	"context"
+
+	"github.com/inboxd/inboxd/internal/driver"
+)
+
+// DefaultRoute names the default route (every event type without a route
+// of its own) in PauseRoute, ResumeRoute and PausedRoute.Route.
+const DefaultRoute = driver.DefaultRoute
+
+// PausedRoute is a route paused by an operator: Route (its event type, or
+// DefaultRoute), who paused it (PausedBy), when (PausedAt) and why
+// (Reason).
+type PausedRoute = driver.PausedRoute
+
+// PauseRoute pauses route, an event type with a route of its own or
+// DefaultRoute, on every replica that shares the database: from their next
+// read of the paused routes (within about half a second) their claims
+// leave its rows, which stay received (so the stale-row gauges and alerts
+// still see them); rows in flight finish. The pause is stored in the
+// database (table route_controls): it survives restarts until ResumeRoute.
+// by and reason say who paused it and why; pausing a paused route keeps
+// its first pauser and time, and updates the reason. Pausing a type that
+// has no route of its own stores the pause but stops nothing: its rows go
+// to the default route.
+func (ib *Inboxd) PauseRoute(ctx context.Context, route, by, reason string) error {
+	if err := driver.PauseRoute(ctx, ib.db, route, by, reason); err != nil {
+		return err
+	}
+	ib.log.Info().Str("route", route).Str("by", by).Str("reason", reason).Msg("route paused")
+	return nil
+}
+
+// ResumeRoute resumes a route paused by PauseRoute (or `inboxd route
+// pause`): every replica claims its rows again within about half a second.
+// It reports whether the route was paused.
+func (ib *Inboxd) ResumeRoute(ctx context.Context, route string) (bool, error) {
+	was, err := driver.ResumeRoute(ctx, ib.db, route)
+	if err != nil {
+		return false, err
+	}
+	if was {
+		ib.log.Info().Str("route", route).Msg("route resumed")
+	}
+	return was, nil
+}
+
+// PausedRoutes lists the routes paused now, in route order.
+func (ib *Inboxd) PausedRoutes(ctx context.Context) ([]PausedRoute, error) {
+	return driver.PausedRoutes(ctx, ib.db)
+}
