@@ -125,7 +125,7 @@ const (
 	breakerHalfOpen breakerState = 2
 )
 
-// claimRoom is how many rows a claim may take for rs now: its room, none
+// claimRoomLocked is how many rows a claim may take for rs now: its room, none
 // while it is paused or its breaker open, one row while its breaker is
 // half-open and it holds none. An open breaker whose cool-down ended
 // half-opens here. Pool.mu must be held.

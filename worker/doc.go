@@ -39,6 +39,10 @@
 //     reused goroutine and turns its error into an outcome by the route's
 //     policy (resolved once per route, route.go);
 //   - the completer (completer.go): writes the outcomes in fenced batches;
+//   - the route controls (controls.go): the paused routes, read by every
+//     replica every 500 ms, and each route's circuit breaker take its room
+//     out of the claim plan; a rate-limited route's room is cut to the
+//     tokens its fleet-wide bucket grants the claim;
 //   - the leaser (lease.go, start.go): renews the leases and records the
 //     handlers' starts;
 //   - the Pool (pool.go, job.go, route.go): wires them, runs Run and the
