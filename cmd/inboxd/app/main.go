@@ -134,6 +134,8 @@ func init() {
 	// The outbox's commands come before help and version.
 	at := slices.IndexFunc(commands, func(c command) bool { return c.name == "help" })
 	commands = slices.Insert(commands, at, outboxCommands()...)
+	// The console comes right after run.
+	commands = slices.Insert(commands, 1, uiCommand())
 }
 
 // Main runs the inboxd command line with args (without the program name)
