@@ -231,7 +231,7 @@ type Config struct {
 
 	// HTTPAddr is where /metrics, /healthz and /readyz are served; empty
 	// disables the server.
-	HTTPAddr string `env:"INBOXD_HTTP_ADDR" envDefault:":8080" help:"address of /metrics, /healthz and /readyz; empty disables them"`
+	HTTPAddr string `env:"INBOXD_HTTP_ADDR" envDefault:":8080" help:"address of /metrics, /healthz, /readyz and the console (/ui/); empty disables them"`
 	// UITokenFile names a file holding the token of the console's actions
 	// (served under /ui/ by `inboxd run` and `inboxd ui`); empty makes the
 	// console read-only. The token itself is read by UIToken, never kept
