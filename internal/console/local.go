@@ -101,7 +101,7 @@ func (l gathererLocal) Routes() []RouteState {
 	for _, s := range g["inboxd_worker_route_concurrency"] {
 		get(s.labels["event_type"]).Concurrency = int64(s.value)
 	}
-	out := make([]RouteState, 0, len(by))
+	var out []RouteState
 	for _, r := range by {
 		out = append(out, *r)
 	}
