@@ -10,7 +10,9 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -411,5 +413,27 @@ func TestPauseAndResumeARoute(t *testing.T) {
 	_ = b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM route_controls WHERE paused").Scan(&n)
 	if n != 0 {
 		t.Errorf("%d routes still paused", n)
+	}
+}
+
+// A session ends when its time is up: the same cookie no longer
+// authorises an action.
+func TestSessionExpires(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	now.Store(time.Now().Unix())
+	b := setup(t, testToken, func(c *Config) {
+		c.SessionTTL = time.Hour
+		c.Now = func() time.Time { return time.Unix(now.Load(), 0) }
+	})
+	b.seed(t, "dead", 1, "t", "s", "boom")
+	c, csrf := signedIn(t, b)
+	form := url.Values{"csrf": {csrf}, "status": {"dead"}, "type": {"t"}}
+	if code, _ := post(t, c, b.srv.URL+"/ui/requeue", form, ""); code != http.StatusOK {
+		t.Fatalf("dry run within the session: %d", code)
+	}
+	now.Add(3601)
+	if code, _ := post(t, c, b.srv.URL+"/ui/requeue", form, ""); code != http.StatusUnauthorized {
+		t.Errorf("dry run after the session ended: %d, want 401", code)
 	}
 }

@@ -66,7 +66,7 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{name: "run", summary: "run the daemon: ingest (from each source configured: Kafka, RabbitMQ, NATS), workers, retention, /metrics, /healthz, /readyz",
+		{name: "run", summary: "run the daemon: ingest (from each source configured: Kafka, RabbitMQ, NATS), workers, retention, /metrics, /healthz, /readyz, the console (/ui/)",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
 				migrate := fs.Bool("migrate", false, "apply pending migrations before starting")
 				ctx, opts, stderr := a.ctx, a.opts, a.stderr
