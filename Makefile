@@ -13,7 +13,7 @@ MODULES     := . deploy internal/faultsuite cmd/inboxd-bench
 # Tests and benchmarks use this server; each test creates its own database.
 export INBOXD_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all build test lint docs linkcheck bench bench-long bench-go demo clean image alerts fuzz-short fault fault-long
+.PHONY: all build test lint docs screenshots linkcheck bench bench-long bench-go demo clean image alerts fuzz-short fault fault-long
 
 all: lint test build
 
@@ -46,6 +46,10 @@ linkcheck:
 ## docs: rewrite what the code writes in docs/: the variable table of docs/configuration.md
 docs:
 	$(GO) test -count=1 -timeout 60s -run '^TestConfigurationPageIsWrittenByTheCode$$' ./config/ -update
+
+## screenshots: rewrite docs/images/console-*.png, the console's main pages in chromium (TestScreenshots)
+screenshots:
+	INBOXD_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -timeout 5m -run '^TestScreenshots$$' ./internal/console/
 
 ## alerts: promtool check and unit tests of the alert rules
 alerts:

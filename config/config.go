@@ -231,7 +231,15 @@ type Config struct {
 
 	// HTTPAddr is where /metrics, /healthz and /readyz are served; empty
 	// disables the server.
-	HTTPAddr string `env:"INBOXD_HTTP_ADDR" envDefault:":8080" help:"address of /metrics, /healthz and /readyz; empty disables them"`
+	HTTPAddr string `env:"INBOXD_HTTP_ADDR" envDefault:":8080" help:"address of /metrics, /healthz, /readyz and the console (/ui/); empty disables them"`
+	// UITokenFile names a file holding the token of the console's actions
+	// (served under /ui/ by `inboxd run` and `inboxd ui`); empty makes the
+	// console read-only. The token itself is read by UIToken, never kept
+	// in Config.
+	UITokenFile string `env:"INBOXD_UI_TOKEN_FILE" help:"file holding the token that the console (/ui/) asks for before any action (requeue, discard, pause); empty = the console is read-only"`
+	// UIShowPayloads shows rows' payloads in the console; they are hidden
+	// otherwise, since they may hold personal data.
+	UIShowPayloads bool `env:"INBOXD_UI_SHOW_PAYLOADS" envDefault:"false" help:"show rows' payloads in the console (/ui/); hidden by default, since they may hold personal data"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"INBOXD_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 	// LogFormat is json or console.
@@ -322,6 +330,12 @@ func Load(environ []string) (Config, error) {
 			failed["INBOXD_KAFKA_SASL_PASSWORD_FILE"], failed["INBOXD_KAFKA_SASL_PASSWORD"] = true, true
 		}
 		c.KafkaSASLPassword = s
+	}
+	if c.UITokenFile != "" {
+		if _, err := c.UIToken(); err != nil {
+			errs = append(errs, fmt.Errorf("INBOXD_UI_TOKEN_FILE: %w", err))
+			failed["INBOXD_UI_TOKEN_FILE"] = true
+		}
 	}
 	if err := c.Validate(); err != nil {
 		for _, e := range splitJoined(err) {
@@ -682,4 +696,22 @@ func describe(pe env.ParseError) string {
 		return "not a boolean (use true or false)"
 	}
 	return pe.Err.Error()
+}
+
+// UIToken returns the console's token from INBOXD_UI_TOKEN_FILE; "" when
+// the variable is not set (a read-only console). A file that cannot be
+// read, or holds no token, is an error that never repeats its content.
+func (c Config) UIToken() (string, error) {
+	if c.UITokenFile == "" {
+		return "", nil
+	}
+	s, err := readSecret(c.UITokenFile)
+	if err != nil {
+		return "", err
+	}
+	s = strings.TrimSpace(s)
+	if len(s) < 16 {
+		return "", errors.New("the file it names must hold a token of at least 16 characters")
+	}
+	return s, nil
 }

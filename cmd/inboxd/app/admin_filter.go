@@ -20,15 +20,8 @@ import (
 )
 
 // failedBatch is how many dead or rejected rows requeue and discard take at
-// a time: each batch is a range of ids (see sql/failed_range.sql) changed by
-// a short statement (or transaction) of its own, so that no statement grows
-// with the backlog (a million rows in one UPDATE outlasted
-// INBOXD_STATEMENT_TIMEOUT and requeued nothing), and what a run did stays
-// done when it stops: running it again picks up what is left. A batch must
-// fit well within the smallest INBOXD_STATEMENT_TIMEOUT (1 s) on a busy
-// server: 5,000 dead rows locked and requeued took 50 to 320 ms on the
-// loaded 2-core test machine, 1,000 take a fifth of that.
-const failedBatch = 1000
+// a time (driver.FailedBatch says why).
+const failedBatch = driver.FailedBatch
 
 // A long requeue or discard says how far it got on stderr: a line after
 // every progressRows rows, or progressEvery, whichever comes first.

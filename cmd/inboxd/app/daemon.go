@@ -21,6 +21,7 @@ import (
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/console"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -127,17 +128,28 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	}
 
 	h := &health{engine: ib}
+	var ui http.Handler
+	if opts.Mux != nil || ln != nil {
+		c, closeConsole, err := openConsole(ctx, cfg, console.GathererLocal(gather), log)
+		if err != nil {
+			return err
+		}
+		defer closeConsole()
+		ui = c
+	}
 	var srv *http.Server
 	serveDone := make(chan error, 1)
 	switch {
 	case opts.Mux != nil:
 		h.register(opts.Mux, gather)
+		mountConsole(opts.Mux, ui)
 	case ln != nil:
 		mux := http.NewServeMux()
 		h.register(mux, gather)
+		mountConsole(mux, ui)
 		var sln net.Listener
 		srv, sln = newHTTPServer(ln, mux, defaultHTTPServerLimits())
-		log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics, /healthz and /readyz")
+		log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics, /healthz, /readyz and the console under /ui/")
 		go func() { serveDone <- srv.Serve(sln) }()
 		defer func() {
 			// Bounded like the rest of the shutdown: a scrape in progress may

@@ -68,7 +68,7 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{name: "run", summary: "run the daemon: ingest (from each source configured: Kafka, RabbitMQ, NATS), workers, retention, /metrics, /healthz, /readyz",
+		{name: "run", summary: "run the daemon: ingest (from each source configured: Kafka, RabbitMQ, NATS), workers, retention, /metrics, /healthz, /readyz, the console (/ui/)",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
 				migrate := fs.Bool("migrate", false, "apply pending migrations before starting")
 				ctx, opts, stderr := a.ctx, a.opts, a.stderr
@@ -138,6 +138,8 @@ func init() {
 	commands = slices.Insert(commands, at, outboxCommands()...)
 	at = slices.IndexFunc(commands, func(c command) bool { return c.name == "help" })
 	commands = slices.Insert(commands, at, routeCommands()...)
+	// The console comes right after run.
+	commands = slices.Insert(commands, 1, uiCommand())
 }
 
 // Main runs the inboxd command line with args (without the program name)

@@ -1,0 +1,168 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/inboxd/inboxd/internal/driver"
+)
+
+// Prefix is the path the console is served under.
+const Prefix = "/ui/"
+
+// DB is what the console reads and changes the inbox through: a
+// *pgxpool.Pool.
+type DB interface {
+	driver.DB
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Config is the console's configuration.
+type Config struct {
+	// DB is the inbox's database.
+	DB DB
+	// Token is the token that authorises actions; "" makes the console
+	// read-only.
+	Token string
+	// ShowPayloads shows the payloads of rows; they are hidden otherwise
+	// (they may hold personal data).
+	ShowPayloads bool
+	// StaleAfter is the age past which a received row counts as stale
+	// (INBOXD_STALE_AFTER).
+	StaleAfter time.Duration
+	// Local is what the console shows of the replica it runs in; nil in
+	// `inboxd ui`.
+	Local Local
+	// Logger takes the console's lines (every action at info).
+	Logger zerolog.Logger
+	// SessionTTL is how long a sign-in lasts; zero is DefaultSessionTTL.
+	SessionTTL time.Duration
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+//go:embed static
+var staticFiles embed.FS
+
+// Handler is the console: an http.Handler for the paths under Prefix.
+type Handler struct {
+	cfg   Config
+	auth  *auth
+	log   zerolog.Logger
+	pages map[string]*template.Template
+	mux   *http.ServeMux
+}
+
+// New returns the console of cfg.
+func New(cfg Config) (*Handler, error) {
+	if cfg.DB == nil {
+		return nil, fmt.Errorf("console: no database")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	h := &Handler{cfg: cfg, auth: newAuth(cfg.Token, cfg.SessionTTL, cfg.Now),
+		log: cfg.Logger.With().Str("component", "console").Logger(), pages: map[string]*template.Template{}}
+	names, err := fs.Glob(templateFiles, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		base := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if base == "layout" {
+			continue
+		}
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", n)
+		if err != nil {
+			return nil, fmt.Errorf("console: template %s: %w", n, err)
+		}
+		h.pages[base] = t
+	}
+	static, err := fs.Sub(staticFiles, "static")
+	if err != nil {
+		return nil, err
+	}
+	m := http.NewServeMux()
+	m.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
+	m.HandleFunc("GET /ui/{$}", h.overview)
+	m.HandleFunc("GET /ui/rows", h.rows)
+	m.HandleFunc("GET /ui/rows/{id}", h.row)
+	m.HandleFunc("GET /ui/search", h.search)
+	m.HandleFunc("GET /ui/blocked", h.blocked)
+	m.HandleFunc("GET /ui/signin", h.signinForm)
+	m.HandleFunc("POST /ui/signin", h.signin)
+	m.HandleFunc("POST /ui/signout", h.signout)
+	m.HandleFunc("POST /ui/requeue", h.action(h.requeue))
+	m.HandleFunc("POST /ui/discard", h.action(h.discard))
+	m.HandleFunc("POST /ui/routes/pause", h.action(h.pause))
+	m.HandleFunc("POST /ui/routes/resume", h.action(h.resume))
+	h.mux = m
+	return h, nil
+}
+
+// ServeHTTP implements http.Handler: every response carries the security
+// headers, and pages are never stored by a cache.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "no-referrer")
+	if !strings.HasPrefix(r.URL.Path, "/ui/static/") {
+		hd.Set("Cache-Control", "no-store")
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// page is what every page's layout reads.
+type page struct {
+	Title string
+	// Enabled is true when a token is configured (actions are possible).
+	Enabled bool
+	// CanAct is true when the request may act; User names who.
+	CanAct bool
+	User   string
+	// CSRF is the token every action form carries.
+	CSRF string
+	// Data is the page's own.
+	Data any
+}
+
+// render writes the page name with data, status code.
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
+	c := h.auth.check(r)
+	p := page{Title: title, Enabled: h.auth.enabled(), CanAct: c.ok, User: c.user, CSRF: c.csrf, Data: data}
+	var b strings.Builder
+	if err := h.pages[name].Execute(&b, p); err != nil {
+		h.log.Error().Err(err).Str("page", name).Msg("render page")
+		http.Error(w, "internal error rendering the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// fail renders the error page with code and msg (no internal detail but
+// what msg says).
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	h.render(w, r, code, "error", http.StatusText(code), msg)
+}
+
+// dbFail logs err and renders a 500 naming what failed.
+func (h *Handler) dbFail(w http.ResponseWriter, r *http.Request, what string, err error) {
+	h.log.Error().Err(err).Str("path", r.URL.Path).Msg(what)
+	h.fail(w, r, http.StatusInternalServerError, what+" failed; see the log")
+}

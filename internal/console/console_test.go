@@ -1,0 +1,443 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/syncbuf"
+)
+
+const testToken = "s3cret-token-for-tests"
+
+// bundle is a console on its own database.
+type bundle struct {
+	db  *pgtest.DB
+	srv *httptest.Server
+	log *syncbuf.Buffer
+}
+
+// setup starts a console on a fresh database; token "" is read-only.
+func setup(t *testing.T, token string, mutate ...func(*Config)) *bundle {
+	t.Helper()
+	db := pgtest.New(t)
+	logs := &syncbuf.Buffer{}
+	cfg := Config{DB: db.Pool, Token: token, StaleAfter: 0, Logger: zerolog.New(logs)}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(Prefix, h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return &bundle{db: db, srv: srv, log: logs}
+}
+
+// exec runs sql on the bundle's database.
+func (b *bundle) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	if _, err := b.db.Pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seed inserts n dead rows of type typ from source src, last error err.
+func (b *bundle) seed(t *testing.T, st string, n int, typ, src, lastErr string) {
+	t.Helper()
+	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, attempts, last_error, payload)
+		SELECT $1, $2 || '-' || $3 || '-' || md5($4) || '-' || g, $2, $3, 5, $4, convert_to('{"card":"4111-secret"}', 'UTF8') FROM generate_series(1, $5) AS g`,
+		src, typ, st, lastErr, n)
+}
+
+// get fetches path with the client c (nil: a plain one) and returns the
+// status code and body.
+func get(t *testing.T, c *http.Client, u string) (int, string) {
+	t.Helper()
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// post posts form to u with c, with an optional bearer token.
+func post(t *testing.T, c *http.Client, u string, form url.Values, bearer string) (int, string) {
+	t.Helper()
+	if c == nil {
+		c = http.DefaultClient
+	}
+	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// idText returns the text of the element with id in body (a number or a
+// short text), or fails.
+func idText(t *testing.T, body, id string) string {
+	t.Helper()
+	m := regexp.MustCompile(`id="` + regexp.QuoteMeta(id) + `">([^<]*)<`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no element %q in the page:\n%s", id, body)
+	}
+	return m[1]
+}
+
+// signedIn returns a client with a cookie session and the CSRF token of
+// its forms.
+func signedIn(t *testing.T, b *bundle) (*http.Client, string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	code, _ := post(t, c, b.srv.URL+"/ui/signin", url.Values{"user": {"alice"}, "token": {testToken}}, "")
+	if code != http.StatusOK {
+		t.Fatalf("sign in: %d", code)
+	}
+	_, body := get(t, c, b.srv.URL+"/ui/rows?status=dead")
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("signed in, but no CSRF token in the page:\n%s", body)
+	}
+	return c, m[1]
+}
+
+func TestOverviewShowsTheDatabasesNumbers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	b.seed(t, "dead", 3, "order.created", "orders", "boom")
+	b.seed(t, "rejected", 2, "bad", "orders", "missing event_id")
+	b.seed(t, "received", 4, "order.paid", "orders", "")
+	b.exec(t, `UPDATE inbox SET received_at = now() - interval '2 hours' WHERE event_type = 'order.paid'`)
+	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, processed_at)
+		SELECT 'orders', 'p-' || g, 'order.paid', 'processed', now() FROM generate_series(1, 7) AS g`)
+	code, body := get(t, nil, b.srv.URL+"/ui/")
+	if code != http.StatusOK {
+		t.Fatalf("overview: %d\n%s", code, body)
+	}
+	for id, want := range map[string]string{"n-dead": "3", "n-rejected": "2", "n-received": "4", "n-stale": "4",
+		"n-processed-hour": "7", "n-dead-hour": "3", "n-outbox": "0"} {
+		if got := idText(t, body, id); got != want {
+			t.Errorf("%s = %q, want %q", id, got, want)
+		}
+	}
+	if !strings.Contains(body, "<svg") {
+		t.Error("no chart")
+	}
+}
+
+func TestRowsFilterAndKeysetPaging(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	b.seed(t, "dead", 120, "order.created", "orders", "HTTP 503 from orders")
+	b.seed(t, "dead", 5, "user.signed", "users", "timeout")
+	b.seed(t, "rejected", 1, "x", "orders", "missing event_id")
+	idsOf := func(body string) []string {
+		var ids []string
+		for _, m := range regexp.MustCompile(`<td class="num"><a href="/ui/rows/(\d+)">`).FindAllStringSubmatch(body, -1) {
+			ids = append(ids, m[1])
+		}
+		return ids
+	}
+	_, body := get(t, nil, b.srv.URL+"/ui/rows?status=dead&error=503")
+	first := idsOf(body)
+	if len(first) != pageSize {
+		t.Fatalf("first page: %d rows, want %d", len(first), pageSize)
+	}
+	seen := map[string]bool{}
+	pages, total := 0, 0
+	next := "/ui/rows?status=dead&error=503"
+	for next != "" {
+		_, body := get(t, nil, b.srv.URL+next)
+		for _, id := range idsOf(body) {
+			if seen[id] {
+				t.Fatalf("row %s on two pages", id)
+			}
+			seen[id] = true
+			total++
+		}
+		pages++
+		m := regexp.MustCompile(`href="([^"]+)" id="next"`).FindStringSubmatch(body)
+		next = ""
+		if m != nil {
+			next = strings.ReplaceAll(m[1], "&amp;", "&")
+		}
+	}
+	if total != 120 || pages != 3 {
+		t.Errorf("paged %d rows in %d pages, want 120 in 3", total, pages)
+	}
+	_, body = get(t, nil, b.srv.URL+"/ui/rows?status=dead&type=user.signed&source=users&since=1h")
+	if n := len(idsOf(body)); n != 5 {
+		t.Errorf("type+source+since filter: %d rows, want 5", n)
+	}
+	_, body = get(t, nil, b.srv.URL+"/ui/rows?status=rejected")
+	if n := len(idsOf(body)); n != 1 {
+		t.Errorf("rejected: %d rows, want 1", n)
+	}
+	if code, _ := get(t, nil, b.srv.URL+"/ui/rows?status=processed"); code != http.StatusBadRequest {
+		t.Errorf("status=processed: %d, want 400", code)
+	}
+}
+
+func TestReadOnlyWithoutToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	b.seed(t, "dead", 1, "t", "s", "boom")
+	_, body := get(t, nil, b.srv.URL+"/ui/rows?status=dead")
+	if strings.Contains(body, `action="/ui/requeue"`) || strings.Contains(body, `action="/ui/discard"`) {
+		t.Error("a read-only console shows action forms")
+	}
+	for _, p := range []string{"/ui/requeue", "/ui/discard", "/ui/routes/pause", "/ui/routes/resume", "/ui/signin"} {
+		if code, _ := post(t, nil, b.srv.URL+p, url.Values{"id": {"1"}, "route": {"t"}, "confirm": {"yes"}}, "anything"); code != http.StatusForbidden {
+			t.Errorf("POST %s on a read-only console: %d, want 403", p, code)
+		}
+	}
+	var n int
+	_ = b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM inbox WHERE status = 'dead'").Scan(&n)
+	if n != 1 {
+		t.Errorf("dead rows = %d after refused actions, want 1", n)
+	}
+}
+
+func TestActionsNeedTheCredentialAndTheCSRFToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testToken)
+	b.seed(t, "dead", 2, "t", "s", "boom")
+	form := url.Values{"status": {"dead"}, "type": {"t"}, "confirm": {"yes"}}
+	if code, _ := post(t, nil, b.srv.URL+"/ui/requeue", form, ""); code != http.StatusUnauthorized {
+		t.Errorf("no credential: %d, want 401", code)
+	}
+	if code, _ := post(t, nil, b.srv.URL+"/ui/requeue", form, "wrong"); code != http.StatusUnauthorized {
+		t.Errorf("wrong bearer token: %d, want 401", code)
+	}
+	c, csrf := signedIn(t, b)
+	if code, _ := post(t, c, b.srv.URL+"/ui/requeue", form, ""); code != http.StatusForbidden {
+		t.Errorf("cookie session without CSRF token: %d, want 403", code)
+	}
+	wrong := "0"
+	if csrf[0] == '0' {
+		wrong = "1"
+	}
+	bad := url.Values{"csrf": {wrong + csrf[1:]}}
+	for k, v := range form {
+		bad[k] = v
+	}
+	if code, _ := post(t, c, b.srv.URL+"/ui/requeue", bad, ""); code != http.StatusForbidden {
+		t.Errorf("cookie session with a wrong CSRF token: %d, want 403", code)
+	}
+	var n int
+	_ = b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM inbox WHERE status = 'dead'").Scan(&n)
+	if n != 2 {
+		t.Fatalf("dead rows = %d after refused actions, want 2", n)
+	}
+	if strings.Contains(b.log.String(), testToken) {
+		t.Error("the log holds the token")
+	}
+	// A forged cookie is no session.
+	jar, _ := cookiejar.New(nil)
+	u, _ := url.Parse(b.srv.URL + "/ui/")
+	jar.SetCookies(u, []*http.Cookie{{Name: sessionCookie, Value: "YWxpY2U.9999999999.00.deadbeef", Path: "/ui/"}})
+	if code, _ := post(t, &http.Client{Jar: jar}, b.srv.URL+"/ui/requeue", form, ""); code != http.StatusUnauthorized {
+		t.Errorf("forged cookie: %d, want 401", code)
+	}
+	// The bearer token alone works (no CSRF: a browser never sends it by itself).
+	code, body := post(t, nil, b.srv.URL+"/ui/requeue", form, testToken)
+	if code != http.StatusOK || idText(t, body, "count") != "2" {
+		t.Errorf("bearer requeue: %d, count %q", code, body)
+	}
+}
+
+func TestDryRunCountThenAction(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testToken)
+	b.seed(t, "dead", 2500, "order.created", "orders", "HTTP 503")
+	b.seed(t, "dead", 3, "order.created", "orders", "schema mismatch")
+	c, csrf := signedIn(t, b)
+	form := url.Values{"csrf": {csrf}, "status": {"dead"}, "type": {"order.created"}, "error": {"503"}}
+	code, body := post(t, c, b.srv.URL+"/ui/requeue", form, "")
+	if code != http.StatusOK {
+		t.Fatalf("dry run: %d\n%s", code, body)
+	}
+	if got := idText(t, body, "count"); got != "2500" {
+		t.Fatalf("dry run count %s, want 2500", got)
+	}
+	var dead int
+	_ = b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM inbox WHERE status = 'dead'").Scan(&dead)
+	if dead != 2503 {
+		t.Fatalf("the dry run changed rows: %d dead", dead)
+	}
+	if !strings.Contains(body, `name="confirm" value="yes"`) {
+		t.Fatal("no confirm form")
+	}
+	form.Set("confirm", "yes")
+	code, body = post(t, c, b.srv.URL+"/ui/requeue", form, "")
+	if code != http.StatusOK || idText(t, body, "count") != "2500" {
+		t.Fatalf("requeue: %d\n%s", code, body)
+	}
+	var received int
+	_ = b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FILTER (WHERE status = 'received'), count(*) FILTER (WHERE status = 'dead') FROM inbox").Scan(&received, &dead)
+	if received != 2500 || dead != 3 {
+		t.Errorf("after requeue: %d received, %d dead; want 2500, 3", received, dead)
+	}
+	logs := b.log.String()
+	if !strings.Contains(logs, `"user":"alice"`) || !strings.Contains(logs, `"rows":2500`) || !strings.Contains(logs, `"action":"requeue"`) {
+		t.Errorf("the action's log line lacks who/what/how many:\n%s", logs)
+	}
+	if strings.Contains(logs, "4111-secret") || strings.Contains(logs, testToken) {
+		t.Error("the log holds a payload or the token")
+	}
+	// Discard one row: dry run, then confirm.
+	var id int64
+	_ = b.db.Pool.QueryRow(context.Background(), "SELECT id FROM inbox WHERE status = 'dead' LIMIT 1").Scan(&id)
+	one := url.Values{"csrf": {csrf}, "status": {"dead"}, "id": {fmt.Sprint(id)}}
+	if _, body := post(t, c, b.srv.URL+"/ui/discard", one, ""); idText(t, body, "count") != "1" {
+		t.Fatalf("discard dry run:\n%s", body)
+	}
+	one.Set("confirm", "yes")
+	if _, body := post(t, c, b.srv.URL+"/ui/discard", one, ""); idText(t, body, "count") != "1" {
+		t.Fatalf("discard:\n%s", body)
+	}
+	if code, _ := get(t, nil, fmt.Sprintf("%s/ui/rows/%d", b.srv.URL, id)); code != http.StatusNotFound {
+		t.Errorf("discarded row still there: %d", code)
+	}
+}
+
+func TestPayloadHiddenByDefault(t *testing.T) {
+	t.Parallel()
+	for _, show := range []bool{false, true} {
+		b := setup(t, "", func(c *Config) { c.ShowPayloads = show })
+		b.seed(t, "dead", 1, "t", "s", "boom")
+		b.exec(t, `UPDATE inbox SET headers = '{"trace":"abc"}', kafka_topic = 's', kafka_partition = 3, kafka_offset = 42`)
+		_, body := get(t, nil, b.srv.URL+"/ui/rows/1")
+		if got := strings.Contains(body, "4111-secret"); got != show {
+			t.Errorf("ShowPayloads=%v: payload shown = %v", show, got)
+		}
+		for _, want := range []string{"abc", "kafka_offset", "42", "boom"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("row page lacks %q", want)
+			}
+		}
+	}
+}
+
+func TestSearchByEventIDAcrossSourcesAndHeldRows(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, key, last_error) VALUES
+		('a', 'e-1', 't', 'dead', 'k1', 'boom'), ('b', 'e-1', 't', 'received', NULL, NULL),
+		('a', 'e-2', 't', 'received', 'k1', NULL), ('a', 'e-3', 't', 'received', 'k2', NULL)`)
+	_, body := get(t, nil, b.srv.URL+"/ui/search?event_id=e-1")
+	if n := strings.Count(body, `<td class="num"><a href="/ui/rows/`); n != 2 {
+		t.Errorf("search e-1: %d rows, want 2 (one per source)", n)
+	}
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(b.srv.URL + "/ui/search?event_id=e-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); loc != "/ui/rows/4" {
+		t.Errorf("one match redirects to %q, want /ui/rows/4", loc)
+	}
+	_, body = get(t, nil, b.srv.URL+"/ui/rows/1")
+	if !strings.Contains(body, `id="held"`) || !strings.Contains(body, "e-2") || strings.Contains(body, "e-3") {
+		t.Errorf("the dead row's page does not list exactly the rows of its key:\n%s", body)
+	}
+	_, body = get(t, nil, b.srv.URL+"/ui/blocked")
+	if !strings.Contains(body, "k1") || strings.Contains(body, "k2") {
+		t.Errorf("blocked keys:\n%s", body)
+	}
+}
+
+func TestSecurityHeaders(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	resp, err := http.Get(b.srv.URL + "/ui/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for k, want := range map[string]string{"X-Frame-Options": "DENY", "Cache-Control": "no-store"} {
+		if got := resp.Header.Get(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if !strings.Contains(resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+		t.Errorf("CSP %q", resp.Header.Get("Content-Security-Policy"))
+	}
+}
+
+func TestPauseAndResumeARoute(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testToken)
+	c, csrf := signedIn(t, b)
+	if code, _ := post(t, c, b.srv.URL+"/ui/routes/pause", url.Values{"csrf": {csrf}, "route": {"order.created"}, "reason": {"orders down"}}, ""); code != http.StatusOK {
+		t.Fatalf("pause: %d", code)
+	}
+	var by string
+	if err := b.db.Pool.QueryRow(context.Background(), "SELECT paused_by FROM route_controls WHERE route = 'order.created'").Scan(&by); err != nil || by != "alice" {
+		t.Fatalf("paused by %q (%v), want alice", by, err)
+	}
+	_, body := get(t, c, b.srv.URL+"/ui/")
+	if !strings.Contains(body, "orders down") {
+		t.Error("the overview does not show the paused route")
+	}
+	if code, _ := post(t, nil, b.srv.URL+"/ui/routes/resume", url.Values{"route": {"order.created"}}, testToken); code != http.StatusOK {
+		t.Fatalf("resume: %d", code)
+	}
+	var n int
+	_ = b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM route_controls WHERE paused").Scan(&n)
+	if n != 0 {
+		t.Errorf("%d routes still paused", n)
+	}
+}
+
+// A session ends when its time is up: the same cookie no longer
+// authorises an action.
+func TestSessionExpires(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	now.Store(time.Now().Unix())
+	b := setup(t, testToken, func(c *Config) {
+		c.SessionTTL = time.Hour
+		c.Now = func() time.Time { return time.Unix(now.Load(), 0) }
+	})
+	b.seed(t, "dead", 1, "t", "s", "boom")
+	c, csrf := signedIn(t, b)
+	form := url.Values{"csrf": {csrf}, "status": {"dead"}, "type": {"t"}}
+	if code, _ := post(t, c, b.srv.URL+"/ui/requeue", form, ""); code != http.StatusOK {
+		t.Fatalf("dry run within the session: %d", code)
+	}
+	now.Add(3601)
+	if code, _ := post(t, c, b.srv.URL+"/ui/requeue", form, ""); code != http.StatusUnauthorized {
+		t.Errorf("dry run after the session ended: %d, want 401", code)
+	}
+}

@@ -1,0 +1,413 @@
+package console
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/driver/status"
+)
+
+// pageSize is how many rows a list page shows.
+const pageSize = 50
+
+// funcs are the templates' functions.
+var funcs = template.FuncMap{
+	"dict3": func(verb string, f filterForm, csrf string) setForm {
+		return setForm{Verb: verb, Filter: f, CSRF: csrf}
+	},
+	"dict2": func(route string, paused bool, csrf string) pauseForm {
+		return pauseForm{Route: route, Paused: paused, CSRF: csrf}
+	},
+	"ago": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return time.Since(t).Round(time.Second).String() + " ago"
+	},
+	"utc": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"dur": func(d time.Duration) string { return d.Round(time.Second).String() },
+	"short": func(s string) string {
+		s = strings.Join(strings.Fields(s), " ")
+		if utf8.RuneCountInString(s) > 120 {
+			return string([]rune(s)[:120]) + "…"
+		}
+		return s
+	},
+}
+
+// setForm is what a requeue or discard form of a filtered set needs.
+type setForm struct {
+	Verb   string
+	Filter filterForm
+	CSRF   string
+}
+
+// pauseForm is what the pause or resume button of a route needs.
+type pauseForm struct {
+	Route  string
+	Paused bool
+	CSRF   string
+}
+
+// overviewData is the overview page's.
+type overviewData struct {
+	Stats      driver.Stats
+	StaleAfter time.Duration
+	Outbox     *driver.OutboxStats
+	Paused     []driver.PausedRoute
+	Local      bool
+	Routes     []routeRow
+	Lag        []PartitionLag
+	Chart      template.HTML
+	Processed  int64
+	Died       int64
+}
+
+// routeRow is one route on the overview: this replica's figures, when
+// known, and whether it is paused.
+type routeRow struct {
+	RouteState
+	Paused   bool
+	PausedBy string
+	Reason   string
+}
+
+// overview renders the overview: rows by status, stale rows, routes,
+// throughput and lag.
+func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	st, err := driver.ReadStats(ctx, h.cfg.DB, h.cfg.StaleAfter)
+	if err != nil {
+		h.dbFail(w, r, "read the inbox's figures", err)
+		return
+	}
+	d := overviewData{Stats: st, StaleAfter: h.cfg.StaleAfter}
+	if os, err := driver.ReadOutboxStats(ctx, h.cfg.DB); err == nil {
+		d.Outbox = &os
+	} // no outbox table (an old schema): shown as absent
+	if d.Paused, err = driver.PausedRoutes(ctx, h.cfg.DB); err != nil {
+		h.dbFail(w, r, "read the paused routes", err)
+		return
+	}
+	paused := map[string]driver.PausedRoute{}
+	for _, p := range d.Paused {
+		paused[p.Route] = p
+	}
+	if h.cfg.Local != nil {
+		d.Local = true
+		for _, rs := range h.cfg.Local.Routes() {
+			row := routeRow{RouteState: rs}
+			name := rs.Route
+			if name == "other" {
+				name = driver.DefaultRoute
+			}
+			if p, ok := paused[name]; ok {
+				row.Paused, row.PausedBy, row.Reason = true, p.PausedBy, p.Reason
+			}
+			row.Route = name
+			d.Routes = append(d.Routes, row)
+		}
+		d.Lag = h.cfg.Local.IngestLag()
+	}
+	mins, err := driver.Throughput(ctx, h.cfg.DB)
+	if err != nil {
+		h.dbFail(w, r, "read the throughput", err)
+		return
+	}
+	for _, m := range mins {
+		d.Processed += m.Processed
+		d.Died += m.Dead
+	}
+	d.Chart = chart(mins, h.cfg.Now())
+	h.render(w, r, http.StatusOK, "overview", "Overview", d)
+}
+
+// filterForm is a list's filter as the form and the query string carry it.
+type filterForm struct {
+	Status, Type, Source, Since, Error string
+}
+
+// readFilter reads the filter of a GET query or a POST form and resolves
+// it for the driver.
+func readFilter(v url.Values, now time.Time) (filterForm, driver.FailedFilter, error) {
+	ff := filterForm{Status: v.Get("status"), Type: strings.TrimSpace(v.Get("type")),
+		Source: strings.TrimSpace(v.Get("source")), Since: strings.TrimSpace(v.Get("since")), Error: v.Get("error")}
+	if ff.Status == "" {
+		ff.Status = string(status.Dead)
+	}
+	if !status.Status(ff.Status).IsFailed() {
+		return ff, driver.FailedFilter{}, fmt.Errorf("status must be dead or rejected, not %q", ff.Status)
+	}
+	f := driver.FailedFilter{Status: status.Status(ff.Status), EventType: ff.Type, Source: ff.Source, Error: ff.Error}
+	if ff.Since != "" {
+		t, err := parseSince(ff.Since, now)
+		if err != nil {
+			return ff, f, err
+		}
+		f.Since = &t
+	}
+	return ff, f, nil
+}
+
+// parseSince reads a time as the CLI's --since does: RFC 3339, or a Go
+// duration meaning that long ago; the form's datetime-local (UTC) too.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse("2006-01-02T15:04", s); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("since: %q is neither an RFC 3339 time nor a duration (90m, 24h)", s)
+	}
+	return now.Add(-d), nil
+}
+
+// query renders the filter back as a query string.
+func (ff filterForm) query() url.Values {
+	v := url.Values{}
+	v.Set("status", ff.Status)
+	for k, x := range map[string]string{"type": ff.Type, "source": ff.Source, "since": ff.Since, "error": ff.Error} {
+		if x != "" {
+			v.Set(k, x)
+		}
+	}
+	return v
+}
+
+// Any reports whether the filter has a condition besides the status.
+func (ff filterForm) Any() bool {
+	return ff.Type != "" || ff.Source != "" || ff.Since != "" || ff.Error != ""
+}
+
+// rowsData is the list page's.
+type rowsData struct {
+	Filter filterForm
+	Rows   []driver.FailedRow
+	// Next is the query of the next page; "" on the last.
+	Next  string
+	First string
+}
+
+// rows renders a page of dead or rejected rows with the filter, newest
+// first, paged by id (?before=).
+func (h *Handler) rows(w http.ResponseWriter, r *http.Request) {
+	ff, f, err := readFilter(r.URL.Query(), h.cfg.Now())
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	before, _ := strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
+	list, err := driver.FailedPage(r.Context(), h.cfg.DB, f, before, pageSize+1)
+	if err != nil {
+		h.dbFail(w, r, "list the rows", err)
+		return
+	}
+	d := rowsData{Filter: ff, Rows: list}
+	if before > 0 {
+		d.First = "/ui/rows?" + ff.query().Encode()
+	}
+	if len(list) > pageSize {
+		d.Rows = list[:pageSize]
+		q := ff.query()
+		q.Set("before", strconv.FormatInt(d.Rows[pageSize-1].ID, 10))
+		d.Next = "/ui/rows?" + q.Encode()
+	}
+	h.render(w, r, http.StatusOK, "rows", strings.ToUpper(ff.Status[:1])+ff.Status[1:]+" rows", d)
+}
+
+// field is one column of a row as the row page shows it.
+type field struct {
+	Name, Value string
+	// Pre is true for values shown as preformatted text.
+	Pre bool
+}
+
+// rowData is the row page's.
+type rowData struct {
+	ID     int64
+	Status string
+	Fields []field
+	// Payload is the payload as text (or hex); Hidden when payloads are not
+	// shown.
+	Payload       string
+	PayloadHex    bool
+	PayloadHidden bool
+	PayloadSize   int
+	Held          []driver.FailedRow
+	HasKey        bool
+	Failed        bool
+	Dead          bool
+}
+
+// row renders one row in full.
+func (h *Handler) row(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id < 1 {
+		h.fail(w, r, http.StatusBadRequest, "not a row id")
+		return
+	}
+	cols, ok, err := driver.ShowRow(r.Context(), h.cfg.DB, id)
+	if err != nil {
+		h.dbFail(w, r, "read the row", err)
+		return
+	}
+	if !ok {
+		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("no row %d", id))
+		return
+	}
+	d := rowData{ID: id, PayloadHidden: !h.cfg.ShowPayloads}
+	for _, c := range cols {
+		switch c.Name {
+		case "payload":
+			b, _ := c.Value.([]byte)
+			d.PayloadSize = len(b)
+			if h.cfg.ShowPayloads {
+				if utf8.Valid(b) {
+					d.Payload = string(b)
+				} else {
+					d.Payload, d.PayloadHex = hex.Dump(b), true
+				}
+			}
+			continue
+		case "status":
+			d.Status = fmt.Sprint(c.Value)
+		case "key":
+			d.HasKey = c.Value != nil
+		case "lease_token":
+			continue // the worker's fence: of no use to an operator
+		}
+		d.Fields = append(d.Fields, showValue(c))
+	}
+	st := status.Status(d.Status)
+	d.Failed, d.Dead = st.IsFailed(), st == status.Dead
+	if d.HasKey && d.Dead {
+		if d.Held, err = driver.KeyHeld(r.Context(), h.cfg.DB, id, pageSize); err != nil {
+			h.dbFail(w, r, "read the rows behind the row", err)
+			return
+		}
+	}
+	h.render(w, r, http.StatusOK, "row", fmt.Sprintf("Row %d", id), d)
+}
+
+// showValue renders a column for the row page.
+func showValue(c driver.Column) field {
+	switch v := c.Value.(type) {
+	case nil:
+		return field{Name: c.Name, Value: "NULL"}
+	case time.Time:
+		return field{Name: c.Name, Value: v.UTC().Format(time.RFC3339Nano)}
+	case []byte:
+		if utf8.Valid(v) {
+			return field{Name: c.Name, Value: string(v), Pre: true}
+		}
+		return field{Name: c.Name, Value: "hex " + hex.EncodeToString(v), Pre: true}
+	case map[string]any, []any:
+		b, _ := json.MarshalIndent(v, "", "  ")
+		return field{Name: c.Name, Value: string(b), Pre: true}
+	case string:
+		return field{Name: c.Name, Value: v, Pre: strings.Contains(v, "\n") || len(v) > 80}
+	}
+	return field{Name: c.Name, Value: fmt.Sprint(c.Value)}
+}
+
+// searchData is the search page's.
+type searchData struct {
+	EventID string
+	Rows    []driver.FailedRow
+	Done    bool
+}
+
+// search finds the rows of an event id in every source.
+func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
+	d := searchData{EventID: strings.TrimSpace(r.URL.Query().Get("event_id"))}
+	if d.EventID != "" {
+		var err error
+		if d.Rows, err = driver.FindEvent(r.Context(), h.cfg.DB, d.EventID); err != nil {
+			h.dbFail(w, r, "search", err)
+			return
+		}
+		d.Done = true
+		if len(d.Rows) == 1 && r.URL.Query().Get("list") == "" {
+			http.Redirect(w, r, fmt.Sprintf("/ui/rows/%d", d.Rows[0].ID), http.StatusSeeOther)
+			return
+		}
+	}
+	h.render(w, r, http.StatusOK, "search", "Search", d)
+}
+
+// blockedData is the blocked keys page's.
+type blockedData struct {
+	Keys []driver.BlockedKey
+	Next string
+}
+
+// blocked lists dead rows with an ordering key and what waits behind them.
+func (h *Handler) blocked(w http.ResponseWriter, r *http.Request) {
+	before, _ := strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
+	keys, err := driver.BlockedKeyList(r.Context(), h.cfg.DB, before, pageSize+1)
+	if err != nil {
+		h.dbFail(w, r, "list the blocked keys", err)
+		return
+	}
+	d := blockedData{Keys: keys}
+	if len(keys) > pageSize {
+		d.Keys = keys[:pageSize]
+		d.Next = fmt.Sprintf("/ui/blocked?before=%d", d.Keys[pageSize-1].ID)
+	}
+	h.render(w, r, http.StatusOK, "blocked", "Blocked keys", d)
+}
+
+// signinForm renders the sign-in form.
+func (h *Handler) signinForm(w http.ResponseWriter, r *http.Request) {
+	if !h.auth.enabled() {
+		h.fail(w, r, http.StatusForbidden, "the console is read-only: INBOXD_UI_TOKEN_FILE is not set")
+		return
+	}
+	h.render(w, r, http.StatusOK, "signin", "Sign in", "")
+}
+
+// signin checks the token of the sign-in form and sets the session
+// cookie.
+func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
+	if !h.auth.enabled() {
+		h.fail(w, r, http.StatusForbidden, "the console is read-only: INBOXD_UI_TOKEN_FILE is not set")
+		return
+	}
+	user := strings.TrimSpace(r.PostFormValue("user"))
+	if !h.auth.tokenOK(r.PostFormValue("token")) {
+		h.log.Warn().Str("user", user).Str("remote", r.RemoteAddr).Msg("console sign-in refused: wrong token")
+		h.render(w, r, http.StatusUnauthorized, "signin", "Sign in", "wrong token")
+		return
+	}
+	if user == "" {
+		user = "token"
+	}
+	v, err := h.auth.newSession(user)
+	if err != nil {
+		h.dbFail(w, r, "start a session", err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: v, Path: Prefix, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(h.auth.ttl.Seconds())})
+	h.log.Info().Str("user", user).Str("remote", r.RemoteAddr).Msg("console sign-in")
+	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+}
+
+// signout ends the session.
+func (h *Handler) signout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+}
