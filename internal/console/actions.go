@@ -206,7 +206,7 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, c who) {
 		h.fail(w, r, http.StatusBadRequest, "say which route (its event type, * for the default route)")
 		return
 	}
-	err := driver.PauseRoute(r.Context(), h.cfg.DB, route, c.user, reason)
+	err := driver.PauseRoute(r.Context(), h.cfg.DB, route, "console: "+c.user, reason)
 	ev := h.log.Info()
 	if err != nil {
 		ev = h.log.Error().Err(err)

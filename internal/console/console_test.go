@@ -403,8 +403,8 @@ func TestPauseAndResumeARoute(t *testing.T) {
 		t.Fatalf("pause: %d", code)
 	}
 	var by string
-	if err := b.db.Pool.QueryRow(context.Background(), "SELECT paused_by FROM route_controls WHERE route = 'order.created'").Scan(&by); err != nil || by != "alice" {
-		t.Fatalf("paused by %q (%v), want alice", by, err)
+	if err := b.db.Pool.QueryRow(context.Background(), "SELECT paused_by FROM route_controls WHERE route = 'order.created'").Scan(&by); err != nil || by != "console: alice" {
+		t.Fatalf("paused by %q (%v), want console: alice", by, err)
 	}
 	_, body := get(t, c, b.srv.URL+"/ui/")
 	if !strings.Contains(body, "orders down") {
