@@ -124,10 +124,14 @@ func (h *Handler) logChange(c who, ch change, f driver.FailedFilter, dry bool, n
 }
 
 // runChange is a requeue or discard: without confirm=yes, the dry-run page
-// with the count and the confirm form; with it, the change, batch after
-// batch, and the result page.
+// with the count (h.dryRun's, or count's when set) and the confirm form;
+// with it, the change, batch after batch, and the result page.
 func (h *Handler) runChange(w http.ResponseWriter, r *http.Request, c who, verb string,
-	do func(ctx context.Context, f driver.FailedFilter, after, upto int64) (int64, error), after func(ctx context.Context, n int64)) {
+	do func(ctx context.Context, f driver.FailedFilter, after, upto int64) (int64, error), after func(ctx context.Context, n int64),
+	count func(ctx context.Context, f driver.FailedFilter) (int64, error)) {
+	if count == nil {
+		count = h.dryRun
+	}
 	ch, f, err := h.selection(r)
 	ch.Verb = verb
 	if err != nil {
@@ -136,7 +140,7 @@ func (h *Handler) runChange(w http.ResponseWriter, r *http.Request, c who, verb 
 	}
 	ctx := r.Context()
 	if r.PostFormValue("confirm") != "yes" {
-		n, err := h.dryRun(ctx, f)
+		n, err := count(ctx, f)
 		h.logChange(c, ch, f, true, n, err).Msg("console " + verb + " dry run")
 		if err != nil {
 			h.dbFail(w, r, verb+" dry run", err)
@@ -159,23 +163,54 @@ func (h *Handler) runChange(w http.ResponseWriter, r *http.Request, c who, verb 
 	h.render(w, r, http.StatusOK, "confirm", strings.ToUpper(verb[:1])+verb[1:]+": done", ch)
 }
 
-// requeue hands dead rows back to the workers (rejected rows are re-mapped
-// by the CLI only: `inboxd requeue --status rejected`).
+// requeue hands dead rows back to the workers, and re-maps rejected rows
+// with the daemon's mapping settings (Config.RequeueRejected), row by row as
+// `inboxd requeue --status rejected` does: the dry run counts the rows that
+// would map to a storable event now.
 func (h *Handler) requeue(w http.ResponseWriter, r *http.Request, c who) {
-	if st := r.PostFormValue("status"); st != "" && st != string(status.Dead) {
-		h.fail(w, r, http.StatusBadRequest, "the console requeues dead rows; re-map rejected rows with `inboxd requeue --status rejected`")
-		return
-	}
-	h.runChange(w, r, c, "requeue", func(ctx context.Context, f driver.FailedFilter, after, upto int64) (int64, error) {
-		ids, err := driver.RequeueDead(ctx, h.cfg.DB, f, after, upto)
-		return int64(len(ids)), err
-	}, func(ctx context.Context, n int64) {
+	wake := func(ctx context.Context, n int64) {
 		if n > 0 {
 			if err := driver.Notify(context.WithoutCancel(ctx), h.cfg.DB); err != nil {
 				h.log.Warn().Err(err).Msg("wake the workers after a requeue (they find the rows at their next poll)")
 			}
 		}
-	})
+	}
+	if st := r.PostFormValue("status"); st == string(status.Rejected) {
+		if h.cfg.RequeueRejected == nil {
+			h.fail(w, r, http.StatusBadRequest, "this console does not re-map rejected rows; use `inboxd requeue --status rejected`")
+			return
+		}
+		remap := func(dry bool) func(ctx context.Context, f driver.FailedFilter, after, upto int64) (int64, error) {
+			return func(ctx context.Context, f driver.FailedFilter, after, upto int64) (int64, error) {
+				rows, err := driver.MatchFailed(ctx, h.cfg.DB, f, after, upto)
+				if err != nil {
+					return 0, err
+				}
+				var n int64
+				for _, row := range rows {
+					ok, err := h.cfg.RequeueRejected(ctx, row.ID, dry)
+					if err != nil {
+						return n, err
+					}
+					if ok {
+						n++
+					}
+				}
+				return n, nil
+			}
+		}
+		h.runChange(w, r, c, "requeue", remap(false), wake, func(ctx context.Context, f driver.FailedFilter) (int64, error) {
+			return eachRange(ctx, h.cfg.DB, f, func(a, u int64) (int64, error) { return remap(true)(ctx, f, a, u) })
+		})
+		return
+	} else if st != "" && st != string(status.Dead) {
+		h.fail(w, r, http.StatusBadRequest, "requeue takes dead or rejected rows")
+		return
+	}
+	h.runChange(w, r, c, "requeue", func(ctx context.Context, f driver.FailedFilter, after, upto int64) (int64, error) {
+		ids, err := driver.RequeueDead(ctx, h.cfg.DB, f, after, upto)
+		return int64(len(ids)), err
+	}, wake, nil)
 }
 
 // discard deletes dead or rejected rows; deleting a dead row unparks the
@@ -195,7 +230,7 @@ func (h *Handler) discard(w http.ResponseWriter, r *http.Request, c who) {
 			return driver.UnparkDeleted(ctx, tx, deleted)
 		})
 		return n, err
-	}, nil)
+	}, nil, nil)
 }
 
 // pause pauses a route on every replica.

@@ -42,6 +42,12 @@ type Config struct {
 	// Local is what the console shows of the replica it runs in; nil in
 	// `inboxd ui`.
 	Local Local
+	// RequeueRejected re-maps the rejected row id with the daemon's mapping
+	// settings and, unless dryRun, hands it to the workers, reporting
+	// whether it was (or would be) requeued: the CLI's `inboxd requeue
+	// --status rejected`, row by row. Nil: the console does not requeue
+	// rejected rows.
+	RequeueRejected func(ctx context.Context, id int64, dryRun bool) (bool, error)
 	// Logger takes the console's lines (every action at info).
 	Logger zerolog.Logger
 	// SessionTTL is how long a sign-in lasts; zero is DefaultSessionTTL.
@@ -136,6 +142,8 @@ type page struct {
 	User   string
 	// CSRF is the token every action form carries.
 	CSRF string
+	// Remaps is true when rejected rows can be requeued (re-mapped).
+	Remaps bool
 	// Data is the page's own.
 	Data any
 }
@@ -143,7 +151,8 @@ type page struct {
 // render writes the page name with data, status code.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
 	c := h.auth.check(r)
-	p := page{Title: title, Enabled: h.auth.enabled(), CanAct: c.ok, User: c.user, CSRF: c.csrf, Data: data}
+	p := page{Title: title, Enabled: h.auth.enabled(), CanAct: c.ok, User: c.user, CSRF: c.csrf,
+		Remaps: h.cfg.RequeueRejected != nil, Data: data}
 	var b strings.Builder
 	if err := h.pages[name].Execute(&b, p); err != nil {
 		h.log.Error().Err(err).Str("page", name).Msg("render page")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/syncbuf"
 )
@@ -439,5 +440,58 @@ func TestSessionExpires(t *testing.T) {
 	now.Add(3601)
 	if code, _ := post(t, c, b.srv.URL+"/ui/requeue", form, ""); code != http.StatusUnauthorized {
 		t.Errorf("dry run after the session ended: %d, want 401", code)
+	}
+}
+
+// Rejected rows are requeued through Config.RequeueRejected, row by row:
+// the dry run counts those that would map now and changes nothing; the
+// action requeues them; without the hook the console refuses.
+func TestRequeueRejectedRows(t *testing.T) {
+	t.Parallel()
+	var calls, dryCalls int
+	b := setup(t, testToken, func(c *Config) {
+		c.RequeueRejected = func(ctx context.Context, id int64, dryRun bool) (bool, error) {
+			var key string
+			if err := c.DB.QueryRow(ctx, "SELECT event_id FROM inbox WHERE id = $1", id).Scan(&key); err != nil {
+				return false, err
+			}
+			if strings.HasSuffix(key, "-1") { // maps nowhere: still rejected
+				return false, nil
+			}
+			if dryRun {
+				dryCalls++
+				return true, nil
+			}
+			calls++
+			ok, err := driver.RequeueRejected(ctx, c.DB, id, "remapped-"+key, "order.created")
+			return ok, err
+		}
+	})
+	b.seed(t, "rejected", 4, "unknown", "orders", "no event id")
+	c, csrf := signedIn(t, b)
+	form := url.Values{"csrf": {csrf}, "status": {"rejected"}}
+	code, body := post(t, c, b.srv.URL+"/ui/requeue", form, "")
+	if code != http.StatusOK || idText(t, body, "count") != "3" {
+		t.Fatalf("dry run: %d, count %q, want 3\n%s", code, idText(t, body, "count"), body)
+	}
+	if calls != 0 || dryCalls != 3 {
+		t.Fatalf("the dry run requeued %d rows (%d dry)", calls, dryCalls)
+	}
+	form.Set("confirm", "yes")
+	code, body = post(t, c, b.srv.URL+"/ui/requeue", form, "")
+	if code != http.StatusOK || idText(t, body, "count") != "3" {
+		t.Fatalf("requeue: %d\n%s", code, body)
+	}
+	var received, rejected int
+	_ = b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FILTER (WHERE status = 'received'), count(*) FILTER (WHERE status = 'rejected') FROM inbox").Scan(&received, &rejected)
+	if received != 3 || rejected != 1 {
+		t.Errorf("after requeue: %d received, %d rejected; want 3, 1", received, rejected)
+	}
+
+	plain := setup(t, testToken)
+	plain.seed(t, "rejected", 1, "unknown", "orders", "no event id")
+	pc, pcsrf := signedIn(t, plain)
+	if code, _ := post(t, pc, plain.srv.URL+"/ui/requeue", url.Values{"csrf": {pcsrf}, "status": {"rejected"}}, ""); code != http.StatusBadRequest {
+		t.Errorf("requeue of rejected rows without the hook: %d, want 400", code)
 	}
 }

@@ -42,8 +42,20 @@ func openConsole(ctx context.Context, cfg config.Config, local console.Local, lo
 	if err != nil {
 		return nil, nil, err
 	}
+	mapping := ingestConfig(cfg).Mapping
 	h, err := console.New(console.Config{DB: db, Token: token, ShowPayloads: cfg.UIShowPayloads,
-		StaleAfter: cfg.StaleAfter, Local: local, Logger: log})
+		StaleAfter: cfg.StaleAfter, Local: local, Logger: log,
+		// A rejected row is re-mapped by the rules `inboxd requeue
+		// --status rejected` applies, with this process's mapping settings.
+		RequeueRejected: func(ctx context.Context, id int64, dryRun bool) (bool, error) {
+			conn, err := db.Acquire(ctx)
+			if err != nil {
+				return false, err
+			}
+			defer conn.Release()
+			outcome, _, err := requeueOneRejected(ctx, conn.Conn(), id, mapping, dryRun, false)
+			return outcome == outcomeRequeued, err
+		}})
 	if err != nil {
 		db.Close()
 		return nil, nil, err

@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,9 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/syncbuf"
 	"github.com/inboxd/inboxd/internal/testkit"
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
 )
 
 // `inboxd ui` serves the console alone: the overview shows the database's
@@ -83,5 +89,70 @@ func TestUITokenFileErrors(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(stderr, "INBOXD_UI_TOKEN_FILE:") || strings.Contains(stderr, "abc") {
 			t.Errorf("token file %s: exit %d, stderr:\n%s", f, code, stderr)
 		}
+	}
+}
+
+// The console re-maps a rejected row with this process's mapping settings,
+// by the rules `inboxd requeue --status rejected` applies: with the type
+// header the producer used now configured, the dry run counts the row and
+// the action hands it to the workers under its own event id.
+func TestConsoleRequeuesRejectedRowsWithTheConfiguration(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	strict := ingest.MapOptions{MaxPayload: 1024}
+	m := kafka.Message{Topic: "orders", Partition: 1, Offset: 7, Key: []byte("k"), Value: []byte(`{}`),
+		Headers: headers("event_id", "ev-7", "kind", "order.created")}
+	id, row := ingestMessage(t, db, m, strict)
+	if row.Status != ingest.StatusRejected {
+		t.Fatalf("setup: %+v", row)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	const token = "console-test-token-0123456789"
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load([]string{"INBOXD_DATABASE_URL=" + db.URL, "INBOXD_EVENT_TYPE_HEADERS=event_type,kind",
+		"INBOXD_MAX_PAYLOAD=1024", "INBOXD_UI_TOKEN_FILE=" + tokenFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, closeDB, err := openConsole(context.Background(), cfg, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDB()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	do := func(form url.Values) string {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/ui/requeue", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST %v: %d\n%s", form, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	form := url.Values{"status": {"rejected"}, "id": {itoa(id)}}
+	if body := do(form); !strings.Contains(body, `id="count">1<`) {
+		t.Fatalf("dry run does not count the row:\n%s", body)
+	}
+	if st := stateOf(t, db, id); st.Status != "rejected" {
+		t.Fatalf("the dry run changed the row to %s", st.Status)
+	}
+	form.Set("confirm", "yes")
+	do(form)
+	var status, eventID, eventType string
+	if err := db.Pool.QueryRow(context.Background(), `SELECT status, event_id, event_type FROM inbox WHERE id = $1`, id).
+		Scan(&status, &eventID, &eventType); err != nil {
+		t.Fatal(err)
+	}
+	if status != "received" || eventID != "ev-7" || eventType != "order.created" {
+		t.Fatalf("after the requeue: %s %s %s, want received ev-7 order.created", status, eventID, eventType)
 	}
 }
