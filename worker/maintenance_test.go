@@ -36,8 +36,11 @@ func TestPeriodicServiceContract(t *testing.T) {
 	var ended atomic.Int32
 	block := atomic.Bool{}
 	s := &periodic{interval: time.Millisecond, round: func(ctx context.Context) {
+		// Whether to block is decided before the round says it began: the
+		// round the test was told of before it set block must not block.
+		blocks := block.Load()
 		began <- struct{}{}
-		if block.Load() {
+		if blocks {
 			<-ctx.Done()
 		}
 		ended.Add(1)
