@@ -43,27 +43,7 @@ func TestConsoleStatementsReadTheirIndexes(t *testing.T) {
 		{"blocked", consoleBlockedSQL, pgx.NamedArgs{"before": math.MaxInt64, "limit": 50}, []string{"inbox_failed_idx", "inbox_key_hash_idx"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tx, err := db.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = tx.Rollback(ctx) }()
-			if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
-				t.Fatal(err)
-			}
-			args := []any{}
-			if c.args != nil {
-				args = append(args, c.args)
-			}
-			rows, err := tx.Query(ctx, "EXPLAIN "+c.sql, args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan := strings.Join(lines, "\n")
+			plan := planWithoutSeqScans(t, db, c.sql, c.args)
 			for _, w := range c.want {
 				if !strings.Contains(plan, w) {
 					t.Errorf("plan does not read %s:\n%s", w, plan)

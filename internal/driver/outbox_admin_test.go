@@ -52,27 +52,7 @@ func TestOutboxAdminStatementsReadThePartialIndexes(t *testing.T) {
 		{"rows by id", outboxRowsByIDSQL, pgx.NamedArgs{"ids": []int64{1, 2}}, "outbox_pkey"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tx, err := db.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = tx.Rollback(ctx) }()
-			if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
-				t.Fatal(err)
-			}
-			args := []any{}
-			if c.args != nil {
-				args = append(args, c.args)
-			}
-			rows, err := tx.Query(ctx, "EXPLAIN "+c.sql, args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan := strings.Join(lines, "\n")
+			plan := planWithoutSeqScans(t, db, c.sql, c.args)
 			if !strings.Contains(plan, c.want) || strings.Contains(plan, "Seq Scan on outbox ") {
 				t.Errorf("plan does not read %s only:\n%s", c.want, plan)
 			}
