@@ -322,6 +322,7 @@ func (c *claimer) claim(req claimRequest) (int, int64, error) {
 		jctx, cancel := context.WithCancelCause(c.work)
 		jobs[i] = &job{
 			ctx: jctx, cancel: cancel, row: claimed[i], token: token,
+			state:       jobClaimed, // not on the books until track
 			size:        claimed[i].size(),
 			leaseUntil:  sent.Add(p.cfg.Lease),
 			dbStarted:   claimed[i].Started,
