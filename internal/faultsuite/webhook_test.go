@@ -2,6 +2,7 @@ package faultsuite
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"sort"
 	"strings"
@@ -192,4 +193,18 @@ func missingRows(t testing.TB, db *pgxpool.Pool, source string, ids []string) []
 		t.Errorf("missing rows: %v", err)
 	}
 	return missing
+}
+
+// The sender signs per the Standard Webhooks specification: its published
+// test vector (runs without INBOXD_FAULT).
+func TestWebhookSenderSignsTheSpecVector(t *testing.T) {
+	key, err := base64.StdEncoding.DecodeString("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := WebhookSecret{Key: key, Encoded: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
+	got := s.Sign("msg_p5jXN8AQM9LWM0D4loKWxJek", "1614265330", []byte(`{"test": 2432232314}`))
+	if want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
+		t.Errorf("signature %s, want %s", got, want)
+	}
 }
