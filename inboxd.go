@@ -62,6 +62,10 @@ type Config struct {
 	// NATS configures the NATS JetStream source; nil runs none. It may run
 	// beside Ingest and AMQP.
 	NATS *ingest.NATSConfig
+	// Webhook configures the webhook source (signed HTTP requests on a
+	// listener of its own); nil runs none. It may run beside the others,
+	// or alone.
+	Webhook *ingest.WebhookConfig
 
 	// Outbox runs the outbox relay: the outbox table's rows (written with
 	// Emit or plain SQL) are published to their brokers. Nil runs none.
@@ -81,10 +85,11 @@ type Inboxd struct {
 	migrate   bool
 	pool      *worker.Pool
 	retention *worker.Retention
-	consumer  *ingest.Consumer   // nil without ingest
-	amqp      *ingest.AMQPSource // nil without a RabbitMQ source
-	nats      *ingest.NATSSource // nil without a NATS source
-	relay     *outboxRelay       // nil without the outbox
+	consumer  *ingest.Consumer      // nil without ingest
+	amqp      *ingest.AMQPSource    // nil without a RabbitMQ source
+	nats      *ingest.NATSSource    // nil without a NATS source
+	webhook   *ingest.WebhookSource // nil without a webhook source
+	relay     *outboxRelay          // nil without the outbox
 
 	mu        sync.Mutex
 	ran       bool               // Run was called
@@ -143,6 +148,11 @@ func New(cfg Config) (*Inboxd, error) {
 			errs = append(errs, err)
 		}
 	}
+	if cfg.Webhook != nil {
+		if _, err := ingest.NewWebhook(*cfg.Webhook, cfg.DB, cfg.Logger, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if cfg.Outbox != nil {
 		if r, err := newOutboxRelay(*cfg.Outbox, cfg.DB, cfg.Logger, nil); err != nil {
 			errs = append(errs, err)
@@ -182,6 +192,11 @@ func New(cfg Config) (*Inboxd, error) {
 	}
 	if cfg.NATS != nil {
 		if ib.nats, err = ingest.NewNATS(*cfg.NATS, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Webhook != nil {
+		if ib.webhook, err = ingest.NewWebhook(*cfg.Webhook, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
 			return nil, err
 		}
 	}
@@ -270,6 +285,14 @@ func (ib *Inboxd) Run(ctx context.Context) error {
 			return nil
 		})
 	}
+	if ib.webhook != nil {
+		g.Go(func() error {
+			if err := ib.webhook.Run(gctx); err != nil {
+				return fmt.Errorf("ingest (webhooks): %w", err)
+			}
+			return nil
+		})
+	}
 	if ib.relay != nil {
 		g.Go(func() error { return ib.relay.run(gctx) })
 	}
@@ -294,7 +317,7 @@ func (ib *Inboxd) waitRunning(ctx context.Context) bool {
 	}
 	reachable := func() bool {
 		return (ib.consumer == nil || ib.consumer.Reachable()) && (ib.amqp == nil || ib.amqp.Reachable()) &&
-			(ib.nats == nil || ib.nats.Reachable())
+			(ib.nats == nil || ib.nats.Reachable()) && (ib.webhook == nil || ib.webhook.Reachable())
 	}
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
@@ -379,6 +402,9 @@ func (ib *Inboxd) Ready(ctx context.Context) error {
 	}
 	if ib.nats != nil && !ib.nats.Ready() {
 		return errors.New("ingest not ready: source_kind=nats (cannot persist to the database, or not connected to NATS with every stream's consumer bound)")
+	}
+	if ib.webhook != nil && !ib.webhook.Ready() {
+		return errors.New("ingest not ready: source_kind=webhook (cannot persist to the database, or not listening)")
 	}
 	if ib.relay != nil && !ib.relay.Ready() {
 		return errors.New("outbox relay not ready (cannot renew its shard leases in the database)")

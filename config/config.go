@@ -134,6 +134,21 @@ type Config struct {
 	// NATSTLSKeyFile is the client key (PEM) for mutual TLS.
 	NATSTLSKeyFile string `env:"INBOXD_NATS_TLS_KEY_FILE" help:"client key (PEM) for TLS to NATS"`
 
+	// WebhookAddr is the webhook listener's address; empty runs no webhook
+	// source.
+	WebhookAddr string `env:"INBOXD_WEBHOOK_ADDR" help:"listen address of the webhook source (POST /webhooks/<name>); empty = no webhook source"`
+	// WebhookSources names the webhook sources file (YAML).
+	WebhookSources string `env:"INBOXD_WEBHOOK_SOURCES" help:"webhook sources file (YAML: name, verify, secret_file, event_id, event_type, key, max_body); required with INBOXD_WEBHOOK_ADDR"`
+	// WebhookTLSCertFile is the webhook listener's certificate (PEM).
+	WebhookTLSCertFile string `env:"INBOXD_WEBHOOK_TLS_CERT_FILE" help:"certificate (PEM) of the webhook listener, with INBOXD_WEBHOOK_TLS_KEY_FILE: serves HTTPS"`
+	// WebhookTLSKeyFile is the webhook listener's key (PEM).
+	WebhookTLSKeyFile string `env:"INBOXD_WEBHOOK_TLS_KEY_FILE" help:"key (PEM) of the webhook listener"`
+	// WebhookWriteTimeout bounds a webhook request's wait for its batch's
+	// commit; after it the request is answered 503 with Retry-After.
+	WebhookWriteTimeout time.Duration `env:"INBOXD_WEBHOOK_WRITE_TIMEOUT" envDefault:"10s" help:"longest a webhook request waits for the commit of its row before a 503 with Retry-After"`
+	// WebhookMaxRequests caps the webhook requests served at once.
+	WebhookMaxRequests int `env:"INBOXD_WEBHOOK_MAX_REQUESTS" envDefault:"1024" help:"webhook requests served at once; more are answered 503 with Retry-After"`
+
 	// IngestBatchSize closes an ingest batch when it holds this many messages.
 	IngestBatchSize int `env:"INBOXD_INGEST_BATCH_SIZE" help:"messages that close an ingest batch"`
 	// IngestBatchTimeout closes a non-empty ingest batch after this long.
@@ -520,6 +535,22 @@ func (c Config) Validate() error {
 		bad("INBOXD_NATS_TLS_CERT_FILE", "and INBOXD_NATS_TLS_KEY_FILE must be set together")
 	}
 
+	if c.WebhookAddr != "" && c.WebhookSources == "" {
+		bad("INBOXD_WEBHOOK_SOURCES", "is required when INBOXD_WEBHOOK_ADDR is set")
+	} else if c.WebhookAddr == "" && c.WebhookSources != "" {
+		bad("INBOXD_WEBHOOK_ADDR", "is required when INBOXD_WEBHOOK_SOURCES is set")
+	}
+	if c.WebhookAddr != "" && !strings.Contains(c.WebhookAddr, ":") {
+		bad("INBOXD_WEBHOOK_ADDR", "%q is not host:port (or :port)", c.WebhookAddr)
+	}
+	if (c.WebhookTLSCertFile == "") != (c.WebhookTLSKeyFile == "") {
+		bad("INBOXD_WEBHOOK_TLS_CERT_FILE", "and INBOXD_WEBHOOK_TLS_KEY_FILE must be set together")
+	}
+	minDur(&errs, "INBOXD_WEBHOOK_WRITE_TIMEOUT", c.WebhookWriteTimeout, 100*time.Millisecond)
+	if c.WebhookMaxRequests < 1 {
+		bad("INBOXD_WEBHOOK_MAX_REQUESTS", "must be at least 1, got %d", c.WebhookMaxRequests)
+	}
+
 	if c.IngestBatchSize < 1 || c.IngestBatchSize > ingest.MaxBatchSize {
 		bad("INBOXD_INGEST_BATCH_SIZE", "must be between 1 and %d, got %d", ingest.MaxBatchSize, c.IngestBatchSize)
 	}
@@ -612,6 +643,10 @@ func (c Config) AMQPEnabled() bool { return c.AMQPURL != "" && len(c.AMQPQueues)
 // NATSEnabled reports whether the NATS JetStream source runs
 // (INBOXD_NATS_URL and INBOXD_NATS_STREAMS set).
 func (c Config) NATSEnabled() bool { return c.NATSURL != "" && len(c.NATSStreams) > 0 }
+
+// WebhookEnabled reports whether the webhook source runs
+// (INBOXD_WEBHOOK_ADDR set).
+func (c Config) WebhookEnabled() bool { return c.WebhookAddr != "" }
 
 // natsBadNameChars are the characters a JetStream stream or consumer name
 // cannot hold.

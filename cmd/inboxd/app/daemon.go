@@ -41,7 +41,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	log.Info().Str("version", versionString()).Str("database", cfg.Redacted()).
 		Bool("ingest", cfg.IngestEnabled()).Strs("topics", cfg.KafkaTopics).Str("group", cfg.KafkaGroup).
 		Strs("amqp_queues", cfg.AMQPQueues).
-		Strs("nats_streams", cfg.NATSStreams).
+		Strs("nats_streams", cfg.NATSStreams).Str("webhook_addr", cfg.WebhookAddr).
 		Int("workers", cfg.Workers).Dur("lease", cfg.Lease).Int("max_attempts", cfg.MaxAttempts).
 		Int("engine_conns", engineConns).Int("tx_conns", txConns).Dur("retention", cfg.Retention).
 		Msg("starting")
@@ -80,7 +80,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	if err != nil {
 		return usageError{err}
 	}
-	publishOnly := cfg.Outbox && !cfg.IngestEnabled() && !cfg.AMQPEnabled() && !cfg.NATSEnabled()
+	publishOnly := cfg.Outbox && !cfg.IngestEnabled() && !cfg.AMQPEnabled() && !cfg.NATSEnabled() && !cfg.WebhookEnabled()
 	if cfg.Routes == "" && reg.Types() == 0 && publishOnly {
 		log.Warn().Msg("no routes and no source: this replica relays the outbox; rows written to the inbox table would go dead")
 	} else if cfg.Routes == "" && reg.Types() == 0 {
@@ -109,6 +109,10 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		ic := ingestConfig(cfg)
 		ingestCfg = &ic
 	}
+	webhookCfg, err := webhookConfig(cfg)
+	if err != nil {
+		return usageError{err}
+	}
 	ib, err := inboxd.New(inboxd.Config{
 		Registry:   reg,
 		DB:         db,
@@ -120,6 +124,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		Ingest:     ingestCfg,
 		AMQP:       amqpConfig(cfg),
 		NATS:       natsConfig(cfg),
+		Webhook:    webhookCfg,
 		Outbox:     outboxConfig(cfg),
 		Migrate:    migrateFirst,
 	})

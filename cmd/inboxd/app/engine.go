@@ -111,6 +111,30 @@ func natsConfig(c config.Config) *ingest.NATSConfig {
 	}
 }
 
+// webhookConfig translates the daemon's configuration into the webhook
+// source's, reading the sources file and its secret files; nil when
+// INBOXD_WEBHOOK_ADDR is not set.
+func webhookConfig(c config.Config) (*ingest.WebhookConfig, error) {
+	if !c.WebhookEnabled() {
+		return nil, nil
+	}
+	sources, err := ingest.LoadWebhookSources(c.WebhookSources)
+	if err != nil {
+		return nil, err
+	}
+	k := ingestConfig(c) // one translation of the batching and mapping settings
+	return &ingest.WebhookConfig{
+		Addr:         c.WebhookAddr,
+		Sources:      sources,
+		TLSCertFile:  c.WebhookTLSCertFile,
+		TLSKeyFile:   c.WebhookTLSKeyFile,
+		WriteTimeout: c.WebhookWriteTimeout,
+		MaxRequests:  c.WebhookMaxRequests,
+		Pipeline: ingest.PipelineConfig{BatchSize: k.BatchSize, BatchTimeout: k.BatchTimeout, BatchBytes: k.BatchBytes,
+			Mapping: k.Mapping},
+	}, nil
+}
+
 // outboxConfig translates the daemon's configuration into the outbox
 // relay's; nil without INBOXD_OUTBOX=true. The brokers published to are
 // the sources' (their connection settings alone: a broker without topics,
