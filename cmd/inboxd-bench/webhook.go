@@ -246,9 +246,9 @@ func freeAddr() (string, error) {
 // signed beforehand, posted by conns senders at once to a warm daemon,
 // timed from the first request to the last 200 (a 200 is answered once the
 // row has committed, so then every row is stored); every other answer is
-// retried and counted. Then, on the same daemon, latencySeconds of requests
+// retried and counted. Then, on the same daemon, latencyFor of requests
 // at load × that rate (0: none).
-func benchWebhook(ctx context.Context, env *environment, n, conns int, load float64, latencySeconds time.Duration, logf func(string, ...any)) (Rate, *WebhookResults, error) {
+func benchWebhook(ctx context.Context, env *environment, n, conns int, load float64, latencyFor time.Duration, logf func(string, ...any)) (Rate, *WebhookResults, error) {
 	w, err := startWebhookWorld(ctx, env, conns)
 	if err != nil {
 		return Rate{}, nil, err
@@ -309,13 +309,13 @@ func benchWebhook(ctx context.Context, env *environment, n, conns int, load floa
 	r.CPU = cpu
 	res := &WebhookResults{Events: n, Concurrency: conns, PayloadBytes: len(benchPayload), Retried: int(retried.Load())}
 	logf("  webhook   %9.0f requests/s  (%d requests, %d senders, in %.2fs; %d retried%s)", r.PerSecond, n, conns, r.Seconds, res.Retried, r.note())
-	if latencySeconds > 0 {
+	if latencyFor > 0 {
 		// Let the workers process the backlog first: the paced run should
 		// not share the machine with it.
 		if err := waitAllProcessed(ctx, w, "ev-", n); err != nil {
 			return Rate{}, nil, err
 		}
-		lat, err := webhookLatency(ctx, w, load, load*r.PerSecond, latencySeconds)
+		lat, err := webhookLatency(ctx, w, load, load*r.PerSecond, latencyFor)
 		if err != nil {
 			return Rate{}, nil, fmt.Errorf("latency: %w", err)
 		}
@@ -506,13 +506,13 @@ func waitStored(ctx context.Context, pool *pgxpool.Pool, source string, lastIDs 
 
 // benchWebhookRuns runs the Kafka source's run, then the webhook run and
 // its latency run; the rates are webhook-kafka and webhook.
-func benchWebhookRuns(ctx context.Context, env *environment, n, conns int, load float64, latencySeconds time.Duration, logf func(string, ...any)) ([]Rate, *WebhookResults, error) {
+func benchWebhookRuns(ctx context.Context, env *environment, n, conns int, load float64, latencyFor time.Duration, logf func(string, ...any)) ([]Rate, *WebhookResults, error) {
 	kr, err := benchKafkaStored(ctx, env, n)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafka: %w", err)
 	}
 	logf("  %-21s %9.0f events/s  (%d events in %.2fs%s)", kr.Name, kr.PerSecond, kr.Events, kr.Seconds, kr.note())
-	wr, res, err := benchWebhook(ctx, env, n, conns, load, latencySeconds, logf)
+	wr, res, err := benchWebhook(ctx, env, n, conns, load, latencyFor, logf)
 	if err != nil {
 		return nil, nil, err
 	}
