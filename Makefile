@@ -63,6 +63,8 @@ fuzz-short:
 	$(GO) test -run='^$$' -fuzz='^FuzzConfigLoad$$' -fuzztime=50000x ./config/
 	$(GO) test -run='^$$' -fuzz='^FuzzMapMessage$$' -fuzztime=50000x ./ingest/
 	$(GO) test -run='^$$' -fuzz='^FuzzEncodeHeaders$$' -fuzztime=50000x ./ingest/
+	$(GO) test -run='^$$' -fuzz='^FuzzWebhookVerify$$' -fuzztime=50000x ./ingest/
+	$(GO) test -run='^$$' -fuzz='^FuzzWebhookExtract$$' -fuzztime=50000x ./ingest/
 	$(GO) test -run='^$$' -fuzz='^FuzzParseRoutes$$' -fuzztime=50000x ./handlers/
 	$(GO) test -run='^$$' -fuzz='^FuzzIdempotencyKey$$' -fuzztime=50000x ./handlers/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeHeaders$$' -fuzztime=50000x ./worker/
