@@ -48,6 +48,10 @@ func chartLabel(r Rate) string {
 		return "inboxd outbox\nrelay → Kafka"
 	case "outbox-publish":
 		return "raw Kafka producer\nalone (ceiling)"
+	case "webhook":
+		return "inboxd ← webhooks\n(signed POSTs)"
+	case "webhook-kafka":
+		return "inboxd ← Kafka\nsame rows, stored"
 	case "retained":
 		return fmt.Sprintf("inboxd end to end\n%s retained rows", strings.TrimSuffix(strings.TrimPrefix(r.Label, "inboxd end to end, "), " retained rows"))
 	}

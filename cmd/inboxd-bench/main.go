@@ -41,6 +41,15 @@
 //     medians recorded. Then -outbox-latency-seconds of a writer committing
 //     one row per transaction at -latency-load of the relay's median rate,
 //     with a consumer of the topic measuring commit → consumed;
+//   - webhook: the daemon with a standard-webhooks source only
+//     (INBOXD_WEBHOOK_ADDR, INBOXD_WEBHOOK_SOURCES), warm, taking
+//     -webhook-events requests signed beforehand from -webhook-senders
+//     concurrent senders in this process, timed from the first request to
+//     the last 200 (answered once its row has committed); beside it the same
+//     rows from a kfake topic filled beforehand, timed from the first row
+//     stored to the last (webhook-kafka); then request latency for
+//     -webhook-latency-seconds at -latency-load of the webhook rate, open
+//     loop;
 //   - latency: the same daemon at fixed offered loads (fractions -loads of
 //     the end-to-end maximum measured in the run): p50/p95/p99 from
 //     received_at to processed_at and from the Kafka produce time (a
@@ -100,10 +109,10 @@ func main() {
 }
 
 // parts are the measurements, in the order they run.
-var parts = []string{"raw", "river", "pool", "e2e", "retained", "rabbitmq", "nats", "outbox", "latency", "memory", "explain", "long"}
+var parts = []string{"raw", "river", "pool", "e2e", "retained", "rabbitmq", "nats", "outbox", "webhook", "latency", "memory", "explain", "long"}
 
 // defaultParts is what runs without -run: everything but the long run.
-const defaultParts = "raw,river,pool,e2e,retained,rabbitmq,nats,outbox,latency,memory,explain"
+const defaultParts = "raw,river,pool,e2e,retained,rabbitmq,nats,outbox,webhook,latency,memory,explain"
 
 // options are the parsed flags.
 type options struct {
@@ -126,6 +135,10 @@ type options struct {
 	outboxKeys           int
 	outboxRuns           int
 	outboxLatencySeconds float64
+
+	webhookEvents         int
+	webhookSenders        int
+	webhookLatencySeconds float64
 
 	memEvents    int
 	memBigEvents int
@@ -163,6 +176,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.outboxKeys, "outbox-keys", 256, "distinct keys of the outbox rows")
 	fs.IntVar(&o.outboxRuns, "outbox-runs", 3, "outbox relay runs and raw producer runs, alternating (the medians are recorded)")
 	fs.Float64Var(&o.outboxLatencySeconds, "outbox-latency-seconds", 20, "how long the outbox latency run writes, at -latency-load of the relay's rate; 0 = no latency run")
+	fs.IntVar(&o.webhookEvents, "webhook-events", 50_000, "signed requests of the webhook run (and records of the Kafka run beside it)")
+	fs.IntVar(&o.webhookSenders, "webhook-senders", 64, "requests in flight during the webhook run")
+	fs.Float64Var(&o.webhookLatencySeconds, "webhook-latency-seconds", 10, "how long the webhook latency run sends, at -latency-load of the webhook rate; 0 = no latency run")
 	fs.IntVar(&o.memEvents, "mem-events", 100_000, "1 KiB events of the memory measurement")
 	fs.IntVar(&o.memBigEvents, "mem-big-events", 700, "1 MiB events of the memory measurement")
 	fs.StringVar(&o.inboxdBin, "inboxd", "", "inboxd binary for the memory measurement; empty = go build ./cmd/inboxd into a temporary directory")
@@ -214,6 +230,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("-outbox-events must be at least 1000, -outbox-keys and -outbox-runs positive")
 	case o.outboxLatencySeconds != 0 && o.outboxLatencySeconds < 1:
 		return nil, errors.New("-outbox-latency-seconds must be 0 or at least 1")
+	case o.webhookEvents < 1000 || o.webhookSenders < 1:
+		return nil, errors.New("-webhook-events must be at least 1000, -webhook-senders positive")
+	case o.webhookLatencySeconds != 0 && o.webhookLatencySeconds < 1:
+		return nil, errors.New("-webhook-latency-seconds must be 0 or at least 1")
 	case o.latencySeconds < 1:
 		return nil, errors.New("-latency-seconds must be at least 1")
 	case o.longMinutes < 1:
@@ -344,6 +364,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		res.Outbox = ob
 		if len(res.Rates) == len(rs) {
 			res.Events = o.outboxEvents // the charts' title: the outbox's are the only rates
+		}
+	}
+	if o.parts["webhook"] {
+		logf("… webhook (%d signed requests, %d senders, beside the same rows from Kafka)", o.webhookEvents, o.webhookSenders)
+		rs, wh, err := benchWebhookRuns(ctx, env, o.webhookEvents, o.webhookSenders, o.latencyLoad,
+			time.Duration(o.webhookLatencySeconds*float64(time.Second)), logf)
+		if err != nil {
+			return fmt.Errorf("webhook: %w", err)
+		}
+		res.Rates = append(res.Rates, rs...)
+		res.Webhook = wh
+		if len(res.Rates) == len(rs) {
+			res.Events = o.webhookEvents // the charts' title: the webhook's are the only rates
 		}
 	}
 	if o.parts["explain"] {

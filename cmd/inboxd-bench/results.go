@@ -30,6 +30,9 @@ type Results struct {
 	// Outbox is the outbox measurement's detail (every run, the latency),
 	// when it ran; its medians are the rates outbox and outbox-publish.
 	Outbox *OutboxResults `json:"outbox,omitempty"`
+	// Webhook is the webhook measurement's detail (the ratio, the latency
+	// run), when it ran; its rates are webhook and webhook-kafka.
+	Webhook *WebhookResults `json:"webhook,omitempty"`
 	// Memory are the peak-RSS measurements, when they ran.
 	Memory []MemoryRun `json:"memory,omitempty"`
 	// Targets are the issue's targets checked against this run.
@@ -96,7 +99,8 @@ type Settings struct {
 // Rate is one throughput measurement.
 type Rate struct {
 	// Name is raw, river, pool, e2e, retained, rabbitmq-publish, rabbitmq,
-	// rabbitmq-prefetch1000, nats-publish, nats, outbox or outbox-publish
+	// rabbitmq-prefetch1000, nats-publish, nats, outbox, outbox-publish,
+	// webhook or webhook-kafka
 	// (the -publish rates are the broker's publishing alone: the ceiling of
 	// the run beside them; outbox-publish is a raw Kafka producer's).
 	Name string `json:"name"`
@@ -402,6 +406,9 @@ func (r *Results) evaluate() {
 	if r.Outbox != nil && r.Outbox.Latency != nil {
 		check(fmt.Sprintf("p99 outbox commit→consumed at %.0f%% load < 100 ms", r.Outbox.Latency.Load*100), r.Outbox.Latency.CommitToConsumed.P99MS, 100, false, "ms")
 	}
+	if v, ok := ratio("webhook", "webhook-kafka"); ok && r.Webhook != nil {
+		r.Webhook.Ratio = v
+	}
 	if r.Latency != nil {
 		for _, p := range r.Latency.Points {
 			if p.Load == r.Latency.Load {
@@ -461,6 +468,21 @@ func printResults(out io.Writer, r *Results, long *LongResults) {
 			fmt.Fprintf(out, "  at %.0f%% load (%s rows/s offered, %s written, one per transaction, %.0fs): commit→consumed p50 %.1f p95 %.1f p99 %.1f max %.1f ms; created_at→published_at p50 %.1f p95 %.1f p99 %.1f ms\n",
 				l.Load*100, comma(l.Offered), comma(l.Written), l.Seconds, l.CommitToConsumed.P50MS, l.CommitToConsumed.P95MS, l.CommitToConsumed.P99MS, l.CommitToConsumed.MaxMS,
 				l.CreatedToPublished.P50MS, l.CreatedToPublished.P95MS, l.CreatedToPublished.P99MS)
+		}
+		fmt.Fprintln(out)
+	}
+	if wh := r.Webhook; wh != nil {
+		fmt.Fprintf(out, "webhooks in, %s signed requests of %d bytes, %d senders, against the same rows from Kafka (both until every row is stored):\n", comma(float64(wh.Events)), wh.PayloadBytes, wh.Concurrency)
+		if x, ok := r.rate("webhook"); ok {
+			fmt.Fprintf(out, "  webhook %s requests/s (%d retried)", comma(x.PerSecond), wh.Retried)
+		}
+		if k, ok := r.rate("webhook-kafka"); ok {
+			fmt.Fprintf(out, ", Kafka source %s rows/s: ratio %.2f", comma(k.PerSecond), wh.Ratio)
+		}
+		fmt.Fprintln(out)
+		if l := wh.Latency; l != nil {
+			fmt.Fprintf(out, "  at %.0f%% load (%s requests/s offered, %s sent, %.0fs, %d not 200): request p50 %.1f p95 %.1f p99 %.1f max %.1f ms\n",
+				l.Load*100, comma(l.Offered), comma(l.Sent), l.Seconds, l.Non200, l.Request.P50MS, l.Request.P95MS, l.Request.P99MS, l.Request.MaxMS)
 		}
 		fmt.Fprintln(out)
 	}
