@@ -104,25 +104,7 @@ func TestWebhookServesTLS(t *testing.T) {
 // the read-header timeout.
 func TestWebhookCapsRequestsAndSlowClients(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
-	pu, err := url.Parse(db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := netfault.New(pu.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Close)
-	pg, err := proxy.Rewrite(db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(t.Context(), pg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, proxy := proxiedPool(t)
 	b := setupWebhook(t, pool, func(c *WebhookConfig) {
 		c.MaxRequests = 1
 		c.WriteTimeout = 3 * time.Second
@@ -172,4 +154,30 @@ func TestWebhookCapsRequestsAndSlowClients(t *testing.T) {
 	if took := time.Since(start); err != nil || took > 5*time.Second {
 		t.Fatalf("slow client: the connection stayed open %s (%v); want it closed after the 300ms read-header timeout", took, err)
 	}
+}
+
+// proxiedPool is a pool on a test database of its own reached through a
+// netfault proxy, to cut the database off under a running source.
+func proxiedPool(t *testing.T) (*pgxpool.Pool, *netfault.Proxy) {
+	t.Helper()
+	db := pgtest.New(t)
+	pu, err := url.Parse(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := netfault.New(pu.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	u, err := proxy.Rewrite(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, proxy
 }

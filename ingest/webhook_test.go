@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
-	"github.com/inboxd/inboxd/internal/netfault"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
@@ -306,25 +304,7 @@ func TestWebhookConcurrentRequestsShareBatches(t *testing.T) {
 // Retry-After; once it is back the sender's retries are stored, each once.
 func TestWebhookDatabaseDownAnswers503(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
-	pu, err := url.Parse(db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := netfault.New(pu.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Close)
-	u, err := proxy.Rewrite(db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(t.Context(), u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, proxy := proxiedPool(t)
 	b := setupWebhook(t, pool, func(c *WebhookConfig) { c.WriteTimeout = 500 * time.Millisecond })
 	body := func(i int) []byte { return fmt.Appendf(nil, `{"type":"t","n":%d}`, i) }
 
