@@ -320,24 +320,11 @@ func benchEndToEnd(ctx context.Context, env *environment, n, retained int, prof 
 		prep = time.Since(start)
 	}
 
-	k, err := newKafka(0, 5*time.Millisecond)
+	k, lastIDs, routes, cleanup, err := filledKafka(ctx, n)
 	if err != nil {
 		return Rate{}, err
 	}
-	defer k.close()
-	lastIDs, err := k.fill(ctx, "ev-", n, func(int) []byte { return benchPayload })
-	if err != nil {
-		return Rate{}, err
-	}
-	dir, err := os.MkdirTemp("", "inboxd-bench-")
-	if err != nil {
-		return Rate{}, err
-	}
-	defer os.RemoveAll(dir)
-	routes, err := routesFile(dir)
-	if err != nil {
-		return Rate{}, err
-	}
+	defer cleanup()
 
 	m, err := measureDaemon(ctx, db, pool, topic, lastIDs, n, daemonEnv(db, k, routes), prof, "")
 	if err != nil {
@@ -623,4 +610,32 @@ func humanCount(n int) string {
 		return fmt.Sprintf("%dk", n/1000)
 	}
 	return strconv.Itoa(n)
+}
+
+// filledKafka starts a cluster whose topic holds n events of benchPayload
+// (ids ev-0 … ev-(n-1)) and writes the routes file the daemon runs with; it
+// returns the cluster, the last id of each partition, the routes file, and
+// what releases them.
+func filledKafka(ctx context.Context, n int) (k *kafka, lastIDs []string, routes string, cleanup func(), err error) {
+	k, err = newKafka(0, 5*time.Millisecond)
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	lastIDs, err = k.fill(ctx, "ev-", n, func(int) []byte { return benchPayload })
+	if err != nil {
+		k.close()
+		return nil, nil, "", nil, err
+	}
+	dir, err := os.MkdirTemp("", "inboxd-bench-")
+	if err != nil {
+		k.close()
+		return nil, nil, "", nil, err
+	}
+	routes, err = routesFile(dir)
+	if err != nil {
+		k.close()
+		_ = os.RemoveAll(dir)
+		return nil, nil, "", nil, err
+	}
+	return k, lastIDs, routes, func() { k.close(); _ = os.RemoveAll(dir) }, nil
 }

@@ -428,24 +428,11 @@ func benchKafkaStored(ctx context.Context, env *environment, n int) (Rate, error
 		return Rate{}, err
 	}
 	defer done()
-	k, err := newKafka(0, 5*time.Millisecond)
+	k, lastIDs, routes, cleanup, err := filledKafka(ctx, n)
 	if err != nil {
 		return Rate{}, err
 	}
-	defer k.close()
-	lastIDs, err := k.fill(ctx, "ev-", n, func(int) []byte { return benchPayload })
-	if err != nil {
-		return Rate{}, err
-	}
-	dir, err := os.MkdirTemp("", "inboxd-bench-")
-	if err != nil {
-		return Rate{}, err
-	}
-	defer os.RemoveAll(dir)
-	routes, err := routesFile(dir)
-	if err != nil {
-		return Rate{}, err
-	}
+	defer cleanup()
 	meter, err := startCPUMeter(ctx, pool, db)
 	if err != nil {
 		return Rate{}, err
