@@ -101,27 +101,8 @@ func TestSmallRun(t *testing.T) {
 		testkit.Unavailable(t, "-short: TestSmallRun runs the benchmark against PostgreSQL")
 	}
 	dir := t.TempDir()
-	var out bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	err := run(ctx, []string{"-events", "1000", "-run", "raw,river,pool,e2e,latency", "-loads", "0.2",
-		"-latency-load", "0.2", "-latency-seconds", "1", "-river-workers", "50", "-out", dir}, &out)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	for _, want := range []string{"raw SQL yardstick", "River (50 workers)", "inboxd worker pool", "inboxd end to end", "targets:"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
-		}
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res Results
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
+	b, res := smallRun(t, dir, []string{"-events", "1000", "-run", "raw,river,pool,e2e,latency", "-loads", "0.2",
+		"-latency-load", "0.2", "-latency-seconds", "1", "-river-workers", "50"}, "raw SQL yardstick", "River (50 workers)", "inboxd worker pool", "inboxd end to end", "targets:")
 	if len(res.Rates) != 4 || res.Latency == nil || len(res.Latency.Points) != 1 || res.Latency.Points[0].Events == 0 {
 		t.Errorf("results.json: %s", b)
 	}
@@ -231,4 +212,31 @@ func TestBrokerRuns(t *testing.T) {
 			t.Errorf("stream %s left behind", n)
 		}
 	}
+}
+
+// smallRun runs the benchmark with args into dir (-out is added), checks
+// that its output says each of want, and returns results.json as written
+// and parsed.
+func smallRun(t *testing.T, dir string, args []string, want ...string) ([]byte, Results) {
+	t.Helper()
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := run(ctx, append(args, "-out", dir), &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, w := range want {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out.String())
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	return b, res
 }

@@ -2,14 +2,10 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/inboxd/inboxd/internal/testkit"
 )
@@ -52,26 +48,8 @@ func TestOutboxRun(t *testing.T) {
 		testkit.Unavailable(t, "-short: TestOutboxRun runs the benchmark against PostgreSQL")
 	}
 	dir := t.TempDir()
-	var out bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if err := run(ctx, []string{"-run", "outbox", "-outbox-events", "1000", "-outbox-keys", "10", "-outbox-runs", "2",
-		"-outbox-latency-seconds", "1", "-latency-load", "0.2", "-out", dir}, &out); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	for _, want := range []string{"outbox → Kafka", "relay ÷ raw producer", "p99 outbox commit→consumed at 20% load"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
-		}
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res Results
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
+	b, res := smallRun(t, dir, []string{"-run", "outbox", "-outbox-events", "1000", "-outbox-keys", "10", "-outbox-runs", "2",
+		"-outbox-latency-seconds", "1", "-latency-load", "0.2"}, "outbox → Kafka", "relay ÷ raw producer", "p99 outbox commit→consumed at 20% load")
 	if len(res.Rates) != 2 || res.Rates[0].Name != "outbox" || res.Rates[1].Name != "outbox-publish" {
 		t.Fatalf("rates: %+v", res.Rates)
 	}

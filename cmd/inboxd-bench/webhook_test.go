@@ -2,14 +2,10 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
-	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/inboxd/inboxd/internal/testkit"
 )
@@ -36,26 +32,8 @@ func TestWebhookRun(t *testing.T) {
 		testkit.Unavailable(t, "-short: TestWebhookRun runs the benchmark against PostgreSQL")
 	}
 	dir := t.TempDir()
-	var out bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if err := run(ctx, []string{"-run", "webhook", "-webhook-events", "1000", "-webhook-senders", "8",
-		"-webhook-latency-seconds", "1", "-latency-load", "0.2", "-out", dir}, &out); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	for _, want := range []string{"webhooks in", "Kafka source", "at 20% load"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
-		}
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res Results
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
+	b, res := smallRun(t, dir, []string{"-run", "webhook", "-webhook-events", "1000", "-webhook-senders", "8",
+		"-webhook-latency-seconds", "1", "-latency-load", "0.2"}, "webhooks in", "Kafka source", "at 20% load")
 	if len(res.Rates) != 2 || res.Rates[0].Name != "webhook-kafka" || res.Rates[1].Name != "webhook" {
 		t.Fatalf("rates: %+v", res.Rates)
 	}
