@@ -66,6 +66,11 @@ type Config struct {
 	// listener of its own); nil runs none. It may run beside the others,
 	// or alone.
 	Webhook *ingest.WebhookConfig
+	// NoHandOff keeps the sources from handing the rows they store to this
+	// engine's idle handlers (the hand-off at ingest: see worker.Pool's
+	// Reserve). With it, every row waits for a claim, as rows written by
+	// other writers do.
+	NoHandOff bool
 
 	// Outbox runs the outbox relay: the outbox table's rows (written with
 	// Emit or plain SQL) are published to their brokers. Nil runs none.
@@ -180,23 +185,37 @@ func New(cfg Config) (*Inboxd, error) {
 	if ib.retention, err = worker.NewRetention(cfg.DB, rcfg, cfg.Logger, cfg.Registerer); err != nil {
 		return nil, err
 	}
+	// The sources hand the rows they store to this engine's idle handlers
+	// (ingest.HandOff), unless told not to.
+	var handOff ingest.HandOff
+	if !cfg.NoHandOff {
+		handOff = ib.pool
+	}
 	if cfg.Ingest != nil {
-		if ib.consumer, err = ingest.New(*cfg.Ingest, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
+		c := *cfg.Ingest
+		c.HandOff = handOff
+		if ib.consumer, err = ingest.New(c, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.AMQP != nil {
-		if ib.amqp, err = ingest.NewAMQP(*cfg.AMQP, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
+		c := *cfg.AMQP
+		c.Pipeline.HandOff = handOff
+		if ib.amqp, err = ingest.NewAMQP(c, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.NATS != nil {
-		if ib.nats, err = ingest.NewNATS(*cfg.NATS, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
+		c := *cfg.NATS
+		c.Pipeline.HandOff = handOff
+		if ib.nats, err = ingest.NewNATS(c, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.Webhook != nil {
-		if ib.webhook, err = ingest.NewWebhook(*cfg.Webhook, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
+		c := *cfg.Webhook
+		c.Pipeline.HandOff = handOff
+		if ib.webhook, err = ingest.NewWebhook(c, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
 			return nil, err
 		}
 	}

@@ -149,6 +149,9 @@ type Config struct {
 	// WebhookMaxRequests caps the webhook requests served at once.
 	WebhookMaxRequests int `env:"INBOXD_WEBHOOK_MAX_REQUESTS" envDefault:"1024" help:"webhook requests served at once; more are answered 503 with Retry-After"`
 
+	// IngestHandOff lets ingest hand the rows it stores to this replica's
+	// idle handlers, reserved for them, with no claim (inboxd.Config.NoHandOff).
+	IngestHandOff bool `env:"INBOXD_INGEST_HANDOFF" envDefault:"true" help:"hand the rows ingest stores to this replica's idle handlers at once, reserved for them, instead of waiting for a claim (rows of ordered, paused, breaker-open and rate-limited routes always wait for a claim)"`
 	// IngestBatchSize closes an ingest batch when it holds this many messages.
 	IngestBatchSize int `env:"INBOXD_INGEST_BATCH_SIZE" help:"messages that close an ingest batch"`
 	// IngestBatchTimeout closes a non-empty ingest batch after this long.

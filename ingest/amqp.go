@@ -209,7 +209,7 @@ func NewAMQP(cfg AMQPConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prom
 	if pool == nil {
 		return nil, errors.New("ingest: nil database pool")
 	}
-	return newAMQP(cfg, pgWriter{pool: pool}, logger, reg)
+	return newAMQP(cfg, pgWriter{pool: pool, handOff: cfg.Pipeline.HandOff}, logger, reg)
 }
 
 func newAMQP(cfg AMQPConfig, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*AMQPSource, error) {

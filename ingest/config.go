@@ -134,6 +134,10 @@ type Config struct {
 	// the reader together: Run returns within CloseTimeout of its context's
 	// cancellation.
 	CloseTimeout time.Duration
+	// HandOff, when set, is the worker pool of this process, to which the
+	// batches' rows are handed as they are stored while it has idle
+	// handlers (see HandOff). nil: every row waits for a claim.
+	HandOff HandOff
 	// StallTimeout is how long a fetch may wait while messages are known to
 	// be waiting before Healthy reports an error.
 	StallTimeout time.Duration

@@ -48,7 +48,7 @@ func New(cfg Config, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.R
 	if pool == nil {
 		return nil, errors.New("ingest: nil database pool")
 	}
-	return newConsumer(cfg, pgWriter{pool: pool}, logger, reg)
+	return newConsumer(cfg, pgWriter{pool: pool, handOff: cfg.HandOff}, logger, reg)
 }
 
 func newConsumer(cfg Config, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*Consumer, error) {

@@ -188,7 +188,7 @@ func NewNATS(cfg NATSConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prom
 	if pool == nil {
 		return nil, errors.New("ingest: nil database pool")
 	}
-	return newNATS(cfg, pgWriter{pool: pool}, logger, reg)
+	return newNATS(cfg, pgWriter{pool: pool, handOff: cfg.Pipeline.HandOff}, logger, reg)
 }
 
 func newNATS(cfg NATSConfig, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*NATSSource, error) {

@@ -53,6 +53,10 @@ type PipelineConfig struct {
 	// CloseTimeout bounds, at shutdown, the final flush and the closing of
 	// the source together.
 	CloseTimeout time.Duration
+	// HandOff, when set, is the worker pool of this process, to which the
+	// batches' rows are handed as they are stored while it has idle
+	// handlers (see HandOff). nil: every row waits for a claim.
+	HandOff HandOff
 }
 
 // pipeline is the Config's pipeline part.

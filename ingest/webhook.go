@@ -91,7 +91,7 @@ func NewWebhook(cfg WebhookConfig, pool *pgxpool.Pool, logger zerolog.Logger, re
 	if pool == nil {
 		return nil, errors.New("ingest: nil database pool")
 	}
-	return newWebhook(cfg, pgWriter{pool: pool}, logger, reg)
+	return newWebhook(cfg, pgWriter{pool: pool, handOff: cfg.Pipeline.HandOff}, logger, reg)
 }
 
 func newWebhook(cfg WebhookConfig, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*WebhookSource, error) {

@@ -18,15 +18,46 @@ type inboxWriter interface {
 	WriteBatch(ctx context.Context, rows []Row) (inserted int, err error)
 }
 
+// HandOff is the worker pool of the same process, when ingest may hand it
+// rows as they are stored (worker.Pool implements it; see its Reserve).
+// Each batch write asks Reserve which of its rows the pool's idle handlers
+// take; the insert writes those reserved for them (driver.InsertBatch);
+// once it has committed, Deliver hands over the reserved rows it inserted
+// (duplicates are not), and if it failed, Cancel gives the room back.
+// Every source's writes go through here, so every source hands off.
+type HandOff interface {
+	// Reserve returns the reservation of the rows the pool takes (nil:
+	// none).
+	Reserve(rows []driver.NewRow) *driver.Reservation
+	// Deliver hands over the reserved rows the committed insert wrote.
+	Deliver(ctx context.Context, r *driver.Reservation, rows []driver.NewRow, got []driver.Reserved)
+	// Cancel ends a reservation whose insert failed.
+	Cancel(r *driver.Reservation)
+}
+
 // pgWriter is the inboxWriter on PostgreSQL: one multi-row INSERT per batch
-// (driver.InsertBatch).
+// (driver.InsertBatch), handing rows off to the local workers when
+// handOff is set.
 type pgWriter struct {
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	handOff HandOff // nil: none
 }
 
 // WriteBatch implements inboxWriter.
 func (w pgWriter) WriteBatch(ctx context.Context, rows []Row) (int, error) {
-	return driver.InsertBatch(ctx, w.pool, newRows(rows))
+	nr := newRows(rows)
+	if w.handOff == nil {
+		n, _, err := driver.InsertBatch(ctx, w.pool, nr, nil)
+		return n, err
+	}
+	res := w.handOff.Reserve(nr)
+	n, got, err := driver.InsertBatch(ctx, w.pool, nr, res)
+	if err != nil {
+		w.handOff.Cancel(res)
+		return 0, err
+	}
+	w.handOff.Deliver(ctx, res, nr, got)
+	return n, nil
 }
 
 // newRows is rows as the driver writes them.

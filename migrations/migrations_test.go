@@ -106,8 +106,19 @@ func TestInboxTableContract(t *testing.T) {
 	if _, err := db.Pool.Exec(ctx, `UPDATE inbox SET status = 'processing'`); err == nil {
 		t.Fatal("a processing row without a lease was accepted")
 	}
-	if _, err := db.Pool.Exec(ctx, `UPDATE inbox SET lease_token = 1, lease_expires_at = now()`); err == nil {
-		t.Fatal("a lease on a row that is not processing was accepted")
+	// A received row may hold a reservation (a row handed off at ingest,
+	// migration 013): a token with its expiry, never one without the other.
+	if _, err := db.Pool.Exec(ctx, `UPDATE inbox SET lease_token = 1`); err == nil {
+		t.Fatal("a lease token without its expiry was accepted")
+	}
+	if _, err := db.Pool.Exec(ctx, `UPDATE inbox SET lease_token = 1, lease_expires_at = now()`); err != nil {
+		t.Fatalf("a reservation on a received row was refused: %v", err)
+	}
+	// A finished row never keeps a lease.
+	for _, st := range []string{"processed", "dead", "rejected"} {
+		if _, err := db.Pool.Exec(ctx, `UPDATE inbox SET status = $1`, st); err == nil {
+			t.Fatalf("a lease on a %s row was accepted", st)
+		}
 	}
 }
 

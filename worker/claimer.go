@@ -398,6 +398,7 @@ func (c *claimer) params(req claimRequest, token int64, skip []int64) driver.Cla
 		Token:         token,
 		Lease:         p.cfg.Lease,
 		Worker:        p.cfg.ID,
+		ExpiredPrefix: expiredPrefix,
 	}
 }
 

@@ -62,7 +62,14 @@ type job struct {
 // order, and starts what may start.
 func (p *Pool) track(jobs []*job) {
 	p.mu.Lock()
-	var releases []*job
+	releases := p.trackLocked(jobs)
+	p.mu.Unlock()
+	p.releaseAtRisk(releases)
+}
+
+// trackLocked is track under Pool.mu; it returns the jobs whose leases are
+// at risk, to be given back once Pool.mu is released.
+func (p *Pool) trackLocked(jobs []*job) (releases []*job) {
 	touched := make(map[*routeState]bool)
 	now := time.Now()
 	for _, j := range jobs {
@@ -87,8 +94,7 @@ func (p *Pool) track(jobs []*job) {
 	for rs := range touched {
 		releases = append(releases, p.dispatchLocked(rs)...)
 	}
-	p.mu.Unlock()
-	p.releaseAtRisk(releases)
+	return releases
 }
 
 // dispatchLocked starts handlers for rs's queued jobs while the route has

@@ -22,6 +22,7 @@ const otherEventTypes = "other"
 type metrics struct {
 	claims          prometheus.Counter
 	claimed         prometheus.Counter
+	handedOff       prometheus.Counter
 	completed       *prometheus.CounterVec
 	fenced          prometheus.Counter
 	handlerDuration *prometheus.HistogramVec
@@ -59,6 +60,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		claimed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_worker_claimed_rows_total",
 			Help: "Rows claimed for processing.",
+		}),
+		handedOff: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_worker_handed_off_rows_total",
+			Help: "Rows handed to this replica's handlers by its ingest as they were inserted, with no claim.",
 		}),
 		completed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inboxd_worker_completed_total",
@@ -177,7 +182,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.dbErrors.WithLabelValues(op)
 	}
 	if reg != nil {
-		reg.MustRegister(m.claims, m.claimed, m.completed, m.fenced, m.handlerDuration, m.panics,
+		reg.MustRegister(m.claims, m.claimed, m.handedOff, m.completed, m.fenced, m.handlerDuration, m.panics,
 			m.inflight, m.renewals, m.leaseLost, m.rescued, m.dbErrors, m.rows, m.oldestReady,
 			m.outcomeWriteDelay, m.heldBytes, m.leaseAtRisk, m.poisoned, m.stuckHandlers, m.oldestReceived, m.staleRows,
 			m.blockedKeys, m.routeLimit, m.routeRunning, m.routeQueued, m.routePaused, m.routeBreaker, m.routeRateLimited)

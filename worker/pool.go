@@ -54,6 +54,12 @@ type Pool struct {
 	// claims holds the start bits of the claims whose rows are on the
 	// books, by lease token (start.go). Guarded by mu.
 	claims map[int64]*claimStarts
+	// reservations is the room taken by the rows being inserted by ingest
+	// for this pool's handlers, by lease token (handoff.go); accepting is
+	// true while the pool takes such rows (from its start until it stops).
+	// Guarded by mu.
+	reservations map[int64]*reservation
+	accepting    bool
 	// suspectRunning: a suspect's handler runs (job.suspect); the next one
 	// waits for it.
 	suspectRunning bool
@@ -115,7 +121,8 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg Config, logger zerol
 
 		cancelNow: make(chan struct{}),
 
-		claims: make(map[int64]*claimStarts),
+		claims:       make(map[int64]*claimStarts),
+		reservations: make(map[int64]*reservation),
 	}
 	p.claimer = &claimer{p: p}
 	p.executor = newExecutor(p)
@@ -295,6 +302,9 @@ func (p *Pool) Run(ctx context.Context) error {
 	_ = p.leaser.Start(stop)
 	_ = p.completer.Start(stop)
 	_ = p.claimer.Start(ctx)
+	p.mu.Lock()
+	p.accepting = true // rows handed off at ingest (handoff.go) run from now on
+	p.mu.Unlock()
 	<-ctx.Done()
 	p.claimer.Stop()
 

@@ -21,6 +21,7 @@ type routeState struct {
 	queue    []*job      // claimed, waiting for a handler, in claim order
 	running  int
 	waiting  int       // claimed behind the row before them in an ordered key's chain
+	reserved int       // idle handlers promised to rows being inserted by ingest (handoff.go)
 	lastRows time.Time // when a claim last gave it rows
 	gauges   *routeGauges
 
@@ -70,7 +71,9 @@ func (rs *routeState) adapt(now time.Time, maxPrefetch int) {
 	}
 }
 
-func (rs *routeState) held() int { return len(rs.queue) + rs.running + rs.waiting }
+// held is the rows the route holds or has promised a handler: claimed and
+// waiting, running, and reserved at ingest (handoff.go), against its room.
+func (rs *routeState) held() int { return len(rs.queue) + rs.running + rs.waiting + rs.reserved }
 
 // dequeue takes j out of rs's queue: most often its head (dispatch).
 func (rs *routeState) dequeue(j *job) {

@@ -49,8 +49,8 @@ func TestTheChannelIsOne(t *testing.T) {
 	if _, err := conn.Exec(ctx, ListenSQL); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := InsertBatch(ctx, db.Pool, []NewRow{{Source: "s", EventID: "e", EventType: "t", Payload: []byte{},
-		Headers: []byte("{}"), Status: "received"}}); err != nil {
+	if _, _, err := InsertBatch(ctx, db.Pool, []NewRow{{Source: "s", EventID: "e", EventType: "t", Payload: []byte{},
+		Headers: []byte("{}"), Status: "received"}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := Notify(ctx, db.Pool); err != nil {

@@ -34,6 +34,9 @@ type ClaimParams struct {
 	Token         int64    // the lease token of the claimed rows
 	Lease         time.Duration
 	Worker        string // locked_by
+	// ExpiredPrefix begins the last_error written on a lapsed reservation
+	// the claim takes, as the rescuer writes it (RescueParams.ExpiredPrefix).
+	ExpiredPrefix string
 }
 
 // RouteRoom is one route's room in a claim: the route (its event type, ""
@@ -151,6 +154,7 @@ func (p ClaimParams) args() pgx.NamedArgs {
 		"token":          p.Token,
 		"lease_ms":       p.Lease.Milliseconds(),
 		"worker":         p.Worker,
+		"expired_prefix": p.ExpiredPrefix,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -38,12 +39,47 @@ type NewRow struct {
 	Offset    int64
 }
 
-var insertBatchSQL = load("insert_batch.sql")
+// insertBatchSQL is sql/insert_batch.sql without ([0]) and with ([1]) the
+// reservations of the rows handed off at ingest.
+var insertBatchSQL = [2]string{
+	render("insert_batch.sql", struct{ Reserve bool }{false}),
+	render("insert_batch.sql", struct{ Reserve bool }{true}),
+}
+
+// Reservation is what a batch's rows handed off at ingest are reserved
+// with (migration 013): the lease a claim would have given them. Pos has
+// one element per row of the batch: the row's place in the reservation,
+// from 1 (stored as claim_pos), or 0 for a row that is not handed off.
+type Reservation struct {
+	// Token is the lease token of every reserved row.
+	Token int64
+	// Lease is how long the reservation lasts unless renewed.
+	Lease time.Duration
+	// Worker is the reserving worker's id (locked_by).
+	Worker string
+	// Pos is each row's place in the reservation (0: not reserved).
+	Pos []int32
+}
+
+// Reserved is one reserved row as the insert wrote it.
+type Reserved struct {
+	// Pos is its place in the Reservation, from 1.
+	Pos int32
+	// ID is its inbox id.
+	ID int64
+	// ReceivedAt is its received_at.
+	ReceivedAt time.Time
+}
 
 // InsertBatch writes rows in one statement (so one transaction: all or
 // none), skipping each row whose (source, event_id) is already in the
 // inbox, and returns how many rows it inserted (sql/insert_batch.sql).
-func InsertBatch(ctx context.Context, db DB, rows []NewRow) (inserted int, err error) {
+// With res, the rows res.Pos marks are written reserved for the
+// reserving worker, and those inserted are returned in res.Pos order; a
+// duplicate is not inserted, so not returned. The result is read in full,
+// so the statement has committed when InsertBatch returns without an
+// error.
+func InsertBatch(ctx context.Context, db DB, rows []NewRow, res *Reservation) (inserted int, reserved []Reserved, err error) {
 	n := len(rows)
 	var (
 		sources    = make([]string, n)
@@ -71,12 +107,34 @@ func InsertBatch(ctx context.Context, db DB, rows []NewRow) (inserted int, err e
 		offsets[i] = r.Offset
 		kafka[i] = r.Kafka
 	}
-	tag, err := db.Exec(ctx, insertBatchSQL, sources, eventIDs, eventTypes, keys, payloads,
-		headers, statuses, lastErrors, partitions, offsets, kafka)
-	if err != nil {
-		return 0, fmt.Errorf("insert batch of %d rows: %w", n, err)
+	if res == nil {
+		tag, err := db.Exec(ctx, insertBatchSQL[0], sources, eventIDs, eventTypes, keys, payloads,
+			headers, statuses, lastErrors, partitions, offsets, kafka)
+		if err != nil {
+			return 0, nil, fmt.Errorf("insert batch of %d rows: %w", n, err)
+		}
+		return int(tag.RowsAffected()), nil, nil
 	}
-	return int(tag.RowsAffected()), nil
+	var (
+		count int64
+		ids   []int64
+		pos   []int32
+		at    []time.Time
+	)
+	err = db.QueryRow(ctx, insertBatchSQL[1], sources, eventIDs, eventTypes, keys, payloads,
+		headers, statuses, lastErrors, partitions, offsets, kafka,
+		res.Pos, res.Token, res.Lease.Milliseconds(), res.Worker).Scan(&count, &ids, &pos, &at)
+	if err != nil {
+		return 0, nil, fmt.Errorf("insert batch of %d rows: %w", n, err)
+	}
+	if len(ids) != len(pos) || len(ids) != len(at) {
+		return 0, nil, fmt.Errorf("insert batch of %d rows: %d reserved ids, %d places, %d times", n, len(ids), len(pos), len(at))
+	}
+	reserved = make([]Reserved, len(ids))
+	for i := range ids {
+		reserved[i] = Reserved{Pos: pos[i], ID: ids[i], ReceivedAt: at[i]}
+	}
+	return int(count), reserved, nil
 }
 
 // IdentityClash reports whether err, from InsertBatch, is a unique

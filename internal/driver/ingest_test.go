@@ -18,7 +18,7 @@ func TestInsertBatchSkipsDuplicatesAndSpotsIdentityClash(t *testing.T) {
 		{Source: "orders", EventID: "orders/0/3", Payload: []byte("c"), Headers: []byte("{}"), Status: status.Rejected,
 			LastError: "why", Offset: 3},
 	}
-	n, err := InsertBatch(ctx, db.Pool, rows)
+	n, _, err := InsertBatch(ctx, db.Pool, rows, nil)
 	if err != nil || n != 2 {
 		t.Fatalf("InsertBatch = %d, %v; want 2, nil", n, err)
 	}
@@ -41,12 +41,12 @@ func TestInsertBatchSkipsDuplicatesAndSpotsIdentityClash(t *testing.T) {
 		OVERRIDING SYSTEM VALUE SELECT max(id) + 1, 'x', 'x', 't', '' FROM inbox`); err != nil {
 		t.Fatal(err)
 	}
-	_, err = InsertBatch(ctx, db.Pool, []NewRow{{Source: "orders", EventID: "e2", EventType: "t", Payload: []byte{},
-		Headers: []byte("{}"), Status: status.Received}})
+	_, _, err = InsertBatch(ctx, db.Pool, []NewRow{{Source: "orders", EventID: "e2", EventType: "t", Payload: []byte{},
+		Headers: []byte("{}"), Status: status.Received}}, nil)
 	if !IdentityClash(err) {
 		t.Errorf("InsertBatch over a taken id: %v, want an identity clash", err)
 	}
-	if _, err := InsertBatch(ctx, db.Pool, rows[:1]); IdentityClash(err) || err != nil {
+	if _, _, err := InsertBatch(ctx, db.Pool, rows[:1], nil); IdentityClash(err) || err != nil {
 		t.Errorf("a duplicate is no clash: %v", err)
 	}
 }

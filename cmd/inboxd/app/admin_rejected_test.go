@@ -19,10 +19,10 @@ func ingestMessage(t *testing.T, db *pgtest.DB, m kafka.Message, opts ingest.Map
 	t.Helper()
 	ctx := context.Background()
 	r := ingest.MapMessage(m, opts)
-	n, err := driver.InsertBatch(ctx, db.Pool, []driver.NewRow{{
+	n, _, err := driver.InsertBatch(ctx, db.Pool, []driver.NewRow{{
 		Source: r.Source, EventID: r.EventID, EventType: r.EventType, Key: r.Key, Payload: r.Payload,
 		Headers: r.Headers, Status: status.Status(r.Status), LastError: r.LastError, Partition: r.Partition, Offset: r.Offset,
-	}})
+	}}, nil)
 	if err != nil || n != 1 {
 		t.Fatalf("insert %s: %d rows, %v", r.EventID, n, err)
 	}

@@ -125,6 +125,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		AMQP:       amqpConfig(cfg),
 		NATS:       natsConfig(cfg),
 		Webhook:    webhookCfg,
+		NoHandOff:  !cfg.IngestHandOff,
 		Outbox:     outboxConfig(cfg),
 		Migrate:    migrateFirst,
 	})

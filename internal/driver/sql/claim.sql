@@ -217,6 +217,14 @@ WITH candidates AS (
 {{- else}}
         runs_ordered     = NULL,
 {{- end}}
+        -- A lapsed reservation (a row handed off at ingest to a worker
+        -- that did not renew it: migration 013) keeps its attempt, and
+        -- gets the rescuer's reason, so that it is a suspect as a rescued
+        -- row is (sql/rescue.sql, sql/suspects.sql).
+        last_error       = CASE WHEN i.lease_token IS NOT NULL
+                                THEN @expired_prefix::text || i.attempts
+                                     || ' (worker ' || coalesce(i.locked_by, 'unknown') || ' lost the row)'
+                                ELSE i.last_error END,
         updated_at       = now()
     FROM picked
     JOIN rooms USING (route)

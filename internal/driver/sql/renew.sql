@@ -24,7 +24,12 @@ WITH c AS (
     FOR UPDATE OF i SKIP LOCKED
 ), renewed AS (
     UPDATE inbox AS i
-    SET lease_expires_at = now() + @lease_ms::bigint * interval '1 millisecond'
+    SET lease_expires_at = now() + @lease_ms::bigint * interval '1 millisecond',
+        -- A reservation (a received row handed off at ingest, migration
+        -- 013) stays out of claims' reach while it is renewed.
+        available_at     = CASE WHEN i.status = 'received'
+                                THEN now() + @lease_ms::bigint * interval '1 millisecond'
+                                ELSE i.available_at END
     FROM c
     JOIN locked USING (id)
     WHERE i.id = c.id

@@ -1,0 +1,208 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/driver/status"
+)
+
+// The hand-off at ingest (ingest.HandOff; migration 013): while this pool
+// has idle handlers, the ingest of the same process inserts a batch's rows
+// already reserved for them and hands them over in memory, so that they
+// need no claim statement. Reserve takes the room first (a handler slot
+// and the row's bytes, as a claim would, so claims see it taken); the
+// insert writes the rows received with a reservation (a lease token, the
+// lease's end as available_at, attempts 1); Deliver puts the rows that
+// were inserted on the books, where they run at once, exactly as claimed
+// rows marked started do: their leases are renewed, their outcomes fenced
+// by the token, their bytes and their routes' concurrency counted, and
+// shutdown drains them. Cancel gives the room back when the insert failed.
+//
+// Only rows a claim would hand straight to an idle handler are reserved:
+// received rows (never rejected ones) of a route that is not ordered (an
+// ordered row may run only after the rows before it in its key, which
+// only the claim's key lookups know), not paused, with its breaker closed
+// and no rate limit (the fleet's token bucket is taken by claims), while
+// the route has an idle handler not already promised and the pool's byte
+// budget has room. Duplicates are never handed off: the insert skips them,
+// and Deliver only gets the rows it inserted.
+
+// reservation is the room one Reserve took, until Deliver or Cancel.
+type reservation struct {
+	sent  time.Time     // before the insert was sent: the lease is counted from here
+	slots []reservedRow // by place in the reservation, from 1 (index place-1)
+}
+
+// reservedRow is the room one reserved row takes.
+type reservedRow struct {
+	route *routeState
+	size  int64
+}
+
+// Reserve offers rows, about to be inserted by ingest in one statement,
+// to this pool's idle handlers. It returns the reservation the insert
+// writes (driver.InsertBatch), marking the rows taken, or nil when it
+// takes none. Every non-nil reservation must end with Deliver or Cancel.
+func (p *Pool) Reserve(rows []driver.NewRow) *driver.Reservation {
+	sent := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.accepting || p.stopping {
+		return nil
+	}
+	if queued, running := p.countsLocked(); len(p.jobs)-queued-running >= p.cfg.maxCapacity() {
+		return nil // the completers are behind: no more rows on the books
+	}
+	var (
+		pos []int32
+		res *reservation
+	)
+	for i := range rows {
+		r := &rows[i]
+		if r.Status != status.Received {
+			continue
+		}
+		rs := p.routeForLocked(r.EventType)
+		size := int64(len(r.Payload) + len(r.Key) + len(r.Headers)) // as claimedRow.size
+		if rs.policy.Ordered || rs.paused || rs.breaker != breakerClosed || rs.policy.Rate > 0 ||
+			rs.idle() == 0 || p.heldBytes+size > p.cfg.ClaimBytes {
+			continue
+		}
+		if res == nil {
+			res = &reservation{sent: sent}
+			pos = make([]int32, len(rows))
+		}
+		res.slots = append(res.slots, reservedRow{route: rs, size: size})
+		pos[i] = int32(len(res.slots))
+		rs.reserved++
+		p.heldBytes += size
+	}
+	if res == nil {
+		return nil
+	}
+	token := rand.Int64()
+	for p.reservations[token] != nil || p.claims[token] != nil {
+		token = rand.Int64()
+	}
+	p.reservations[token] = res
+	return &driver.Reservation{Token: token, Lease: p.cfg.Lease, Worker: p.cfg.ID, Pos: pos}
+}
+
+// Cancel gives back the room of a reservation whose insert failed: none of
+// its rows is handed off. Should the insert have committed all the same
+// (its answer lost), the rows wait in the inbox until the reservation
+// lapses, then any claim takes them; the redelivered messages are
+// duplicates, and are not handed off again.
+func (p *Pool) Cancel(r *driver.Reservation) {
+	if r == nil {
+		return
+	}
+	p.mu.Lock()
+	p.endReservationLocked(r.Token)
+	p.mu.Unlock()
+	signal(p.freed)
+}
+
+// endReservationLocked gives back the room of the reservation token took
+// and forgets it; it returns it (nil if unknown). Pool.mu must be held.
+func (p *Pool) endReservationLocked(token int64) *reservation {
+	res := p.reservations[token]
+	if res == nil {
+		return nil
+	}
+	delete(p.reservations, token)
+	for _, s := range res.slots {
+		s.route.reserved--
+		p.heldBytes -= s.size
+	}
+	return res
+}
+
+// Deliver hands over the reserved rows that the insert of rows with r
+// committed (got, from driver.InsertBatch): each runs at once on an idle
+// handler. The room of the reserved rows not inserted (duplicates) is
+// given back. Should the pool have begun to stop since Reserve, the rows
+// are given back unstarted at once, their attempts refunded, as the
+// shutdown gives back claimed rows that wait for a handler. ctx bounds
+// that write.
+func (p *Pool) Deliver(ctx context.Context, r *driver.Reservation, rows []driver.NewRow, got []driver.Reserved) {
+	if r == nil {
+		return
+	}
+	p.mu.Lock()
+	res := p.endReservationLocked(r.Token)
+	if res == nil || len(got) == 0 {
+		p.mu.Unlock()
+		signal(p.freed)
+		return
+	}
+	jobs := make([]*job, 0, len(got))
+	for _, g := range got {
+		i := rowIndex(r.Pos, g.Pos)
+		if i < 0 {
+			continue // not one of ours (cannot happen): left to lapse
+		}
+		nr := &rows[i]
+		jctx, cancel := context.WithCancelCause(p.claimer.work)
+		jobs = append(jobs, &job{
+			ctx: jctx, cancel: cancel, token: r.Token,
+			row: claimedRow{driver.ClaimedRow{
+				Rank: int64(g.Pos), ID: g.ID, Source: nr.Source, EventID: nr.EventID, EventType: nr.EventType,
+				Key: nr.Key, Payload: nr.Payload, Headers: nr.Headers, Attempts: 1, ReceivedAt: g.ReceivedAt,
+				Started: true,
+			}},
+			state:       jobClaimed,
+			size:        res.slots[g.Pos-1].size,
+			leaseUntil:  res.sent.Add(p.cfg.Lease),
+			dbStarted:   true,
+			claimMarked: false, // inbox.started is not written: the reservation's attempt counts already
+		})
+	}
+	if p.stopping {
+		p.mu.Unlock()
+		p.giveBackHandedOff(ctx, jobs)
+		return
+	}
+	releases := p.trackLocked(jobs)
+	p.mu.Unlock()
+	p.metrics.handedOff.Add(float64(len(jobs)))
+	p.releaseAtRisk(releases)
+	signal(p.freed)
+}
+
+// rowIndex is the index in pos of the row at place want (-1: none).
+func rowIndex(pos []int32, want int32) int {
+	// Places are given in row order, so the row is at want-1 or after.
+	for i := max(0, int(want)-1); i < len(pos); i++ {
+		if pos[i] == want {
+			return i
+		}
+	}
+	return -1
+}
+
+// giveBackHandedOff returns rows handed off while the pool stopped to the
+// inbox unstarted, in one statement: due at once, their attempts refunded.
+// If that fails, their reservations lapse and any claim takes them.
+func (p *Pool) giveBackHandedOff(ctx context.Context, jobs []*job) {
+	slices.SortFunc(jobs, func(a, b *job) int { return cmp.Compare(a.row.ID, b.row.ID) }) // complete.sql's lock order
+	batch := make([]driver.Completion, len(jobs))
+	for i, j := range jobs {
+		res := p.releaseResult(j, "released unstarted at worker shutdown")
+		batch[i] = driver.Completion{ID: res.id, Token: res.token, Status: res.status, Error: res.lastError, Release: true}
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
+	defer cancel()
+	if _, err := driver.Complete(ctx, p.db, batch, driver.Ordering{}); err != nil {
+		p.log.Warn().Err(err).Int("rows", len(jobs)).
+			Msg("giving back rows handed off during shutdown failed; they return when their reservations lapse")
+		return
+	}
+	_ = driver.Notify(ctx, p.db)
+	p.log.Info().Int("rows", len(jobs)).Msg("rows handed off during shutdown given back unstarted")
+}
