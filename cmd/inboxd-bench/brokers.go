@@ -140,7 +140,7 @@ func benchRabbitMQ(ctx context.Context, env *environment, url string, n, prefetc
 		vars = append(vars, "INBOXD_AMQP_PREFETCH="+strconv.Itoa(prefetch))
 		name, label = fmt.Sprintf("rabbitmq-prefetch%d", prefetch), fmt.Sprintf("inboxd from RabbitMQ, prefetch %d", prefetch)
 	}
-	m, err := measureDaemon(ctx, db, pool, queue, []string{"ev-" + strconv.Itoa(n-1)}, n, baseDaemonEnv(db, routes, vars...), profiles{}, rabbitComm)
+	m, err := measureDaemon(ctx, db, pool, queue, []string{"ev-" + strconv.Itoa(n-1)}, n, baseDaemonEnv(db, routes, vars...), profiles{}, rabbitComm, nil)
 	if err != nil {
 		return Rate{}, Rate{}, err
 	}
@@ -223,7 +223,7 @@ func benchNATS(ctx context.Context, env *environment, url string, n int) (run, p
 		return Rate{}, Rate{}, err
 	}
 	vars := []string{"INBOXD_NATS_URL=" + url, "INBOXD_NATS_STREAMS=" + stream, "INBOXD_NATS_CONSUMER=inboxd-bench"}
-	m, err := measureDaemon(ctx, db, pool, stream, []string{"ev-" + strconv.Itoa(n-1)}, n, baseDaemonEnv(db, routes, vars...), profiles{}, natsComm)
+	m, err := measureDaemon(ctx, db, pool, stream, []string{"ev-" + strconv.Itoa(n-1)}, n, baseDaemonEnv(db, routes, vars...), profiles{}, natsComm, nil)
 	if err != nil {
 		return Rate{}, Rate{}, err
 	}

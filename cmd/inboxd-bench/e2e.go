@@ -208,35 +208,75 @@ func startDaemon(ctx context.Context, env []string) *daemon {
 
 // outcomeWriteDelayP99 is the p99 of inboxd_worker_outcome_write_delay_seconds
 // (the time from a handler's success to its outcome's commit: the window in
-// which a crash re-runs a handler that already succeeded), in milliseconds,
-// interpolated within its bucket; false when nothing was observed.
+// which a crash re-runs a handler that already succeeded) over the daemon's
+// life, in milliseconds, interpolated within its bucket; false when nothing
+// was observed.
 func (d *daemon) outcomeWriteDelayP99() (float64, bool) {
+	return d.outcomeWriteDelay().since(histogram{}).quantileMS(0.99)
+}
+
+// histogram is a snapshot of a Prometheus histogram: its buckets' upper
+// bounds (seconds) and cumulative counts, and its sample count.
+type histogram struct {
+	bounds []float64
+	counts []float64
+	total  float64
+}
+
+// outcomeWriteDelay is the daemon's inboxd_worker_outcome_write_delay_seconds
+// now; empty when the daemon has not registered it.
+func (d *daemon) outcomeWriteDelay() histogram {
 	mfs, err := d.metrics.Gather()
 	if err != nil {
-		return 0, false
+		return histogram{}
 	}
 	for _, mf := range mfs {
 		if mf.GetName() != "inboxd_worker_outcome_write_delay_seconds" || len(mf.GetMetric()) == 0 {
 			continue
 		}
 		h := mf.GetMetric()[0].GetHistogram()
-		total := float64(h.GetSampleCount())
-		if total == 0 {
-			return 0, false
-		}
-		want := 0.99 * total
-		prevBound, prevCount := 0.0, 0.0
+		out := histogram{total: float64(h.GetSampleCount())}
 		for _, b := range h.GetBucket() {
-			count := float64(b.GetCumulativeCount())
-			if count >= want {
-				frac := (want - prevCount) / max(count-prevCount, 1)
-				return 1000 * (prevBound + frac*(b.GetUpperBound()-prevBound)), true
-			}
-			prevBound, prevCount = b.GetUpperBound(), count
+			out.bounds = append(out.bounds, b.GetUpperBound())
+			out.counts = append(out.counts, float64(b.GetCumulativeCount()))
 		}
-		return 1000 * prevBound, true
+		return out
 	}
-	return 0, false
+	return histogram{}
+}
+
+// since is what h observed after prev, an earlier snapshot of the same
+// histogram (empty: everything).
+func (h histogram) since(prev histogram) histogram {
+	out := histogram{bounds: h.bounds, counts: make([]float64, len(h.counts)), total: h.total - prev.total}
+	for i, c := range h.counts {
+		out.counts[i] = c
+		if i < len(prev.counts) {
+			out.counts[i] -= prev.counts[i]
+		}
+	}
+	return out
+}
+
+// quantileMS is the q quantile of h in milliseconds, interpolated linearly
+// within its bucket as Prometheus's histogram_quantile does (so it is below
+// a bucket's bound exactly when that share of the observations is within
+// it); false when h observed nothing. Beyond the last bound it is that
+// bound.
+func (h histogram) quantileMS(q float64) (float64, bool) {
+	if h.total <= 0 {
+		return 0, false
+	}
+	want := q * h.total
+	prevBound, prevCount := 0.0, 0.0
+	for i, count := range h.counts {
+		if count >= want {
+			frac := (want - prevCount) / max(count-prevCount, 1)
+			return 1000 * (prevBound + frac*(h.bounds[i]-prevBound)), true
+		}
+		prevBound, prevCount = h.bounds[i], count
+	}
+	return 1000 * prevBound, true
 }
 
 // stop cancels the daemon and waits for its exit code.
@@ -326,7 +366,15 @@ func benchEndToEnd(ctx context.Context, env *environment, n, retained int, prof 
 	}
 	defer cleanup()
 
-	m, err := measureDaemon(ctx, db, pool, topic, lastIDs, n, daemonEnv(db, k, routes), prof, "")
+	var writes *writeMeter
+	if retained == 0 && prof == (profiles{}) {
+		// Not on the retained inbox: pgstattuple would read its 2M rows'
+		// indexes twice.
+		if writes, err = startWriteMeter(ctx, env, db, "inbox"); err != nil {
+			return Rate{}, err
+		}
+	}
+	m, err := measureDaemon(ctx, db, pool, topic, lastIDs, n, daemonEnv(db, k, routes), prof, "", writes)
 	if err != nil {
 		return Rate{}, err
 	}
@@ -336,6 +384,12 @@ func benchEndToEnd(ctx context.Context, env *environment, n, retained int, prof 
 	}
 	r := m.rate(name, label, n)
 	r.PrepSeconds = prep.Seconds()
+	if writes != nil {
+		// The daemon has stopped and closed its pool; ours is the last.
+		if r.Writes, err = writes.finish(ctx, pool.Close, n); err != nil {
+			return Rate{}, err
+		}
+	}
 	return r, nil
 }
 
@@ -361,8 +415,9 @@ func (m daemonRun) rate(name, label string, n int) Rate {
 // the inbox and nothing is received or processing; it then checks that
 // exactly n rows of source arrived since the start, all processed. prof are
 // the profiles written of the run; broker, when set, is the command name of
-// the broker's server process, whose CPU time is measured too.
-func measureDaemon(ctx context.Context, db *database, pool *pgxpool.Pool, source string, lastIDs []string, n int, env []string, prof profiles, broker string) (daemonRun, error) {
+// the broker's server process, whose CPU time is measured too; writes, when
+// not nil, takes its end snapshot when the clock stops.
+func measureDaemon(ctx context.Context, db *database, pool *pgxpool.Pool, source string, lastIDs []string, n int, env []string, prof profiles, broker string, writes *writeMeter) (daemonRun, error) {
 	stopProfiles, err := startProfiles(prof)
 	if err != nil {
 		return daemonRun{}, err
@@ -381,6 +436,9 @@ func measureDaemon(ctx context.Context, db *database, pool *pgxpool.Pool, source
 	m := daemonRun{elapsed: time.Since(start)}
 	if err == nil {
 		m.cpu, err = meter.stop(ctx)
+	}
+	if err == nil && writes != nil {
+		err = writes.end(ctx)
 	}
 	if perr := stopProfiles(); perr != nil && err == nil {
 		err = perr

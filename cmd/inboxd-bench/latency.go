@@ -146,6 +146,10 @@ func benchLatency(ctx context.Context, env *environment, maxRate float64, loads 
 			return nil, err
 		}
 		offered := load * maxRate
+		// The histogram is the daemon's since its start (the warm-up and
+		// the loads before this one, each drained): the phase's own
+		// observations are the difference.
+		delayBefore := w.daemon.outcomeWriteDelay()
 		meter, err := startCPUMeter(ctx, w.pool, w.db)
 		if err != nil {
 			return nil, err
@@ -163,6 +167,9 @@ func benchLatency(ctx context.Context, env *environment, maxRate float64, loads 
 		if p.CPU, err = meter.stop(ctx); err != nil {
 			return nil, err
 		}
+		delay := w.daemon.outcomeWriteDelay().since(delayBefore)
+		p.OutcomeWrites = int64(delay.total)
+		p.OutcomeWriteDelayP99MS, _ = delay.quantileMS(0.99)
 		var count int
 		var recv, prod []float64
 		if err := w.pool.QueryRow(ctx, `SELECT count(*),
@@ -180,8 +187,8 @@ func benchLatency(ctx context.Context, env *environment, maxRate float64, loads 
 		p.ReceivedToProcessed.P50MS, p.ReceivedToProcessed.P95MS, p.ReceivedToProcessed.P99MS = recv[0], recv[1], recv[2]
 		p.ProducedToProcessed.P50MS, p.ProducedToProcessed.P95MS, p.ProducedToProcessed.P99MS = prod[0], prod[1], prod[2]
 		res.Points = append(res.Points, p)
-		logf("  load %3.0f%%: offered %6.0f/s, produced %6.0f/s; received→processed p50 %5.1f p95 %5.1f p99 %6.1f ms; produced→processed p50 %5.1f p95 %5.1f p99 %6.1f ms; CPU cores: process %.2f, PostgreSQL backends %.2f",
-			load*100, offered, p.Produced, recv[0], recv[1], recv[2], prod[0], prod[1], prod[2], p.CPU.Process/p.CPU.Wall, p.CPU.Postgres/p.CPU.Wall)
+		logf("  load %3.0f%%: offered %6.0f/s, produced %6.0f/s; received→processed p50 %5.1f p95 %5.1f p99 %6.1f ms; produced→processed p50 %5.1f p95 %5.1f p99 %6.1f ms; outcome write p99 %5.1f ms; CPU cores: process %.2f, PostgreSQL backends %.2f",
+			load*100, offered, p.Produced, recv[0], recv[1], recv[2], prod[0], prod[1], prod[2], p.OutcomeWriteDelayP99MS, p.CPU.Process/p.CPU.Wall, p.CPU.Postgres/p.CPU.Wall)
 		time.Sleep(time.Second) // let the completions' vacuum debt settle a little
 	}
 	if err := w.close(env); err != nil {

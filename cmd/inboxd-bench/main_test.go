@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,13 @@ func TestParseFlags(t *testing.T) {
 	if want := []float64{0.25, 0.5, 0.75}; len(o.loads) != 3 || o.loads[0] != want[0] || o.loads[1] != want[1] || o.loads[2] != want[2] {
 		t.Errorf("loads = %v, want %v (the target load added, sorted)", o.loads, want)
 	}
+	o, err = parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(o.loads, outcomeWriteTargetLoad) {
+		t.Errorf("default loads %v lack %v, where the outcome-write p99 is checked", o.loads, outcomeWriteTargetLoad)
+	}
 	for _, bad := range [][]string{{"-run", "nope"}, {"-loads", "2"}, {"-events", "10"}, {"-long-retention", "500ms"}, {"extra"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
@@ -64,6 +72,7 @@ func TestTargets(t *testing.T) {
 	}}
 	r.Latency = &LatencyResults{Load: 0.5, Points: []LatencyPoint{
 		{Load: 0.5, ReceivedToProcessed: Percentiles{P99MS: 40}, ProducedToProcessed: Percentiles{P99MS: 120}},
+		{Load: 0.8, OutcomeWriteDelayP99MS: 60, OutcomeWrites: 1000},
 	}}
 	r.Memory = []MemoryRun{{PayloadBytes: 1024, PeakRSSBytes: 50e6, TargetBytes: 200e6}}
 	r.evaluate()
@@ -78,6 +87,7 @@ func TestTargets(t *testing.T) {
 		"p99 received→processed at 50% load < 100 ms": true,
 		"p99 produced→processed at 50% load < 100 ms": false,
 		"peak RSS, 1 KiB payloads < 200 MB":           true,
+		"outcome-write p99 at 80% load < 50 ms":       false, // 60 ms
 	} {
 		tg, ok := got[name]
 		if !ok {
@@ -93,6 +103,50 @@ func TestTargets(t *testing.T) {
 	}
 }
 
+// TestHistogramQuantile checks the outcome-write delay's p99 over a phase:
+// the difference of two snapshots, interpolated within its bucket.
+func TestHistogramQuantile(t *testing.T) {
+	bounds := []float64{.01, .02, .05, .1}
+	before := histogram{bounds: bounds, counts: []float64{100, 100, 100, 100}, total: 100}
+	after := histogram{bounds: bounds, counts: []float64{150, 290, 300, 300}, total: 300}
+	phase := after.since(before)
+	if phase.total != 200 || phase.counts[0] != 50 || phase.counts[1] != 190 {
+		t.Fatalf("since = %+v", phase)
+	}
+	// 198 of 200 fall at 20-50 ms (190 below 20, 200 below 50): 8/10 of
+	// the bucket, 44 ms.
+	if got, ok := phase.quantileMS(0.99); !ok || got < 43.99 || got > 44.01 {
+		t.Errorf("p99 = %v, %v; want 44 ms", got, ok)
+	}
+	if got, ok := after.since(after).quantileMS(0.99); ok {
+		t.Errorf("p99 of nothing = %v, want none", got)
+	}
+	over := histogram{bounds: bounds, counts: []float64{0, 0, 0, 0}, total: 10}
+	if got, _ := over.quantileMS(0.99); got != 100 {
+		t.Errorf("p99 beyond the last bound = %v, want that bound (100 ms)", got)
+	}
+}
+
+// TestPrintWriteCosts checks the table of the write costs.
+func TestPrintWriteCosts(t *testing.T) {
+	leaf := 1.5
+	var out bytes.Buffer
+	printWriteCosts(&out, []Rate{
+		{Name: "raw", Writes: &WriteCost{Table: "inbox", InsertsPerEvent: 1, UpdatesPerEvent: 2, HOTShare: 0.25, WALBytesPerEvent: 1700,
+			Indexes: []IndexCost{{Name: "inbox_pkey", BytesPerEvent: 60.2, LeafTuplesPerEvent: &leaf}}}},
+		{Name: "river"},
+		{Name: "e2e", Writes: &WriteCost{Table: "inbox", Indexes: []IndexCost{{Name: "inbox_key_hash_idx", BytesPerEvent: 62.3}}}},
+	})
+	for _, w := range []string{"writes per event (inbox", "25%", "1700", "inbox_pkey", "60.2 (1.50)", "inbox_key_hash_idx", "62.3"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "river") {
+		t.Errorf("a run without write costs has a column:\n%s", out.String())
+	}
+}
+
 // TestSmallRun runs the benchmark on a few events against the local
 // PostgreSQL (INBOXD_TEST_DATABASE_URL), memory and the long run excepted,
 // and checks that it writes its results and charts.
@@ -102,9 +156,25 @@ func TestSmallRun(t *testing.T) {
 	}
 	dir := t.TempDir()
 	b, res := smallRun(t, dir, []string{"-events", "1000", "-run", "raw,river,pool,e2e,latency", "-loads", "0.2",
-		"-latency-load", "0.2", "-latency-seconds", "1", "-river-workers", "50"}, "raw SQL yardstick", "River (50 workers)", "inboxd worker pool", "inboxd end to end", "targets:")
+		"-latency-load", "0.2", "-latency-seconds", "1", "-river-workers", "50"}, "raw SQL yardstick", "River (50 workers)", "inboxd worker pool", "inboxd end to end", "writes per event", "outcome write p99", "targets:")
 	if len(res.Rates) != 4 || res.Latency == nil || len(res.Latency.Points) != 1 || res.Latency.Points[0].Events == 0 {
 		t.Errorf("results.json: %s", b)
+	}
+	if res.Latency != nil && len(res.Latency.Points) == 1 && res.Latency.Points[0].OutcomeWrites < int64(res.Latency.Points[0].Events) {
+		t.Errorf("latency point: %d outcome writes observed, want at least its %d events", res.Latency.Points[0].OutcomeWrites, res.Latency.Points[0].Events)
+	}
+	for _, r := range res.Rates {
+		w := r.Writes
+		if (w != nil) != (r.Name != "river") {
+			t.Errorf("rate %s: writes %+v", r.Name, w)
+			continue
+		}
+		// Every event is one inserted row, updated at least twice (claimed,
+		// completed); its received version has an entry in
+		// inbox_received_idx, and each version one in the primary key.
+		if w != nil && (w.InsertsPerEvent != 1 || w.UpdatesPerEvent < 2 || w.WALBytesPerEvent <= 0 || len(w.Indexes) == 0) {
+			t.Errorf("rate %s: writes %+v", r.Name, w)
+		}
 	}
 	for _, png := range []string{"rates.png", "latency.png"} {
 		b, err := os.ReadFile(filepath.Join(dir, png))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,12 @@ func benchRaw(ctx context.Context, env *environment, n int) (Rate, error) {
 	}
 	defer done()
 
+	// The yardstick writes inboxd's own table (yardstick.InsertRows and its
+	// claim and completion are on inbox), so its write cost is inbox's too.
+	writes, err := startWriteMeter(ctx, env, db, "inbox")
+	if err != nil {
+		return Rate{}, err
+	}
 	meter, err := startCPUMeter(ctx, pool, db)
 	if err != nil {
 		return Rate{}, err
@@ -55,7 +62,13 @@ func benchRaw(ctx context.Context, env *environment, n int) (Rate, error) {
 	}
 	elapsed := time.Since(start)
 	r := newRate("raw", "raw SQL yardstick", n, elapsed)
-	r.CPU, err = meter.stop(ctx)
+	if r.CPU, err = meter.stop(ctx); err != nil {
+		return Rate{}, err
+	}
+	if err := writes.end(ctx); err != nil {
+		return Rate{}, err
+	}
+	r.Writes, err = writes.finish(ctx, pool.Close, n)
 	return r, err
 }
 
@@ -88,7 +101,8 @@ func benchPool(ctx context.Context, env *environment, n int) (Rate, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
 	go func() { stopped <- p.Run(runCtx) }()
-	defer func() { cancel(); <-stopped }()
+	stopPool := sync.OnceValue(func() error { cancel(); return <-stopped })
+	defer stopPool()
 	select {
 	case <-p.Ready():
 	case err := <-stopped:
@@ -96,6 +110,10 @@ func benchPool(ctx context.Context, env *environment, n int) (Rate, error) {
 		return Rate{}, fmt.Errorf("pool stopped before it was ready: %v", err)
 	}
 
+	writes, err := startWriteMeter(ctx, env, db, "inbox")
+	if err != nil {
+		return Rate{}, err
+	}
 	meter, err := startCPUMeter(ctx, pool, db)
 	if err != nil {
 		return Rate{}, err
@@ -123,7 +141,16 @@ func benchPool(ctx context.Context, env *environment, n int) (Rate, error) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	r := newRate("pool", "inboxd worker pool", n, time.Since(start))
-	r.CPU, err = meter.stop(ctx)
+	if r.CPU, err = meter.stop(ctx); err != nil {
+		return Rate{}, err
+	}
+	if err := writes.end(ctx); err != nil {
+		return Rate{}, err
+	}
+	// The worker pool stops first (its shutdown is not the run's, but
+	// what it writes is counted: it has nothing left to write), then its
+	// connections close.
+	r.Writes, err = writes.finish(ctx, func() { _ = stopPool(); pool.Close() }, n)
 	return r, err
 }
 
