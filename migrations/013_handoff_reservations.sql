@@ -1,7 +1,7 @@
 -- 013: rows handed off at ingest. When the ingesting replica's own worker
 -- pool has idle handlers, ingest inserts a batch's rows already reserved
 -- for them and hands them over in memory, with no claim statement (see
--- docs/architecture.md, "Hand-off at ingest"). Such a row is written as
+-- docs/performance.md, "Hand-off at ingest"). Such a row is written as
 -- every delivery is, status 'received', but with a reservation: a lease
 -- token, lease_expires_at, locked_by and claim_pos as a claim would set
 -- them, attempts 1 (its attempt counts from the start, since its handler

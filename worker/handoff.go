@@ -23,14 +23,17 @@ import (
 // by the token, their bytes and their routes' concurrency counted, and
 // shutdown drains them. Cancel gives the room back when the insert failed.
 //
-// Only rows a claim would hand straight to an idle handler are reserved:
-// received rows (never rejected ones) of a route that is not ordered (an
-// ordered row may run only after the rows before it in its key, which
-// only the claim's key lookups know), not paused, with its breaker closed
-// and no rate limit (the fleet's token bucket is taken by claims), while
-// the route has an idle handler not already promised and the pool's byte
-// budget has room. Duplicates are never handed off: the insert skips them,
-// and Deliver only gets the rows it inserted.
+// Only rows a claim would mark started are reserved (claimRequest's
+// idle counts, routeState.startSoon): those for idle handlers, and those
+// due to start within premarkHorizon at the route's measured rate, within
+// the route's room; like those, each counts its attempt from the insert.
+// They are received rows (never rejected ones) of a route that is not
+// ordered (an ordered row may run only after the rows before it in its
+// key, which only the claim's key lookups know), not paused, with its
+// breaker closed and no rate limit (the fleet's token bucket is taken by
+// claims), while the pool's byte budget has room. Duplicates are never
+// handed off: the insert skips them, and Deliver only gets the rows it
+// inserted.
 
 // reservation is the room one Reserve took, until Deliver or Cancel.
 type reservation struct {
@@ -61,6 +64,11 @@ func (p *Pool) Reserve(rows []driver.NewRow) *driver.Reservation {
 	var (
 		pos []int32
 		res *reservation
+		// quota is what each route may still take in this reservation:
+		// what a claim now would mark started (startSoon: its idle
+		// handlers, and the rows due to start within premarkHorizon at
+		// its measured rate), within its room.
+		quota = make(map[*routeState]int, 1)
 	)
 	for i := range rows {
 		r := &rows[i]
@@ -68,11 +76,19 @@ func (p *Pool) Reserve(rows []driver.NewRow) *driver.Reservation {
 			continue
 		}
 		rs := p.routeForLocked(r.EventType)
+		q, seen := quota[rs]
+		if !seen {
+			q = 0
+			if !rs.policy.Ordered && !rs.paused && rs.breaker == breakerClosed && rs.policy.Rate <= 0 {
+				q = min(rs.room(), rs.startSoon())
+			}
+		}
 		size := int64(len(r.Payload) + len(r.Key) + len(r.Headers)) // as claimedRow.size
-		if rs.policy.Ordered || rs.paused || rs.breaker != breakerClosed || rs.policy.Rate > 0 ||
-			rs.idle() == 0 || p.heldBytes+size > p.cfg.ClaimBytes {
+		if q <= 0 || p.heldBytes+size > p.cfg.ClaimBytes {
+			quota[rs] = q
 			continue
 		}
+		quota[rs] = q - 1
 		if res == nil {
 			res = &reservation{sent: sent}
 			pos = make([]int32, len(rows))

@@ -34,6 +34,8 @@ func chartLabel(r Rate) string {
 		return "inboxd\nworker pool"
 	case "e2e":
 		return "inboxd\nend to end"
+	case "e2e-claimed":
+		return "inboxd end to end\nhand-off off"
 	case "rabbitmq-prefetch" + strconv.Itoa(rabbitPrefetch):
 		return fmt.Sprintf("inboxd ← RabbitMQ\nprefetch %d", rabbitPrefetch)
 	case "rabbitmq-publish":

@@ -344,8 +344,10 @@ type profiles struct {
 // CPU from the daemon and PostgreSQL), then the clock starts with app.Main
 // (pool creation, schema check and consumer group join included) and stops
 // when every event is a processed row. With retained > 0 the inbox holds
-// that many processed rows first.
-func benchEndToEnd(ctx context.Context, env *environment, n, retained int, prof profiles) (Rate, error) {
+// that many processed rows first. With claimed, the daemon runs with
+// INBOXD_INGEST_HANDOFF=false: every row waits for a claim, as before the
+// hand-off at ingest (the run "e2e-claimed", beside "e2e").
+func benchEndToEnd(ctx context.Context, env *environment, n, retained int, prof profiles, claimed bool) (Rate, error) {
 	db, pool, done, err := env.open(ctx, 0)
 	if err != nil {
 		return Rate{}, err
@@ -374,13 +376,20 @@ func benchEndToEnd(ctx context.Context, env *environment, n, retained int, prof 
 			return Rate{}, err
 		}
 	}
-	m, err := measureDaemon(ctx, db, pool, topic, lastIDs, n, daemonEnv(db, k, routes), prof, "", writes)
+	var extra []string
+	if claimed {
+		extra = append(extra, "INBOXD_INGEST_HANDOFF=false")
+	}
+	m, err := measureDaemon(ctx, db, pool, topic, lastIDs, n, daemonEnv(db, k, routes, extra...), prof, "", writes)
 	if err != nil {
 		return Rate{}, err
 	}
 	name, label := "e2e", "inboxd end to end"
-	if retained > 0 {
+	switch {
+	case retained > 0:
 		name, label = "retained", fmt.Sprintf("inboxd end to end, %s retained rows", humanCount(retained))
+	case claimed:
+		name, label = "e2e-claimed", "inboxd end to end, hand-off off (every row claimed)"
 	}
 	r := m.rate(name, label, n)
 	r.PrepSeconds = prep.Seconds()

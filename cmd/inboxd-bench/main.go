@@ -117,10 +117,10 @@ func main() {
 }
 
 // parts are the measurements, in the order they run.
-var parts = []string{"raw", "river", "pool", "e2e", "retained", "rabbitmq", "nats", "outbox", "webhook", "latency", "memory", "explain", "long"}
+var parts = []string{"raw", "river", "pool", "e2e", "e2e-claimed", "retained", "rabbitmq", "nats", "outbox", "webhook", "latency", "memory", "explain", "long"}
 
 // defaultParts is what runs without -run: everything but the long run.
-const defaultParts = "raw,river,pool,e2e,retained,rabbitmq,nats,outbox,webhook,latency,memory,explain"
+const defaultParts = "raw,river,pool,e2e,e2e-claimed,retained,rabbitmq,nats,outbox,webhook,latency,memory,explain"
 
 // options are the parsed flags.
 type options struct {
@@ -318,8 +318,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"raw", func() (Rate, error) { return benchRaw(ctx, env, o.events) }},
 		{"river", func() (Rate, error) { return benchRiver(ctx, env, o.events, o.riverWorkers, o.riverConns) }},
 		{"pool", func() (Rate, error) { return benchPool(ctx, env, o.events) }},
-		{"e2e", func() (Rate, error) { return benchEndToEnd(ctx, env, o.events, 0, profiles{}) }},
-		{"retained", func() (Rate, error) { return benchEndToEnd(ctx, env, o.events, o.retained, profiles{}) }},
+		{"e2e", func() (Rate, error) { return benchEndToEnd(ctx, env, o.events, 0, profiles{}, false) }},
+		{"e2e-claimed", func() (Rate, error) { return benchEndToEnd(ctx, env, o.events, 0, profiles{}, true) }},
+		{"retained", func() (Rate, error) { return benchEndToEnd(ctx, env, o.events, o.retained, profiles{}, false) }},
 	}
 	brokers := []struct {
 		name string
@@ -401,7 +402,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	if prof := (profiles{cpu: o.cpuProfile, block: o.blockProfile, mutex: o.mutexProfile}); prof != (profiles{}) {
 		logf("… e2e, profiled (not counted)")
-		r, err := benchEndToEnd(ctx, env, o.events, 0, prof)
+		r, err := benchEndToEnd(ctx, env, o.events, 0, prof, false)
 		if err != nil {
 			return fmt.Errorf("profiled e2e: %w", err)
 		}
@@ -416,7 +417,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return r.PerSecond, nil
 		}
 		logf("… e2e (for the maximum the offered loads are fractions of; not in the rates)")
-		r, err := benchEndToEnd(ctx, env, o.events, 0, profiles{})
+		r, err := benchEndToEnd(ctx, env, o.events, 0, profiles{}, false)
 		if err != nil {
 			return 0, fmt.Errorf("e2e: %w", err)
 		}

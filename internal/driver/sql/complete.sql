@@ -14,9 +14,11 @@
 -- meet), PostgreSQL aborts one and the completer retries it: the write is
 -- fenced, so a retry applies nothing twice.
 --
--- The fence is the lease token alone, on purpose: a row has a token exactly
--- while it is processing (the inbox_lease_check constraint), so adding
--- `status = 'processing'` would change nothing but the plan: it lets the
+-- The fence is the lease token alone, on purpose: a row has a token while
+-- it is processing, or received with a reservation (a row handed off at
+-- ingest, migration 013: its outcome is fenced the same way), and never
+-- once finished (the inbox_lease_check constraint); adding
+-- `status = 'processing'` would also change the plan: it lets the
 -- planner reach the rows through the partial index on processing rows, whose
 -- statistics (taken while almost nothing was processing) say one row, and
 -- then compare every processing row with every element of the batch. With
