@@ -7,15 +7,7 @@
 -- last_error strings are stored as NULL.
 -- Index: the unique (source, event_id) index decides the conflicts; the
 -- primary key draws from the identity sequence (see driver.IdentityClash).
---
--- A text/template: with .Reserve, the rows handed off at ingest (b.pos > 0,
--- its place in the reservation) are written received with a reservation
--- for this replica's handlers (migration 013): the lease a claim would
--- give (token $13, $14 ms, locked_by $15, claim_pos), attempts 1, and
--- available_at at the lease's end, so that claims skip the row until the
--- reservation lapses. The statement then returns one row: how many rows it
--- inserted, and the id, place and received_at of each reserved row it
--- inserted (a duplicate is not inserted, so never handed off).
+-- With .Reserve (a text/template): see the end of the file.
 {{if .Reserve}}WITH ins AS (
 {{end -}}
 INSERT INTO inbox (source, event_id, event_type, key, payload, headers, status,
@@ -48,3 +40,13 @@ SELECT count(*),
        coalesce(array_agg(received_at ORDER BY claim_pos) FILTER (WHERE claim_pos IS NOT NULL), '{}')
 FROM ins
 {{- end}}
+-- (Kept short above: pg_stat_activity shows a statement's first 1,024
+-- bytes, and the INSERT must be among them.)
+-- With .Reserve, the rows handed off at ingest (b.pos > 0, its place in the
+-- reservation) are written received with a reservation for this replica's
+-- handlers (migration 013): the lease a claim would give (token $13, $14
+-- ms, locked_by $15, claim_pos), attempts 1, and available_at at the
+-- lease's end, so that claims skip the row until the reservation lapses.
+-- The statement then returns one row: how many rows it inserted, and the
+-- id, place and received_at of each reserved row it inserted (a duplicate
+-- is not inserted, so never handed off).
