@@ -221,6 +221,15 @@ func (p *Pool) Run(ctx context.Context) error {
 	// (rather than sent as an unnamed statement each time) it is parsed
 	// once and its rows come back in binary, payloads included.
 	cc.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	// A claim's commit does not wait for the WAL flush either: claims run
+	// one at a time, so the flush was a claim's latency and the pool's
+	// rate. Nothing can depend on a claim that PostgreSQL loses in a crash
+	// of its own: every outcome, transactional handler's commit and start
+	// mark that follows it is written after it in the WAL, so none of them
+	// survives without it; its rows are then received again (with the
+	// attempt uncounted), and a plain handler that ran is run again, as
+	// for any lost lease.
+	cc.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	claimDB, err := pgxpool.NewWithConfig(ctx, cc)
 	if err != nil {
 		return fmt.Errorf("worker: open the claims' pool: %w", err)
