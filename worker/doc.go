@@ -39,6 +39,10 @@
 //     reused goroutine and turns its error into an outcome by the route's
 //     policy (resolved once per route, route.go);
 //   - the completer (completer.go): writes the outcomes in fenced batches;
+//   - the hand-off at ingest (handoff.go): the Pool's Reserve, Deliver and
+//     Cancel, through which the ingest of the same process stores rows
+//     already reserved for the idle handlers and hands them over with no
+//     claim (ingest.HandOff);
 //   - the route controls (controls.go): the paused routes, read by every
 //     replica every 500 ms, and each route's circuit breaker take its room
 //     out of the claim plan; a rate-limited route's room is cut to the
