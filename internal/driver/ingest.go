@@ -87,7 +87,7 @@ func InsertBatch(ctx context.Context, db DB, rows []NewRow, res *Reservation) (i
 		eventTypes = make([]string, n)
 		keys       = make([][]byte, n)
 		payloads   = make([][]byte, n)
-		headers    = make([]string, n)
+		headers    = make([][]byte, n) // text[] from bytes: no copy per row as string(r.Headers) made
 		statuses   = make([]string, n)
 		lastErrors = make([]string, n)
 		partitions = make([]int32, n)
@@ -100,7 +100,7 @@ func InsertBatch(ctx context.Context, db DB, rows []NewRow, res *Reservation) (i
 		eventTypes[i] = r.EventType
 		keys[i] = r.Key
 		payloads[i] = r.Payload
-		headers[i] = string(r.Headers)
+		headers[i] = r.Headers
 		statuses[i] = string(r.Status)
 		lastErrors[i] = r.LastError
 		partitions[i] = r.Partition
