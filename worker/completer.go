@@ -123,7 +123,7 @@ func (c *completer) loop(stop context.Context) {
 func (c *completer) flush(stop context.Context, batch []result) {
 	p := c.p
 	retry := backoff.NewRetrier(backoff.Exponential{Base: 50 * time.Millisecond, Max: 5 * time.Second})
-	var applied map[int64]bool
+	var applied []int64
 	for {
 		var err error
 		applied, err = c.writeOutcomes(stop, batch)
@@ -155,8 +155,13 @@ func (c *completer) flush(stop context.Context, batch []result) {
 	}
 	p.mu.Unlock()
 	signal(p.freed)
+	// Both in id order (writeOutcomes sorted them): one walk matches them.
+	next := 0
 	for _, r := range batch {
-		if !applied[r.id] {
+		for next < len(applied) && applied[next] < r.id {
+			next++
+		}
+		if next == len(applied) || applied[next] != r.id {
 			p.metrics.fenced.Inc()
 			p.rowLog(zerolog.WarnLevel, r).Str("outcome", r.outcome).
 				Msg("fenced: lease lost before completion, outcome not applied")
@@ -166,7 +171,7 @@ func (c *completer) flush(stop context.Context, batch []result) {
 		if label == "" {
 			label = otherEventTypes
 		}
-		p.metrics.completed.WithLabelValues(r.outcome, label).Inc()
+		p.metrics.completedCounter(r.outcome, label).Inc()
 		switch r.outcome {
 		case outcomeProcessed:
 			p.rowLog(zerolog.DebugLevel, r).Msg("processed")
@@ -181,8 +186,9 @@ func (c *completer) flush(stop context.Context, batch []result) {
 }
 
 // writeOutcomes runs the fenced batch completion and returns the ids it
-// applied. Released rows are announced so other workers take them at once.
-func (c *completer) writeOutcomes(ctx context.Context, batch []result) (map[int64]bool, error) {
+// applied, sorted, as batch is once it returns. Released rows are
+// announced so other workers take them at once.
+func (c *completer) writeOutcomes(ctx context.Context, batch []result) ([]int64, error) {
 	p := c.p
 	// Sorted by id: the statement then locks the rows in id order (see
 	// sql/complete.sql). In place: the batch is the caller's own.
@@ -201,10 +207,9 @@ func (c *completer) writeOutcomes(ctx context.Context, batch []result) (map[int6
 	if err != nil {
 		return nil, err
 	}
-	applied := make(map[int64]bool, len(got))
-	for _, id := range got {
-		applied[id] = true
-	}
+	// RETURNING gives no order; nearly sorted already, as the update
+	// follows the ids it was given.
+	slices.Sort(got)
 	if len(ordered) > 0 {
 		signal(p.wake) // the next rows of finished keys were unparked
 	}
@@ -213,5 +218,5 @@ func (c *completer) writeOutcomes(ctx context.Context, batch []result) (map[int6
 			p.log.Warn().Err(err).Msg("notify after release failed; other workers will poll")
 		}
 	}
-	return applied, nil
+	return got, nil
 }

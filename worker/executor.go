@@ -125,7 +125,10 @@ func (e *executor) execute(j *job, policy routePolicy) {
 	}
 	ev := j.row.event()
 	route := p.registry.Load().Lookup(ev.EventType)
-	h := &engineHandler{p: p, next: route.Handler, label: p.typeLabel(ev.EventType)}
+	label := p.typeLabel(ev.EventType)
+	// A value, not a pointer: on the usual path (no transaction) it stays
+	// on the stack; runTx takes its own copy.
+	h := engineHandler{p: p, next: route.Handler, label: label}
 
 	var tx pgx.Tx
 	if route.Tx {
@@ -162,14 +165,14 @@ func (e *executor) execute(j *job, policy routePolicy) {
 	var err error
 	if route.Tx {
 		var committed, fenced bool
-		committed, fenced, err = e.runTx(ctx, tx, j, ev, h)
+		committed, fenced, err = e.runTx(ctx, tx, j, ev, &engineHandler{p: p, next: route.Handler, label: label})
 		if committed || fenced {
 			waits := p.handlerReturned(j)
 			p.follow(j, waits, committed)
 			p.forget(j)
 			if committed {
 				p.attemptEnded(j, true)
-				p.metrics.completed.WithLabelValues(outcomeProcessed, p.typeLabel(ev.EventType)).Inc()
+				p.metrics.completedCounter(outcomeProcessed, label).Inc()
 				p.rowLog(zerolog.DebugLevel, result{id: j.row.ID, eventID: ev.EventID, eventType: ev.EventType}).Msg("processed")
 			}
 			return
@@ -178,7 +181,7 @@ func (e *executor) execute(j *job, policy routePolicy) {
 		err = h.Handle(ctx, ev)
 	}
 	waits := p.handlerReturned(j)
-	r := e.outcome(ctx, j, ev, err, policy)
+	r := e.labeledOutcome(ctx, j, ev, label, err, policy)
 	switch r.outcome {
 	case outcomeProcessed:
 		p.attemptEnded(j, true)
@@ -259,7 +262,7 @@ func (e *engineHandler) Handle(ctx context.Context, ev *handlers.Event) error {
 	case err != nil:
 		result = "error"
 	}
-	e.p.metrics.handlerDuration.WithLabelValues(result, e.label).Observe(took.Seconds())
+	e.p.metrics.handlerObserver(result, e.label).Observe(took.Seconds())
 	if l := e.p.log.Debug(); l.Enabled() {
 		if err != nil {
 			l = l.Err(err)
@@ -291,9 +294,15 @@ func (p *Pool) recoverPanic(ev *handlers.Event, err *error) {
 // outcome turns a handler's error into the row's next state, by its
 // route's policy.
 func (e *executor) outcome(ctx context.Context, j *job, ev *handlers.Event, err error, policy routePolicy) result {
+	return e.labeledOutcome(ctx, j, ev, e.p.typeLabel(ev.EventType), err, policy)
+}
+
+// labeledOutcome is outcome with the row's event_type metric label, which
+// execute already has.
+func (e *executor) labeledOutcome(ctx context.Context, j *job, ev *handlers.Event, label string, err error, policy routePolicy) result {
 	p := e.p
 	r := result{job: j, id: j.row.ID, token: j.token, eventID: ev.EventID, eventType: ev.EventType,
-		typeLabel: p.typeLabel(ev.EventType)}
+		typeLabel: label}
 	switch {
 	case err == nil:
 		r.status, r.outcome = status.Processed, outcomeProcessed
