@@ -88,6 +88,23 @@ func (c *completer) submit(r result) {
 	c.results <- r
 }
 
+// trySubmit is submit unless it would wait for room in the results: it
+// reports whether r was taken (submitted, or dropped after Stop).
+func (c *completer) trySubmit(r result) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		c.p.forget(r.job)
+		return true
+	}
+	select {
+	case c.results <- r:
+		return true
+	default:
+		return false
+	}
+}
+
 // loop writes outcomes in batches until the results channel is closed
 // and drained.
 func (c *completer) loop(stop context.Context) {
