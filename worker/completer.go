@@ -165,20 +165,18 @@ func (c *completer) flush(stop context.Context, batch []result) {
 	now := time.Now()
 	p.mu.Lock()
 	for _, r := range batch {
-		if r.job != nil && !r.job.doneAt.IsZero() {
-			p.metrics.outcomeWriteDelay.Observe(now.Sub(r.job.doneAt).Seconds())
-		}
 		p.forgetLocked(r.job)
 	}
 	p.mu.Unlock()
 	signal(p.freed)
-	// Both in id order (writeOutcomes sorted them): one walk matches them.
-	next := 0
 	for _, r := range batch {
-		for next < len(applied) && applied[next] < r.id {
-			next++
+		// doneAt was written before the result was submitted, and is not
+		// written again: it is read without Pool.mu, which every handler's
+		// start and end takes.
+		if r.job != nil && !r.job.doneAt.IsZero() {
+			p.metrics.outcomeWriteDelay.Observe(now.Sub(r.job.doneAt).Seconds())
 		}
-		if next == len(applied) || applied[next] != r.id {
+		if _, ok := slices.BinarySearch(applied, r.id); !ok {
 			p.metrics.fenced.Inc()
 			p.rowLog(zerolog.WarnLevel, r).Str("outcome", r.outcome).
 				Msg("fenced: lease lost before completion, outcome not applied")
@@ -203,19 +201,24 @@ func (c *completer) flush(stop context.Context, batch []result) {
 }
 
 // writeOutcomes runs the fenced batch completion and returns the ids it
-// applied, sorted, as batch is once it returns. Released rows are
-// announced so other workers take them at once.
+// applied, sorted. Released rows are announced so other workers take them
+// at once.
 func (c *completer) writeOutcomes(ctx context.Context, batch []result) ([]int64, error) {
 	p := c.p
-	// Sorted by id: the statement then locks the rows in id order (see
-	// sql/complete.sql). In place: the batch is the caller's own.
-	slices.SortFunc(batch, func(a, b result) int { return cmp.Compare(a.id, b.id) })
 	completions := make([]driver.Completion, len(batch))
 	released := false
 	for i, r := range batch {
 		completions[i] = driver.Completion{ID: r.id, Token: r.token, Status: r.status, Delay: r.delay,
 			Error: r.lastError, Release: r.release, Chained: r.chained}
 		released = released || r.release
+	}
+	// Sorted by id: the statement then locks the rows in id order (see
+	// sql/complete.sql). The completions, not the results (twice their
+	// size); mostly in order already, as outcomes arrive about in claim
+	// order.
+	byID := func(a, b driver.Completion) int { return cmp.Compare(a.ID, b.ID) }
+	if !slices.IsSortedFunc(completions, byID) {
+		slices.SortFunc(completions, byID)
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
 	defer cancel()
