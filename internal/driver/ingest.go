@@ -175,8 +175,8 @@ func oneDimension(isNil bool, n int) []pgtype.ArrayDimension {
 type textArray []string
 
 func (a textArray) Dimensions() []pgtype.ArrayDimension { return oneDimension(a == nil, len(a)) }
-func (a textArray) Index(i int) any                      { return textRef{&a[i]} }
-func (a textArray) IndexType() any                       { return textRef{} }
+func (a textArray) Index(i int) any                     { return textRef{&a[i]} }
+func (a textArray) IndexType() any                      { return textRef{} }
 
 type textRef struct{ p *string }
 
@@ -188,8 +188,8 @@ func (r textRef) TextValue() (pgtype.Text, error) { return pgtype.Text{String: *
 type bytesTextArray [][]byte
 
 func (a bytesTextArray) Dimensions() []pgtype.ArrayDimension { return oneDimension(a == nil, len(a)) }
-func (a bytesTextArray) Index(i int) any                      { return bytesTextRef{&a[i]} }
-func (a bytesTextArray) IndexType() any                       { return bytesTextRef{} }
+func (a bytesTextArray) Index(i int) any                     { return bytesTextRef{&a[i]} }
+func (a bytesTextArray) IndexType() any                      { return bytesTextRef{} }
 
 type bytesTextRef struct{ p *[]byte }
 
@@ -203,8 +203,8 @@ func (r bytesTextRef) TextValue() (pgtype.Text, error) {
 type byteaArray [][]byte
 
 func (a byteaArray) Dimensions() []pgtype.ArrayDimension { return oneDimension(a == nil, len(a)) }
-func (a byteaArray) Index(i int) any                      { return byteaRef{&a[i]} }
-func (a byteaArray) IndexType() any                       { return byteaRef{} }
+func (a byteaArray) Index(i int) any                     { return byteaRef{&a[i]} }
+func (a byteaArray) IndexType() any                      { return byteaRef{} }
 
 type byteaRef struct{ p *[]byte }
 
@@ -214,19 +214,21 @@ func (r byteaRef) BytesValue() ([]byte, error) { return *r.p, nil }
 type int64Array []int64
 
 func (a int64Array) Dimensions() []pgtype.ArrayDimension { return oneDimension(a == nil, len(a)) }
-func (a int64Array) Index(i int) any                      { return int64Ref{&a[i]} }
-func (a int64Array) IndexType() any                       { return int64Ref{} }
+func (a int64Array) Index(i int) any                     { return int64Ref{&a[i]} }
+func (a int64Array) IndexType() any                      { return int64Ref{} }
 
 type int64Ref struct{ p *int64 }
 
-func (r int64Ref) Int64Value() (pgtype.Int8, error) { return pgtype.Int8{Int64: *r.p, Valid: true}, nil }
+func (r int64Ref) Int64Value() (pgtype.Int8, error) {
+	return pgtype.Int8{Int64: *r.p, Valid: true}, nil
+}
 
 // int32Array is an integer[] argument.
 type int32Array []int32
 
 func (a int32Array) Dimensions() []pgtype.ArrayDimension { return oneDimension(a == nil, len(a)) }
-func (a int32Array) Index(i int) any                      { return int32Ref{&a[i]} }
-func (a int32Array) IndexType() any                       { return int32Ref{} }
+func (a int32Array) Index(i int) any                     { return int32Ref{&a[i]} }
+func (a int32Array) IndexType() any                      { return int32Ref{} }
 
 type int32Ref struct{ p *int32 }
 
