@@ -116,6 +116,18 @@ func (c *completer) loop(stop context.Context) {
 		linger.Reset(completeLinger)
 	gather:
 		for len(batch) < maxCompleteBatch {
+			// What waits already is taken without the two-way select (a
+			// receive that does not block is far cheaper, and this runs per
+			// row); the select only when the channel is empty.
+			select {
+			case r, ok := <-c.results:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, r)
+				continue
+			default:
+			}
 			select {
 			case r, ok := <-c.results:
 				if !ok {
