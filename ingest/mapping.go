@@ -403,7 +403,11 @@ func (f *jsonFields) get(name string) (value, problem string, ok bool) {
 	if !f.parsed {
 		f.parsed = true
 		if len(f.payload) > 0 {
-			_ = json.Unmarshal(f.payload, &f.fields) // not a JSON object: no fields
+			// Into a variable of its own: &f.fields would make every
+			// message's jsonFields escape to the heap, parsed or not.
+			var fields map[string]json.RawMessage
+			_ = json.Unmarshal(f.payload, &fields) // not a JSON object: no fields
+			f.fields = fields
 		}
 	}
 	raw, ok := f.fields[name]

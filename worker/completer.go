@@ -88,6 +88,23 @@ func (c *completer) submit(r result) {
 	c.results <- r
 }
 
+// trySubmit is submit unless it would wait for room in the results: it
+// reports whether r was taken (submitted, or dropped after Stop).
+func (c *completer) trySubmit(r result) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		c.p.forget(r.job)
+		return true
+	}
+	select {
+	case c.results <- r:
+		return true
+	default:
+		return false
+	}
+}
+
 // loop writes outcomes in batches until the results channel is closed
 // and drained.
 func (c *completer) loop(stop context.Context) {
@@ -99,6 +116,18 @@ func (c *completer) loop(stop context.Context) {
 		linger.Reset(completeLinger)
 	gather:
 		for len(batch) < maxCompleteBatch {
+			// What waits already is taken without the two-way select (a
+			// receive that does not block is far cheaper, and this runs per
+			// row); the select only when the channel is empty.
+			select {
+			case r, ok := <-c.results:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, r)
+				continue
+			default:
+			}
 			select {
 			case r, ok := <-c.results:
 				if !ok {
@@ -123,7 +152,7 @@ func (c *completer) loop(stop context.Context) {
 func (c *completer) flush(stop context.Context, batch []result) {
 	p := c.p
 	retry := backoff.NewRetrier(backoff.Exponential{Base: 50 * time.Millisecond, Max: 5 * time.Second})
-	var applied map[int64]bool
+	var applied []int64
 	for {
 		var err error
 		applied, err = c.writeOutcomes(stop, batch)
@@ -148,15 +177,18 @@ func (c *completer) flush(stop context.Context, batch []result) {
 	now := time.Now()
 	p.mu.Lock()
 	for _, r := range batch {
-		if r.job != nil && !r.job.doneAt.IsZero() {
-			p.metrics.outcomeWriteDelay.Observe(now.Sub(r.job.doneAt).Seconds())
-		}
 		p.forgetLocked(r.job)
 	}
 	p.mu.Unlock()
 	signal(p.freed)
 	for _, r := range batch {
-		if !applied[r.id] {
+		// doneAt was written before the result was submitted, and is not
+		// written again: it is read without Pool.mu, which every handler's
+		// start and end takes.
+		if r.job != nil && !r.job.doneAt.IsZero() {
+			p.metrics.outcomeWriteDelay.Observe(now.Sub(r.job.doneAt).Seconds())
+		}
+		if _, ok := slices.BinarySearch(applied, r.id); !ok {
 			p.metrics.fenced.Inc()
 			p.rowLog(zerolog.WarnLevel, r).Str("outcome", r.outcome).
 				Msg("fenced: lease lost before completion, outcome not applied")
@@ -166,7 +198,7 @@ func (c *completer) flush(stop context.Context, batch []result) {
 		if label == "" {
 			label = otherEventTypes
 		}
-		p.metrics.completed.WithLabelValues(r.outcome, label).Inc()
+		p.metrics.completedCounter(r.outcome, label).Inc()
 		switch r.outcome {
 		case outcomeProcessed:
 			p.rowLog(zerolog.DebugLevel, r).Msg("processed")
@@ -181,18 +213,24 @@ func (c *completer) flush(stop context.Context, batch []result) {
 }
 
 // writeOutcomes runs the fenced batch completion and returns the ids it
-// applied. Released rows are announced so other workers take them at once.
-func (c *completer) writeOutcomes(ctx context.Context, batch []result) (map[int64]bool, error) {
+// applied, sorted. Released rows are announced so other workers take them
+// at once.
+func (c *completer) writeOutcomes(ctx context.Context, batch []result) ([]int64, error) {
 	p := c.p
-	// Sorted by id: the statement then locks the rows in id order (see
-	// sql/complete.sql). In place: the batch is the caller's own.
-	slices.SortFunc(batch, func(a, b result) int { return cmp.Compare(a.id, b.id) })
 	completions := make([]driver.Completion, len(batch))
 	released := false
 	for i, r := range batch {
 		completions[i] = driver.Completion{ID: r.id, Token: r.token, Status: r.status, Delay: r.delay,
 			Error: r.lastError, Release: r.release, Chained: r.chained}
 		released = released || r.release
+	}
+	// Sorted by id: the statement then locks the rows in id order (see
+	// sql/complete.sql). The completions, not the results (twice their
+	// size); mostly in order already, as outcomes arrive about in claim
+	// order.
+	byID := func(a, b driver.Completion) int { return cmp.Compare(a.ID, b.ID) }
+	if !slices.IsSortedFunc(completions, byID) {
+		slices.SortFunc(completions, byID)
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
 	defer cancel()
@@ -201,10 +239,9 @@ func (c *completer) writeOutcomes(ctx context.Context, batch []result) (map[int6
 	if err != nil {
 		return nil, err
 	}
-	applied := make(map[int64]bool, len(got))
-	for _, id := range got {
-		applied[id] = true
-	}
+	// RETURNING gives no order; nearly sorted already, as the update
+	// follows the ids it was given.
+	slices.Sort(got)
 	if len(ordered) > 0 {
 		signal(p.wake) // the next rows of finished keys were unparked
 	}
@@ -213,5 +250,5 @@ func (c *completer) writeOutcomes(ctx context.Context, batch []result) (map[int6
 			p.log.Warn().Err(err).Msg("notify after release failed; other workers will poll")
 		}
 	}
-	return applied, nil
+	return got, nil
 }

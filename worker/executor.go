@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -36,7 +37,31 @@ type executor struct {
 	quit    chan struct{}   // closed by Stop: idle goroutines end
 	stopped sync.Once
 	running sync.WaitGroup // the jobs handed over and not yet done
+	// offer is the slot of a goroutine whose handler just returned, while
+	// it frees the handler's place (handlerReturned): the job dispatched
+	// into that place is put in the slot, and run next by that goroutine,
+	// rather than woken on another one. A hand-over through idle costs a
+	// wake-up and a switch of goroutines per row; at full rate most rows
+	// start this way.
+	offer atomic.Pointer[execSlot]
 }
+
+// execSlot is the place where run leaves a job for the goroutine that
+// offered the slot (executor.offer). Its state goes from slotOffered to
+// slotTaking (run took the slot) to slotFull (the task is written), or to
+// slotWithdrawn (its goroutine took the offer back).
+type execSlot struct {
+	state atomic.Int32
+	task  execTask // written by run between slotTaking and slotFull
+}
+
+// The states of an execSlot.
+const (
+	slotOffered int32 = iota
+	slotTaking
+	slotFull
+	slotWithdrawn
+)
 
 // newExecutor returns the executor of p.
 func newExecutor(p *Pool) *executor {
@@ -49,10 +74,21 @@ func (e *executor) Start(context.Context) error { return nil }
 // Stop ends the idle goroutines; those running a job end after it.
 func (e *executor) Stop() { e.stopped.Do(func() { close(e.quit) }) }
 
-// run hands t to an idle goroutine, or to a new one. Pool.mu is held (by
-// dispatchLocked): it never blocks.
+// run hands t to the goroutine that offered its slot, or to an idle
+// goroutine, or to a new one. Pool.mu is held (by dispatchLocked): it never
+// blocks.
 func (e *executor) run(t execTask) {
 	e.running.Add(1)
+	if s := e.offer.Swap(nil); s != nil && s.state.CompareAndSwap(slotOffered, slotTaking) {
+		s.task = t
+		s.state.Store(slotFull)
+		return
+	}
+	e.start(t)
+}
+
+// start hands t, counted in running, to an idle goroutine or a new one.
+func (e *executor) start(t execTask) {
 	select {
 	case e.idle <- t: // an idle goroutine takes it
 	default:
@@ -78,9 +114,14 @@ const executorIdle = 2 * time.Second
 func (e *executor) loop(t execTask) {
 	idle := time.NewTimer(executorIdle)
 	defer idle.Stop()
+	slot := new(execSlot)
 	for {
-		e.execute(t.j, t.policy)
+		next, ok := e.execute(t.j, t.policy, slot)
 		e.running.Done()
+		if ok {
+			t = next // dispatched into this goroutine's slot: run it now
+			continue
+		}
 		idle.Reset(executorIdle)
 		select {
 		case t = <-e.idle:
@@ -116,16 +157,21 @@ func (e *executor) wait(d time.Duration, abort <-chan struct{}) bool {
 
 // execute runs the handler for one claimed row, started by its route's
 // dispatch with the route's policy at that moment, once the database knows
-// it starts, and submits the outcome.
-func (e *executor) execute(j *job, policy routePolicy) {
+// it starts, and submits the outcome. slot is its goroutine's
+// (executor.offer): when a job was dispatched into it, execute returns it,
+// ok, for the goroutine to run next.
+func (e *executor) execute(j *job, policy routePolicy, slot *execSlot) (next execTask, ok bool) {
 	p := e.p
 	defer j.cancel(nil)
 	if !p.leaser.markStarted(j) {
-		return // fenced or given back: not run
+		return execTask{}, false // fenced or given back: not run
 	}
 	ev := j.row.event()
 	route := p.registry.Load().Lookup(ev.EventType)
-	h := &engineHandler{p: p, next: route.Handler, label: p.typeLabel(ev.EventType)}
+	label := p.typeLabel(ev.EventType)
+	// A value, not a pointer: on the usual path (no transaction) it stays
+	// on the stack; runTx takes its own copy.
+	h := engineHandler{p: p, next: route.Handler, label: label}
 
 	var tx pgx.Tx
 	if route.Tx {
@@ -143,7 +189,7 @@ func (e *executor) execute(j *job, policy routePolicy) {
 				r.delay = policy.retry.NextRetry(1) // the database is unwell: not at once
 			}
 			p.completer.submit(r)
-			return
+			return execTask{}, false
 		}
 		// Whatever happens below, an unfinished transaction is rolled back;
 		// after a commit Rollback does nothing.
@@ -162,31 +208,69 @@ func (e *executor) execute(j *job, policy routePolicy) {
 	var err error
 	if route.Tx {
 		var committed, fenced bool
-		committed, fenced, err = e.runTx(ctx, tx, j, ev, h)
+		committed, fenced, err = e.runTx(ctx, tx, j, ev, &engineHandler{p: p, next: route.Handler, label: label})
 		if committed || fenced {
 			waits := p.handlerReturned(j)
 			p.follow(j, waits, committed)
 			p.forget(j)
 			if committed {
 				p.attemptEnded(j, true)
-				p.metrics.completed.WithLabelValues(outcomeProcessed, p.typeLabel(ev.EventType)).Inc()
+				p.metrics.completedCounter(outcomeProcessed, label).Inc()
 				p.rowLog(zerolog.DebugLevel, result{id: j.row.ID, eventID: ev.EventID, eventType: ev.EventType}).Msg("processed")
 			}
-			return
+			return execTask{}, false
 		}
 	} else {
 		err = h.Handle(ctx, ev)
 	}
+	// The row's place is freed with this goroutine's slot offered: the row
+	// dispatched into it, if any, runs next on this goroutine.
+	slot.state.Store(slotOffered)
+	e.offer.Store(slot)
 	waits := p.handlerReturned(j)
-	r := e.outcome(ctx, j, ev, err, policy)
+	next, ok = e.withdraw(slot)
+	r := e.labeledOutcome(ctx, j, ev, label, err, policy)
 	switch r.outcome {
 	case outcomeProcessed:
 		p.attemptEnded(j, true)
 	case outcomeRetried, outcomeDead:
 		p.attemptEnded(j, false)
 	}
+	if ok && waits {
+		// follow may wait (submitting the rows it cuts from the chain): the
+		// next row is not to wait with it.
+		e.start(next)
+		ok = false
+	}
 	r.chained = p.follow(j, waits, r.outcome == outcomeProcessed || (r.outcome == outcomeDead && policy.OnDead == handlers.OnDeadSkip))
+	if ok && p.completer.trySubmit(r) {
+		return next, true
+	}
+	if ok {
+		// The completer is behind and submit waits for room: the next row
+		// starts meanwhile, elsewhere.
+		e.start(next)
+	}
 	p.completer.submit(r)
+	return execTask{}, false
+}
+
+// withdraw takes slot's offer back once the handler's place is freed,
+// and returns the job that run put in it meanwhile, if it did.
+func (e *executor) withdraw(slot *execSlot) (execTask, bool) {
+	if slot.state.CompareAndSwap(slotOffered, slotWithdrawn) {
+		e.offer.CompareAndSwap(slot, nil)
+		return execTask{}, false
+	}
+	if slot.state.Load() != slotFull {
+		// Taken by a run on another goroutine, still writing the task: it
+		// holds Pool.mu until it is written.
+		e.p.mu.Lock()
+		e.p.mu.Unlock() //nolint:staticcheck // an empty critical section: waiting for run's
+	}
+	t := slot.task
+	slot.task = execTask{}
+	return t, true
 }
 
 // errAttemptTimeout is the cause of a handler's context ending at its
@@ -259,7 +343,7 @@ func (e *engineHandler) Handle(ctx context.Context, ev *handlers.Event) error {
 	case err != nil:
 		result = "error"
 	}
-	e.p.metrics.handlerDuration.WithLabelValues(result, e.label).Observe(took.Seconds())
+	e.p.metrics.handlerObserver(result, e.label).Observe(took.Seconds())
 	if l := e.p.log.Debug(); l.Enabled() {
 		if err != nil {
 			l = l.Err(err)
@@ -291,9 +375,15 @@ func (p *Pool) recoverPanic(ev *handlers.Event, err *error) {
 // outcome turns a handler's error into the row's next state, by its
 // route's policy.
 func (e *executor) outcome(ctx context.Context, j *job, ev *handlers.Event, err error, policy routePolicy) result {
+	return e.labeledOutcome(ctx, j, ev, e.p.typeLabel(ev.EventType), err, policy)
+}
+
+// labeledOutcome is outcome with the row's event_type metric label, which
+// execute already has.
+func (e *executor) labeledOutcome(ctx context.Context, j *job, ev *handlers.Event, label string, err error, policy routePolicy) result {
 	p := e.p
 	r := result{job: j, id: j.row.ID, token: j.token, eventID: ev.EventID, eventType: ev.EventType,
-		typeLabel: p.typeLabel(ev.EventType)}
+		typeLabel: label}
 	switch {
 	case err == nil:
 		r.status, r.outcome = status.Processed, outcomeProcessed

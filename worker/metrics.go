@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/inboxd/inboxd/internal/driver/status"
@@ -49,6 +51,37 @@ type metrics struct {
 	leaseAtRisk       prometheus.Counter
 	poisoned          prometheus.Counter
 	stuckHandlers     prometheus.Counter
+
+	// handlers and outcomes cache the children of handlerDuration and
+	// completed by their label values ([2]string{outcome, event_type}):
+	// they are used for every row, and WithLabelValues hashes and compares
+	// the label values under a lock each time. Their label values are
+	// bounded (outcomes by the routed types) and never deleted, so a
+	// cached child stays the vector's own.
+	handlers sync.Map // [2]string → prometheus.Observer
+	outcomes sync.Map // [2]string → prometheus.Counter
+}
+
+// handlerObserver is handlerDuration.WithLabelValues(result, eventType),
+// cached.
+func (m *metrics) handlerObserver(result, eventType string) prometheus.Observer {
+	k := [2]string{result, eventType}
+	if o, ok := m.handlers.Load(k); ok {
+		return o.(prometheus.Observer)
+	}
+	o, _ := m.handlers.LoadOrStore(k, m.handlerDuration.WithLabelValues(result, eventType))
+	return o.(prometheus.Observer)
+}
+
+// completedCounter is completed.WithLabelValues(outcome, eventType),
+// cached.
+func (m *metrics) completedCounter(outcome, eventType string) prometheus.Counter {
+	k := [2]string{outcome, eventType}
+	if c, ok := m.outcomes.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c, _ := m.outcomes.LoadOrStore(k, m.completed.WithLabelValues(outcome, eventType))
+	return c.(prometheus.Counter)
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {

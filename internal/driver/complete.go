@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,11 +12,71 @@ import (
 )
 
 // completeSQL and completeTxSQL are sql/complete.sql and
-// sql/complete_tx.sql in their two variants (see Variant).
+// sql/complete_tx.sql in their two variants (see Variant); completeStmt and
+// completeTxStmt the same with their named arguments made positional.
 var (
-	completeSQL   = renderVariants("complete.sql")
-	completeTxSQL = renderVariants("complete_tx.sql")
+	completeSQL    = renderVariants("complete.sql")
+	completeTxSQL  = renderVariants("complete_tx.sql")
+	completeStmt   = positionalVariants(completeSQL)
+	completeTxStmt = positionalVariants(completeTxSQL)
 )
+
+// positionalSQL is a statement whose named arguments (@name) were turned
+// into positional ones ($1…) once, at start. pgx.NamedArgs does that on
+// every call, scanning the whole text (comments included, a few KiB for
+// the completion): a completion batch runs many times a second.
+type positionalSQL struct {
+	sql   string
+	names []string // the name of each positional argument, from $1
+}
+
+// positionalVariants is positional of each variant.
+func positionalVariants(v [2]string) [2]positionalSQL {
+	return [2]positionalSQL{positional(v[0]), positional(v[1])}
+}
+
+// positional rewrites sql's named arguments as pgx.NamedArgs does, with
+// the same rules (comments, quoted text and casts are left alone).
+func positional(sql string) positionalSQL {
+	// Each name is its own value: the rewritten arguments are the names, in
+	// the order of their placeholders.
+	names := pgx.NamedArgs{}
+	for _, m := range namedArg.FindAllStringSubmatch(sql, -1) {
+		names[m[1]] = m[1]
+	}
+	out, args, err := names.RewriteQuery(context.Background(), nil, sql, nil)
+	if err != nil {
+		panic(fmt.Sprintf("driver: rewrite named arguments: %v", err))
+	}
+	q := positionalSQL{sql: out, names: make([]string, len(args))}
+	for i, a := range args {
+		name, ok := a.(string)
+		if !ok {
+			panic(fmt.Sprintf("driver: named argument $%d not found in the statement's text", i+1))
+		}
+		q.names[i] = name
+	}
+	return q
+}
+
+// namedArg matches what may be a named argument, @name; pgx's own rewrite
+// decides which are (a match in a comment or a string is not), so a
+// superfluous match is harmless.
+var namedArg = regexp.MustCompile(`@([A-Za-z_][A-Za-z0-9_]*)`)
+
+// args returns the statement's positional arguments from values, by name.
+// A name without a value is an error: the statement would run with NULL.
+func (q positionalSQL) args(values pgx.NamedArgs) ([]any, error) {
+	args := make([]any, len(q.names))
+	for i, name := range q.names {
+		v, ok := values[name]
+		if !ok {
+			return nil, fmt.Errorf("no value for the statement's argument @%s", name)
+		}
+		args[i] = v
+	}
+	return args, nil
+}
 
 // Completion is one row's outcome for Complete.
 type Completion struct {
@@ -44,12 +105,14 @@ type Ordering struct {
 // in that order.
 func Complete(ctx context.Context, db DB, batch []Completion, o Ordering) ([]int64, error) {
 	n := len(batch)
-	ids := make([]int64, n)
-	tokens := make([]int64, n)
-	statuses := make([]string, n)
-	delays := make([]int64, n)
+	// Arrays whose elements are not boxed one by one (see textArray); a
+	// pointer or a bool in an interface takes no allocation anyway.
+	ids := make(int64Array, n)
+	tokens := make(int64Array, n)
+	statuses := make(textArray, n)
+	delays := make(int64Array, n)
 	errs := make([]*string, n)
-	deltas := make([]int32, n)
+	deltas := make(int32Array, n)
 	chained := make([]bool, n)
 	for i, c := range batch {
 		ids[i], tokens[i], statuses[i], delays[i], errs[i] = c.ID, c.Token, string(c.Status), c.Delay.Milliseconds(), c.Error
@@ -58,7 +121,8 @@ func Complete(ctx context.Context, db DB, batch []Completion, o Ordering) ([]int
 			deltas[i] = -1
 		}
 	}
-	rows, err := db.Query(ctx, completeSQL[Variant(o.OrderedTypes)], pgx.NamedArgs{
+	q := completeStmt[Variant(o.OrderedTypes)]
+	args, err := q.args(pgx.NamedArgs{
 		"ids": ids, "tokens": tokens, "statuses": statuses, "delays_ms": delays,
 		"errors": errs, "attempts_delta": deltas, "chained": chained,
 		"ordered_types": nonNil(o.OrderedTypes), "blocking_types": nonNil(o.BlockingTypes),
@@ -66,8 +130,23 @@ func Complete(ctx context.Context, db DB, batch []Completion, o Ordering) ([]int
 	if err != nil {
 		return nil, fmt.Errorf("complete batch: %w", err)
 	}
-	applied, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	rows, err := db.Query(ctx, q.sql, args...)
 	if err != nil {
+		return nil, fmt.Errorf("complete batch: %w", err)
+	}
+	// Scanned into one variable through one argument list, rather than by
+	// pgx.RowTo: each allocates per row.
+	applied := make([]int64, 0, n)
+	var id int64
+	dest := []any{&id}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("complete batch: %w", err)
+		}
+		applied = append(applied, id)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("complete batch: %w", err)
 	}
 	return applied, nil
@@ -78,10 +157,15 @@ func Complete(ctx context.Context, db DB, batch []Completion, o Ordering) ([]int
 // Completion. It reports whether the row was marked (false: the lease was
 // lost).
 func CompleteTx(ctx context.Context, tx DB, id, token int64, chained bool, o Ordering) (bool, error) {
-	rows, err := tx.Query(ctx, completeTxSQL[Variant(o.OrderedTypes)], pgx.NamedArgs{
+	q := completeTxStmt[Variant(o.OrderedTypes)]
+	args, err := q.args(pgx.NamedArgs{
 		"id": id, "token": token, "chained": chained,
 		"ordered_types": nonNil(o.OrderedTypes), "blocking_types": nonNil(o.BlockingTypes),
 	})
+	if err != nil {
+		return false, fmt.Errorf("mark processed: %w", err)
+	}
+	rows, err := tx.Query(ctx, q.sql, args...)
 	if err != nil {
 		return false, fmt.Errorf("mark processed: %w", err)
 	}
