@@ -149,6 +149,9 @@ func (p *Pool) claimRoomLocked(rs *routeState, now time.Time) int {
 // attempt: ok for a success, not for a failure (retried or dead). Rows
 // released unattempted, and fenced ones, say nothing of the route.
 func (p *Pool) attemptEnded(j *job, ok bool) {
+	if !p.breakers.Load() {
+		return // no route has a breaker: no lock per row for it
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rs := j.route

@@ -60,6 +60,9 @@ type Pool struct {
 	// Guarded by mu.
 	reservations map[int64]*reservation
 	accepting    bool
+	// breakers is set while some route has a circuit breaker (set by
+	// syncRoutesLocked): attemptEnded takes mu only then.
+	breakers atomic.Bool
 	// suspectRunning: a suspect's handler runs (job.suspect); the next one
 	// waits for it.
 	suspectRunning bool
@@ -288,7 +291,18 @@ func (p *Pool) Run(ctx context.Context) error {
 		}
 	}()
 	// Handlers run under workCtx, which outlives ctx by the shutdown budget.
-	workCtx, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
+	// The jobs' own contexts derive from it without its cancellation
+	// (context.WithoutCancel), so that creating and ending one is not a
+	// registration with a parent shared by every job (a map insert and a
+	// delete, under the parent's lock, per row): cancelWork cancels them
+	// one by one instead.
+	workCtx, cancelWorkCtx := context.WithCancelCause(context.WithoutCancel(ctx))
+	cancelWork := func(cause error) {
+		cancelWorkCtx(cause)
+		for _, j := range p.snapshot() {
+			j.cancel(cause)
+		}
+	}
 	defer cancelWork(errShutdown)
 
 	bg, bgCtx := errgroup.WithContext(ctx)
@@ -307,7 +321,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	// until ctx ends; the executor's goroutines start with the jobs.
 	// Their Starts fail only before launching anything, which these do not.
 	p.executor.stopCtx = stop
-	p.claimer.stopCtx, p.claimer.work = stop, workCtx
+	p.claimer.stopCtx, p.claimer.work = stop, context.WithoutCancel(workCtx)
 	_ = p.leaser.Start(stop)
 	_ = p.completer.Start(stop)
 	_ = p.claimer.Start(ctx)

@@ -140,11 +140,15 @@ func (p *Pool) syncRoutesLocked(reg *handlers.Registry) {
 		}
 		p.routeGaugesLocked(rs)
 	}
+	breakers := false
 	for k, rs := range p.routes {
 		if !seen[k] {
 			p.retireRouteLocked(rs)
+		} else if rs.policy.Breaker.Failures > 0 {
+			breakers = true
 		}
 	}
+	p.breakers.Store(breakers)
 }
 
 // retireRouteLocked takes rs, a route the registry no longer has, off the

@@ -11,7 +11,10 @@ import (
 )
 
 // claimSQL is sql/claim.sql in its two variants (see Variant).
-var claimSQL = renderVariants("claim.sql")
+var (
+	claimSQL  = renderVariants("claim.sql")
+	claimStmt = positionalVariants(claimSQL) // its named arguments made positional once
+)
 
 // ClaimParams is what one claim (sql/claim.sql) asks for.
 type ClaimParams struct {
@@ -79,7 +82,12 @@ type Claimed struct {
 // plan_cache_mode), and db's sessions decide the scans the planner may
 // choose.
 func Claim(ctx context.Context, db DB, p ClaimParams) (Claimed, error) {
-	rows, err := db.Query(ctx, claimSQL[Variant(p.OrderedTypes)], p.args())
+	q := claimStmt[Variant(p.OrderedTypes)]
+	args, err := q.args(p.args())
+	if err != nil {
+		return Claimed{}, fmt.Errorf("claim batch: %w", err)
+	}
+	rows, err := db.Query(ctx, q.sql, args...)
 	if err != nil {
 		return Claimed{}, fmt.Errorf("claim batch: %w", err)
 	}

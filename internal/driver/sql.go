@@ -3,6 +3,8 @@ package driver
 import (
 	"context"
 	"embed"
+	"fmt"
+	"regexp"
 	"strings"
 	"text/template"
 
@@ -62,4 +64,61 @@ var notifySQL = load("notify.sql")
 func Notify(ctx context.Context, db DB) error {
 	_, err := db.Exec(ctx, notifySQL)
 	return err
+}
+
+// positionalSQL is a statement whose named arguments (@name) were turned
+// into positional ones ($1…) once, at start. pgx.NamedArgs does that on
+// every call, scanning the whole text (comments included, a few KiB for
+// the completion): a completion batch runs many times a second.
+type positionalSQL struct {
+	sql   string
+	names []string // the name of each positional argument, from $1
+}
+
+// positionalVariants is positional of each variant.
+func positionalVariants(v [2]string) [2]positionalSQL {
+	return [2]positionalSQL{positional(v[0]), positional(v[1])}
+}
+
+// positional rewrites sql's named arguments as pgx.NamedArgs does, with
+// the same rules (comments, quoted text and casts are left alone).
+func positional(sql string) positionalSQL {
+	// Each name is its own value: the rewritten arguments are the names, in
+	// the order of their placeholders.
+	names := pgx.NamedArgs{}
+	for _, m := range namedArg.FindAllStringSubmatch(sql, -1) {
+		names[m[1]] = m[1]
+	}
+	out, args, err := names.RewriteQuery(context.Background(), nil, sql, nil)
+	if err != nil {
+		panic(fmt.Sprintf("driver: rewrite named arguments: %v", err))
+	}
+	q := positionalSQL{sql: out, names: make([]string, len(args))}
+	for i, a := range args {
+		name, ok := a.(string)
+		if !ok {
+			panic(fmt.Sprintf("driver: named argument $%d not found in the statement's text", i+1))
+		}
+		q.names[i] = name
+	}
+	return q
+}
+
+// namedArg matches what may be a named argument, @name; pgx's own rewrite
+// decides which are (a match in a comment or a string is not), so a
+// superfluous match is harmless.
+var namedArg = regexp.MustCompile(`@([A-Za-z_][A-Za-z0-9_]*)`)
+
+// args returns the statement's positional arguments from values, by name.
+// A name without a value is an error: the statement would run with NULL.
+func (q positionalSQL) args(values pgx.NamedArgs) ([]any, error) {
+	args := make([]any, len(q.names))
+	for i, name := range q.names {
+		v, ok := values[name]
+		if !ok {
+			return nil, fmt.Errorf("no value for the statement's argument @%s", name)
+		}
+		args[i] = v
+	}
+	return args, nil
 }

@@ -8,8 +8,9 @@ import (
 )
 
 var (
-	markStartsSQL = load("mark_starts.sql")
-	suspectsSQL   = load("suspects.sql")
+	markStartsSQL  = load("mark_starts.sql")
+	markStartsStmt = positional(markStartsSQL) // named arguments made positional once
+	suspectsSQL    = load("suspects.sql")
 )
 
 // ClaimBits is one claim's start bits (a row of inbox_starts): bit
@@ -47,10 +48,14 @@ func MarkStarts(ctx context.Context, db DB, m StartMarks) error {
 	for i, u := range m.Unmark {
 		unmarkIDs[i], unmarkTokens[i] = u.ID, u.Token
 	}
-	if _, err := db.Exec(ctx, markStartsSQL, pgx.NamedArgs{
+	args, err := markStartsStmt.args(pgx.NamedArgs{
 		"tokens": tokens, "bits": bits, "versions": versions,
 		"unmark_ids": unmarkIDs, "unmark_tokens": unmarkTokens, "done_tokens": nonNil(m.DoneTokens),
-	}); err != nil {
+	})
+	if err != nil {
+		return fmt.Errorf("record handler starts: %w", err)
+	}
+	if _, err := db.Exec(ctx, markStartsStmt.sql, args...); err != nil {
 		return fmt.Errorf("record handler starts: %w", err)
 	}
 	return nil
