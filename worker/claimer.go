@@ -164,10 +164,7 @@ func (c *claimer) plan() (req claimRequest, activeRoom, activeCap int) {
 		firstAlways: p.heldBytes == 0,
 	}
 	now := time.Now()
-	maxPrefetch := 0
-	if p.cfg.adaptivePrefetch {
-		maxPrefetch = 2 * p.cfg.ClaimBatch
-	}
+	maxPrefetch := p.maxPrefetch()
 	for key, rs := range p.routes {
 		rs.adapt(now, maxPrefetch)
 		room := p.claimRoomLocked(rs, now)
@@ -224,6 +221,15 @@ func (c *claimer) plan() (req claimRequest, activeRoom, activeCap int) {
 		req.limit = 0
 	}
 	return req, activeRoom, activeCap
+}
+
+// maxPrefetch is the most an adaptive prefetch grows to (0: the prefetch
+// is fixed, Config.Prefetch).
+func (p *Pool) maxPrefetch() int {
+	if p.cfg.adaptivePrefetch {
+		return 2 * p.cfg.ClaimBatch
+	}
+	return 0
 }
 
 // orderedChain is how many rows of an ordered key a claim takes behind the

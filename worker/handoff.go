@@ -78,6 +78,10 @@ func (p *Pool) Reserve(rows []driver.NewRow) *driver.Reservation {
 		rs := p.routeForLocked(r.EventType)
 		q, seen := quota[rs]
 		if !seen {
+			// The route's rate and prefetch, as the claim plan keeps them,
+			// are brought up to date first: while every row is handed off,
+			// claims (and their plans) are rare.
+			rs.adapt(sent, p.maxPrefetch())
 			q = 0
 			if !rs.policy.Ordered && !rs.paused && rs.breaker == breakerClosed && rs.policy.Rate <= 0 {
 				q = min(rs.room(), rs.startSoon())
