@@ -25,8 +25,8 @@ import (
 //
 // Only rows a claim would mark started are reserved (claimRequest's
 // idle counts, routeState.startSoon): those for idle handlers, and those
-// due to start within premarkHorizon at the route's measured rate, within
-// the route's room; like those, each counts its attempt from the insert.
+// due to start within premarkHorizon (handOffSoon), within the route's
+// room; like those, each counts its attempt from the insert.
 // They are received rows (never rejected ones) of a route that is not
 // ordered (an ordered row may run only after the rows before it in its
 // key, which only the claim's key lookups know), not paused, with its
@@ -34,6 +34,24 @@ import (
 // claims), while the pool's byte budget has room. Duplicates are never
 // handed off: the insert skips them, and Deliver only gets the rows it
 // inserted.
+
+// handOffSoon is how many rows the hand-off may reserve for rs now: as
+// startSoon, those that start at once and those due to start within
+// premarkHorizon behind the rows rs holds, but at the rate its handlers
+// could start rows (capacity: concurrency over run time) when that is the
+// higher. Its measured rate is what the claims gave it; under a backlog,
+// at start, that is what a few claims could give, and the rows ingest
+// would hand off are what lifts it. A row queued behind q others starts
+// after about (q+1) run times over the concurrency: within premarkHorizon
+// while q+1 <= capacity × premarkHorizon. Pool.mu must be held.
+func (rs *routeState) handOffSoon() int {
+	rate := max(rs.rate, rs.capacity())
+	return rs.idle() + max(0, int(rate*premarkHorizon.Seconds())-len(rs.queue)-rs.waiting)
+}
+
+// handOffBacklog is how many times the pool's capacity of outcomes may
+// wait to be written before the hand-off stops (a claim stops at once).
+const handOffBacklog = 4
 
 // reservation is the room one Reserve took, until Deliver or Cancel.
 type reservation struct {
@@ -58,8 +76,12 @@ func (p *Pool) Reserve(rows []driver.NewRow) *driver.Reservation {
 	if !p.accepting || p.stopping {
 		return nil
 	}
-	if queued, running := p.countsLocked(); len(p.jobs)-queued-running >= p.cfg.maxCapacity() {
-		return nil // the completers are behind: no more rows on the books
+	// While the completers are behind, a claim takes nothing (claimer.plan);
+	// the hand-off goes on a while longer: a row ingest does not hand off
+	// is stored anyway, and costs a claim later. Its outcome waiting to be
+	// written holds no payload. Only far behind does it stop too.
+	if queued, running := p.countsLocked(); len(p.jobs)-queued-running >= handOffBacklog*p.cfg.maxCapacity() {
+		return nil
 	}
 	var (
 		pos []int32
@@ -84,7 +106,7 @@ func (p *Pool) Reserve(rows []driver.NewRow) *driver.Reservation {
 			rs.adapt(sent, p.maxPrefetch())
 			q = 0
 			if !rs.policy.Ordered && !rs.paused && rs.breaker == breakerClosed && rs.policy.Rate <= 0 {
-				q = min(rs.room(), rs.startSoon())
+				q = min(rs.room(), rs.handOffSoon())
 			}
 		}
 		size := int64(len(r.Payload) + len(r.Key) + len(r.Headers)) // as claimedRow.size

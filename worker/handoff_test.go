@@ -430,3 +430,32 @@ func TestHandOffDuringShutdownGivesRowsBack(t *testing.T) {
 		t.Fatalf("row handed off during shutdown: %+v, last_error %q; want received, due, attempts 0, unreserved", r, errString(r.LastError))
 	}
 }
+
+// What the hand-off may reserve for a route: its idle handlers, and the
+// rows due to start within premarkHorizon at the higher of its measured
+// rate and the rate its handlers could sustain (concurrency over run
+// time), behind the rows it holds.
+func TestHandOffSoonUsesTheHandlersCapacity(t *testing.T) {
+	t.Parallel()
+	rs := &routeState{limit: 4, prefetch: 100}
+	if got := rs.handOffSoon(); got != 4 {
+		t.Fatalf("before any handler returned: %d, want the 4 idle handlers", got)
+	}
+	rs.ranFor(time.Millisecond) // 4 handlers of 1 ms: 4,000 rows/s, 80 in 20 ms
+	if got := rs.handOffSoon(); got != 84 {
+		t.Fatalf("handOffSoon = %d, want 4 idle + 80", got)
+	}
+	rs.running, rs.queue = 4, make([]*job, 30)
+	if got := rs.handOffSoon(); got != 50 {
+		t.Fatalf("busy, 30 queued: %d, want 80 - 30", got)
+	}
+	rs.rate = 10_000 // measured higher than the capacity: the higher counts
+	if got := rs.handOffSoon(); got != 170 {
+		t.Fatalf("measured 10,000/s: %d, want 200 - 30", got)
+	}
+	slow := &routeState{limit: 4, running: 4}
+	slow.ranFor(time.Second) // 4 rows/s: none due within 20 ms
+	if got := slow.handOffSoon(); got != 0 {
+		t.Fatalf("slow handlers, all busy: %d, want 0", got)
+	}
+}

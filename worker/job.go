@@ -52,6 +52,7 @@ type job struct {
 	claimMarked bool       // its claim marked it started (inbox.started); unmarking it is a write of its row
 	premark     *startMark // its start mark, written ahead while it waits near the front of its route's queue (see premarkLocked)
 	leaseUntil  time.Time  // when the lease ends at the latest, by the local clock
+	runAt       time.Time  // when its handler was dispatched
 	doneAt      time.Time  // when the handler returned; outcome-write delay starts here
 	stuckAfter  time.Time  // when a running handler counts as stuck: its route's timeout + stuckGrace (zero: no timeout)
 	stuck       bool       // found stuck: its lease is no longer renewed
@@ -127,6 +128,7 @@ func (p *Pool) dispatchLocked(rs *routeState) (atRisk []*job) {
 		}
 		// Its bytes stay held until the handler returns. Its executor
 		// marks it started first, unless the claim did (see start.go).
+		j.runAt = time.Now()
 		p.moveLocked(j, jobRunning, false)
 		p.suspectRunning = p.suspectRunning || j.suspect
 		// The policy is read under the lock: a reload may change it.
@@ -213,6 +215,7 @@ func (p *Pool) handlerReturned(j *job) (waits bool) {
 	if j.state == jobRunning {
 		j.doneAt = time.Now()
 		j.route.returned++
+		j.route.ranFor(j.doneAt.Sub(j.runAt))
 		p.moveLocked(j, jobDone, false)
 		releases = p.dispatchLocked(j.route)
 		if j.suspect {

@@ -38,6 +38,30 @@ type routeState struct {
 	rateFrom     int64     // returned at rateAt
 	rateAt       time.Time // when the rate was last updated
 	rate         float64   // handlers returned per second, smoothed
+	// runTime is how long its handlers run, smoothed (ranFor): with its
+	// concurrency, the rate it could sustain (capacity), which its
+	// measured rate only reaches while rows keep coming.
+	runTime time.Duration
+}
+
+// ranFor feeds rs's handler run time with one handler's. Pool.mu must be
+// held.
+func (rs *routeState) ranFor(d time.Duration) {
+	if rs.runTime == 0 {
+		rs.runTime = max(d, time.Nanosecond)
+		return
+	}
+	rs.runTime += (d - rs.runTime) / 8
+	rs.runTime = max(rs.runTime, time.Nanosecond)
+}
+
+// capacity is the rows per second rs's handlers could start, from their
+// run time and its concurrency (0 before any returned).
+func (rs *routeState) capacity() float64 {
+	if rs.runTime <= 0 {
+		return 0
+	}
+	return float64(rs.limit) / rs.runTime.Seconds()
 }
 
 // prefetchHorizon is how much of a route's work, at its measured rate, an
