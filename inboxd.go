@@ -129,6 +129,7 @@ func New(cfg Config) (*Inboxd, error) {
 	}
 	wcfg := cfg.Worker
 	wcfg.TxDB = cfg.TxDB
+	wcfg.HandOff = handsOff(cfg)
 	// A dry run without metrics first: each engine part validates its
 	// configuration in its constructor, and none may register a metric
 	// unless all of them can be built.
@@ -186,9 +187,10 @@ func New(cfg Config) (*Inboxd, error) {
 		return nil, err
 	}
 	// The sources hand the rows they store to this engine's idle handlers
-	// (ingest.HandOff), unless told not to.
+	// (ingest.HandOff), unless told not to; the pool knows it
+	// (worker.Config.HandOff, set above).
 	var handOff ingest.HandOff
-	if !cfg.NoHandOff {
+	if handsOff(cfg) {
 		handOff = ib.pool
 	}
 	if cfg.Ingest != nil {
@@ -225,6 +227,12 @@ func New(cfg Config) (*Inboxd, error) {
 		}
 	}
 	return ib, nil
+}
+
+// handsOff reports whether cfg's sources hand the rows they store to the
+// engine's pool: some source is configured and NoHandOff is not set.
+func handsOff(cfg Config) bool {
+	return !cfg.NoHandOff && (cfg.Ingest != nil || cfg.AMQP != nil || cfg.NATS != nil || cfg.Webhook != nil)
 }
 
 // SetRegistry replaces the handler registry (after a routes file was

@@ -286,6 +286,26 @@ func (c *claimer) claim(req claimRequest) (int, int64, error) {
 	ctx, cancel := context.WithTimeout(c.stopCtx, p.cfg.StatementTimeout)
 	defer cancel()
 	skip := c.poisoned
+	// The byte budget as it is now (the hand-off at ingest may have taken
+	// some since the plan), kept out of the hand-off's reach until the
+	// claimed rows are on the books: held bytes never pass ClaimBytes
+	// (but for a first row alone), whichever path brought the rows. With
+	// a hand-off (Config.HandOff) a claim takes half of what is left, so
+	// that the hand-off is never shut out by a claim in flight.
+	p.mu.Lock()
+	budget := p.cfg.ClaimBytes - p.heldBytes
+	if p.cfg.HandOff {
+		budget /= 2 // the other half for the hand-off meanwhile
+	}
+	req.maxBytes = min(req.maxBytes, budget)
+	req.firstAlways = req.firstAlways && p.heldBytes == 0
+	p.claimingBytes = max(0, req.maxBytes)
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.claimingBytes = 0
+		p.mu.Unlock()
+	}()
 	// The claim is planned with its values every time (see Run's
 	// plan_cache_mode).
 	got, err := driver.Claim(ctx, c.db, c.params(req, token, skip))

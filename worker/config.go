@@ -114,6 +114,13 @@ type Config struct {
 	// opens one on the engine pool's configuration with TxConns
 	// connections, and closes it when it returns.
 	TxDB *pgxpool.Pool
+	// HandOff says that the ingest of this process hands rows to the pool
+	// as it stores them (Pool.Reserve; inboxd.New sets it when a source
+	// does). Claims then take at most half of the byte budget left
+	// (ClaimBytes less the bytes held), and the hand-off never takes the
+	// half a claim in flight may fill: the bytes held stay within
+	// ClaimBytes whichever path brought the rows.
+	HandOff bool
 	// TxConns is the size of the pool Run opens when TxDB is nil (default
 	// max(2, Workers/4)). Transactional handlers beyond it wait for a
 	// connection; their leases are renewed meanwhile.

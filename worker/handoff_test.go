@@ -118,6 +118,7 @@ func TestHandOffRunsRowsWithoutAClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig()
+	cfg.HandOff = true
 	p := b.start(t, cfg)
 
 	res, got := b.handOff(t, p.Pool, newRows("x", "a", "b", "c"))
@@ -226,7 +227,7 @@ func TestHandOffTakesOnlyWhatAClaimWouldStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig()
-	cfg.ClaimBytes = 2048
+	cfg.ClaimBytes, cfg.HandOff = 2048, true
 	p := b.start(t, cfg)
 
 	rows := newRows("one", "o1", "o2", "o3")
@@ -315,7 +316,7 @@ func TestHandedOffRowIsFencedOnceClaimedElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	slowCfg := testConfig()
-	slowCfg.Workers, slowCfg.Prefetch = 1, -1
+	slowCfg.Workers, slowCfg.Prefetch, slowCfg.HandOff = 1, -1, true
 	slow := (&bundle{db: b.db, reg: slowReg}).start(t, slowCfg)
 	if res, _ := b.handOff(t, slow.Pool, newRows("x", "e-1")); reservedCount(res) != 1 {
 		t.Fatal("not handed off")
@@ -367,7 +368,7 @@ func TestHandedOffRowIsRenewed(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig()
-	cfg.Lease = time.Second
+	cfg.Lease, cfg.HandOff = time.Second, true
 	p := b.start(t, cfg)
 	other := newGate()
 	defer close(other.release)
@@ -411,7 +412,9 @@ func TestHandOffDuringShutdownGivesRowsBack(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	p := b.start(t, testConfig())
+	cfg := testConfig()
+	cfg.HandOff = true
+	p := b.start(t, cfg)
 	waitAccepting(t, p.Pool)
 	rows := newRows("x", "late")
 	res := p.Reserve(rows)
@@ -457,5 +460,51 @@ func TestHandOffSoonUsesTheHandlersCapacity(t *testing.T) {
 	slow.ranFor(time.Second) // 4 rows/s: none due within 20 ms
 	if got := slow.handOffSoon(); got != 0 {
 		t.Fatalf("slow handlers, all busy: %d, want 0", got)
+	}
+}
+
+// The bytes held stay within ClaimBytes whichever path brings the rows:
+// the hand-off leaves alone the budget of a claim in flight (with a
+// hand-off, a claim takes half of what is left), and never takes a row
+// over handOffMaxRowBytes (stored plainly, claimed).
+func TestHandOffKeepsTheByteBudget(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := newGate()
+	defer close(g.release)
+	if err := b.reg.HandleFunc("x", g.handle); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.ClaimBytes, cfg.HandOff, cfg.Workers = 1<<20, true, 16
+	p := b.start(t, cfg)
+	waitAccepting(t, p.Pool)
+
+	big := newRows("x", "big")
+	big[0].Payload = make([]byte, handOffMaxRowBytes+1)
+	if res := p.Reserve(big); res != nil {
+		p.Cancel(res)
+		t.Fatalf("a row over %d bytes was reserved", handOffMaxRowBytes)
+	}
+	// A claim in flight that may fill 600 KiB of the 1 MiB budget: of ten
+	// rows of 60 KiB (16 idle handlers), seven fit beside it.
+	p.mu.Lock()
+	p.claimingBytes = 600 << 10
+	p.mu.Unlock()
+	rows := newRows("x", "r1", "r2", "r3", "r4", "r5")
+	for i := range rows {
+		rows[i].Payload = make([]byte, 60<<10)
+	}
+	res := p.Reserve(append(rows, rows...)) // 600 KiB offered
+	if n := reservedCount(res); n != 7 {    // 7 × 60 KiB = 420 KiB <= the 424 KiB left
+		t.Fatalf("reserved %d rows of 60 KiB beside a claim's 600 KiB, want 7", n)
+	}
+	p.mu.Lock()
+	held := p.heldBytes + p.claimingBytes
+	p.claimingBytes = 0
+	p.mu.Unlock()
+	p.Cancel(res)
+	if held > cfg.ClaimBytes {
+		t.Fatalf("held + claiming = %d bytes, over ClaimBytes %d", held, cfg.ClaimBytes)
 	}
 }

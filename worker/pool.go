@@ -60,6 +60,9 @@ type Pool struct {
 	// Guarded by mu.
 	reservations map[int64]*reservation
 	accepting    bool
+	// claimingBytes is the byte budget of the claim in flight (claimer.claim),
+	// which the hand-off leaves alone. Guarded by mu.
+	claimingBytes int64
 	// breakers is set while some route has a circuit breaker (set by
 	// syncRoutesLocked): attemptEnded takes mu only then.
 	breakers atomic.Bool
