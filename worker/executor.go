@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -223,12 +224,9 @@ func (e *executor) execute(j *job, policy routePolicy, slot *execSlot) (next exe
 	} else {
 		err = h.Handle(ctx, ev)
 	}
-	// The row's place is freed with this goroutine's slot offered: the row
-	// dispatched into it, if any, runs next on this goroutine.
-	slot.state.Store(slotOffered)
-	e.offer.Store(slot)
-	waits := p.handlerReturned(j)
-	next, ok = e.withdraw(slot)
+	// The attempt's outcome reaches the route's breaker before the row's
+	// place is freed: the failure that opens it is counted before a claim
+	// may fill the place with the next row of the route.
 	r := e.labeledOutcome(ctx, j, ev, label, err, policy)
 	switch r.outcome {
 	case outcomeProcessed:
@@ -236,6 +234,12 @@ func (e *executor) execute(j *job, policy routePolicy, slot *execSlot) (next exe
 	case outcomeRetried, outcomeDead:
 		p.attemptEnded(j, false)
 	}
+	// The row's place is freed with this goroutine's slot offered: the row
+	// dispatched into it, if any, runs next on this goroutine.
+	slot.state.Store(slotOffered)
+	e.offer.Store(slot)
+	waits := p.handlerReturned(j)
+	next, ok = e.withdraw(slot)
 	if ok && waits {
 		// follow may wait (submitting the rows it cuts from the chain): the
 		// next row is not to wait with it.
@@ -262,11 +266,11 @@ func (e *executor) withdraw(slot *execSlot) (execTask, bool) {
 		e.offer.CompareAndSwap(slot, nil)
 		return execTask{}, false
 	}
-	if slot.state.Load() != slotFull {
-		// Taken by a run on another goroutine, still writing the task: it
-		// holds Pool.mu until it is written.
-		e.p.mu.Lock()
-		e.p.mu.Unlock() //nolint:staticcheck // an empty critical section: waiting for run's
+	for slot.state.Load() != slotFull {
+		// Taken by a run on another goroutine, still writing the task
+		// (under Pool.mu, a few instructions): the atomic store of
+		// slotFull follows the write, so once it is seen the task is too.
+		runtime.Gosched()
 	}
 	t := slot.task
 	slot.task = execTask{}
