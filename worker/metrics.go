@@ -65,23 +65,29 @@ type metrics struct {
 // handlerObserver is handlerDuration.WithLabelValues(result, eventType),
 // cached.
 func (m *metrics) handlerObserver(result, eventType string) prometheus.Observer {
-	k := [2]string{result, eventType}
-	if o, ok := m.handlers.Load(k); ok {
-		return o.(prometheus.Observer)
-	}
-	o, _ := m.handlers.LoadOrStore(k, m.handlerDuration.WithLabelValues(result, eventType))
-	return o.(prometheus.Observer)
+	return cachedChild[prometheus.Observer](&m.handlers, m.handlerDuration, result, eventType)
 }
 
 // completedCounter is completed.WithLabelValues(outcome, eventType),
 // cached.
 func (m *metrics) completedCounter(outcome, eventType string) prometheus.Counter {
-	k := [2]string{outcome, eventType}
-	if c, ok := m.outcomes.Load(k); ok {
-		return c.(prometheus.Counter)
+	return cachedChild[prometheus.Counter](&m.outcomes, m.completed, outcome, eventType)
+}
+
+// labeledVec is a metric vector whose children are of type T.
+type labeledVec[T any] interface {
+	WithLabelValues(lvs ...string) T
+}
+
+// cachedChild is vec.WithLabelValues(a, b), looked up in cache first and
+// stored there the first time (a child never deleted stays the vector's).
+func cachedChild[T any](cache *sync.Map, vec labeledVec[T], a, b string) T {
+	k := [2]string{a, b}
+	if v, ok := cache.Load(k); ok {
+		return v.(T)
 	}
-	c, _ := m.outcomes.LoadOrStore(k, m.completed.WithLabelValues(outcome, eventType))
-	return c.(prometheus.Counter)
+	v, _ := cache.LoadOrStore(k, vec.WithLabelValues(a, b))
+	return v.(T)
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
