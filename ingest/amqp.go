@@ -206,10 +206,11 @@ type AMQPSource struct {
 // AMQPSource writing to pool. It does not connect: Run does. Metrics are
 // registered with reg (nil registers none) under source_kind=amqp.
 func NewAMQP(cfg AMQPConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*AMQPSource, error) {
-	if pool == nil {
-		return nil, errors.New("ingest: nil database pool")
+	w, err := writerOn(pool, cfg.Pipeline.HandOff)
+	if err != nil {
+		return nil, err
 	}
-	return newAMQP(cfg, pgWriter{pool: pool, handOff: cfg.Pipeline.HandOff}, logger, reg)
+	return newAMQP(cfg, w, logger, reg)
 }
 
 func newAMQP(cfg AMQPConfig, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*AMQPSource, error) {

@@ -45,10 +45,11 @@ type topicPartition struct {
 // to pool. It does not connect to Kafka: Run does. Metrics are registered with
 // reg (nil registers none); log lines carry component=ingest.
 func New(cfg Config, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*Consumer, error) {
-	if pool == nil {
-		return nil, errors.New("ingest: nil database pool")
+	w, err := writerOn(pool, cfg.HandOff)
+	if err != nil {
+		return nil, err
 	}
-	return newConsumer(cfg, pgWriter{pool: pool, handOff: cfg.HandOff}, logger, reg)
+	return newConsumer(cfg, w, logger, reg)
 }
 
 func newConsumer(cfg Config, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*Consumer, error) {

@@ -185,10 +185,11 @@ type NATSSource struct {
 // writing to pool. It does not connect: Run does. Metrics are registered
 // with reg (nil registers none) under source_kind=nats.
 func NewNATS(cfg NATSConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*NATSSource, error) {
-	if pool == nil {
-		return nil, errors.New("ingest: nil database pool")
+	w, err := writerOn(pool, cfg.Pipeline.HandOff)
+	if err != nil {
+		return nil, err
 	}
-	return newNATS(cfg, pgWriter{pool: pool, handOff: cfg.Pipeline.HandOff}, logger, reg)
+	return newNATS(cfg, w, logger, reg)
 }
 
 func newNATS(cfg NATSConfig, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*NATSSource, error) {

@@ -88,10 +88,11 @@ type webhookItem struct {
 // registered with reg (nil registers none): the ingest metrics under
 // source_kind=webhook, and inboxd_webhook_*.
 func NewWebhook(cfg WebhookConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*WebhookSource, error) {
-	if pool == nil {
-		return nil, errors.New("ingest: nil database pool")
+	w, err := writerOn(pool, cfg.Pipeline.HandOff)
+	if err != nil {
+		return nil, err
 	}
-	return newWebhook(cfg, pgWriter{pool: pool, handOff: cfg.Pipeline.HandOff}, logger, reg)
+	return newWebhook(cfg, w, logger, reg)
 }
 
 func newWebhook(cfg WebhookConfig, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*WebhookSource, error) {

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -41,6 +42,15 @@ type HandOff interface {
 type pgWriter struct {
 	pool    *pgxpool.Pool
 	handOff HandOff // nil: none
+}
+
+// writerOn is the writer of a source storing its rows through pool and
+// handing them off to h (nil: none).
+func writerOn(pool *pgxpool.Pool, h HandOff) (inboxWriter, error) {
+	if pool == nil {
+		return nil, errors.New("ingest: nil database pool")
+	}
+	return pgWriter{pool: pool, handOff: h}, nil
 }
 
 // WriteBatch implements inboxWriter.

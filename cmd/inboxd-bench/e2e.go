@@ -305,9 +305,7 @@ var errNotProcessed = errors.New("not all events processed")
 // the partial indexes: counting the table would itself be load). exited, when
 // it fires, means the daemon stopped early.
 func waitProcessed(ctx context.Context, pool *pgxpool.Pool, source string, lastIDs []string, exited <-chan int, logs func() string, limit time.Duration) error {
-	const poll = 20 * time.Millisecond
-	deadline := time.Now().Add(limit)
-	for {
+	return pollDaemon(ctx, exited, logs, 20*time.Millisecond, limit, func() (bool, error) {
 		var present int
 		var live bool
 		err := pool.QueryRow(ctx, `SELECT
@@ -315,10 +313,22 @@ func waitProcessed(ctx context.Context, pool *pgxpool.Pool, source string, lastI
 				EXISTS (SELECT 1 FROM inbox WHERE status = 'received')
 				OR EXISTS (SELECT 1 FROM inbox WHERE status = 'processing')`,
 			source, lastIDs).Scan(&present, &live)
+		return present == len(lastIDs) && !live, err
+	}, func() error { return fmt.Errorf("%w after %s:\n%s", errNotProcessed, limit, logs()) })
+}
+
+// pollDaemon calls done every poll until it reports true, and returns nil
+// then; it returns done's error, an error with the daemon's logs should it
+// exit (exited fires), ctx's, or late()'s once limit has passed.
+func pollDaemon(ctx context.Context, exited <-chan int, logs func() string, poll, limit time.Duration,
+	done func() (bool, error), late func() error) error {
+	deadline := time.Now().Add(limit)
+	for {
+		ok, err := done()
 		if err != nil {
 			return fmt.Errorf("poll: %w", err)
 		}
-		if present == len(lastIDs) && !live {
+		if ok {
 			return nil
 		}
 		select {
@@ -329,7 +339,7 @@ func waitProcessed(ctx context.Context, pool *pgxpool.Pool, source string, lastI
 		case <-time.After(poll):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w after %s:\n%s", errNotProcessed, limit, logs())
+			return late()
 		}
 	}
 }

@@ -469,26 +469,11 @@ func benchKafkaStored(ctx context.Context, env *environment, n int) (Rate, error
 // waitStored waits until the rows of lastIDs (of source) are in the inbox:
 // ingest writes each partition in offset order, so then all are.
 func waitStored(ctx context.Context, pool *pgxpool.Pool, source string, lastIDs []string, exited <-chan int, logs func() string) error {
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
+	return pollDaemon(ctx, exited, logs, 10*time.Millisecond, 10*time.Minute, func() (bool, error) {
 		var present int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE source = $1 AND event_id = ANY($2)`, source, lastIDs).Scan(&present); err != nil {
-			return fmt.Errorf("poll: %w", err)
-		}
-		if present == len(lastIDs) {
-			return nil
-		}
-		select {
-		case code := <-exited:
-			return fmt.Errorf("daemon stopped early with exit code %d:\n%s", code, logs())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("rows not stored after 10 minutes:\n%s", logs())
-		}
-	}
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE source = $1 AND event_id = ANY($2)`, source, lastIDs).Scan(&present)
+		return present == len(lastIDs), err
+	}, func() error { return fmt.Errorf("rows not stored after 10 minutes:\n%s", logs()) })
 }
 
 // benchWebhookRuns runs the Kafka source's run, then the webhook run and

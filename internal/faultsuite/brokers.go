@@ -127,23 +127,12 @@ func (p *BrokerProduction) Published() int {
 func PublishStream(ctx context.Context, b Broker, s BrokerStream) *BrokerProduction {
 	p := &BrokerProduction{Production: &Production{ackedAt: map[string]time.Time{}, done: make(chan struct{}), types: map[string]string{}}}
 	batch := max(s.Batch, 1)
-	var interval time.Duration
-	if s.Rate > 0 {
-		interval = time.Duration(float64(time.Second) * float64(batch) / float64(s.Rate))
-	}
 	go func() {
 		defer close(p.done)
-		next := time.Now()
+		pace := newPacer(s.Rate, batch)
 		for start := 0; start < s.N; start += batch {
-			if interval > 0 {
-				if d := time.Until(next); d > 0 {
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(d):
-					}
-				}
-				next = next.Add(interval)
+			if !pace.wait(ctx) {
+				return
 			}
 			if ctx.Err() != nil {
 				return

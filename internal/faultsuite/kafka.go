@@ -256,24 +256,13 @@ func (k *Kafka) Produce(ctx context.Context, s Stream) *Production {
 	go func() {
 		defer close(p.done)
 		batch := s.batch()
-		var interval time.Duration
-		if s.Rate > 0 {
-			interval = time.Duration(float64(time.Second) * float64(batch) / float64(s.Rate))
-		}
-		next := time.Now()
+		pace := newPacer(s.Rate, batch)
 		for start := 0; start < s.N; start += batch {
 			if ctx.Err() != nil {
 				return
 			}
-			if interval > 0 {
-				if d := time.Until(next); d > 0 {
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(d):
-					}
-				}
-				next = next.Add(interval)
+			if !pace.wait(ctx) {
+				return
 			}
 			end := min(start+batch, s.N)
 			recs := make([]*kgo.Record, 0, end-start)

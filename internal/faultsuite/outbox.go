@@ -287,17 +287,11 @@ func ProduceKeyed(ctx context.Context, t testing.TB, k *Kafka, topic string, n, 
 		defer close(p.done)
 		defer cl.Close()
 		const batch = 20
-		interval := time.Duration(float64(time.Second) * batch / float64(rate))
-		next := time.Now()
+		pace := newPacer(rate, batch)
 		for start := 0; start < n; start += batch {
-			if d := time.Until(next); d > 0 {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(d):
-				}
+			if !pace.wait(ctx) {
+				return
 			}
-			next = next.Add(interval)
 			var recs []*kgo.Record
 			for i := start; i < min(start+batch, n); i++ {
 				id, key := fmt.Sprintf("in-%06d", i), fmt.Sprintf("k%02d", i%keys)

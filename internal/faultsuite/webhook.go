@@ -143,21 +143,10 @@ func (s *WebhookSender) Send(ctx context.Context, ds []WebhookDelivery) {
 		defer close(s.done)
 		defer wg.Wait()
 		defer close(jobs)
-		var interval time.Duration
-		if s.Rate > 0 {
-			interval = time.Second / time.Duration(s.Rate)
-		}
-		next := time.Now()
+		pace := newPacer(s.Rate, 1)
 		for _, d := range ds {
-			if interval > 0 {
-				if w := time.Until(next); w > 0 {
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(w):
-					}
-				}
-				next = next.Add(interval)
+			if !pace.wait(ctx) {
+				return
 			}
 			select {
 			case <-ctx.Done():
