@@ -31,6 +31,8 @@ type recorder struct {
 	check func(m Message) error
 	// block, when set, is waited on inside Publish (a paused relay).
 	block chan struct{}
+	// pipelines is PipelinesKeys.
+	pipelines bool
 }
 
 func (p *recorder) Publish(ctx context.Context, msgs []Message) []error {
@@ -64,8 +66,9 @@ func (p *recorder) Check(m Message) error {
 	}
 	return nil
 }
-func (p *recorder) Ready() bool  { return true }
-func (p *recorder) Close() error { return nil }
+func (p *recorder) PipelinesKeys() bool { return p.pipelines }
+func (p *recorder) Ready() bool         { return true }
+func (p *recorder) Close() error        { return nil }
 
 func (p *recorder) messages() []Message {
 	p.mu.Lock()
@@ -575,4 +578,51 @@ func TestRetentionDeletesOnlyOldPublishedRows(t *testing.T) {
 		return testutil.ToFloat64(r.metrics.pending) == 4 && testutil.ToFloat64(r.metrics.dead) == 3 &&
 			testutil.ToFloat64(r.metrics.oldest) >= 90
 	})
+}
+
+// After a row of a key fails, no later row of that key is sent in the same
+// round, whether the failure is a refusal or a destination not reached:
+// the key's rows are published in their order once the first one goes
+// through. Rows of the other keys go on.
+func TestFailedRowStopsItsKeyInTheRound(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"refused", Refused("rejected by the stream")},
+		{"not reached", errors.New("no acknowledgement in time")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db := pgtest.New(t)
+			for i := range 3 {
+				insert(t, db.Pool, "nats:orders", fmt.Sprintf("k%d", i), "k")
+				insert(t, db.Pool, "nats:orders", fmt.Sprintf("o%d", i), "o")
+			}
+			failed := false
+			pub := &recorder{kind: KindNATS, fail: func(m Message) error {
+				if m.EventID == "k0" && !failed { // under the recorder's lock
+					failed = true
+					return tc.err
+				}
+				return nil
+			}}
+			r, err := New(db.Pool, map[string]Publisher{KindNATS: pub}, testConfig(), zerolog.Nop(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.retry.Base, r.retry.Max = 20*time.Millisecond, 20*time.Millisecond
+			r.hold.Base, r.hold.Max = 20*time.Millisecond, 20*time.Millisecond
+			runRelay(t, r)
+			testkit.WaitFor(t, 20*time.Second, "every row published", func() bool { return count(t, db, "status = 'published'") == 6 })
+			pos := map[string]int{}
+			for i, id := range pub.firsts() {
+				pos[id] = i
+			}
+			if pos["k0"] > pos["k1"] || pos["k1"] > pos["k2"] {
+				t.Errorf("key k published in the order %v, want k0, k1, k2", pub.firsts())
+			}
+		})
+	}
 }
