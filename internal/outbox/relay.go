@@ -397,14 +397,21 @@ func (r *Relay) publish(ctx context.Context, rows []driver.OutboxRow, leaseEnd t
 		}
 	}
 
-	pctx, cancel := context.WithDeadline(ctx, earliest(leaseEnd, time.Now().Add(r.cfg.PublishTimeout)))
+	start := time.Now()
+	deadline := earliest(leaseEnd, start.Add(r.cfg.PublishTimeout))
+	pctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	// No round starts past half the batch's time: a long batch (one key's
+	// many rows, one round trip each) leaves its rest for the next batch
+	// rather than running into the deadline, whose failures would hold
+	// the destination back as not reached.
+	lastRound := start.Add(deadline.Sub(start) / 2)
 	var wg sync.WaitGroup
 	for kind, idx := range byKind {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.publishKind(pctx, r.pubs[kind], rows, dests, idx, results)
+			r.publishKind(pctx, lastRound, r.pubs[kind], rows, dests, idx, results)
 		}()
 	}
 	wg.Wait()
@@ -418,8 +425,10 @@ func (r *Relay) publish(ctx context.Context, rows []driver.OutboxRow, leaseEnd t
 // first; a key whose row failed in a round, or was refused by Check, is
 // stopped: its later rows are skipped, pending as they were, and read
 // again with it in a later batch. Rounds go on until every row is sent or
-// skipped, or ctx ends (the rows not sent then are skipped).
-func (r *Relay) publishKind(ctx context.Context, p Publisher, rows []driver.OutboxRow, dests []Destination, idx []int, results []result) {
+// skipped; none starts after lastRound (but the first) or once ctx ended:
+// the rows not sent then are skipped.
+func (r *Relay) publishKind(ctx context.Context, lastRound time.Time, p Publisher, rows []driver.OutboxRow, dests []Destination,
+	idx []int, results []result) {
 	type queue struct{ rows []int }
 	var queues []*queue
 	byKey := map[string]*queue{}
@@ -442,10 +451,9 @@ func (r *Relay) publishKind(ctx context.Context, p Publisher, rows []driver.Outb
 		}
 		q.rows = nil
 	}
-	var batch []int
-	var msgs []Message
-	for ctx.Err() == nil {
-		batch, msgs = batch[:0], msgs[:0]
+	for round := 0; ctx.Err() == nil && (round == 0 || time.Now().Before(lastRound)); round++ {
+		var batch []int // indexes into rows
+		var msgs []Message
 		for _, q := range queues {
 			for len(q.rows) > 0 {
 				i := q.rows[0]

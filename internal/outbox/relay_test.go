@@ -33,9 +33,19 @@ type recorder struct {
 	block chan struct{}
 	// pipelines is PipelinesKeys.
 	pipelines bool
+	// delay, when set, is how long each Publish takes (a broker far away).
+	delay time.Duration
 }
 
 func (p *recorder) Publish(ctx context.Context, msgs []Message) []error {
+	if p.delay > 0 {
+		t := time.NewTimer(p.delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
 	if p.block != nil {
 		select {
 		case <-p.block:
@@ -624,5 +634,33 @@ func TestFailedRowStopsItsKeyInTheRound(t *testing.T) {
 				t.Errorf("key k published in the order %v, want k0, k1, k2", pub.firsts())
 			}
 		})
+	}
+}
+
+// One key's many rows on a broker that answers each message on its own
+// (one round trip per row, here 40 ms) take more rounds than a batch's
+// publish timeout holds: the batch starts no round past half of it and
+// leaves the rest pending for the next batch, so no row fails on the
+// deadline and the destination is never held as not reached; the key's
+// rows go out in order.
+func TestLongKeyLeavesTheRestToTheNextBatch(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	for i := range 40 {
+		insert(t, db.Pool, "amqp:x/rk", fmt.Sprintf("k%02d", i), "k")
+	}
+	pub := &recorder{kind: KindAMQP, delay: 40 * time.Millisecond}
+	cfg := testConfig()
+	cfg.PublishTimeout = 400 * time.Millisecond
+	r, _ := startRelay(t, db, cfg, map[string]Publisher{KindAMQP: pub})
+	testkit.WaitFor(t, 60*time.Second, "every row published", func() bool { return count(t, db, "status = 'published'") == 40 })
+	if v := testutil.ToFloat64(r.metrics.failed.WithLabelValues(r.metrics.destination("amqp:x/rk"), "unavailable")); v != 0 {
+		t.Errorf("%v publications failed as not reached, want none", v)
+	}
+	got := pub.firsts()
+	for i := 1; i < len(got); i++ {
+		if got[i-1] > got[i] {
+			t.Fatalf("key k published out of order: %v", got)
+		}
 	}
 }
