@@ -130,6 +130,10 @@ type OutboxConfig struct {
 	// Retention is how long published rows are kept (default 1h);
 	// negative keeps them.
 	Retention time.Duration
+	// KafkaCompression is the codec of the Kafka batches: none (the
+	// default), gzip, snappy, lz4 or zstd (kafkajs reads the last three
+	// only with a plug-in).
+	KafkaCompression string
 
 	// Kafka, AMQP and NATS are the brokers published to, by their
 	// connection settings alone (brokers, TLS, SASL, client id; URL, TLS;
