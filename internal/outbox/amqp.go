@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -277,16 +278,30 @@ func (p *AMQPPublisher) Publish(ctx context.Context, msgs []Message) []error {
 // 134217728".
 var amqpTooLarge = regexp.MustCompile(`message size (\d+) is larger than`)
 
+// amqpBadHeader reads the header RabbitMQ refused from its reason:
+// "invalid message: {unacceptable_type_in_header,\"CC\",longstr}".
+var amqpBadHeader = regexp.MustCompile(`unacceptable_type_in_header,\\?"([^"\\]*)`)
+
 // closedError is the error of message m, not confirmed when its channel
 // closed for reason (nil: the connection closed without one). Only the
 // first message unconfirmed at the close (culprit) can be the one the
-// server closed it for.
+// server closed it for. A 406 (PRECONDITION_FAILED) on publishing is the
+// server's verdict on that message (too large, a header of a type it
+// refuses, an expiration or a user_id it does not take): a refusal,
+// never an outage of its exchange. When the reason names the size or the
+// header, m must be the message it names.
 func (p *AMQPPublisher) closedError(m Message, reason *amqp.Error, culprit bool) error {
 	if reason == nil {
 		return fmt.Errorf("amqp: exchange %q: not confirmed: the channel closed", m.Destination.Name)
 	}
 	if culprit && reason.Code == amqp.PreconditionFailed {
-		if sm := amqpTooLarge.FindStringSubmatch(reason.Reason); sm != nil && sm[1] == strconv.Itoa(len(m.Payload)) {
+		its := true
+		if sm := amqpTooLarge.FindStringSubmatch(reason.Reason); sm != nil {
+			its = sm[1] == strconv.Itoa(len(m.Payload))
+		} else if sm := amqpBadHeader.FindStringSubmatch(reason.Reason); sm != nil {
+			its = slices.ContainsFunc(m.Headers, func(h Header) bool { return h.Key == sm[1] })
+		}
+		if its {
 			return Refused("amqp: exchange %q: %s", m.Destination.Name, reason.Reason)
 		}
 	}
@@ -318,8 +333,9 @@ var amqpProperties = func() map[string]ingest.AMQPProperty {
 // headers table. It also returns why amqp091-go could not send it within
 // frames of frameMax bytes, or a consumer on amqp091-go read it (none
 // when it can): a shortstr over 255 bytes (message_id, type, a property, a
-// header's name), a property's value it cannot be, a headers table of
-// more than 8,192 entries, properties too large for one frame.
+// header's name), a property's value it cannot be, a CC or BCC header
+// (RabbitMQ closes the channel on one that is not an array), a headers
+// table of more than 8,192 entries, properties too large for one frame.
 func amqpMessage(m Message, frameMax int) (amqp.Publishing, []string) {
 	body := m.Payload
 	if body == nil {
@@ -342,8 +358,14 @@ func amqpMessage(m Message, frameMax int) (amqp.Publishing, []string) {
 			}
 			continue
 		}
-		if len(h.Key) > ingest.MaxAMQPShortstr {
+		switch {
+		case len(h.Key) > ingest.MaxAMQPShortstr:
 			shortstr(fmt.Sprintf("header name %.40q…", h.Key), h.Key)
+		case h.Key == "CC" || h.Key == "BCC":
+			// RabbitMQ's sender-selected routing: it closes the channel on
+			// one that is not an array of routing keys, and a header here
+			// is a string.
+			why = append(why, fmt.Sprintf("amqp: header %s: RabbitMQ takes it as an array of routing keys, never a string", h.Key))
 		}
 		pub.Headers[h.Key] = h.Value
 	}
