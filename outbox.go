@@ -130,8 +130,8 @@ type OutboxConfig struct {
 	// Retention is how long published rows are kept (default 1h);
 	// negative keeps them.
 	Retention time.Duration
-	// KafkaCompression is the codec of the Kafka batches: none (the
-	// default), gzip, snappy, lz4 or zstd (kafkajs reads the last three
+	// KafkaCompression is the codec of the Kafka batches: gzip (the
+	// default), none, snappy, lz4 or zstd (kafkajs reads the last three
 	// only with a plug-in).
 	KafkaCompression string
 

@@ -244,7 +244,7 @@ type Config struct {
 	// OutboxRetention is how long published outbox rows are kept.
 	OutboxRetention time.Duration `env:"INBOXD_OUTBOX_RETENTION" help:"published outbox rows are deleted this long after their publication"`
 	// OutboxKafkaCompression is the codec of the relay's Kafka batches.
-	OutboxKafkaCompression string `env:"INBOXD_OUTBOX_KAFKA_COMPRESSION" help:"codec of the outbox relay's Kafka batches: none, gzip (both read by every mainstream client as they are), snappy, lz4 or zstd (kafkajs and some others need a plug-in)"`
+	OutboxKafkaCompression string `env:"INBOXD_OUTBOX_KAFKA_COMPRESSION" help:"codec of the outbox relay's Kafka batches: gzip or none (both read by every mainstream client as they are), snappy, lz4 or zstd (kafkajs and some others need a plug-in)"`
 
 	// Routes names the routes file (YAML); empty means every type goes to the
 	// default route, dead.

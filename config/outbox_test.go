@@ -62,11 +62,11 @@ func TestOutboxKafkaCompression(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.OutboxKafkaCompression != "none" {
-		t.Errorf("default codec %q, want none", c.OutboxKafkaCompression)
+	if c.OutboxKafkaCompression != "gzip" {
+		t.Errorf("default codec %q, want gzip", c.OutboxKafkaCompression)
 	}
-	if c, err := Load(append(base, "INBOXD_OUTBOX_KAFKA_COMPRESSION=gzip")); err != nil || c.OutboxKafkaCompression != "gzip" {
-		t.Errorf("gzip: %q, %v", c.OutboxKafkaCompression, err)
+	if c, err := Load(append(base, "INBOXD_OUTBOX_KAFKA_COMPRESSION=none")); err != nil || c.OutboxKafkaCompression != "none" {
+		t.Errorf("none: %q, %v", c.OutboxKafkaCompression, err)
 	}
 	_, err = Load(append(base, "INBOXD_OUTBOX_KAFKA_COMPRESSION=brotli"))
 	if err == nil {

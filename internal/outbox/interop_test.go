@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
@@ -85,6 +88,10 @@ func TestKafkaJSReadsTheRelaysMessages(t *testing.T) {
 	writeRows(t, db, "kafka:"+topic, rows)
 	startRelay(t, db, testConfig(), map[string]Publisher{KindKafka: b.pub})
 	testkit.WaitFor(t, 20*time.Second, "every row published", func() bool { return count(t, db, "status = 'published'") == len(rows) })
+
+	if codecs := b.batchCodecs(t, topic, len(rows)); !codecs[1] {
+		t.Errorf("the relay's batches have the codecs %v, want gzip (1) among them: the default codec, which kafkajs must read", codecs)
+	}
 
 	out := node.Run(t, 90*time.Second, "kafka_outbox_consume.js",
 		[]string{"BROKERS=" + strings.Join(b.brokers, ","), "TOPIC=" + topic, fmt.Sprintf("COUNT=%d", len(rows))})
@@ -228,4 +235,42 @@ func TestAmqplibReadsTheRelaysProperties(t *testing.T) {
 	if body, _ := base64.StdEncoding.DecodeString(got[1].Body); !bytes.Equal(body, []byte{0, 0xff}) {
 		t.Errorf("body %q", body)
 	}
+}
+
+// batchCodecs reads the n records of topic and returns the codecs of the
+// batches they came in (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
+func (b *kafkaBundle) batchCodecs(t *testing.T, topic string, n int) map[uint8]bool {
+	t.Helper()
+	h := &codecHook{seen: map[uint8]bool{}}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for read := 0; read < n; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d records of %d: %v", read, n, ctx.Err())
+		}
+		read += fs.NumRecords()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seen
+}
+
+// codecHook notes the codecs of the batches a consumer fetches.
+type codecHook struct {
+	mu   sync.Mutex
+	seen map[uint8]bool
+}
+
+// OnFetchBatchRead implements kgo.HookFetchBatchRead.
+func (h *codecHook) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.seen[m.CompressionType] = true
 }
