@@ -44,6 +44,19 @@ func outboxRows(t *testing.T, db *pgtest.DB) []outboxRow {
 	return out
 }
 
+// rolledBackTx is a transaction on a database of the test's own, rolled
+// back when the test ends.
+func rolledBackTx(t *testing.T) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pgtest.New(t).Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	return tx
+}
+
 // Emit writes in the caller's transaction: nothing before the commit,
 // nothing after a rollback, the messages in their order after a commit,
 // with the writer's trace context.
@@ -112,14 +125,9 @@ func TestEmitWritesInTheCallersTransaction(t *testing.T) {
 // Emit refuses what the relay could never publish, naming each problem.
 func TestEmitRefusesBadMessages(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
 	ctx := context.Background()
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	_, err = inboxd.Emit(ctx, tx,
+	tx := rolledBackTx(t)
+	_, err := inboxd.Emit(ctx, tx,
 		inboxd.OutboxMessage{Destination: "kafka:bad topic", EventType: "x"},
 		inboxd.OutboxMessage{Destination: "smtp:x", EventType: "x"},
 		inboxd.OutboxMessage{Destination: "nats:a.*", EventType: "x"},
@@ -193,15 +201,10 @@ func TestTxHandlerEmitsWithItsWrites(t *testing.T) {
 // header names and ids are fine where the broker carries them.
 func TestEmitRefusesWhatItsBrokerCannotCarry(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
 	ctx := context.Background()
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
+	tx := rolledBackTx(t)
 	long := strings.Repeat("x", 300)
-	_, err = inboxd.Emit(ctx, tx,
+	_, err := inboxd.Emit(ctx, tx,
 		inboxd.OutboxMessage{Destination: "amqp:events/rk", EventType: "x", EventID: long},
 		inboxd.OutboxMessage{Destination: "nats:orders", EventType: "x", Headers: map[string]string{"bad name": "v"}},
 		inboxd.OutboxMessage{Destination: "nats:orders", EventType: "x", Headers: map[string]string{"note": "two\nlines"}},

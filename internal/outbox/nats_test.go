@@ -293,15 +293,7 @@ func TestNATSRefusesWhatItCannotEncode(t *testing.T) {
 	if err := p.Check(withHeader("fine", "Tenant-ID_2", "acme, déjà vu")); err != nil {
 		t.Errorf("Check of a header NATS carries: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	errs := p.Publish(ctx, []Message{withHeader("space", "bad name", "v"), testMessage(b.dest("orders"), "after", "t", "k", []byte("{}"))})
-	if !errors.Is(errs[0], ErrUnencodable) {
-		t.Errorf("Publish of a header name nats.go refuses: %v, want unencodable", errs[0])
-	}
-	if errs[1] != nil {
-		t.Errorf("the message after it: %v", errs[1])
-	}
+	wantUnencodableThenNext(t, p, withHeader("space", "bad name", "v"), testMessage(b.dest("orders"), "after", "t", "k", []byte("{}")))
 	if got := b.consume(t, 1); got[0].headers[EventIDHeader] != "after" {
 		t.Errorf("read back %v", got[0].headers)
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/inboxd/inboxd/internal/pgtest"
@@ -54,19 +53,11 @@ func TestNATSFailedPubAckHoldsItsKey(t *testing.T) {
 		  ($1, 'o0', 't', 'o', '{}')`, dest); err != nil {
 		t.Fatal(err)
 	}
-	np, err := NewNATS(NATSConfig{URL: testkit.NATSURL()}, pubLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = np.Close() })
 	cfg := testConfig()
 	cfg.MaxAttempts = 2
-	r, err := New(db.Pool, map[string]Publisher{KindNATS: np}, cfg, pubLogger(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.retry.Base, r.retry.Max = 100*time.Millisecond, 100*time.Millisecond
-	runRelay(t, r)
+	runTunedRelay(t, db, cfg, map[string]Publisher{KindNATS: newNATSPub(t, testkit.NATSURL())}, pubLogger(t), func(r *Relay) {
+		r.retry.Base, r.retry.Max = 100*time.Millisecond, 100*time.Millisecond
+	})
 	testkit.WaitFor(t, 20*time.Second, "k0 dead", func() bool { return keyHeldWhilePending(t, db, "k0", "k1", "k2") == "dead" })
 	testkit.WaitFor(t, 20*time.Second, "k1, k2 and o0 published", func() bool { return count(t, db, "status = 'published'") == 3 })
 	_, attempts, lastErr := rowState(t, db, "k0")
@@ -113,17 +104,9 @@ func TestAMQPNackedRowHoldsItsKey(t *testing.T) {
 		  ($1, 'o0', 't', 'o', 'x')`, dest); err != nil {
 		t.Fatal(err)
 	}
-	ap, err := NewAMQP(AMQPConfig{URL: testkit.AMQPURL()}, pubLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ap.Close() })
-	r, err := New(db.Pool, map[string]Publisher{KindAMQP: ap}, testConfig(), pubLogger(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.hold.Base, r.hold.Max = 20*time.Millisecond, 20*time.Millisecond
-	runRelay(t, r)
+	r := runTunedRelay(t, db, testConfig(), map[string]Publisher{KindAMQP: newAMQPPub(t, AMQPConfig{})}, pubLogger(t), func(r *Relay) {
+		r.hold.Base, r.hold.Max = 20*time.Millisecond, 20*time.Millisecond
+	})
 	nacks := r.metrics.failed.WithLabelValues(r.metrics.destination(dest), "unavailable")
 	testkit.WaitFor(t, 20*time.Second, "k0 nacked three times and o0 published", func() bool {
 		keyHeldWhilePending(t, db, "k0", "k1")
@@ -143,11 +126,7 @@ func TestAMQPNackedRowHoldsItsKey(t *testing.T) {
 // lets the relay hand a key's Kafka rows over together (PipelinesKeys).
 func TestKafkaFailedRecordFailsTheRestOfItsKey(t *testing.T) {
 	t.Parallel()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
+	cluster := seededCluster(t)
 	// The first produce request is refused, every partition of it.
 	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		pr := req.(*kmsg.ProduceRequest)
@@ -165,11 +144,7 @@ func TestKafkaFailedRecordFailsTheRestOfItsKey(t *testing.T) {
 		}
 		return resp, nil, true
 	})
-	p, err := NewKafka(KafkaConfig{Brokers: cluster.ListenAddrs(), MaxMessageBytes: 700}, pubLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	p := kafkaPub(t, KafkaConfig{Brokers: cluster.ListenAddrs(), MaxMessageBytes: 700})
 	if !p.PipelinesKeys() {
 		t.Fatal("the Kafka publisher does not pipeline a key's messages")
 	}

@@ -14,6 +14,20 @@ import (
 	"github.com/inboxd/inboxd/internal/testkit"
 )
 
+// runTunedRelay makes a relay on db with pubs and cfg, logging to log, has
+// tune adjust it (its backoffs) before it runs, and runs it until the test
+// ends.
+func runTunedRelay(t *testing.T, db *pgtest.DB, cfg Config, pubs map[string]Publisher, log zerolog.Logger, tune func(r *Relay)) *Relay {
+	t.Helper()
+	r, err := New(db.Pool, pubs, cfg, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tune(r)
+	runRelay(t, r)
+	return r
+}
+
 // runRelay runs r until the test ends.
 func runRelay(t *testing.T, r *Relay) {
 	t.Helper()
@@ -87,12 +101,9 @@ func TestUnencodableRowIsRefusedNotAnOutage(t *testing.T) {
 	t.Cleanup(func() { _ = np.Close() })
 	cfg := testConfig()
 	cfg.MaxAttempts = 3
-	r, err := New(db.Pool, map[string]Publisher{KindAMQP: ap, KindNATS: np}, cfg, log, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.retry.Base, r.retry.Max = 50*time.Millisecond, 50*time.Millisecond
-	runRelay(t, r)
+	runTunedRelay(t, db, cfg, map[string]Publisher{KindAMQP: ap, KindNATS: np}, log, func(r *Relay) {
+		r.retry.Base, r.retry.Max = 50*time.Millisecond, 50*time.Millisecond
+	})
 
 	ok := []string{"ok-a-1", "ok-a-2", "after-poison-a", "ok-q-1", "ok-q-2", "after-poison-n"}
 	testkit.WaitForReport(t, 30*time.Second, func() (bool, string) {

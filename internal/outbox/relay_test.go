@@ -618,13 +618,10 @@ func TestFailedRowStopsItsKeyInTheRound(t *testing.T) {
 				}
 				return nil
 			}}
-			r, err := New(db.Pool, map[string]Publisher{KindNATS: pub}, testConfig(), zerolog.Nop(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.retry.Base, r.retry.Max = 20*time.Millisecond, 20*time.Millisecond
-			r.hold.Base, r.hold.Max = 20*time.Millisecond, 20*time.Millisecond
-			runRelay(t, r)
+			runTunedRelay(t, db, testConfig(), map[string]Publisher{KindNATS: pub}, zerolog.Nop(), func(r *Relay) {
+				r.retry.Base, r.retry.Max = 20*time.Millisecond, 20*time.Millisecond
+				r.hold.Base, r.hold.Max = 20*time.Millisecond, 20*time.Millisecond
+			})
 			testkit.WaitFor(t, 20*time.Second, "every row published", func() bool { return count(t, db, "status = 'published'") == 6 })
 			pos := map[string]int{}
 			for i, id := range pub.firsts() {
