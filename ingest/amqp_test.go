@@ -102,6 +102,18 @@ func startAMQP(t testing.TB, s *AMQPSource) (stop func() error) {
 	return startSource(t, s.Run)
 }
 
+// queueConn is the connection consuming the i-th queue of s, nil while
+// it is not consumed.
+func (s *AMQPSource) queueConn(i int) *amqp.Connection {
+	q := s.queues[i]
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.session == nil {
+		return nil
+	}
+	return q.session.conn
+}
+
 func testLogger(t testing.TB) zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 }
@@ -206,11 +218,7 @@ type killWriter struct {
 func (w *killWriter) WriteBatch(ctx context.Context, rows []Row) (int, error) {
 	n, err := w.inner.WriteBatch(ctx, rows)
 	if err == nil && w.killed.CompareAndSwap(false, true) {
-		s := w.s.Load()
-		s.mu.Lock()
-		conn := s.session.conn
-		s.mu.Unlock()
-		_ = conn.Close()
+		_ = w.s.Load().queueConn(0).Close()
 	}
 	return n, err
 }
@@ -285,10 +293,7 @@ func TestAMQPReconnects(t *testing.T) {
 	b.publish(t, amqpEvent("before", "t", "1"))
 	waitFor(t, 20*time.Second, func() (bool, string) { return len(readRows(t, b.db)) == 1 && s.Ready(), "first row, ready" })
 
-	s.mu.Lock()
-	conn := s.session.conn
-	s.mu.Unlock()
-	_ = conn.Close()
+	_ = s.queueConn(0).Close()
 	waitFor(t, 20*time.Second, func() (bool, string) {
 		return testutil.ToFloat64(s.metrics.Reconnects) == 1 && s.Ready(), "reconnected and ready"
 	})
@@ -312,7 +317,7 @@ func TestMapDeliveryRejectIDIsStable(t *testing.T) {
 	if r1.Status != StatusRejected || r1.Reason != RejectMissingID || r1.EventID != r2.EventID || r1.EventID == r3.EventID {
 		t.Errorf("ids %q %q %q (%+v)", r1.EventID, r2.EventID, r3.EventID, r1)
 	}
-	if r1.LastError != "missing event id (headers event_id, ce_id)" {
+	if r1.LastError != "missing event id (property message_id, headers event_id, ce_id)" {
 		t.Errorf("last_error = %q", r1.LastError)
 	}
 	if string(r1.Headers) != `{"amqp-type":"t"}` || r1.EventType != "t" {
@@ -482,14 +487,14 @@ func TestAMQPBlockedConnectionIsNotReady(t *testing.T) {
 	}
 	startAMQP(t, s)
 	waitFor(t, 20*time.Second, func() (bool, string) { return s.Ready(), "ready" })
-	s.onBlocked(amqp.Blocking{Active: true, Reason: "low on memory"})
+	s.queues[0].onBlocked(amqp.Blocking{Active: true, Reason: "low on memory"})
 	if s.Ready() || testutil.ToFloat64(s.metrics.Ready) != 0 {
 		t.Error("ready while the connection is blocked")
 	}
 	if !strings.Contains(logs.String(), "memory or disk alarm") || !strings.Contains(logs.String(), "low on memory") {
 		t.Errorf("no log line for the block: %s", logs.String())
 	}
-	s.onBlocked(amqp.Blocking{Active: false})
+	s.queues[0].onBlocked(amqp.Blocking{Active: false})
 	if !s.Ready() || testutil.ToFloat64(s.metrics.Ready) != 1 {
 		t.Error("not ready once unblocked")
 	}

@@ -1,0 +1,621 @@
+package ingest
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"slices"
+	"sync"
+)
+
+// RabbitMQ accepts, and delivers, a headers table that amqp091-go refuses
+// to read: more than 8,192 entries in one table or array, tables or arrays
+// nested more than 32 deep, a field of a type it does not know. The client
+// then closes the whole connection ("invalid field or value inside of a
+// frame"), the message goes back to the head of its queue, and comes
+// again on the next connection: one message stalls its queue for ever.
+// amqpFrames stands between the connection and the client and reads the
+// server's frames first: it passes them through unchanged, except a
+// content header whose headers table the client would refuse, which it
+// passes on without that table (or, if the rest of its properties cannot be
+// read either, without any property), noting why for the delivery it
+// belongs to. The source then stores that delivery as a rejected row that
+// says why (amqpFrames.take), and acknowledges it like any other.
+//
+// The limits are amqp091-go v1.16.0's (read.go: maxFieldDepth,
+// maxContainerElements, readFieldDepth's types), and the checks follow its
+// reading step by step; TestAMQPHeaderChecksMatchTheClient holds the two
+// together on the edges of each limit.
+const (
+	// amqpMaxFieldDepth is how deep the client reads nested tables and
+	// arrays (the headers table itself is depth 0).
+	amqpMaxFieldDepth = 32
+	// amqpMaxContainerElements is how many entries the client reads in one
+	// table (distinct names) or array.
+	amqpMaxContainerElements = 8192
+	// amqpMaxHeaderFrame is the largest content-header frame checked: a
+	// bigger one (far above RabbitMQ's default frame_max of 128 KiB) is
+	// passed through unchecked rather than held in memory.
+	amqpMaxHeaderFrame = 1 << 20
+)
+
+// AMQP 0-9-1 frame types and the property flags that come before the
+// headers table.
+const (
+	amqpFrameMethod      = 1
+	amqpFrameHeader      = 2
+	amqpFrameEnd         = 0xCE
+	amqpFlagHeaders      = 0x2000
+	amqpBasicClass       = 60
+	amqpBasicDeliver     = 60
+	amqpHeaderFixedBytes = 14 // class, weight, body size, property flags
+)
+
+// amqpDeliveryKey names one delivery on a connection: its consumer tag
+// (one per queue) and its delivery tag.
+type amqpDeliveryKey struct {
+	consumer string
+	tag      uint64
+}
+
+// amqpUnreadable is what amqpFrames noted about a delivery whose headers
+// table it took out: why the client could not read it, the table's size
+// in bytes, and a digest of its entries that does not depend on those a
+// broker adds when it delivers the message again (redeliveryHeader).
+type amqpUnreadable struct {
+	why    string
+	size   int
+	digest []byte
+}
+
+// amqpFrames is a net.Conn whose reads are the server's frames with every
+// content header made readable by amqp091-go (see above). Create it with
+// newAMQPFrames before the AMQP handshake.
+type amqpFrames struct {
+	net.Conn
+	r *bufio.Reader
+
+	out  []byte // bytes read and checked, not yet returned by Read
+	pass int    // bytes of the current frame to pass through as they come
+	raw  bool   // the server answered with a protocol header: pass everything
+
+	mu         sync.Mutex
+	last       map[uint16]amqpDeliveryKey // per channel: the delivery whose content comes next
+	unreadable map[amqpDeliveryKey]amqpUnreadable
+	started    bool
+}
+
+func newAMQPFrames(c net.Conn) *amqpFrames {
+	return &amqpFrames{Conn: c, r: bufio.NewReaderSize(c, 32<<10),
+		last: map[uint16]amqpDeliveryKey{}, unreadable: map[amqpDeliveryKey]amqpUnreadable{}}
+}
+
+// take returns, and forgets, what was noted about the delivery of
+// consumer with tag: ok is false for a delivery passed on unchanged.
+func (f *amqpFrames) take(consumer string, tag uint64) (amqpUnreadable, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u, ok := f.unreadable[amqpDeliveryKey{consumer, tag}]
+	delete(f.unreadable, amqpDeliveryKey{consumer, tag})
+	return u, ok
+}
+
+// Read returns the server's bytes, frame by frame: method and body frames
+// as they come, content headers checked.
+func (f *amqpFrames) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for len(f.out) == 0 && f.pass == 0 && !f.raw {
+		if err := f.nextFrame(); err != nil {
+			return 0, err
+		}
+	}
+	if len(f.out) > 0 {
+		n := copy(p, f.out)
+		f.out = f.out[n:]
+		return n, nil
+	}
+	if !f.raw {
+		p = p[:min(len(p), f.pass)]
+	}
+	n, err := f.r.Read(p)
+	f.pass -= n
+	return n, err
+}
+
+// nextFrame reads the head of the next frame: what must be checked (a
+// content header, a basic.deliver) whole into out, the rest partly, the
+// remainder left to pass through.
+func (f *amqpFrames) nextFrame() error {
+	if !f.started {
+		f.started = true
+		if b, err := f.r.Peek(4); err == nil && string(b) == "AMQP" {
+			// The server refuses the protocol version: the client reads
+			// the header it answers with, then the connection closes.
+			f.raw = true
+			return nil
+		}
+	}
+	var head [7 + 4]byte
+	if _, err := io.ReadFull(f.r, head[:7]); err != nil {
+		return err
+	}
+	typ, channel, size := head[0], binary.BigEndian.Uint16(head[1:3]), binary.BigEndian.Uint32(head[3:7])
+	rest := int64(size) + 1 // the payload and the frame end
+	switch {
+	case typ == amqpFrameHeader && size <= amqpMaxHeaderFrame:
+		frame := make([]byte, 7+rest)
+		copy(frame, head[:7])
+		if _, err := io.ReadFull(f.r, frame[7:]); err != nil {
+			return err
+		}
+		f.out = f.checkHeader(channel, frame)
+		return nil
+	case typ == amqpFrameMethod && size >= 4:
+		if _, err := io.ReadFull(f.r, head[7:11]); err != nil {
+			return err
+		}
+		class, method := binary.BigEndian.Uint16(head[7:9]), binary.BigEndian.Uint16(head[9:11])
+		if class != amqpBasicClass || method != amqpBasicDeliver || size > amqpMaxHeaderFrame {
+			f.forget(channel)
+			f.out = append(f.out[:0], head[:]...)
+			f.pass = int(rest) - 4
+			return nil
+		}
+		frame := make([]byte, 11+rest-4)
+		copy(frame, head[:])
+		if _, err := io.ReadFull(f.r, frame[11:]); err != nil {
+			return err
+		}
+		f.noteDeliver(channel, frame[11:len(frame)-1])
+		f.out = frame
+		return nil
+	default:
+		f.out = append(f.out[:0], head[:7]...)
+		f.pass = int(rest)
+		return nil
+	}
+}
+
+// noteDeliver records the consumer and delivery tags of a basic.deliver's
+// arguments: its content header comes next on the channel.
+func (f *amqpFrames) noteDeliver(channel uint16, args []byte) {
+	key, ok := amqpDeliverKey(args)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ok {
+		f.last[channel] = key
+	} else {
+		delete(f.last, channel)
+	}
+}
+
+// forget notes that the content next on channel, if any, is not a
+// delivery's (basic.return, basic.get-ok).
+func (f *amqpFrames) forget(channel uint16) {
+	f.mu.Lock()
+	delete(f.last, channel)
+	f.mu.Unlock()
+}
+
+// amqpDeliverKey reads basic.deliver's consumer tag and delivery tag.
+func amqpDeliverKey(args []byte) (amqpDeliveryKey, bool) {
+	if len(args) < 1 || len(args) < 1+int(args[0])+8 {
+		return amqpDeliveryKey{}, false
+	}
+	n := int(args[0])
+	return amqpDeliveryKey{consumer: string(args[1 : 1+n]), tag: binary.BigEndian.Uint64(args[1+n:])}, true
+}
+
+// amqpProperty is one of basic's content properties, in the order they
+// follow the property flags: its flag and how it is encoded.
+type amqpProperty struct {
+	flag uint16
+	size int // bytes of a fixed-size property; 0: a short string; -1: a table
+}
+
+// amqpProperties are basic's content properties: content-type,
+// content-encoding, headers, delivery-mode, priority, correlation-id,
+// reply-to, expiration, message-id, timestamp, type, user-id, app-id and
+// the reserved one (amqp091-go's parseHeaderFrame).
+var amqpProperties = []amqpProperty{
+	{0x8000, 0}, {0x4000, 0}, {amqpFlagHeaders, -1}, {0x1000, 1}, {0x0800, 1}, {0x0400, 0}, {0x0200, 0},
+	{0x0100, 0}, {0x0080, 0}, {0x0040, 8}, {0x0020, 0}, {0x0010, 0}, {0x0008, 0}, {0x0004, 0},
+}
+
+// checkHeader returns the content-header frame as the client may read
+// it: unchanged, or without its headers table (the reason noted for the
+// channel's delivery), or, when its other properties cannot be read
+// either, without any property.
+func (f *amqpFrames) checkHeader(channel uint16, frame []byte) []byte {
+	payload := frame[7 : len(frame)-1]
+	if len(payload) < amqpHeaderFixedBytes || frame[len(frame)-1] != amqpFrameEnd {
+		return frame // not a frame the client reads at all: it says so itself
+	}
+	flags := binary.BigEndian.Uint16(payload[12:14])
+	props := payload[amqpHeaderFixedBytes:]
+	c := amqpCursor{b: props}
+	var (
+		u          amqpUnreadable
+		tableStart = -1 // offset in props of the table taken out
+		tableEnd   int
+		readable   = true
+	)
+	for _, p := range amqpProperties {
+		if flags&p.flag == 0 {
+			continue
+		}
+		var err error
+		switch p.size {
+		case 0:
+			_, err = c.shortstr()
+		case -1:
+			start := len(props) - len(c.b)
+			var why string
+			why, u.size, err = checkAMQPTable(&c)
+			if err != nil && why != "" {
+				// The table is refused but its extent is known: take it
+				// out and read on.
+				u.why, tableStart, tableEnd, err = why, start, start+4+u.size, nil
+				u.digest = tableDigest(props[start+4 : tableEnd])
+			}
+		default:
+			_, err = c.bytes(p.size)
+		}
+		if err != nil {
+			readable = false
+			break
+		}
+	}
+	if readable && tableStart < 0 {
+		return frame
+	}
+	var out []byte
+	if !readable {
+		u.why, u.size = "the message's properties cannot be read", len(props)
+		u.digest = tableDigest(props)
+		out = slices.Concat(frame[:7+12], []byte{0, 0}, frame[len(frame)-1:])
+	} else {
+		var flagsOut [2]byte
+		binary.BigEndian.PutUint16(flagsOut[:], flags&^amqpFlagHeaders)
+		out = slices.Concat(frame[:7+12], flagsOut[:], props[:tableStart], props[tableEnd:], frame[len(frame)-1:])
+	}
+	binary.BigEndian.PutUint32(out[3:7], uint32(len(out)-8))
+	f.mu.Lock()
+	if key, ok := f.last[channel]; ok {
+		f.unreadable[key] = u
+		delete(f.last, channel)
+	}
+	f.mu.Unlock()
+	return out
+}
+
+// tableDigest is a SHA-256 over the entries of a headers table's bytes
+// (as far as they can be split into names and values), in the order of
+// their names, less those a broker adds on a redelivery: RabbitMQ may
+// insert x-delivery-count anywhere in a table it re-encodes, and the
+// digest of one message must not change with it. Bytes that cannot be
+// split are hashed as they are.
+func tableDigest(table []byte) []byte {
+	type entry struct{ name, value []byte }
+	var entries []entry
+	c := amqpCursor{b: table}
+	for len(c.b) > 0 {
+		name, err := c.shortstr()
+		if err != nil {
+			break
+		}
+		before := c.b
+		if err := c.skipValue(); err != nil {
+			c.b = before
+			break
+		}
+		if !redeliveryHeader(string(name)) {
+			entries = append(entries, entry{name, before[:len(before)-len(c.b)]})
+		}
+	}
+	slices.SortStableFunc(entries, func(a, b entry) int { return slices.Compare(a.name, b.name) })
+	h := sha256.New()
+	for _, e := range entries {
+		writeField(h, e.name)
+		writeField(h, e.value)
+	}
+	writeField(h, c.b)
+	return h.Sum(nil)
+}
+
+// errAMQPTable is a headers table the client refuses.
+var errAMQPTable = errors.New("unreadable headers table")
+
+// checkAMQPTable reads a headers table (its long-string length, then its
+// entries) as amqp091-go does, and says why the client would refuse it:
+// why is "" when the table's length runs past the frame, size the table's
+// bytes. err is nil for a table the client reads.
+func checkAMQPTable(c *amqpCursor) (why string, size int, err error) {
+	b, err := c.longstr()
+	if err != nil {
+		return "", 0, errAMQPTable
+	}
+	v := amqpTableCheck{}
+	if err := v.table(&amqpCursor{b: b}, 0); err != nil {
+		if v.why == "" {
+			v.why = "a malformed table"
+		}
+		return v.why, len(b), errAMQPTable
+	}
+	return "", len(b), nil
+}
+
+// amqpTableCheck follows amqp091-go's readTableDepth, readArrayDepth and
+// readFieldDepth, keeping their distinction between io.EOF (an array ends
+// there) and other errors, and notes in why the first limit broken.
+type amqpTableCheck struct{ why string }
+
+func (v *amqpTableCheck) fail(format string, args ...any) error {
+	if v.why == "" {
+		v.why = fmt.Sprintf(format, args...)
+	}
+	return errAMQPTable
+}
+
+// table checks a table's bytes at depth (readTableDepth after its
+// readLongstr).
+func (v *amqpTableCheck) table(c *amqpCursor, depth int) error {
+	if depth > amqpMaxFieldDepth {
+		return v.fail("tables nested more than the %d levels amqp091-go reads", amqpMaxFieldDepth)
+	}
+	var names map[string]struct{}
+	entries := 0
+	start := c.b
+	for len(c.b) > 0 {
+		name, err := c.shortstr()
+		if err != nil {
+			return err
+		}
+		if err := v.field(c, depth); err != nil {
+			return err
+		}
+		// The client counts distinct names (a map), after reading the
+		// value; count them only past the limit, where it matters.
+		if entries == amqpMaxContainerElements {
+			names = amqpTableNames(start, entries)
+		}
+		if names != nil && len(names) >= amqpMaxContainerElements {
+			total := entries + 1
+			for len(c.b) > 0 && c.shortstrSkip() == nil && c.skipValue() == nil {
+				total++
+			}
+			return v.fail("a table of %d entries, more than the %d amqp091-go reads", total, amqpMaxContainerElements)
+		}
+		if names != nil {
+			names[string(name)] = struct{}{}
+		}
+		entries++
+	}
+	return nil
+}
+
+// amqpTableNames is the set of the names of a table's first n entries,
+// which have been read once already.
+func amqpTableNames(b []byte, n int) map[string]struct{} {
+	names := make(map[string]struct{}, n)
+	c := amqpCursor{b: b}
+	for range n {
+		name, _ := c.shortstr()
+		_ = c.skipValue()
+		names[string(name)] = struct{}{}
+	}
+	return names
+}
+
+// array checks an array's elements at depth (readArrayDepth).
+func (v *amqpTableCheck) array(c *amqpCursor, depth int) error {
+	if depth > amqpMaxFieldDepth {
+		return v.fail("tables nested more than the %d levels amqp091-go reads", amqpMaxFieldDepth)
+	}
+	size, err := c.uint32()
+	if err != nil {
+		return err
+	}
+	if size > math.MaxInt32 {
+		return v.fail("an array of %d bytes", size)
+	}
+	// A limited reader over the rest: the elements read end the array at
+	// io.EOF, whatever the size said.
+	lim := amqpCursor{b: c.b[:min(len(c.b), int(size))]}
+	n := len(lim.b)
+	defer func() { c.b = c.b[n-len(lim.b):] }()
+	elements := 0
+	for {
+		if err := v.field(&lim, depth); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		if elements >= amqpMaxContainerElements {
+			total := elements + 1
+			for len(lim.b) > 0 && lim.skipValue() == nil {
+				total++
+			}
+			return v.fail("an array of %d elements, more than the %d amqp091-go reads", total, amqpMaxContainerElements)
+		}
+		elements++
+	}
+}
+
+// field checks one value (readFieldDepth).
+func (v *amqpTableCheck) field(c *amqpCursor, depth int) error {
+	typ, err := c.byte()
+	if err != nil {
+		return err
+	}
+	return v.value(c, typ, depth)
+}
+
+// value checks the value of a field of type typ.
+func (v *amqpTableCheck) value(c *amqpCursor, typ byte, depth int) error {
+	switch typ {
+	case 't', 'B', 'b':
+		return c.skip(1)
+	case 's', 'u':
+		return c.skip(2)
+	case 'I', 'i', 'f':
+		return c.skip(4)
+	case 'l', 'd', 'T':
+		return c.skip(8)
+	case 'D':
+		if err := c.skip(1); err != nil {
+			return err
+		}
+		return c.skip(4)
+	case 'S':
+		n, err := c.uint32()
+		if err != nil {
+			return err
+		}
+		if n > math.MaxInt32 {
+			return v.fail("a string of %d bytes", n)
+		}
+		return c.skip(int(n))
+	case 'x':
+		n, err := c.uint32()
+		if err != nil {
+			return err
+		}
+		if int32(n) < 0 {
+			return v.fail("a byte array of negative length")
+		}
+		return c.skip(int(n))
+	case 'A':
+		return v.array(c, depth+1)
+	case 'F':
+		// readTableDepth checks the depth before it reads the table.
+		if depth+1 > amqpMaxFieldDepth {
+			return v.fail("tables nested more than the %d levels amqp091-go reads", amqpMaxFieldDepth)
+		}
+		b, err := c.longstr()
+		if err != nil {
+			return err
+		}
+		return v.table(&amqpCursor{b: b}, depth+1)
+	case 'V':
+		return nil
+	default:
+		return v.fail("a value of unknown type %q", typ)
+	}
+}
+
+// amqpCursor reads AMQP's encodings from b with io.ReadFull's errors:
+// io.EOF when nothing is left, io.ErrUnexpectedEOF when part of a value is.
+type amqpCursor struct{ b []byte }
+
+func (c *amqpCursor) skip(n int) error {
+	switch {
+	case n == 0:
+		return nil
+	case len(c.b) == 0:
+		return io.EOF
+	case len(c.b) < n:
+		c.b = c.b[len(c.b):]
+		return io.ErrUnexpectedEOF
+	}
+	c.b = c.b[n:]
+	return nil
+}
+
+func (c *amqpCursor) bytes(n int) ([]byte, error) {
+	b := c.b
+	if err := c.skip(n); err != nil {
+		return nil, err
+	}
+	return b[:n], nil
+}
+
+func (c *amqpCursor) byte() (byte, error) {
+	b, err := c.bytes(1)
+	if err != nil {
+		return 0, err
+	}
+	return b[0], nil
+}
+
+func (c *amqpCursor) uint32() (uint32, error) {
+	b, err := c.bytes(4)
+	if err != nil {
+		return 0, err
+	}
+	return binary.BigEndian.Uint32(b), nil
+}
+
+func (c *amqpCursor) shortstr() ([]byte, error) {
+	n, err := c.byte()
+	if err != nil {
+		return nil, err
+	}
+	return c.bytes(int(n))
+}
+
+func (c *amqpCursor) shortstrSkip() error {
+	_, err := c.shortstr()
+	return err
+}
+
+func (c *amqpCursor) longstr() ([]byte, error) {
+	n, err := c.uint32()
+	if err != nil {
+		return nil, err
+	}
+	if n > math.MaxInt32 {
+		return nil, errAMQPTable
+	}
+	return c.bytes(int(n))
+}
+
+// skipValue passes over one value without checking its limits.
+func (c *amqpCursor) skipValue() error {
+	v := amqpTableCheck{}
+	deep := amqpCursor{b: c.b}
+	err := v.fieldUnbounded(&deep)
+	c.b = deep.b
+	return err
+}
+
+// fieldUnbounded passes over one value of any depth and size.
+func (v *amqpTableCheck) fieldUnbounded(c *amqpCursor) error {
+	typ, err := c.byte()
+	if err != nil {
+		return err
+	}
+	switch typ {
+	case 'A':
+		b, err := c.longstr()
+		if err != nil {
+			return err
+		}
+		inner := amqpCursor{b: b}
+		for len(inner.b) > 0 {
+			if err := v.fieldUnbounded(&inner); err != nil {
+				return err
+			}
+		}
+		return nil
+	case 'F', 'S':
+		_, err := c.longstr()
+		return err
+	case 'x':
+		n, err := c.uint32()
+		if err != nil {
+			return err
+		}
+		return c.skip(int(int32(n) & math.MaxInt32))
+	}
+	// The fixed-size types, and V; an unknown type ends the walk.
+	return v.value(c, typ, 0)
+}
