@@ -441,7 +441,7 @@ func (q *amqpQueue) run(ctx context.Context) {
 			s.metrics.FetchErrors.Inc()
 			delay := s.backoff(failures)
 			log.Warn().Err(err).Int("attempt", failures).Dur("retry_in", delay).
-				Msg("connecting to RabbitMQ failed; retrying with backoff, the queue not consumed meanwhile (not ready)")
+				Msg("connecting to RabbitMQ failed; retrying with backoff, not ready meanwhile (the other queues go on)")
 			sleep(ctx, delay)
 			continue
 		}
@@ -464,8 +464,13 @@ func (q *amqpQueue) run(ctx context.Context) {
 		failures++
 		s.metrics.FetchErrors.Inc()
 		delay := s.backoff(failures)
-		log.Warn().Err(ss.reason).Int("attempt", failures).Dur("retry_in", delay).
-			Msg("RabbitMQ session of the queue lost; reconnecting with backoff, the other queues go on (not ready meanwhile)")
+		if errors.Is(ss.reason, errConsumerCancelled) {
+			log.Error().Int("attempt", failures).Dur("retry_in", delay).
+				Msg("RabbitMQ cancelled the consumer (queue deleted?); not ready, reconnecting")
+		} else {
+			log.Warn().Err(ss.reason).Int("attempt", failures).Dur("retry_in", delay).
+				Msg("RabbitMQ connection of the queue lost; reconnecting with backoff, not ready meanwhile (the other queues go on)")
+		}
 		sleep(ctx, delay)
 	}
 }
@@ -609,7 +614,7 @@ func (ss *amqpSession) cancelledByServer() bool {
 
 // errConsumerCancelled is a consumer the server cancelled: its queue was
 // deleted, or it lost its leader.
-var errConsumerCancelled = errors.New("RabbitMQ cancelled the consumer (queue deleted?)")
+var errConsumerCancelled = errors.New("consumer cancelled by the server")
 
 // onBlocked handles the server's connection.blocked and
 // connection.unblocked on the queue's connection: a memory or disk alarm

@@ -11,6 +11,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // RabbitMQ accepts, and delivers, a headers table that amqp091-go refuses
@@ -75,19 +76,22 @@ type amqpUnreadable struct {
 
 // amqpFrames is a net.Conn whose reads are the server's frames with every
 // content header made readable by amqp091-go (see above). Create it with
-// newAMQPFrames before the AMQP handshake.
+// newAMQPFrames before the AMQP handshake. Read is called by one goroutine
+// (the client's reader); take by any.
 type amqpFrames struct {
 	net.Conn
 	r *bufio.Reader
 
-	out  []byte // bytes read and checked, not yet returned by Read
-	pass int    // bytes of the current frame to pass through as they come
-	raw  bool   // the server answered with a protocol header: pass everything
+	buf     []byte // the frame read whole, reused
+	out     []byte // bytes read and checked, not yet returned by Read
+	pass    int    // bytes of the current frame to pass through as they come
+	raw     bool   // the server answered with a protocol header: pass everything
+	started bool
+	last    map[uint16]amqpDeliveryKey // per channel: the delivery whose content comes next
 
+	noted      atomic.Int32 // entries in unreadable
 	mu         sync.Mutex
-	last       map[uint16]amqpDeliveryKey // per channel: the delivery whose content comes next
 	unreadable map[amqpDeliveryKey]amqpUnreadable
-	started    bool
 }
 
 func newAMQPFrames(c net.Conn) *amqpFrames {
@@ -98,40 +102,85 @@ func newAMQPFrames(c net.Conn) *amqpFrames {
 // take returns, and forgets, what was noted about the delivery of
 // consumer with tag: ok is false for a delivery passed on unchanged.
 func (f *amqpFrames) take(consumer string, tag uint64) (amqpUnreadable, bool) {
+	if f == nil || f.noted.Load() == 0 {
+		return amqpUnreadable{}, false
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	u, ok := f.unreadable[amqpDeliveryKey{consumer, tag}]
-	delete(f.unreadable, amqpDeliveryKey{consumer, tag})
+	key := amqpDeliveryKey{consumer, tag}
+	u, ok := f.unreadable[key]
+	if ok {
+		delete(f.unreadable, key)
+		f.noted.Add(-1)
+	}
 	return u, ok
 }
 
-// Read returns the server's bytes, frame by frame: method and body frames
-// as they come, content headers checked.
-func (f *amqpFrames) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
+// note records u for the delivery whose content comes next on channel.
+func (f *amqpFrames) note(channel uint16, u amqpUnreadable) {
+	key, ok := f.last[channel]
+	if !ok {
+		return // not a delivery's content (basic.return, basic.get-ok)
 	}
-	for len(f.out) == 0 && f.pass == 0 && !f.raw {
-		if err := f.nextFrame(); err != nil {
-			return 0, err
+	delete(f.last, channel)
+	f.mu.Lock()
+	if _, dup := f.unreadable[key]; !dup {
+		f.noted.Add(1)
+	}
+	f.unreadable[key] = u
+	f.mu.Unlock()
+}
+
+// Read returns the server's bytes, frames checked (see amqpFrames). It
+// fills p with as many frames as have arrived, and waits only for the
+// first.
+func (f *amqpFrames) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		switch {
+		case len(f.out) > 0:
+			k := copy(p[n:], f.out)
+			f.out = f.out[k:]
+			n += k
+		case f.pass > 0 || f.raw:
+			if n > 0 && f.r.Buffered() == 0 {
+				return n, nil
+			}
+			q := p[n:]
+			if !f.raw {
+				q = q[:min(len(q), f.pass)]
+			}
+			k, err := f.r.Read(q)
+			f.pass -= k
+			n += k
+			if err != nil {
+				return n, err
+			}
+		default:
+			if n > 0 && !f.frameBuffered() {
+				return n, nil // the next frame must not be waited for
+			}
+			if err := f.nextFrame(); err != nil {
+				return n, err
+			}
 		}
 	}
-	if len(f.out) > 0 {
-		n := copy(p, f.out)
-		f.out = f.out[n:]
-		return n, nil
+	return n, nil
+}
+
+// frameBuffered reports whether the next frame has arrived whole, so that
+// nextFrame reads it without waiting.
+func (f *amqpFrames) frameBuffered() bool {
+	if f.r.Buffered() < 7 {
+		return false
 	}
-	if !f.raw {
-		p = p[:min(len(p), f.pass)]
-	}
-	n, err := f.r.Read(p)
-	f.pass -= n
-	return n, err
+	head, _ := f.r.Peek(7)
+	return f.r.Buffered() >= 8+int(binary.BigEndian.Uint32(head[3:7]))
 }
 
 // nextFrame reads the head of the next frame: what must be checked (a
-// content header, a basic.deliver) whole into out, the rest partly, the
-// remainder left to pass through.
+// content header, a basic.deliver) whole into out, the head of the others,
+// their remainder left to pass through.
 func (f *amqpFrames) nextFrame() error {
 	if !f.started {
 		f.started = true
@@ -142,53 +191,61 @@ func (f *amqpFrames) nextFrame() error {
 			return nil
 		}
 	}
-	var head [7 + 4]byte
-	if _, err := io.ReadFull(f.r, head[:7]); err != nil {
+	f.buf = f.buf[:0]
+	head, err := f.read(7)
+	if err != nil {
 		return err
 	}
 	typ, channel, size := head[0], binary.BigEndian.Uint16(head[1:3]), binary.BigEndian.Uint32(head[3:7])
-	rest := int64(size) + 1 // the payload and the frame end
 	switch {
 	case typ == amqpFrameHeader && size <= amqpMaxHeaderFrame:
-		frame := make([]byte, 7+rest)
-		copy(frame, head[:7])
-		if _, err := io.ReadFull(f.r, frame[7:]); err != nil {
+		frame, err := f.read(8 + int(size))
+		if err != nil {
 			return err
 		}
 		f.out = f.checkHeader(channel, frame)
-		return nil
-	case typ == amqpFrameMethod && size >= 4:
-		if _, err := io.ReadFull(f.r, head[7:11]); err != nil {
+	case typ == amqpFrameMethod && size >= 4 && size <= amqpMaxHeaderFrame:
+		frame, err := f.read(11)
+		if err != nil {
 			return err
 		}
-		class, method := binary.BigEndian.Uint16(head[7:9]), binary.BigEndian.Uint16(head[9:11])
-		if class != amqpBasicClass || method != amqpBasicDeliver || size > amqpMaxHeaderFrame {
-			f.forget(channel)
-			f.out = append(f.out[:0], head[:]...)
-			f.pass = int(rest) - 4
+		class, method := binary.BigEndian.Uint16(frame[7:9]), binary.BigEndian.Uint16(frame[9:11])
+		if class != amqpBasicClass || method != amqpBasicDeliver {
+			if len(f.last) > 0 {
+				delete(f.last, channel) // a content that follows is not a delivery's
+			}
+			f.out, f.pass = frame, int(size)+1-4
 			return nil
 		}
-		frame := make([]byte, 11+rest-4)
-		copy(frame, head[:])
-		if _, err := io.ReadFull(f.r, frame[11:]); err != nil {
+		if frame, err = f.read(8 + int(size)); err != nil {
 			return err
 		}
 		f.noteDeliver(channel, frame[11:len(frame)-1])
 		f.out = frame
-		return nil
 	default:
-		f.out = append(f.out[:0], head[:7]...)
-		f.pass = int(rest)
-		return nil
+		f.out, f.pass = head, int(size)+1
 	}
+	return nil
+}
+
+// read reads the current frame on until f.buf holds its first n bytes,
+// and returns them.
+func (f *amqpFrames) read(n int) ([]byte, error) {
+	had := len(f.buf)
+	if cap(f.buf) < n {
+		f.buf = append(make([]byte, 0, max(n, 256)), f.buf...)
+	}
+	f.buf = f.buf[:n]
+	if _, err := io.ReadFull(f.r, f.buf[had:]); err != nil {
+		return nil, err
+	}
+	return f.buf, nil
 }
 
 // noteDeliver records the consumer and delivery tags of a basic.deliver's
 // arguments: its content header comes next on the channel.
 func (f *amqpFrames) noteDeliver(channel uint16, args []byte) {
-	key, ok := amqpDeliverKey(args)
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	key, ok := amqpDeliverKey(args, f.last[channel].consumer)
 	if ok {
 		f.last[channel] = key
 	} else {
@@ -196,21 +253,18 @@ func (f *amqpFrames) noteDeliver(channel uint16, args []byte) {
 	}
 }
 
-// forget notes that the content next on channel, if any, is not a
-// delivery's (basic.return, basic.get-ok).
-func (f *amqpFrames) forget(channel uint16) {
-	f.mu.Lock()
-	delete(f.last, channel)
-	f.mu.Unlock()
-}
-
-// amqpDeliverKey reads basic.deliver's consumer tag and delivery tag.
-func amqpDeliverKey(args []byte) (amqpDeliveryKey, bool) {
+// amqpDeliverKey reads basic.deliver's consumer tag and delivery tag;
+// prev, the channel's previous consumer tag, is reused when it is the same.
+func amqpDeliverKey(args []byte, prev string) (amqpDeliveryKey, bool) {
 	if len(args) < 1 || len(args) < 1+int(args[0])+8 {
 		return amqpDeliveryKey{}, false
 	}
 	n := int(args[0])
-	return amqpDeliveryKey{consumer: string(args[1 : 1+n]), tag: binary.BigEndian.Uint64(args[1+n:])}, true
+	consumer := prev
+	if string(args[1:1+n]) != prev {
+		consumer = string(args[1 : 1+n])
+	}
+	return amqpDeliveryKey{consumer: consumer, tag: binary.BigEndian.Uint64(args[1+n:])}, true
 }
 
 // amqpProperty is one of basic's content properties, in the order they
@@ -287,12 +341,7 @@ func (f *amqpFrames) checkHeader(channel uint16, frame []byte) []byte {
 		out = slices.Concat(frame[:7+12], flagsOut[:], props[:tableStart], props[tableEnd:], frame[len(frame)-1:])
 	}
 	binary.BigEndian.PutUint32(out[3:7], uint32(len(out)-8))
-	f.mu.Lock()
-	if key, ok := f.last[channel]; ok {
-		f.unreadable[key] = u
-		delete(f.last, channel)
-	}
-	f.mu.Unlock()
+	f.note(channel, u)
 	return out
 }
 

@@ -329,7 +329,8 @@ func amqpFramesRefuse(t *testing.T, queue string) (refused, noted bool) {
 	}
 	ds, closed := consume(bare)
 	select {
-	case <-ds:
+	case _, ok := <-ds:
+		refused = !ok // the deliveries end when the connection closes
 	case <-closed:
 		refused = true
 	case <-time.After(20 * time.Second):
@@ -346,7 +347,10 @@ func amqpFramesRefuse(t *testing.T, queue string) (refused, noted bool) {
 	defer conn.Close()
 	ds, closed = consume(conn)
 	select {
-	case d := <-ds:
+	case d, ok := <-ds:
+		if !ok {
+			t.Fatalf("the connection through amqpFrames was lost: %v", <-closed)
+		}
 		_, noted = frames.take(d.ConsumerTag, d.DeliveryTag)
 		if err := d.Ack(false); err != nil {
 			t.Fatal(err)

@@ -532,3 +532,34 @@ func TestRemapRejectedUsesTheSourceRules(t *testing.T) {
 		t.Errorf("Kafka row mapped again: %+v", row)
 	}
 }
+
+// A RabbitMQ reject reason names the properties and headers looked at, in
+// the order they are looked at: the message_id (type) property first.
+func TestAMQPRejectReasonsNameWhatWasLookedAt(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		d    amqp.Delivery
+		opts MapOptions
+		want string
+	}{
+		{"no id", amqp.Delivery{Type: "t", Body: []byte("x")}, MapOptions{},
+			"missing event id (property message_id, headers event_id, ce_id)"},
+		{"no type", amqp.Delivery{MessageId: "m", Body: []byte("x")}, MapOptions{},
+			"missing event type (property type, headers event_type, ce_type)"},
+		{"neither, JSON fields and headers configured", amqp.Delivery{Body: []byte(`{"n":1}`)},
+			MapOptions{EventIDHeaders: []string{"x-id"}, EventIDJSONField: "id", EventTypeHeaders: []string{"x-type", "kind"}, EventTypeJSONField: "type"},
+			"missing event id (property message_id, headers x-id, JSON field id); " +
+				"missing event type (property type, headers x-type, kind, JSON field type)"},
+		{"no header configured", amqp.Delivery{Type: "t"}, MapOptions{EventIDHeaders: []string{}},
+			"missing event id (property message_id)"},
+		{"invalid id in a header", amqp.Delivery{Type: "t", Headers: amqp.Table{"ce_id": "a\x00b"}}, MapOptions{},
+			"invalid event id in header ce_id: contains a NUL byte"},
+	}
+	for _, c := range cases {
+		r := MapDelivery("q", c.d, c.opts)
+		if r.Status != StatusRejected || r.LastError != c.want {
+			t.Errorf("%s: %s %q, want rejected %q", c.name, r.Status, r.LastError, c.want)
+		}
+	}
+}
