@@ -450,7 +450,7 @@ func (q *amqpQueue) run(ctx context.Context) {
 			log.Info().Msg("reconnected to RabbitMQ; consuming the queue again")
 		}
 		consumed = true
-		began := time.Now()
+		began := s.now()
 		q.setSession(ss)
 		q.forward(ctx, ss)
 		q.setSession(nil)
@@ -458,7 +458,7 @@ func (q *amqpQueue) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if time.Since(began) >= s.pcfg.RetryBackoffMax {
+		if s.now().Sub(began) >= s.pcfg.RetryBackoffMax {
 			failures = 0 // the session lived: the next failure starts the backoff again
 		}
 		failures++

@@ -54,7 +54,10 @@ const (
 	amqpFlagHeaders      = 0x2000
 	amqpBasicClass       = 60
 	amqpBasicDeliver     = 60
-	amqpHeaderFixedBytes = 14 // class, weight, body size, property flags
+	amqpConnectionClass  = 10
+	amqpConnectionTune   = 30
+	amqpFrameMinSize     = 4096 // the smallest frame_max amqp091-go negotiates
+	amqpHeaderFixedBytes = 14   // class, weight, body size, property flags
 )
 
 // amqpDeliveryKey names one delivery on a connection: its consumer tag
@@ -88,6 +91,10 @@ type amqpFrames struct {
 	raw     bool   // the server answered with a protocol header: pass everything
 	started bool
 	last    map[uint16]amqpDeliveryKey // per channel: the delivery whose content comes next
+	// frameMax is the connection's frame_max as the client negotiates it
+	// (the server's: the client asks for none), 0 for no limit: the
+	// client refuses a frame whose payload exceeds frameMax - 8.
+	frameMax int
 
 	noted      atomic.Int32 // entries in unreadable
 	mu         sync.Mutex
@@ -210,6 +217,19 @@ func (f *amqpFrames) nextFrame() error {
 			return err
 		}
 		class, method := binary.BigEndian.Uint16(frame[7:9]), binary.BigEndian.Uint16(frame[9:11])
+		if channel == 0 && class == amqpConnectionClass && method == amqpConnectionTune {
+			if frame, err = f.read(8 + int(size)); err != nil {
+				return err
+			}
+			if args := frame[11 : len(frame)-1]; len(args) >= 6 {
+				f.frameMax = int(binary.BigEndian.Uint32(args[2:6]))
+				if f.frameMax > 0 && f.frameMax < amqpFrameMinSize {
+					f.frameMax = amqpFrameMinSize
+				}
+			}
+			f.out = frame
+			return nil
+		}
 		if class != amqpBasicClass || method != amqpBasicDeliver {
 			if len(f.last) > 0 {
 				delete(f.last, channel) // a content that follows is not a delivery's
@@ -296,10 +316,9 @@ func (f *amqpFrames) checkHeader(channel uint16, frame []byte) []byte {
 	props := payload[amqpHeaderFixedBytes:]
 	c := amqpCursor{b: props}
 	var (
-		u          amqpUnreadable
-		tableStart = -1 // offset in props of the table taken out
-		tableEnd   int
-		readable   = true
+		u                 amqpUnreadable
+		tableAt, tableEnd = -1, -1 // the table's bytes in props, length included
+		refused, broken   bool     // the client refuses the table; or a property
 	)
 	for _, p := range amqpProperties {
 		if flags&p.flag == 0 {
@@ -310,35 +329,50 @@ func (f *amqpFrames) checkHeader(channel uint16, frame []byte) []byte {
 		case 0:
 			_, err = c.shortstr()
 		case -1:
-			start := len(props) - len(c.b)
+			tableAt = len(props) - len(c.b)
 			var why string
-			why, u.size, err = checkAMQPTable(&c)
-			if err != nil && why != "" {
-				// The table is refused but its extent is known: take it
-				// out and read on.
-				u.why, tableStart, tableEnd, err = why, start, start+4+u.size, nil
-				u.digest = tableDigest(props[start+4 : tableEnd])
+			if why, u.size, err = checkAMQPTable(&c); err != nil && why != "" {
+				// The table is refused but its extent is known: it can
+				// be taken out, and the properties after it read.
+				u.why, refused, err = why, true, nil
 			}
+			tableEnd = tableAt + 4 + u.size
 		default:
 			_, err = c.bytes(p.size)
 		}
 		if err != nil {
-			readable = false
+			broken = true
 			break
 		}
 	}
-	if readable && tableStart < 0 {
+	// The client also refuses a frame over the connection's frame_max:
+	// a redelivery's headers (x-delivery-count, x-death) can take one
+	// there.
+	tooLarge := func(frameBytes int) bool { return f.frameMax > 0 && frameBytes > f.frameMax }
+	overMax := fmt.Sprintf("a content header of %d bytes, over the connection's frame_max of %d", len(payload), f.frameMax)
+	switch {
+	case broken:
+		u.why = "the message's properties cannot be read"
+	case !refused && !tooLarge(len(frame)):
 		return frame
+	case !refused && tableAt >= 0:
+		u.why, refused = overMax, true
+	case !refused:
+		u.why, broken = overMax, true
+	}
+	if refused && !broken && tooLarge(len(frame)-(tableEnd-tableAt)) {
+		u.why, broken = overMax, true // too large even without the table
 	}
 	var out []byte
-	if !readable {
-		u.why, u.size = "the message's properties cannot be read", len(props)
+	if broken {
+		u.size = len(props)
 		u.digest = tableDigest(props)
 		out = slices.Concat(frame[:7+12], []byte{0, 0}, frame[len(frame)-1:])
 	} else {
+		u.digest = tableDigest(props[tableAt+4 : tableEnd])
 		var flagsOut [2]byte
 		binary.BigEndian.PutUint16(flagsOut[:], flags&^amqpFlagHeaders)
-		out = slices.Concat(frame[:7+12], flagsOut[:], props[:tableStart], props[tableEnd:], frame[len(frame)-1:])
+		out = slices.Concat(frame[:7+12], flagsOut[:], props[:tableAt], props[tableEnd:], frame[len(frame)-1:])
 	}
 	binary.BigEndian.PutUint32(out[3:7], uint32(len(out)-8))
 	f.note(channel, u)

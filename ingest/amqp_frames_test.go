@@ -168,3 +168,38 @@ type readerConn struct {
 }
 
 func (c readerConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// A content header that a redelivery's headers took over the
+// connection's frame_max (which the client refuses too) is passed on
+// without its table; one whose properties cannot be read at all, without
+// any property.
+func TestAMQPFramesOverFrameMaxAndBrokenProperties(t *testing.T) {
+	t.Parallel()
+	tune := []byte{0, amqpConnectionClass, 0, amqpConnectionTune, 0, 0}
+	tune = binary.BigEndian.AppendUint32(tune, 4096)
+	tune = append(tune, 0, 10)
+	big := append(shortstr("x-delivery-count"), 'l', 0, 0, 0, 0, 0, 0, 0, 1)
+	big = append(append(big, shortstr("pad")...), 'S', 0, 0, 0x10, 0)
+	big = append(big, bytes.Repeat([]byte("p"), 0x1000)...)
+	bigHeader := amqpHeaderFrame(1, big, 1)
+	broken := amqpHeaderFrame(1, nil, 1)
+	broken = slices.Concat(broken[:7+12], []byte{0x00, 0x80}, []byte{200, 'm'}, broken[len(broken)-1:]) // message-id runs past the frame
+	binary.BigEndian.PutUint32(broken[3:7], uint32(len(broken)-8))
+	stream := slices.Concat(amqpFrame(amqpFrameMethod, 0, tune),
+		amqpDeliverFrame(1, "c", 1), bigHeader, amqpFrame(3, 1, []byte("a")),
+		amqpDeliverFrame(1, "c", 2), broken, amqpFrame(3, 1, []byte("b")))
+	out, f := readThrough(t, stream, 4096)
+	noProperties := amqpFrame(amqpFrameHeader, 1, slices.Concat(broken[7:7+12], []byte{0, 0}))
+	want := slices.Concat(amqpFrame(amqpFrameMethod, 0, tune),
+		amqpDeliverFrame(1, "c", 1), amqpHeaderFrame(1, nil, 1), amqpFrame(3, 1, []byte("a")),
+		amqpDeliverFrame(1, "c", 2), noProperties, amqpFrame(3, 1, []byte("b")))
+	if !bytes.Equal(out, want) {
+		t.Errorf("got\n%x\nwant\n%x", out, want)
+	}
+	if u, ok := f.take("c", 1); !ok || !strings.Contains(u.why, "over the connection's frame_max of 4096") {
+		t.Errorf("over frame_max: noted %q %v", u.why, ok)
+	}
+	if u, ok := f.take("c", 2); !ok || u.why != "the message's properties cannot be read" {
+		t.Errorf("broken properties: noted %q %v", u.why, ok)
+	}
+}

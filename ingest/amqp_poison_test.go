@@ -259,9 +259,11 @@ func TestAMQPQuorumRedeliveryIsOneRejectedRow(t *testing.T) {
 	if cfg.URL, err = proxy.Rewrite(cfg.URL); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Pipeline.BatchSize = 1000
-	cfg.Pipeline.BatchTimeout = 200 * time.Millisecond
-	cfg.Pipeline.Linger = 200 * time.Millisecond // the first batch holds everything
+	// A batch closes at 3 rows, never on time: the first holds the three
+	// messages, the second their three redeliveries.
+	cfg.Pipeline.BatchSize = 3
+	cfg.Pipeline.BatchTimeout = time.Minute
+	cfg.Pipeline.Linger = time.Minute
 	w := &cutWriter{inner: pgWriter{pool: b.db.Pool}, proxy: proxy}
 	s, err := newAMQP(cfg, w, testLogger(t), prometheus.NewRegistry())
 	if err != nil {
