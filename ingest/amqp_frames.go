@@ -469,7 +469,7 @@ func (v *amqpTableCheck) table(c *amqpCursor, depth int) error {
 		if entries == amqpMaxContainerElements {
 			names = amqpTableNames(start, entries)
 		}
-		if names != nil && len(names) >= amqpMaxContainerElements {
+		if len(names) >= amqpMaxContainerElements {
 			total := entries + 1
 			for len(c.b) > 0 && c.shortstrSkip() == nil && c.skipValue() == nil {
 				total++

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -201,5 +202,30 @@ func TestAMQPFramesOverFrameMaxAndBrokenProperties(t *testing.T) {
 	}
 	if u, ok := f.take("c", 2); !ok || u.why != "the message's properties cannot be read" {
 		t.Errorf("broken properties: noted %q %v", u.why, ok)
+	}
+}
+
+// amqp091-go counts a table's distinct names (it reads into a map): a
+// repeated name does not count twice against its limit.
+func TestAMQPTableLimitCountsDistinctNames(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		entries int
+		repeat  bool
+		refused bool
+	}{{8192, false, false}, {8193, false, true}, {8193, true, false}, {8194, true, true}} {
+		var entries []byte
+		for i := range c.entries {
+			name := fmt.Sprintf("h%d", i)
+			if c.repeat && i == 1 {
+				name = "h0"
+			}
+			entries = append(append(entries, shortstr(name)...), 'V')
+		}
+		cur := amqpCursor{b: slices.Concat(binary.BigEndian.AppendUint32(nil, uint32(len(entries))), entries)}
+		why, _, err := checkAMQPTable(&cur)
+		if (err != nil) != c.refused {
+			t.Errorf("%d entries, a name repeated %v: refused %v (%s), want %v", c.entries, c.repeat, err != nil, why, c.refused)
+		}
 	}
 }
