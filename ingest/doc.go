@@ -26,11 +26,15 @@
 // as amqp-message-id and amqp-type, so that RemapRejected, behind `inboxd
 // requeue --status rejected`, can map a rejected row again by RabbitMQ's
 // rules). A rejected delivery's event id is
-// "<queue>/sha256/<hex>" over what it carries, so a redelivery adds no second
-// row. amqp091-go does not reconnect: the source opens a new connection with
-// backoff, not ready meanwhile; deliveries not acknowledged go back to their
-// queues when a connection closes, and are deduplicated when they come
-// again. The deliveries held are bounded by the prefetch (per queue) times
+// "<queue>/sha256/<hex>" over what it carries less the headers a broker adds
+// to a redelivery (contentRejectID), so a redelivery adds no second row.
+// Each queue has a connection of its own, read through amqpFrames, which
+// takes out a headers table amqp091-go would refuse (and close the
+// connection over) so that its message becomes a rejected row. amqp091-go
+// does not reconnect: the source opens a queue's connection again with
+// backoff, not ready meanwhile, the other queues going on; deliveries not
+// acknowledged go back to their queues when a connection closes, and are
+// deduplicated when they come again. The deliveries held are bounded by the prefetch (per queue) times
 // the largest message accepted; the default prefetch keeps that within
 // 4 x BatchBytes.
 //

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"regexp"
 	"slices"
 	"strconv"
@@ -194,6 +196,9 @@ func mapMessage(m *Message, opts MapOptions) Row {
 			len(m.Key), MaxKeyBytes, hex.EncodeToString(sum[:])))
 		row.Key = nil
 	}
+	if m.Unreadable != "" {
+		problems = append(problems, fmt.Sprintf("headers of %d bytes exceed what the client reads: %s", m.UnreadableBytes, m.Unreadable))
+	}
 	if n := headersSize(m.Headers); n > opts.MaxHeaders {
 		problems = append(problems, fmt.Sprintf("headers of %d bytes exceed INBOXD_MAX_HEADERS (%d)", n, opts.MaxHeaders))
 		row.Headers = []byte("{}")
@@ -203,14 +208,14 @@ func mapMessage(m *Message, opts MapOptions) Row {
 	oversize := len(problems) > 0
 
 	fields := jsonFields{payload: payload}
-	id, idReason, idErr := lookupProperty(m.EventID, m.EventIDProperty, m.Headers, opts.EventIDHeaders, opts.EventIDJSONField, &fields, "event id")
-	typ, typReason, typErr := lookupProperty(m.EventType, m.EventTypeProperty, m.Headers, opts.EventTypeHeaders, opts.EventTypeJSONField, &fields, "event type")
-	if idReason == RejectMissingID && m.EventIDFallback != "" {
-		id, idReason, idErr = lookupProperty(m.EventIDFallback, m.EventIDFallbackProperty, nil, nil, "", nil, "event id")
-	}
-	if typReason == RejectMissingType && m.EventTypeFallback != "" {
-		typ, typReason, typErr = lookupProperty(m.EventTypeFallback, m.EventTypeFallbackProperty, nil, nil, "", nil, "event type")
-	}
+	idSpec := lookupSpec{what: "event id", property: m.EventIDProperty, propertyValue: m.EventID,
+		headers: opts.EventIDHeaders, field: opts.EventIDJSONField,
+		fallback: m.EventIDFallbackProperty, fallbackValue: m.EventIDFallback}
+	typeSpec := lookupSpec{what: "event type", property: m.EventTypeProperty, propertyValue: m.EventType,
+		headers: opts.EventTypeHeaders, field: opts.EventTypeJSONField,
+		fallback: m.EventTypeFallbackProperty, fallbackValue: m.EventTypeFallback}
+	id, idReason, idErr := idSpec.find(m.Headers, &fields)
+	typ, typReason, typErr := typeSpec.find(m.Headers, &fields)
 
 	switch {
 	case oversize:
@@ -252,21 +257,70 @@ func (r Row) rejectID() string {
 	return PositionID(r.Source, int(r.Partition), r.Offset)
 }
 
-// lookupProperty is lookup, tried after the broker's own property (AMQP's
-// message_id or type) when the message carries one: value is the property's
-// value, name its name in last_error.
-func lookupProperty(value, name string, hs []Header, names []string, field string, fields *jsonFields, what string) (string, RejectReason, string) {
-	if value != "" {
-		if problem := checkIdentifier([]byte(value)); problem != "" {
-			invalid := RejectInvalidID
-			if what == "event type" {
-				invalid = RejectInvalidType
-			}
-			return "", invalid, fmt.Sprintf("invalid %s in property %s: %s", what, name, problem)
-		}
-		return value, "", ""
+// A rejected row's event id must be the same on every delivery of its
+// message, or a redelivery adds a second row. Each source takes it from
+// what its broker keeps of the message: Kafka its position, JetStream its
+// stream sequence, a webhook its body; a RabbitMQ message has no position
+// and gets contentRejectID, a hash of its content less what the broker
+// adds when it delivers or dead-letters a message again.
+
+// redeliveryHeaders are the headers a broker adds to a message, or
+// changes, when it delivers it again or moves it: RabbitMQ's quorum
+// queues count deliveries in x-delivery-count (and, from 4.0,
+// acquisitions in x-acquired-count), dead-lettering adds x-death and the
+// x-first-death-* and x-last-death-* headers, a shovel stamps
+// x-shovelled-timestamp. (The redelivered flag is not a header.)
+var redeliveryHeaders = []string{
+	"x-delivery-count", "x-acquired-count", "x-death",
+	"x-first-death-exchange", "x-first-death-queue", "x-first-death-reason",
+	"x-last-death-exchange", "x-last-death-queue", "x-last-death-reason",
+	"x-shovelled-timestamp",
+}
+
+// redeliveryHeader reports whether a header called name is one of
+// redeliveryHeaders, which a rejected row's id never depends on.
+func redeliveryHeader(name string) bool { return slices.Contains(redeliveryHeaders, name) }
+
+// contentRejectID is the event id of the rejected row of a message of
+// source that has no position: "<source>/sha256/<hex>" over fields, its
+// headers (in their order) less redeliveryHeaders, and its body, so that
+// every delivery of one message, redelivered or dead-lettered back, finds
+// the same row.
+func contentRejectID(source string, fields [][]byte, hs []Header, body []byte) string {
+	h := sha256.New()
+	for _, f := range fields {
+		writeField(h, f)
 	}
-	return lookup(hs, names, field, fields, what)
+	for _, x := range hs {
+		if redeliveryHeader(x.Key) {
+			continue
+		}
+		writeField(h, []byte(x.Key))
+		writeField(h, x.Value)
+	}
+	writeField(h, body)
+	return source + "/sha256/" + hex.EncodeToString(h.Sum(nil))
+}
+
+// isContentRejectID reports whether id is one contentRejectID gives a
+// message of source: "<source>/sha256/<64 hex digits>" (a Kafka position
+// id has a number where "sha256" stands).
+func isContentRejectID(source, id string) bool {
+	sum, ok := strings.CutPrefix(id, source+"/sha256/")
+	if !ok || len(sum) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(sum)
+	return err == nil
+}
+
+// writeField hashes b after its length (8 bytes, little-endian), so that
+// no two lists of fields hash the same bytes.
+func writeField(h hash.Hash, b []byte) {
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+	h.Write(n[:])
+	h.Write(b)
 }
 
 // headersSize is what MapOptions.MaxHeaders bounds: the bytes of the
@@ -326,44 +380,119 @@ func rowHeaders(m *Message) []Header {
 
 func isTombstoneHeader(h Header) bool { return h.Key == TombstoneHeader }
 
-// lookup finds an identifier (event id or type) in the first present header
-// of names, else in the JSON field. It returns the value, or a reject reason
-// and a sentence for last_error.
-func lookup(hs []Header, names []string, field string, fields *jsonFields, what string) (string, RejectReason, string) {
+// lookupSpec says where the mapping looks for an event id or an event
+// type, in the order places lists: the broker's own property (AMQP's
+// message_id or type) when the source names one, the headers of the
+// mapping's list, the JSON field, the source's fallback (JetStream's
+// stream sequence or subject). find walks that list, and the last_error
+// of a missing one names the same list, so the two cannot drift.
+type lookupSpec struct {
+	what                    string // "event id" or "event type"
+	property, propertyValue string
+	headers                 []string
+	field                   string
+	fallback, fallbackValue string
+}
+
+// placeKind is what kind of place a lookupSpec looks at.
+type placeKind int
+
+const (
+	placeProperty placeKind = iota
+	placeHeader
+	placeJSONField
+)
+
+// place is one place a lookupSpec looks at: a property (with the value
+// the message carries, "" if none), a header or a JSON field.
+type place struct {
+	kind        placeKind
+	name, value string
+}
+
+// places yields where s looks, in order.
+func (s *lookupSpec) places(yield func(place) bool) {
+	if s.property != "" && !yield(place{placeProperty, s.property, s.propertyValue}) {
+		return
+	}
+	for _, h := range s.headers {
+		if !yield(place{placeHeader, h, ""}) {
+			return
+		}
+	}
+	if s.field != "" && !yield(place{placeJSONField, s.field, ""}) {
+		return
+	}
+	if s.fallback != "" {
+		yield(place{placeProperty, s.fallback, s.fallbackValue})
+	}
+}
+
+// find returns the identifier of the first place that has one, or a
+// reject reason and a sentence for last_error: where an unusable one was
+// found, or every place looked at.
+func (s *lookupSpec) find(hs []Header, fields *jsonFields) (string, RejectReason, string) {
 	missing, invalid := RejectMissingID, RejectInvalidID
-	if what == "event type" {
+	if s.what == "event type" {
 		missing, invalid = RejectMissingType, RejectInvalidType
 	}
-	for _, name := range names {
-		v, ok := lastHeader(hs, name)
-		if !ok || len(v) == 0 {
+	for p := range s.places {
+		var v []byte
+		switch p.kind {
+		case placeProperty:
+			v = []byte(p.value)
+		case placeHeader:
+			v, _ = lastHeader(hs, p.name)
+		case placeJSONField:
+			value, problem, _ := fields.get(p.name)
+			if problem != "" {
+				return "", invalid, fmt.Sprintf("invalid %s in %s: %s", s.what, p, problem)
+			}
+			v = []byte(value)
+		}
+		if len(v) == 0 {
 			continue
 		}
 		if problem := checkIdentifier(v); problem != "" {
-			return "", invalid, fmt.Sprintf("invalid %s in header %s: %s", what, name, problem)
+			return "", invalid, fmt.Sprintf("invalid %s in %s: %s", s.what, p, problem)
 		}
 		return string(v), "", ""
 	}
-	if field != "" {
-		v, problem, ok := fields.get(field)
-		switch {
-		case problem != "":
-			return "", invalid, fmt.Sprintf("invalid %s in JSON field %s: %s", what, field, problem)
-		case ok && v != "":
-			if problem := checkIdentifier([]byte(v)); problem != "" {
-				return "", invalid, fmt.Sprintf("invalid %s in JSON field %s: %s", what, field, problem)
-			}
-			return v, "", ""
+	return "", missing, fmt.Sprintf("missing %s (%s)", s.what, s.where())
+}
+
+// where names every place s looks at, in order: "property message_id,
+// headers event_id, ce_id, JSON field id".
+func (s *lookupSpec) where() string {
+	var b strings.Builder
+	prev := placeKind(-1)
+	for p := range s.places {
+		if b.Len() > 0 {
+			b.WriteString(", ")
 		}
+		switch {
+		case p.kind == placeHeader && prev == placeHeader:
+			b.WriteString(p.name)
+		case p.kind == placeHeader:
+			b.WriteString("headers " + p.name)
+		default:
+			b.WriteString(p.String())
+		}
+		prev = p.kind
 	}
-	var where []string
-	if len(names) > 0 {
-		where = append(where, "headers "+strings.Join(names, ", "))
+	return b.String()
+}
+
+// String names p in last_error: "property message_id", "header
+// event_id", "JSON field id".
+func (p place) String() string {
+	switch p.kind {
+	case placeProperty:
+		return "property " + p.name
+	case placeHeader:
+		return "header " + p.name
 	}
-	if field != "" {
-		where = append(where, "JSON field "+field)
-	}
-	return "", missing, fmt.Sprintf("missing %s (%s)", what, strings.Join(where, "; "))
+	return "JSON field " + p.name
 }
 
 // checkIdentifier says what is wrong with an event id or type, or "".

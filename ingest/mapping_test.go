@@ -94,7 +94,7 @@ func TestMapMessage(t *testing.T) {
 			msg:  kafka.Message{Topic: "orders", Partition: 1, Offset: 9, Value: []byte("not json")},
 			opts: jsonOpts,
 			want: Row{EventID: "orders/1/9", Payload: []byte("not json"), Status: StatusRejected, Reason: RejectMissingID,
-				LastError: "missing event id (headers event_id, ce_id; JSON field id); missing event type (headers event_type, ce_type; JSON field type)"},
+				LastError: "missing event id (headers event_id, ce_id, JSON field id); missing event type (headers event_type, ce_type, JSON field type)"},
 		},
 		{
 			name: "JSON field of the wrong kind",
