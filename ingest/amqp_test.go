@@ -312,7 +312,7 @@ func TestMapDeliveryRejectIDIsStable(t *testing.T) {
 	if r1.Status != StatusRejected || r1.Reason != RejectMissingID || r1.EventID != r2.EventID || r1.EventID == r3.EventID {
 		t.Errorf("ids %q %q %q (%+v)", r1.EventID, r2.EventID, r3.EventID, r1)
 	}
-	if r1.LastError != "missing event id (headers event_id, ce_id)" {
+	if r1.LastError != "missing event id (property message_id; headers event_id, ce_id)" {
 		t.Errorf("last_error = %q", r1.LastError)
 	}
 	if string(r1.Headers) != `{"amqp-type":"t"}` || r1.EventType != "t" {
