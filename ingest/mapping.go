@@ -364,14 +364,10 @@ func (ps identifierPlaces) at(i int) (kind placeKind, name, value string) {
 	if i < len(ps.headers) {
 		return placeHeader, ps.headers[i], ""
 	}
-	i -= len(ps.headers)
-	if ps.field != "" {
-		if i == 0 {
-			return placeField, ps.field, ""
-		}
-		i--
+	if i == len(ps.headers) && ps.field != "" {
+		return placeField, ps.field, ""
 	}
-	return placeProperty, ps.fallbackName, ps.fallback
+	return placeProperty, ps.fallbackName, ps.fallback // the last place
 }
 
 // find returns the identifier from the first place that holds a non-empty

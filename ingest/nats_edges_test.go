@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -54,11 +53,7 @@ func TestNATSStatusHeaderMessagesAreRows(t *testing.T) {
 	cfg := b.config()
 	cfg.AckWait = 2 * time.Second // a message left unacknowledged comes back, round after round
 	cfg.Pipeline.WriteTimeout = time.Second
-	s, err := newNATS(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := startNATS(t, s)
+	s, stop := b.start(t, cfg)
 	waitFor(t, 30*time.Second, func() (bool, string) {
 		rows := readRows(t, b.db)
 		info := b.consumerInfo(t, DefaultNATSConsumer)
@@ -126,11 +121,7 @@ func idless(tag string, n int) []*nats.Msg {
 func TestNATSRecreatedStreamKeepsMessagesWithoutIDs(t *testing.T) {
 	t.Parallel()
 	b := setupNATS(t)
-	s, err := newNATS(b.config(), pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	startNATS(t, s)
+	s, _ := b.start(t, b.config())
 	const n = 5
 	b.publish(t, idless("old", n)...)
 	waitFor(t, 20*time.Second, func() (bool, string) {

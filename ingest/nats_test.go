@@ -146,6 +146,18 @@ func startNATS(t *testing.T, s *NATSSource) (stop func() error) {
 	return startSource(t, s.Run)
 }
 
+// start runs a NATSSource with cfg on the bundle's database until the
+// test ends (or stop is called), logging to the test, its metrics on a
+// registry of its own.
+func (b *natsBundle) start(t *testing.T, cfg NATSConfig) (_ *NATSSource, stop func() error) {
+	t.Helper()
+	s, err := newNATS(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, startNATS(t, s)
+}
+
 // natsEvent is a message with a Nats-Msg-Id and an event_type header.
 func natsEvent(subject, id, typ, body string) *nats.Msg {
 	m := nats.NewMsg(subject)
@@ -436,11 +448,7 @@ func TestNATSTwoReplicasOnOneConsumer(t *testing.T) {
 	cfg.Pipeline.BatchSize = 50 // so that both replicas get messages
 	var replicas []*NATSSource
 	for range 2 {
-		s, err := newNATS(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
-		startNATS(t, s)
+		s, _ := b.start(t, cfg)
 		replicas = append(replicas, s)
 	}
 	waitFor(t, 20*time.Second, func() (bool, string) {
@@ -561,11 +569,7 @@ func TestNATSConnectionCut(t *testing.T) {
 	t.Cleanup(proxy.Close)
 	cfg := b.config()
 	cfg.URL = "nats://" + proxy.Addr()
-	s, err := newNATS(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	startNATS(t, s)
+	s, _ := b.start(t, cfg)
 	b.publish(t, natsEvent("x", "before", "t", "1"))
 	waitFor(t, 20*time.Second, func() (bool, string) { return len(readRows(t, b.db)) == 1 && s.Ready(), "first row, ready" })
 
@@ -592,11 +596,7 @@ func TestNATSConnectionCut(t *testing.T) {
 func TestNATSConsumerDeletedIsCreatedAgain(t *testing.T) {
 	t.Parallel()
 	b := setupNATS(t)
-	s, err := newNATS(b.config(), pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	startNATS(t, s)
+	s, _ := b.start(t, b.config())
 	b.publish(t, natsEvent("x", "e-1", "t", "1"), natsEvent("x", "e-2", "t", "2"))
 	waitFor(t, 20*time.Second, func() (bool, string) { return len(readRows(t, b.db)) == 2 && s.Ready(), "two rows, ready" })
 	b.drained(t, DefaultNATSConsumer)
@@ -638,11 +638,7 @@ func TestNATSDuplicatesPastTheStreamWindow(t *testing.T) {
 	if got := b.publish(t, dups...); got != 0 {
 		t.Fatalf("the stream deduplicated %d publications past its window", got)
 	}
-	s, err := newNATS(b.config(), pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	startNATS(t, s)
+	s, _ := b.start(t, b.config())
 	waitFor(t, 30*time.Second, func() (bool, string) {
 		d := testutil.ToFloat64(s.metrics.Duplicates)
 		return d == float64(len(dups)), fmt.Sprintf("%v duplicates, want %d", d, len(dups))
