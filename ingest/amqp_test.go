@@ -319,7 +319,7 @@ func TestMapDeliveryRejectIDIsStable(t *testing.T) {
 	if r1.Status != StatusRejected || r1.Reason != RejectMissingID || r1.EventID != r2.EventID || r1.EventID == r3.EventID {
 		t.Errorf("ids %q %q %q (%+v)", r1.EventID, r2.EventID, r3.EventID, r1)
 	}
-	if r1.LastError != "missing event id (property message_id, headers event_id, ce_id)" {
+	if r1.LastError != "missing event id (property message_id; headers event_id, ce_id)" {
 		t.Errorf("last_error = %q", r1.LastError)
 	}
 	if string(r1.Headers) != `{"amqp-type":"t"}` || r1.EventType != "t" {
@@ -546,17 +546,17 @@ func TestAMQPRejectReasonsNameWhatWasLookedAt(t *testing.T) {
 		want string
 	}{
 		{"no id", amqp.Delivery{Type: "t", Body: []byte("x")}, MapOptions{},
-			"missing event id (property message_id, headers event_id, ce_id)"},
+			"missing event id (property message_id; headers event_id, ce_id)"},
 		{"no type", amqp.Delivery{MessageId: "m", Body: []byte("x")}, MapOptions{},
-			"missing event type (property type, headers event_type, ce_type)"},
+			"missing event type (property type; headers event_type, ce_type)"},
 		{"neither, JSON fields and headers configured", amqp.Delivery{Body: []byte(`{"n":1}`)},
 			MapOptions{EventIDHeaders: []string{"x-id"}, EventIDJSONField: "id", EventTypeHeaders: []string{"x-type", "kind"}, EventTypeJSONField: "type"},
-			"missing event id (property message_id, headers x-id, JSON field id); " +
-				"missing event type (property type, headers x-type, kind, JSON field type)"},
+			"missing event id (property message_id; header x-id; JSON field id); " +
+				"missing event type (property type; headers x-type, kind; JSON field type)"},
 		{"no header configured", amqp.Delivery{Type: "t"}, MapOptions{EventIDHeaders: []string{}},
 			"missing event id (property message_id)"},
 		{"invalid id in a header", amqp.Delivery{Type: "t", Headers: amqp.Table{"ce_id": "a\x00b"}}, MapOptions{},
-			"invalid event id in header ce_id: contains a NUL byte"},
+			"invalid event id in header ce_id (after property message_id; header event_id): contains a NUL byte"},
 	}
 	for _, c := range cases {
 		r := MapDelivery("q", c.d, c.opts)

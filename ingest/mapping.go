@@ -208,14 +208,8 @@ func mapMessage(m *Message, opts MapOptions) Row {
 	oversize := len(problems) > 0
 
 	fields := jsonFields{payload: payload}
-	idSpec := lookupSpec{what: "event id", property: m.EventIDProperty, propertyValue: m.EventID,
-		headers: opts.EventIDHeaders, field: opts.EventIDJSONField,
-		fallback: m.EventIDFallbackProperty, fallbackValue: m.EventIDFallback}
-	typeSpec := lookupSpec{what: "event type", property: m.EventTypeProperty, propertyValue: m.EventType,
-		headers: opts.EventTypeHeaders, field: opts.EventTypeJSONField,
-		fallback: m.EventTypeFallbackProperty, fallbackValue: m.EventTypeFallback}
-	id, idReason, idErr := idSpec.find(m.Headers, &fields)
-	typ, typReason, typErr := typeSpec.find(m.Headers, &fields)
+	id, idReason, idErr := m.idPlaces(opts).find(m.Headers, &fields)
+	typ, typReason, typErr := m.typePlaces(opts).find(m.Headers, &fields)
 
 	switch {
 	case oversize:
@@ -380,119 +374,152 @@ func rowHeaders(m *Message) []Header {
 
 func isTombstoneHeader(h Header) bool { return h.Key == TombstoneHeader }
 
-// lookupSpec says where the mapping looks for an event id or an event
-// type, in the order places lists: the broker's own property (AMQP's
-// message_id or type) when the source names one, the headers of the
-// mapping's list, the JSON field, the source's fallback (JetStream's
-// stream sequence or subject). find walks that list, and the last_error
-// of a missing one names the same list, so the two cannot drift.
-type lookupSpec struct {
-	what                    string // "event id" or "event type"
-	property, propertyValue string
-	headers                 []string
-	field                   string
-	fallback, fallbackValue string
-}
-
-// placeKind is what kind of place a lookupSpec looks at.
-type placeKind int
+// placeKind is the kind of a place where an identifier is looked for, as
+// last_error names it.
+type placeKind string
 
 const (
-	placeProperty placeKind = iota
-	placeHeader
-	placeJSONField
+	placeProperty placeKind = "property"
+	placeHeader   placeKind = "header"
+	placeField    placeKind = "JSON field"
 )
 
-// place is one place a lookupSpec looks at: a property (with the value
-// the message carries, "" if none), a header or a JSON field.
-type place struct {
-	kind        placeKind
-	name, value string
+// identifierPlaces is the one list of the places where the mapping looks
+// for an identifier (the event id or the event type) of a message, in the
+// order it looks: the broker's property (AMQP's message_id or type), the
+// headers, the JSON field, then the broker's fallback (JetStream's stream
+// position or subject). find walks it, and last_error names the places
+// from it, so that the two cannot drift.
+type identifierPlaces struct {
+	what                   string // "event id" or "event type"
+	property, propertyName string // propertyName "": none
+	headers                []string
+	field                  string // "": none
+	fallback, fallbackName string // fallbackName "": none
 }
 
-// places yields where s looks, in order.
-func (s *lookupSpec) places(yield func(place) bool) {
-	if s.property != "" && !yield(place{placeProperty, s.property, s.propertyValue}) {
-		return
-	}
-	for _, h := range s.headers {
-		if !yield(place{placeHeader, h, ""}) {
-			return
+// idPlaces returns the places where m's event id is looked for.
+func (m *Message) idPlaces(opts MapOptions) identifierPlaces {
+	return identifierPlaces{what: "event id", property: m.EventID, propertyName: m.EventIDProperty,
+		headers: opts.EventIDHeaders, field: opts.EventIDJSONField,
+		fallback: m.EventIDFallback, fallbackName: m.EventIDFallbackProperty}
+}
+
+// typePlaces returns the places where m's event type is looked for.
+func (m *Message) typePlaces(opts MapOptions) identifierPlaces {
+	return identifierPlaces{what: "event type", property: m.EventType, propertyName: m.EventTypeProperty,
+		headers: opts.EventTypeHeaders, field: opts.EventTypeJSONField,
+		fallback: m.EventTypeFallback, fallbackName: m.EventTypeFallbackProperty}
+}
+
+// len is the number of places.
+func (ps identifierPlaces) len() int {
+	n := len(ps.headers)
+	for _, name := range [...]string{ps.propertyName, ps.field, ps.fallbackName} {
+		if name != "" {
+			n++
 		}
 	}
-	if s.field != "" && !yield(place{placeJSONField, s.field, ""}) {
-		return
-	}
-	if s.fallback != "" {
-		yield(place{placeProperty, s.fallback, s.fallbackValue})
-	}
+	return n
 }
 
-// find returns the identifier of the first place that has one, or a
-// reject reason and a sentence for last_error: where an unusable one was
-// found, or every place looked at.
-func (s *lookupSpec) find(hs []Header, fields *jsonFields) (string, RejectReason, string) {
+// at returns the i-th place, 0 <= i < len(): its kind, its name and, for a
+// property, its value.
+func (ps identifierPlaces) at(i int) (kind placeKind, name, value string) {
+	if ps.propertyName != "" {
+		if i == 0 {
+			return placeProperty, ps.propertyName, ps.property
+		}
+		i--
+	}
+	if i < len(ps.headers) {
+		return placeHeader, ps.headers[i], ""
+	}
+	if i == len(ps.headers) && ps.field != "" {
+		return placeField, ps.field, ""
+	}
+	return placeProperty, ps.fallbackName, ps.fallback // the last place
+}
+
+// find returns the identifier from the first place that holds a non-empty
+// value, valid or not (an invalid value is rejected, never replaced by a
+// later place's). Else it returns a reject reason and a sentence for
+// last_error that names the places looked at, in the order they were.
+func (ps identifierPlaces) find(hs []Header, fields *jsonFields) (string, RejectReason, string) {
 	missing, invalid := RejectMissingID, RejectInvalidID
-	if s.what == "event type" {
+	if ps.what == "event type" {
 		missing, invalid = RejectMissingType, RejectInvalidType
 	}
-	for p := range s.places {
-		var v []byte
-		switch p.kind {
-		case placeProperty:
-			v = []byte(p.value)
+	n := ps.len()
+	for i := range n {
+		kind, name, value := ps.at(i)
+		var problem string
+		switch kind {
 		case placeHeader:
-			v, _ = lastHeader(hs, p.name)
-		case placeJSONField:
-			value, problem, _ := fields.get(p.name)
-			if problem != "" {
-				return "", invalid, fmt.Sprintf("invalid %s in %s: %s", s.what, p, problem)
+			v, ok := lastHeader(hs, name)
+			if !ok || len(v) == 0 {
+				continue
 			}
-			v = []byte(value)
+			if problem = checkIdentifier(v); problem == "" {
+				return string(v), "", ""
+			}
+		case placeField:
+			v, bad, ok := fields.get(name)
+			if bad == "" && (!ok || v == "") {
+				continue
+			}
+			if problem = bad; problem == "" {
+				problem, value = checkIdentifier([]byte(v)), v
+			}
+		default:
+			if value == "" {
+				continue
+			}
+			problem = checkIdentifier([]byte(value))
 		}
-		if len(v) == 0 {
-			continue
+		if problem == "" {
+			return value, "", ""
 		}
-		if problem := checkIdentifier(v); problem != "" {
-			return "", invalid, fmt.Sprintf("invalid %s in %s: %s", s.what, p, problem)
+		where := fmt.Sprintf("%s %s", kind, name)
+		if i > 0 {
+			where += " (after " + ps.describe(i) + ")"
 		}
-		return string(v), "", ""
+		return "", invalid, fmt.Sprintf("invalid %s in %s: %s", ps.what, where, problem)
 	}
-	return "", missing, fmt.Sprintf("missing %s (%s)", s.what, s.where())
+	return "", missing, fmt.Sprintf("missing %s (%s)", ps.what, ps.describe(n))
 }
 
-// where names every place s looks at, in order: "property message_id,
-// headers event_id, ce_id, JSON field id".
-func (s *lookupSpec) where() string {
+// describe names the first n places, in order, those of one kind in a row
+// together: "property message_id; headers event_id, ce_id; JSON field id".
+func (ps identifierPlaces) describe(n int) string {
 	var b strings.Builder
-	prev := placeKind(-1)
-	for p := range s.places {
-		if b.Len() > 0 {
-			b.WriteString(", ")
+	for i := 0; i < n; {
+		kind, name, _ := ps.at(i)
+		j := i + 1
+		for ; j < n; j++ {
+			if k, _, _ := ps.at(j); k != kind {
+				break
+			}
+		}
+		if i > 0 {
+			b.WriteString("; ")
 		}
 		switch {
-		case p.kind == placeHeader && prev == placeHeader:
-			b.WriteString(p.name)
-		case p.kind == placeHeader:
-			b.WriteString("headers " + p.name)
+		case j-i == 1:
+			b.WriteString(string(kind))
+		case kind == placeProperty:
+			b.WriteString("properties")
 		default:
-			b.WriteString(p.String())
+			b.WriteString(string(kind) + "s")
 		}
-		prev = p.kind
+		b.WriteString(" " + name)
+		for k := i + 1; k < j; k++ {
+			_, name, _ := ps.at(k)
+			b.WriteString(", " + name)
+		}
+		i = j
 	}
 	return b.String()
-}
-
-// String names p in last_error: "property message_id", "header
-// event_id", "JSON field id".
-func (p place) String() string {
-	switch p.kind {
-	case placeProperty:
-		return "property " + p.name
-	case placeHeader:
-		return "header " + p.name
-	}
-	return "JSON field " + p.name
 }
 
 // checkIdentifier says what is wrong with an event id or type, or "".

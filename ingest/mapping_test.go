@@ -94,14 +94,14 @@ func TestMapMessage(t *testing.T) {
 			msg:  kafka.Message{Topic: "orders", Partition: 1, Offset: 9, Value: []byte("not json")},
 			opts: jsonOpts,
 			want: Row{EventID: "orders/1/9", Payload: []byte("not json"), Status: StatusRejected, Reason: RejectMissingID,
-				LastError: "missing event id (headers event_id, ce_id, JSON field id); missing event type (headers event_type, ce_type, JSON field type)"},
+				LastError: "missing event id (headers event_id, ce_id; JSON field id); missing event type (headers event_type, ce_type; JSON field type)"},
 		},
 		{
 			name: "JSON field of the wrong kind",
 			msg:  kafka.Message{Topic: "orders", Offset: 1, Value: []byte(`{"id":{"x":1},"type":"t"}`)},
 			opts: jsonOpts,
 			want: Row{EventID: "orders/0/1", EventType: "t", Payload: []byte(`{"id":{"x":1},"type":"t"}`), Status: StatusRejected,
-				Reason: RejectInvalidID, LastError: "invalid event id in JSON field id: neither a string nor a number"},
+				Reason: RejectInvalidID, LastError: "invalid event id in JSON field id (after headers event_id, ce_id): neither a string nor a number"},
 		},
 		{
 			name: "event id with a NUL byte",
