@@ -222,14 +222,16 @@ func topicRecords(ctx context.Context, brokers []string) (int64, error) {
 }
 
 // outboxProducer is a franz-go producer with the relay's settings:
-// acks=all, idempotent (franz-go's default), a 1 ms linger and 1 MiB
-// batches.
+// acks=all, idempotent (franz-go's default), a 1 ms linger, 1 MiB
+// batches and the relay's default codec (outbox.DefaultKafkaCompression,
+// gzip).
 func outboxProducer(brokers []string) (*kgo.Client, error) {
 	return kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(outboxRelayLinger),
 		kgo.ProducerBatchMaxBytes(outboxRelayBatchMax),
+		kgo.ProducerBatchCompression(kgo.GzipCompression()),
 	)
 }
 
