@@ -615,7 +615,7 @@ func (r *Relay) record(ctx context.Context, leases []driver.ShardLease, leaseEnd
 		if err == nil {
 			if n := len(outcomes) - len(written); n > 0 {
 				r.metrics.fenced.Add(float64(n))
-				r.log.Warn().Int("rows", n).Msg("outbox outcomes fenced: a shard's lease is no longer this relay's; its new holder publishes them again")
+				r.log.Warn().Int("rows", n).Msg("outbox outcomes fenced: a shard's lease is no longer this relay's, and its new holder publishes them again (or the rows were discarded while in flight)")
 			}
 			return
 		}
