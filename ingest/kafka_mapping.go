@@ -44,7 +44,7 @@ func RemapRejectedRow(eventID string, m kafka.Message, opts MapOptions, webhooks
 	if isWebhookRejectID(eventID) {
 		return remapWebhookRejected(eventID, m, opts, webhooks)
 	}
-	if isAMQPRejectID(m.Topic, eventID) {
+	if isContentRejectID(m.Topic, eventID) {
 		return mapAMQPRejected(eventID, m, opts)
 	}
 	if row, ok := RemapNATSRejected(eventID, m.Topic, m.Key, m.Value, fromKafkaHeaders(m.Headers), opts); ok {

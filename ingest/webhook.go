@@ -596,18 +596,10 @@ func (m webhookMapping) mapStored(hs []Header, body []byte) Row {
 const webhookRejectPrefix = "rejected/sha256:"
 
 // isWebhookRejectID reports whether eventID is a webhook source's rejected
-// row's: webhookRejectPrefix and 64 lower-case hex digits.
+// row's: webhookRejectPrefix and a SHA-256 in hex.
 func isWebhookRejectID(eventID string) bool {
 	sum, ok := strings.CutPrefix(eventID, webhookRejectPrefix)
-	if !ok || len(sum) != hex.EncodedLen(sha256.Size) {
-		return false
-	}
-	for _, c := range []byte(sum) {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
+	return ok && isSHA256Hex(sum)
 }
 
 // remapWebhookRejected maps the rejected row of the webhook source
