@@ -18,7 +18,7 @@ var (
 // whose SHA-256 is sum under eventID, and reports whether it may: false
 // when that body was accepted under another event id less than window ago
 // (a replay), true when it is new, older than window, or came under the
-// same event id (sql/webhook_replay.sql, migration 015).
+// same event id (sql/webhook_replay.sql, migration 014).
 func WebhookFirstSeen(ctx context.Context, db DB, source string, sum []byte, eventID string, window time.Duration) (bool, error) {
 	var ok bool
 	err := db.QueryRow(ctx, webhookReplaySQL, pgx.NamedArgs{"source": source, "body_sha256": sum,

@@ -1,4 +1,4 @@
--- 015: the replay window of webhook sources whose signature covers the
+-- 014: the replay window of webhook sources whose signature covers the
 -- body alone (github, hmac-sha256: no timestamp, no signed id). A source
 -- with replay_window records the SHA-256 of each body it accepts and the
 -- event id it came under; within the window, the same body under another
