@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/inboxd/inboxd/internal/netfault"
@@ -275,6 +276,78 @@ func (b *natsBundle) cutOff(t *testing.T, s *NATSSource, proxy *netfault.Proxy) 
 		n := b.consumerInfo(t, DefaultNATSConsumer).NumWaiting
 		return n == 0, fmt.Sprintf("%d pull requests still waiting on the server", n)
 	})
+}
+
+// A pull request sent while the connection is cut waits in nats.go's
+// buffer and goes out with the reconnection, and the server answers it at
+// once with what was published meanwhile. The reconnection must not end
+// that request before its answer is read: the message would wait for
+// AckWait (60 s here) to come back.
+func TestNATSPullSentWhileCutOff(t *testing.T) {
+	t.Parallel()
+	b := setupNATS(t)
+	cfg, proxy := b.proxied(t)
+	s, err := newNATS(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.pullWait = time.Second // a pull request expires during the cut
+	startNATS(t, s)
+	b.publish(t, natsEvent("x", "before", "t", "1"))
+	waitFor(t, 20*time.Second, func() (bool, string) { return len(readRows(t, b.db)) == 1 && s.Ready(), "first row, ready" })
+	s.mu.Lock()
+	nc := s.session.nc
+	s.mu.Unlock()
+
+	b.cutOff(t, s, proxy)
+	b.publish(t, natsEvent("x", "during", "t", "2"))
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		n, err := nc.Buffered()
+		return n > 0, fmt.Sprintf("a pull request sent while cut off (%d bytes buffered, %v)", n, err)
+	})
+	if err := proxy.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		info := b.consumerInfo(t, DefaultNATSConsumer)
+		rows := len(readRows(t, b.db))
+		return rows == 2, fmt.Sprintf("%d rows, want 2 (%d pending, %d waiting for their ack, %v reconnects)",
+			rows, info.NumPending, info.NumAckPending, testutil.ToFloat64(s.metrics.Reconnects))
+	})
+	b.drained(t, DefaultNATSConsumer)
+}
+
+// A delivery still on its way when the source gives up on its pull
+// request (no end from the server within natsPullGrace: here every answer
+// takes 3 s to come back, longer than a request's wait and grace) is
+// stored all the same, not dropped with the request's inbox and left to
+// AckWait (60 s here) to come back.
+func TestNATSDeliveryLateForItsPull(t *testing.T) {
+	t.Parallel()
+	b := setupNATS(t)
+	cfg, proxy := b.proxied(t)
+	s, err := newNATS(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.pullWait = time.Second
+	startNATS(t, s)
+	b.publish(t, natsEvent("x", "before", "t", "1"))
+	waitFor(t, 20*time.Second, func() (bool, string) { return len(readRows(t, b.db)) == 1 && s.Ready(), "first row, ready" })
+
+	if err := proxy.Latency(3 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	b.publish(t, natsEvent("x", "late", "t", "2"))
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		info := b.consumerInfo(t, DefaultNATSConsumer)
+		_, ok := readRows(t, b.db)[b.stream+" late"]
+		return ok, fmt.Sprintf("row of the late delivery (%d pending, %d waiting for their ack)", info.NumPending, info.NumAckPending)
+	})
+	if err := proxy.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	b.drained(t, DefaultNATSConsumer)
 }
 
 // A message the server sends into a connection that is dead without its
