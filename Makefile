@@ -2,9 +2,15 @@
 SHELL := /bin/bash
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
-VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS     := -s -w -X github.com/inboxd/inboxd/cmd/inboxd/app.Version=$(VERSION)
-IMAGE       ?= ghcr.io/inboxd/inboxd:0.3.0
+# The version is the one line of VERSION (the one place it is written); the
+# commit and its time come from git, the time (not the clock's) so that two
+# builds of one commit are identical. `inboxd version` prints all three.
+VERSION     := $(shell cat VERSION)
+COMMIT      := $(shell git rev-parse HEAD 2>/dev/null)$(shell git status --porcelain 2>/dev/null | grep -q . && echo -dirty)
+DATE        := $(shell TZ=UTC0 git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd 2>/dev/null)
+VERSION_PKG := github.com/inboxd/inboxd/cmd/inboxd/app
+LDFLAGS     := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT) -X $(VERSION_PKG).Date=$(DATE)
+IMAGE       ?= ghcr.io/inboxd/inboxd:$(VERSION)
 # The repository's modules: the main one (what an embedder requires) and the
 # ones kept out of an embedder's module graph: the deploy checks (k8s.io,
 # prometheus/prometheus), the fault suite and the benchmarks (gonum). Each
@@ -13,13 +19,17 @@ MODULES     := . deploy internal/faultsuite cmd/inboxd-bench
 # Tests and benchmarks use this server; each test creates its own database.
 export INBOXD_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all build test lint docs screenshots linkcheck bench bench-long bench-go demo clean image alerts fuzz-short fault fault-long
+.PHONY: all build print-ldflags test lint docs screenshots linkcheck bench bench-long bench-go demo clean image alerts fuzz-short fault fault-long
 
 all: lint test build
 
-## build: compile bin/inboxd
+## build: compile bin/inboxd (static: CGO_ENABLED=0), stamped with VERSION, the commit and its time
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/inboxd ./cmd/inboxd
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/inboxd ./cmd/inboxd
+
+## print-ldflags: the -ldflags make build stamps the binary with (TestVersionOfMakeBuild reads them)
+print-ldflags:
+	@echo '$(LDFLAGS)'
 
 ## test: every test of every module, with the race detector, against the local PostgreSQL
 ## (the fault suite's scenarios are skipped without INBOXD_FAULT=1, its other tests run;

@@ -89,7 +89,7 @@ func TestPermanentDatabaseErrorExits(t *testing.T) {
 		t.Errorf("exit code %d, want 1", code)
 	}
 	out := logs.String()
-	if !strings.Contains(out, "3D000") || !strings.Contains(out, `database "inboxd_no_such_db" does not exist`) {
+	if !strings.Contains(out, "3D000") || !strings.Contains(out, `database \"inboxd_no_such_db\" does not exist`) || !strings.Contains(out, "create the database first") {
 		t.Errorf("the error is not named as it is:\n%s", out)
 	}
 	t.Logf("exited after %s", time.Since(start).Round(time.Millisecond))
