@@ -103,11 +103,14 @@ bench-long:
 bench-go:
 	$(GO) test -run '^$$' -bench 'RawPipeline|Pool|Keyed|Ingest|EndToEnd' -benchtime 1x -count 1 -timeout 20m ./...
 
-## demo: embedded Kafka-protocol broker + local PostgreSQL + HTTP sink, a few thousand events;
-## SOURCE=rabbitmq or SOURCE=nats: the same through a queue / stream of its own on the local server
+## demo: embedded Kafka-protocol broker + local PostgreSQL + HTTP sink, a few thousand events, a summary; builds
+## bin/inboxd first and prints the INBOXD_DATABASE_URL to look at the demo's database with it. The demo database
+## (inboxd_demo) is created marked as the demo's, and only a database so marked is dropped by the next run.
+## SOURCE=rabbitmq or SOURCE=nats: the same through a queue / stream of its own on the local server;
+## KEEP=1: the daemon keeps running with its console open (the URL and token are printed) until Ctrl-C
 SOURCE      ?= kafka
-demo:
-	$(GO) run ./cmd/inboxd-demo --source $(SOURCE)
+demo: build
+	$(GO) run ./cmd/inboxd-demo --source $(SOURCE) $(if $(KEEP),--keep)
 
 ## image: the container image, built in Go without a Docker engine (deploy/image: no base to download, a static
 ## binary, the machine's CA certificates, the nonroot user 65532, no shell), for PLATFORMS, reproducibly (files and
