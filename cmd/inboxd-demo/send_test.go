@@ -59,7 +59,9 @@ func TestDemoKeep(t *testing.T) {
 	defer cancel()
 	var out syncbuf.Buffer
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"--events", "500", "--database", name, "--keep", "--http", "127.0.0.1:0"}, &out) }()
+	go func() {
+		done <- run(ctx, []string{"--events", "500", "--database", name, "--keep", "--http", "127.0.0.1:0"}, &out)
+	}()
 	testkit.WaitFor(t, 90*time.Second, "the console's URL", func() bool { return strings.Contains(out.String(), "console  http://") })
 	text := out.String()
 	console := regexp.MustCompile(`console  (http://\S+/ui/)`).FindStringSubmatch(text)[1]
