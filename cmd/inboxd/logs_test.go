@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"net/url"
 	"os/exec"
 	"slices"
 	"strings"
@@ -46,7 +45,8 @@ func withMessage(lines []map[string]any, msg string) []map[string]any {
 
 // Every line `inboxd run` writes is structured: the warning about an
 // unknown variable, the start-up line, the signal, the shutdown; a bad
-// setting; and a crash loop on a database that does not exist. The
+// setting; and (TestPermanentDatabaseErrorExits) a crash loop on a
+// database that does not exist. The
 // start-up line lists each source as configured (it said "ingest":false
 // with RabbitMQ configured), and durations carry their unit.
 func TestEveryLineOfRunIsJSON(t *testing.T) {
@@ -130,33 +130,8 @@ func TestEveryLineOfRunIsJSON(t *testing.T) {
 			t.Errorf("error lines name %q, want one per bad setting\n%s", vars, out)
 		}
 	})
-	t.Run("crash loop", func(t *testing.T) {
-		t.Parallel()
-		u, err := url.Parse(pgtest.AdminURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.Path = "/inboxd_no_such_db"
-		cmd := exec.Command(binary, "run")
-		cmd.Env = append(testkit.CleanEnv(), "INBOXD_DATABASE_URL="+u.String(), "INBOXD_HTTP_ADDR=",
-			"INBOXD_ROUTES="+writeRoutes(t, "default: ignore\n"))
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-			t.Fatalf("exit: %v, want status 1\n%s", err, out)
-		}
-		lines := logLines(t, "a crash loop", string(out))
-		retries := withMessage(lines, "database refuses the connection")
-		if len(retries) == 0 {
-			t.Fatalf("no retry line:\n%s", out)
-		}
-		if d, err := time.ParseDuration(retries[0]["retry_in"].(string)); err != nil || d <= 0 {
-			t.Errorf("retry_in %v is not a duration with its unit", retries[0]["retry_in"])
-		}
-		last := lines[len(lines)-1]
-		if last["level"] != "error" || !strings.Contains(last["error"].(string), "3D000") {
-			t.Errorf("the last line does not name the cause: %v", last)
-		}
-	})
+	// The crash loop's lines: TestPermanentDatabaseErrorExits reads them
+	// with logLines too.
 }
 
 // A second signal exits at once, and says so in a structured line.

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"net/url"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -68,12 +67,8 @@ func TestVersionOfMakeBuild(t *testing.T) {
 // to create it first: migrate creates the tables, not the database.
 func TestMigrateOnAMissingDatabaseSaysCreateIt(t *testing.T) {
 	t.Parallel()
-	u, err := url.Parse(pgtest.AdminURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/inboxd_no_such_db_migrate"
-	code, _, stderr := runMain(t, []string{"INBOXD_DATABASE_URL=" + u.String()}, "migrate")
+	url := pgtest.WithDatabase(pgtest.AdminURL(), "inboxd_no_such_db_migrate")
+	code, _, stderr := runMain(t, []string{"INBOXD_DATABASE_URL=" + url}, "migrate")
 	if code != ExitFailure || !strings.Contains(stderr, "3D000") || !strings.Contains(stderr, "create the database first (createdb NAME") {
 		t.Errorf("migrate on a missing database: exit %d, stderr:\n%s", code, stderr)
 	}
