@@ -945,34 +945,74 @@ func TestK8sImageReferenceEverywhere(t *testing.T) {
 // container serves, and every port the container serves has a rule.
 func k8sCheckNetworkPolicy(t *testing.T, docs []k8sDoc, daemon corev1.Container, podLabels labels.Set) {
 	t.Helper()
-	np := k8sOne[*networkingv1.NetworkPolicy](t, docs, "inboxd")
+	for _, p := range k8sNetworkPolicyProblems(k8sOne[*networkingv1.NetworkPolicy](t, docs, "inboxd"), daemon, podLabels) {
+		t.Error(p)
+	}
+}
+
+// k8sNetworkPolicyProblems lists what k8sCheckNetworkPolicy finds wrong.
+func k8sNetworkPolicyProblems(np *networkingv1.NetworkPolicy, daemon corev1.Container, podLabels labels.Set) []string {
+	var out []string
+	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
 	if err != nil || sel.Empty() || !sel.Matches(podLabels) {
-		t.Errorf("NetworkPolicy selector %v does not select the pods %v (%v)", np.Spec.PodSelector, podLabels, err)
+		bad("NetworkPolicy selector %v does not select the pods %v (%v)", np.Spec.PodSelector, podLabels, err)
 	}
 	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
-		t.Errorf("NetworkPolicy policyTypes %v: want Ingress", np.Spec.PolicyTypes)
+		bad("NetworkPolicy policyTypes %v: want Ingress", np.Spec.PolicyTypes)
 	}
 	admitted := map[int32]bool{}
 	for i, rule := range np.Spec.Ingress {
 		if len(rule.Ports) == 0 {
-			t.Errorf("NetworkPolicy ingress rule %d names no port: it admits every port", i)
+			bad("NetworkPolicy ingress rule %d names no port: it admits every port", i)
 		}
 		for _, p := range rule.Ports {
 			if p.Port == nil {
-				t.Errorf("NetworkPolicy ingress rule %d admits every port", i)
+				bad("NetworkPolicy ingress rule %d admits every port", i)
 				continue
 			}
 			n, ok := k8sPortNumber(daemon, *p.Port)
 			if !ok {
-				t.Errorf("NetworkPolicy ingress rule %d admits port %s, which container %q does not serve", i, p.Port.String(), daemon.Name)
+				bad("NetworkPolicy ingress rule %d admits port %s, which container %q does not serve", i, p.Port.String(), daemon.Name)
 			}
 			admitted[n] = true
 		}
 	}
 	for _, cp := range daemon.Ports {
 		if !admitted[cp.ContainerPort] {
-			t.Errorf("NetworkPolicy admits nothing to port %s (%d): its clients cannot reach it", cp.Name, cp.ContainerPort)
+			bad("NetworkPolicy admits nothing to port %s (%d): its clients cannot reach it", cp.Name, cp.ContainerPort)
+		}
+	}
+	return out
+}
+
+// The NetworkPolicy check fails a policy that opens every port, one that
+// forgets a port, and one that names a port nobody serves.
+func TestK8sNetworkPolicyCatches(t *testing.T) {
+	docs := chartRender(t, chartRenderings[1].values...) // with the webhook port
+	dep := k8sOne[*appsv1.Deployment](t, docs, "inboxd")
+	daemon, podLabels := dep.Spec.Template.Spec.Containers[0], labels.Set(dep.Spec.Template.Labels)
+	shipped := k8sOne[*networkingv1.NetworkPolicy](t, docs, "inboxd")
+	if p := k8sNetworkPolicyProblems(shipped, daemon, podLabels); len(p) > 0 {
+		t.Fatalf("as rendered: %q", p)
+	}
+	for _, c := range []struct {
+		name   string
+		weaken func(*networkingv1.NetworkPolicy)
+		want   string
+	}{
+		{"every port", func(np *networkingv1.NetworkPolicy) { np.Spec.Ingress[0].Ports = nil }, "names no port"},
+		{"webhook port forgotten", func(np *networkingv1.NetworkPolicy) { np.Spec.Ingress = np.Spec.Ingress[:1] }, "admits nothing to port webhooks"},
+		{"a port nobody serves", func(np *networkingv1.NetworkPolicy) {
+			p := intstr.FromString("debug")
+			np.Spec.Ingress[0].Ports[0].Port = &p
+		}, "which container \"inboxd\" does not serve"},
+	} {
+		np := shipped.DeepCopy()
+		c.weaken(np)
+		got := k8sNetworkPolicyProblems(np, daemon, podLabels)
+		if !slices.ContainsFunc(got, func(g string) bool { return strings.Contains(g, c.want) }) {
+			t.Errorf("%s: problems %q, want one with %q", c.name, got, c.want)
 		}
 	}
 }
