@@ -146,7 +146,7 @@ docker-image:
 GORELEASER  ?= github.com/goreleaser/goreleaser/v2@v2.15.1
 release-check:
 	$(GO) run $(GORELEASER) check
-	INBOXD_VERSION=$(VERSION) $(GO) run $(GORELEASER) release --snapshot --clean
+	INBOXD_VERSION=$(VERSION) INBOXD_COMMIT=$(COMMIT) INBOXD_DATE=$(DATE) $(GO) run $(GORELEASER) release --snapshot --clean
 	cd dist && sha256sum -c inboxd_*_checksums.txt
 	@bin=$$(ls dist/inboxd_$$($(GO) env GOOS)_$$($(GO) env GOARCH)*/inboxd); echo "$$bin version: $$($$bin version)"; \
 	$$bin version | grep -q '^inboxd $(VERSION)-snapshot' || { echo "release-check: $$bin does not print VERSION $(VERSION)" >&2; exit 1; }
