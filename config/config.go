@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -242,6 +243,8 @@ type Config struct {
 	OutboxMaxAttempts int `env:"INBOXD_OUTBOX_MAX_ATTEMPTS" help:"broker refusals an outbox row takes before it goes dead (an unreachable broker costs none)"`
 	// OutboxRetention is how long published outbox rows are kept.
 	OutboxRetention time.Duration `env:"INBOXD_OUTBOX_RETENTION" help:"published outbox rows are deleted this long after their publication"`
+	// OutboxKafkaCompression is the codec of the relay's Kafka batches.
+	OutboxKafkaCompression string `env:"INBOXD_OUTBOX_KAFKA_COMPRESSION" help:"codec of the outbox relay's Kafka batches: gzip or none (both read by every mainstream client as they are), snappy, lz4 or zstd (kafkajs and some others need a plug-in)"`
 
 	// Routes names the routes file (YAML); empty means every type goes to the
 	// default route, dead.
@@ -407,6 +410,8 @@ func engineDefaults() Config {
 		OutboxLease:        outbox.DefaultLease,
 		OutboxMaxAttempts:  outbox.DefaultMaxAttempts,
 		OutboxRetention:    outbox.DefaultRetention,
+
+		OutboxKafkaCompression: outbox.DefaultKafkaCompression,
 	}
 }
 
@@ -619,6 +624,9 @@ func (c Config) Validate() error {
 		bad("INBOXD_OUTBOX_MAX_ATTEMPTS", "must be between 1 and %d, got %d", outbox.MaxAttemptsLimit, c.OutboxMaxAttempts)
 	}
 	minDur(&errs, "INBOXD_OUTBOX_RETENTION", c.OutboxRetention, worker.MinRetention)
+	if !slices.Contains(outbox.KafkaCompressions, c.OutboxKafkaCompression) {
+		bad("INBOXD_OUTBOX_KAFKA_COMPRESSION", "must be one of %s, got %q", strings.Join(outbox.KafkaCompressions, ", "), c.OutboxKafkaCompression)
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
