@@ -109,8 +109,8 @@ func chartEnv(t *testing.T, docs []k8sDoc) map[string]string {
 	return env
 }
 
-// The console is off by default (no token: it answers no read and no
-// action) and admitted only to the scrapers; on, it needs a token Secret,
+// The console is off by default (no token: no action) and its port
+// admitted only to the scrapers; on, it needs a token Secret,
 // mounted as a file, and its users are admitted. Every source and secret
 // comes through a file.
 func TestChartConsoleAndSecrets(t *testing.T) {
