@@ -263,8 +263,9 @@ type Config struct {
 	UIShowPayloads bool `env:"INBOXD_UI_SHOW_PAYLOADS" envDefault:"false" help:"show rows' payloads in the console (/ui/); hidden by default, since they may hold personal data"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"INBOXD_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
-	// LogFormat is json or console.
-	LogFormat string `env:"INBOXD_LOG_FORMAT" envDefault:"json" help:"json or console"`
+	// LogFormat is json, text, or auto: text when the logs go to a
+	// terminal, else json (see LogText).
+	LogFormat string `env:"INBOXD_LOG_FORMAT" envDefault:"auto" help:"json (a JSON object a line), text (for people; console is its old name), or auto: text when stderr is a terminal, else json"`
 }
 
 // Load reads the configuration from environ (a list of KEY=value pairs as
@@ -631,8 +632,10 @@ func (c Config) Validate() error {
 	default:
 		bad("INBOXD_LOG_LEVEL", "must be debug, info, warn or error, got %q", c.LogLevel)
 	}
-	if c.LogFormat != "json" && c.LogFormat != "console" {
-		bad("INBOXD_LOG_FORMAT", "must be json or console, got %q", c.LogFormat)
+	switch c.LogFormat {
+	case "json", "text", "console", "auto":
+	default:
+		bad("INBOXD_LOG_FORMAT", "must be json, text or auto, got %q", c.LogFormat)
 	}
 	return errors.Join(errs...)
 }
@@ -641,6 +644,20 @@ func minDur(errs *[]error, name string, d, lowest time.Duration) {
 	if d < lowest {
 		*errs = append(*errs, fmt.Errorf("%s: must be at least %s, got %q", name, lowest, d))
 	}
+}
+
+// LogText reports whether logs in format (INBOXD_LOG_FORMAT's value) are
+// written for people rather than as JSON lines, terminal saying whether
+// they go to a terminal: text (or console) always, json never, auto (or a
+// value Validate refuses) on a terminal.
+func LogText(format string, terminal bool) bool {
+	switch format {
+	case "text", "console":
+		return true
+	case "json":
+		return false
+	}
+	return terminal
 }
 
 // IngestEnabled reports whether Kafka ingest runs (INBOXD_KAFKA_BROKERS set).
