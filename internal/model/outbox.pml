@@ -11,10 +11,9 @@
  * from before the statement (Relay.leaseTick). Its publish loop reads a
  * batch only while a third of the lease is left (Relay.usable): the
  * pending rows of its shards in id order, leaving every row of a key
- * behind a refused row that waits (outbox_claim.sql); it checks each row
- * before sending it (a refusal known in advance stops its key's later rows
- * in the batch), sends the others in order, each acknowledged or not
- * (Relay.publish), and writes the outcomes fenced by the lease
+ * behind a refused row that waits (outbox_claim.sql); it sends a key's
+ * rows in id order, none after one that failed (Relay.publishKind), and
+ * writes the outcomes fenced by the lease
  * (outbox_outcome.sql: the shard still its own, under its token,
  * unexpired). A relay that stops gives its shard back
  * (outbox_shards_release.sql, Relay.releaseAll). A relay's lease tick
@@ -42,7 +41,7 @@
  * @mutation 3 DEADLINE_FROM_REPLY P_one_publisher: the relay counts its lease from the statement's reply, not from before it
  * @mutation 4 USABLE_ANY P_one_publisher: Relay.usable lets a batch start on a lease whatever is left of it
  * @mutation 5 WAITING_OFF P_key_order: outbox_claim.sql reads a key's later rows while a refused row of the key waits
- * @mutation 6 STOP_OFF P_key_order: Relay.publish sends a key's later rows after a refusal in the same batch
+ * @mutation 6 STOP_OFF P_key_order: Relay.publishKind sends a key's later rows in the batch after one of them was refused
  * @mutation 7 WATERMARK P_no_late_skip: the relay reads only rows above the highest id it published (watermill#311)
  * @safe 8 RENEW_EXPIRED: outbox_shards_renew.sql renews a lease that expired unless another relay took it (its token fences it)
  */
@@ -135,14 +134,15 @@ inline send(b) {
 	fi
 }
 
-/* The publication of row b, a message of the batch: checked first
- * (Publisher.Check: a refusal known before sending stops the later rows of
- * its key in the batch; B's checks only, to bound the search), then sent,
- * in the batch's order on one connection, and acknowledged. (A message
- * not acknowledged in time gets no outcome and is published again, as one
- * whose outcome is fenced: the model has those.) The publish context ends
- * at the lease's end, but a relay paused inside Publish sends late all the
- * same: here it may send at any time. */
+/* The publication of row b, the batch's rows going in id order
+ * (Relay.publishKind): refused (by Publisher.Check before it is sent, or
+ * by the broker after: either way not delivered; B's verdicts only, to
+ * bound the search), which stops its key: no later row of the key is sent
+ * in this batch; or sent and acknowledged. (A row not reached gets no
+ * outcome and stops its key too; it is read again first, as a refused
+ * row whose outcome is fenced is: the model has those.) The publish
+ * context ends at the lease's end, but a relay paused inside Publish sends
+ * late all the same: here it may send at any time. */
 inline publish(b, o) {
 	if
 	:: b == 0 -> o = NONE
@@ -206,7 +206,7 @@ proctype Relay(byte r) {
 		if
 		:: b1 == 0
 		:: b1 != 0 ->
-			atomic { /* @go (*Relay).publish */
+			atomic { /* @go (*Relay).publish @go (*Relay).publishKind */
 				CRASHPOINT;
 				publish(b1, o1);
 				publish(b2, o2)
