@@ -107,8 +107,8 @@ func receiverType(e ast.Expr) string {
 // The guarantees pages and their model markers: a table row's tests cell
 // ends with "model-checked: [`lease.pml` `P_fenced`, …](…#model-checked-protocols)".
 var (
-	markerRe     = regexp.MustCompile("model-checked: \\[([^\\]]+)\\]\\(([^)]+)\\)")
-	markerItemRe = regexp.MustCompile("`(\\w+\\.pml)` `(P_\\w+)`")
+	markerRe     = regexp.MustCompile(`model-checked: \[([^\]]+)\]\(([^)]+)\)`)
+	markerItemRe = regexp.MustCompile(`\x60(\w+\.pml)\x60 \x60(P_\w+)\x60`)
 )
 
 // TestGuaranteesLinkTheModels checks the guarantees tables (docs/guarantees.md

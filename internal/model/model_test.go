@@ -236,9 +236,10 @@ type result struct {
 	violated    string // the property of the first assertion violated
 	states      int64  // states stored
 	transitions int64
-	depth       int    // the deepest the search went
-	errorDepth  int    // the counterexample's length (steps)
-	incomplete  string // why the search is not exhaustive ("": it is)
+	depth       int             // the deepest the search went
+	errorDepth  int             // the counterexample's length (steps)
+	incomplete  string          // why the search is not exhaustive ("": it is)
+	unreached   map[string]bool // the model's statements the search never executed
 	took        time.Duration
 	out         string
 }
@@ -251,6 +252,7 @@ var (
 	violatedRe    = regexp.MustCompile(`assertion violated \((P_\w+)\|\|`)
 	errorDepthRe  = regexp.MustCompile(`pan:1: .* \(at depth (\d+)\)`)
 	otherErrorRe  = regexp.MustCompile(`pan:\d+: (.+) \(at depth \d+\)`)
+	unreachedRe   = regexp.MustCompile(`(?m)^\t(\w+\.pml:\d+, state \d+, .*)$`)
 )
 
 // compile runs spin and the C compiler on m in a directory of its own.
@@ -307,6 +309,10 @@ func (c *checker) run(t *testing.T, n int) result {
 		r.violated = g[1]
 	} else if g := otherErrorRe.FindStringSubmatch(r.out); g != nil {
 		r.violated = g[1]
+	}
+	r.unreached = map[string]bool{}
+	for _, g := range unreachedRe.FindAllStringSubmatch(r.out, -1) {
+		r.unreached[g[1]] = true
 	}
 	for _, why := range []string{"reached -DMEMLIM bound", "max search depth too small", "Search not completed"} {
 		if strings.Contains(r.out, why) && (r.errors == 0 || why != "Search not completed") {
@@ -406,6 +412,23 @@ func TestModels(t *testing.T) {
 						t.Logf("%s: %s breaks %s (a counterexample of %d steps, %d states)", m.name, mu.name, mu.prop, r.errorDepth, r.states)
 					})
 				}
+				// A step no run executes is a model that does not say what
+				// it seems to: a guard that can never hold, a branch that
+				// shadows another.
+				var dead []string
+				for st := range o.base.unreached {
+					reached := false
+					for _, r := range o.caught {
+						reached = reached || !r.unreached[st]
+					}
+					if !reached {
+						dead = append(dead, st)
+					}
+				}
+				if len(dead) > 0 && !t.Failed() {
+					sort.Strings(dead)
+					t.Errorf("%s: steps no run reaches (with or without a mutation):\n\t%s", m.name, strings.Join(dead, "\n\t"))
+				}
 				mu.Lock()
 				found[m.name] = o
 				mu.Unlock()
@@ -414,6 +437,12 @@ func TestModels(t *testing.T) {
 	})
 	if t.Failed() {
 		return
+	}
+	for _, m := range models {
+		if found[m.name] == nil {
+			t.Logf("%s was not run (-run): docs/guarantees.md is not compared", m.name)
+			return
+		}
 	}
 	checkGuaranteesPage(t, models, found, version)
 }
