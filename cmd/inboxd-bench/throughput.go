@@ -18,6 +18,7 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/handlers/riverjob"
+	"github.com/inboxd/inboxd/internal/engine"
 	"github.com/inboxd/inboxd/internal/yardstick"
 	"github.com/inboxd/inboxd/worker"
 )
@@ -94,7 +95,7 @@ func benchPool(ctx context.Context, env *environment, n int) (Rate, error) {
 	}); err != nil {
 		return Rate{}, err
 	}
-	p, err := worker.New(pool, reg, worker.Config{}, zerolog.Nop(), prometheus.NewRegistry())
+	p, err := engine.New(pool, reg, worker.Config{}, zerolog.Nop(), prometheus.NewRegistry())
 	if err != nil {
 		return Rate{}, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/engine"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/worker"
 )
@@ -64,7 +65,7 @@ func TestRequeueOnSkipRouteWaitsForTheRunningSuccessor(t *testing.T) {
 		INSERT INTO inbox (source, event_id, event_type, key, status, attempts, last_error)
 		VALUES ('s', 'D', 'skp', 'k', 'dead', 3, 'boom');
 		INSERT INTO inbox (source, event_id, event_type, key) VALUES ('s', 'E', 'skp', 'k')`)
-	pool, err := worker.New(db.Pool, reg, worker.Config{
+	pool, err := engine.New(db.Pool, reg, worker.Config{
 		Workers: 4, MaxAttempts: 3, Lease: 5 * time.Second, PollInterval: 50 * time.Millisecond,
 		ShutdownTimeout: 5 * time.Second,
 	}, zerolog.Nop(), nil)

@@ -1,0 +1,172 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/inboxd/inboxd/internal/driver"
+)
+
+// leaser keeps the leases of the rows the pool holds (renewLoop) and
+// writes their start marks (markLoop, numMarkWriters of them), on db, the
+// start marks' own sessions. It is a service: Start launches its
+// goroutines, which run until Stop (or ctx's end): at shutdown, after the
+// last outcome is written. Marks asked for after that are answered at
+// risk.
+type leaser struct {
+	p     *Pool
+	db    *pgxpool.Pool // start marks; set before Start
+	marks startMarks    // rows whose handler waits for the database to know it starts
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+}
+
+// newLeaser returns the leaser of p.
+func newLeaser(p *Pool) *leaser {
+	return &leaser{p: p, marks: startMarks{wake: make(chan struct{}, 1)}}
+}
+
+// Start launches the renewal loop and the mark writers.
+func (l *leaser) Start(ctx context.Context) error {
+	ctx, l.stop = context.WithCancel(ctx)
+	l.wg.Add(1)
+	go func() { defer l.wg.Done(); l.renewLoop(ctx) }()
+	for range numMarkWriters {
+		l.wg.Add(1)
+		go func() { defer l.wg.Done(); l.markLoop(ctx) }()
+	}
+	return nil
+}
+
+// Stop ends the renewals and the mark writers and waits for them.
+func (l *leaser) Stop() {
+	if l.stop != nil {
+		l.stop()
+	}
+	l.wg.Wait()
+}
+
+// renewal is one row in a lease renewal statement.
+type renewal struct {
+	id    int64
+	token int64
+}
+
+// stuckGrace is how long a handler may go on after its route's timeout
+// ended its context before it counts as stuck (it ignores cancellation):
+// its lease is then no longer renewed, the row is rescued, and whatever
+// the handler does when it returns at last is fenced.
+const stuckGrace = 5 * time.Second
+
+// renewLoop extends the leases of every row the pool holds (waiting,
+// running, or finished with the outcome unwritten) once less than
+// renewThreshold is left (a third of the lease passed), and cancels handlers whose rows were fenced. (The
+// database learns that a handler starts before it does, from the claim or
+// a start mark: see start.go.) It runs until ctx ends,
+// which is after the last outcome is written at shutdown.
+func (l *leaser) renewLoop(ctx context.Context) {
+	p := l.p
+	t := time.NewTicker(p.cfg.renewTick())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := l.renew(ctx); err != nil && ctx.Err() == nil {
+				p.metrics.dbErrors.WithLabelValues("renew").Inc()
+				p.log.Error().Err(err).Msg("lease renewal failed")
+			}
+		}
+	}
+}
+
+// renew renews every lease with less than renewThreshold (two thirds of
+// the lease) left,
+// except those of handlers stuck past their route's timeout (stuckGrace).
+func (l *leaser) renew(ctx context.Context) error {
+	p := l.p
+	sent := time.Now()
+	threshold := sent.Add(p.cfg.renewThreshold())
+	var due, stuck, cut []*job
+	var batch []renewal
+	p.mu.Lock()
+	for _, j := range p.jobs {
+		if j.state == jobRunning && !j.stuckAfter.IsZero() && sent.After(j.stuckAfter) {
+			// It ignores cancellation: its lease lapses, the rescuer
+			// returns the row, and its late outcome is fenced.
+			// The rows of its key's chain behind it go back unstarted.
+			if !j.stuck {
+				j.stuck = true
+				j.cancel(errLeaseLost)
+				stuck = append(stuck, j)
+				cut = append(cut, p.cutChainLocked(j)...)
+			}
+			continue
+		}
+		if j.leaseUntil.Before(threshold) {
+			due = append(due, j)
+			batch = append(batch, renewal{id: j.row.ID, token: j.token})
+		}
+	}
+	p.mu.Unlock()
+	for _, j := range stuck {
+		p.metrics.stuckHandlers.Inc()
+		p.log.Error().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
+			Dur("grace", stuckGrace).
+			Msg("handler still running after its route's timeout and the grace: it ignores cancellation; " +
+				"its lease is no longer renewed and the row will be rescued")
+	}
+	for _, c := range cut {
+		p.completer.submit(p.releaseResult(c, "released unstarted: the row before it in its key is stuck in its handler"))
+	}
+	if len(due) == 0 {
+		return nil
+	}
+	// A renewal that takes longer than a lease is useless; it is not tied
+	// to anything shorter, so a slow database still gets its renewals.
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Lease)
+	defer cancel()
+	states, err := l.renewRows(ctx, batch)
+	if err != nil {
+		return err
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, j := range due {
+		if cur, ok := p.jobs[j.row.ID]; !ok || cur != j {
+			continue // outcome written meanwhile
+		}
+		switch states[j.row.ID] {
+		case driver.Renewed:
+			j.leaseUntil = sent.Add(p.cfg.Lease)
+			p.metrics.renewals.Inc()
+		case driver.RenewBusy:
+			p.log.Debug().Int64("row_id", j.row.ID).Msg("lease not renewed this time: row locked by another statement")
+		case driver.RenewLost:
+			if j.state == jobDone {
+				continue // its outcome write will be fenced (or has just been applied)
+			}
+			p.metrics.leaseLost.Inc()
+			p.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
+				Msg("lease lost: cancelling handler")
+			j.cancel(errLeaseLost)
+		}
+	}
+	return nil
+}
+
+// renewRows runs one renewal statement and returns what it found for
+// each row.
+func (l *leaser) renewRows(ctx context.Context, batch []renewal) (map[int64]driver.RenewState, error) {
+	p := l.p
+	leases := make([]driver.Lease, len(batch))
+	for i, r := range batch {
+		leases[i] = driver.Lease{ID: r.id, Token: r.token}
+	}
+	return driver.Renew(ctx, p.db, leases, p.cfg.Lease)
+}
