@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/internal/driver"
@@ -25,8 +26,16 @@ import (
 // fail). It is a service: Start launches the claim loop, which ends with
 // ctx (or Stop); a claim in flight then finishes (see claim).
 type claimer struct {
-	p       *Pool
-	db      *pgxpool.Pool   // claims, on sessions that always walk the received index in order; set before Start
+	b       *books        // the claimed rows go on the books
+	db      *pgxpool.Pool // the engine's statements: tokens, suspects, the poison search
+	claimDB *pgxpool.Pool // claims, on sessions that always walk the received index in order; set before Start
+	cfg     settings
+	metrics *metrics
+	log     zerolog.Logger
+	// wake is signalled (without blocking) when rows may be available: a
+	// notification arrived, a rescue returned rows, or a claim came back
+	// full.
+	wake    chan struct{}
 	stopCtx context.Context // ends at the hard shutdown deadline: bounds claims; set before Start
 	work    context.Context // the handlers' contexts derive from it; set before Start
 	// lastLoop is the unix nanoseconds when the claim loop last went
@@ -44,6 +53,15 @@ type claimer struct {
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 }
+
+// newClaimer returns the claimer of b, on db (the engine's pool), after
+// cfg.
+func newClaimer(b *books, db *pgxpool.Pool, cfg settings, log zerolog.Logger, m *metrics) *claimer {
+	return &claimer{b: b, db: db, cfg: cfg, metrics: m, log: log, wake: make(chan struct{}, 1)}
+}
+
+// signalWake wakes the claim loop: rows may be available.
+func (c *claimer) signalWake() { signal(c.wake) }
 
 // Start launches the claim loop; it runs until ctx ends or Stop.
 func (c *claimer) Start(ctx context.Context) error {
@@ -68,8 +86,7 @@ func (c *claimer) Stop() {
 // is free, so every statement takes a large batch; after a notification or
 // a poll tick any room is worth a claim.
 func (c *claimer) loop(ctx context.Context) {
-	p := c.p
-	poll := time.NewTicker(p.cfg.PollInterval)
+	poll := time.NewTicker(c.cfg.PollInterval)
 	defer poll.Stop()
 	pending, urgent := true, true
 	// blockedByFull: the last claim found nothing while some route had no
@@ -92,9 +109,9 @@ func (c *claimer) loop(ctx context.Context) {
 		// eighth of that room free (or none of it taken): new rows are not
 		// kept waiting, and a busy pool does not spend a statement on a
 		// handful of rows whenever a producer inserts.
-		roomy := activeCap > 0 && activeRoom >= max(1, min(activeCap/2, p.cfg.ClaimBatch)) &&
-			req.maxBytes >= p.cfg.ClaimBytes/2
-		worthIt := activeCap == 0 || activeRoom >= max(1, min(activeCap/8, p.cfg.ClaimBatch/4))
+		roomy := activeCap > 0 && activeRoom >= max(1, min(activeCap/2, c.cfg.ClaimBatch)) &&
+			req.maxBytes >= c.cfg.ClaimBytes/2
+		worthIt := activeCap == 0 || activeRoom >= max(1, min(activeCap/8, c.cfg.ClaimBatch/4))
 		if pending && req.maxBytes > 0 && req.limit > 0 && (roomy || (urgent && worthIt)) {
 			if bisect.active() {
 				req.limit, req.chain, req.window = 1, 0, 0
@@ -110,12 +127,12 @@ func (c *claimer) loop(ctx context.Context) {
 			}
 			got, parked, err := c.claim(req)
 			if err != nil {
-				p.metrics.dbErrors.WithLabelValues("claim").Inc()
+				c.metrics.dbErrors.WithLabelValues("claim").Inc()
 				if driver.Classify(err) == driver.DataError && c.searchPoison(&bisect, req, err) {
 					continue
 				}
 				delay := retry.Failed()
-				p.log.Error().Err(err).Dur("retry_in", delay).Msg("claim failed")
+				c.log.Error().Err(err).Dur("retry_in", delay).Msg("claim failed")
 				if !backoff.Sleep(ctx, delay) {
 					return
 				}
@@ -137,11 +154,11 @@ func (c *claimer) loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-p.wake:
+		case <-c.wake:
 			pending, urgent = true, true
 		case <-poll.C:
 			pending, urgent = true, true
-		case <-p.freed:
+		case <-c.b.freed:
 			if blockedByFull {
 				pending, urgent = true, true
 			}
@@ -157,18 +174,17 @@ func (c *claimer) loop(ctx context.Context) {
 // budget left. It also returns the room and the capacity (rows) of the
 // active routes, those that got rows in recent claims.
 func (c *claimer) plan() (req claimRequest, activeRoom, activeCap int) {
-	p := c.p
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
 	req = claimRequest{
-		maxBytes:    p.cfg.ClaimBytes - p.heldBytes,
-		firstAlways: p.heldBytes == 0,
+		maxBytes:    c.cfg.ClaimBytes - c.b.heldBytes,
+		firstAlways: c.b.heldBytes == 0,
 	}
 	now := time.Now()
-	maxPrefetch := p.maxPrefetch()
-	for key, rs := range p.routes {
+	maxPrefetch := c.b.routes.maxPrefetch()
+	for key, rs := range c.b.routes.byKey {
 		rs.adapt(now, maxPrefetch)
-		room := p.claimRoomLocked(rs, now)
+		room := c.b.routes.claimRoomLocked(rs, now)
 		if now.Sub(rs.lastRows) < activeFor {
 			activeRoom += room
 			activeCap += rs.limit + rs.prefetch
@@ -201,7 +217,7 @@ func (c *claimer) plan() (req claimRequest, activeRoom, activeCap int) {
 	if activeRoom > 0 {
 		req.limit = min(req.limit, activeRoom+min(claimSlack, req.limit-activeRoom))
 	}
-	req.limit = min(req.limit, p.cfg.ClaimBatch)
+	req.limit = min(req.limit, c.cfg.ClaimBatch)
 	if len(req.ordered) > 0 {
 		// Chains fill a claim behind fewer heads: read about as many due
 		// rows as the last claims took heads for the rows they took. While
@@ -218,19 +234,10 @@ func (c *claimer) plan() (req claimRequest, activeRoom, activeCap int) {
 	// Outcomes not yet written hold their rows (and leases) too: while the
 	// completers are a full route's worth behind, claim nothing more; each
 	// written batch signals freed.
-	if queued, running := p.countsLocked(); len(p.jobs)-queued-running >= p.cfg.maxCapacity() {
+	if c.b.outcomesBehindLocked() >= c.cfg.maxCapacity() {
 		req.limit = 0
 	}
 	return req, activeRoom, activeCap
-}
-
-// maxPrefetch is the most an adaptive prefetch grows to (0: the prefetch
-// is fixed, worker.Config.Prefetch).
-func (p *Pool) maxPrefetch() int {
-	if p.cfg.adaptivePrefetch {
-		return 2 * p.cfg.ClaimBatch
-	}
-	return 0
 }
 
 // orderedChain is how many rows of an ordered key a claim takes behind the
@@ -275,7 +282,6 @@ type routeRoom struct {
 // returns how many rows it claimed and how many it parked (rows of ordered
 // keys waiting behind an earlier row).
 func (c *claimer) claim(req claimRequest) (int, int64, error) {
-	p := c.p
 	token := rand.Int64()
 	// The lease is counted from before the statement is sent: the database
 	// starts it at some point during the round trip, never earlier.
@@ -284,7 +290,7 @@ func (c *claimer) claim(req claimRequest) (int, int64, error) {
 	// with its result lost, its rows would sit in processing until their
 	// leases expired. Claimed rows are handled (and drained) normally. It is
 	// bounded by the statement timeout and the hard shutdown deadline.
-	ctx, cancel := context.WithTimeout(c.stopCtx, p.cfg.StatementTimeout)
+	ctx, cancel := context.WithTimeout(c.stopCtx, c.cfg.StatementTimeout)
 	defer cancel()
 	skip := c.poisoned
 	// The byte budget as it is now (the hand-off at ingest may have taken
@@ -293,23 +299,23 @@ func (c *claimer) claim(req claimRequest) (int, int64, error) {
 	// (but for a first row alone), whichever path brought the rows. With
 	// a hand-off (worker.Config.HandOff) a claim takes half of what is left, so
 	// that the hand-off is never shut out by a claim in flight.
-	p.mu.Lock()
-	budget := p.cfg.ClaimBytes - p.heldBytes
-	if p.cfg.HandOff {
+	c.b.mu.Lock()
+	budget := c.cfg.ClaimBytes - c.b.heldBytes
+	if c.cfg.HandOff {
 		budget /= 2 // the other half for the hand-off meanwhile
 	}
 	req.maxBytes = min(req.maxBytes, budget)
-	req.firstAlways = req.firstAlways && p.heldBytes == 0
-	p.claimingBytes = max(0, req.maxBytes)
-	p.mu.Unlock()
+	req.firstAlways = req.firstAlways && c.b.heldBytes == 0
+	c.b.claimingBytes = max(0, req.maxBytes)
+	c.b.mu.Unlock()
 	defer func() {
-		p.mu.Lock()
-		p.claimingBytes = 0
-		p.mu.Unlock()
+		c.b.mu.Lock()
+		c.b.claimingBytes = 0
+		c.b.mu.Unlock()
 	}()
 	// The claim is planned with its values every time (see Run's
 	// plan_cache_mode).
-	got, err := driver.Claim(ctx, c.db, c.params(req, token, skip))
+	got, err := driver.Claim(ctx, c.claimDB, c.params(req, token, skip))
 	if err != nil {
 		c.giveBack(req, nil)
 		return 0, 0, err
@@ -322,8 +328,8 @@ func (c *claimer) claim(req claimRequest) (int, int64, error) {
 	for i := range got.Rows {
 		claimed[i] = claimedRow{got.Rows[i]}
 	}
-	p.metrics.claims.Inc()
-	p.metrics.claimed.Add(float64(len(claimed)))
+	c.metrics.claims.Inc()
+	c.metrics.claimed.Add(float64(len(claimed)))
 	c.lastParked, c.lastWindow = parked, cmp.Or(req.window, req.limit)
 	if req.chain > 0 && len(claimed) > 0 {
 		heads := 0
@@ -341,8 +347,8 @@ func (c *claimer) claim(req claimRequest) (int, int64, error) {
 	if err != nil {
 		// The rows are claimed: run them, only without the care for
 		// suspects (the next claim of a suspect asks again).
-		p.metrics.dbErrors.WithLabelValues("claim").Inc()
-		p.log.Warn().Err(err).Msg("looking up rows rescued after a crash failed")
+		c.metrics.dbErrors.WithLabelValues("claim").Inc()
+		c.log.Warn().Err(err).Msg("looking up rows rescued after a crash failed")
 	}
 	jobs := make([]*job, len(claimed))
 	for i := range claimed {
@@ -351,13 +357,13 @@ func (c *claimer) claim(req claimRequest) (int, int64, error) {
 			ctx: jctx, cancel: cancel, row: claimed[i], token: token,
 			state:       jobClaimed, // not on the books until track
 			size:        claimed[i].size(),
-			leaseUntil:  sent.Add(p.cfg.Lease),
+			leaseUntil:  sent.Add(c.cfg.Lease),
 			dbStarted:   claimed[i].Started,
 			claimMarked: claimed[i].Started,
 			suspect:     suspects[claimed[i].ID],
 		}
 	}
-	p.track(jobs)
+	c.b.track(jobs)
 	return len(claimed), parked, nil
 }
 
@@ -389,7 +395,7 @@ func (c *claimer) suspects(ctx context.Context, claimed []claimedRow) (map[int64
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	found, err := driver.Suspects(ctx, c.p.db, ids, maintenance.ExpiredPrefix)
+	found, err := driver.Suspects(ctx, c.db, ids, maintenance.ExpiredPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -402,7 +408,6 @@ func (c *claimer) suspects(ctx context.Context, claimed []claimedRow) (map[int64
 
 // claimParams are the claim statement's parameters for req.
 func (c *claimer) params(req claimRequest, token int64, skip []int64) driver.ClaimParams {
-	p := c.p
 	rooms := make([]driver.RouteRoom, len(req.rooms))
 	for i, r := range req.rooms {
 		rooms[i] = driver.RouteRoom{Route: r.route, Room: r.room, Idle: r.idle}
@@ -423,8 +428,8 @@ func (c *claimer) params(req claimRequest, token int64, skip []int64) driver.Cla
 		Chain:         req.chain,
 		Skip:          skip,
 		Token:         token,
-		Lease:         p.cfg.Lease,
-		Worker:        p.cfg.ID,
+		Lease:         c.cfg.Lease,
+		Worker:        c.cfg.ID,
 		ExpiredPrefix: maintenance.ExpiredPrefix,
 	}
 }
@@ -449,16 +454,15 @@ func (s *poisonSearch) claimed() {
 // alone, and dead-letters it (or, if even that fails, skips it until
 // restart). It reports whether to claim again at once.
 func (c *claimer) searchPoison(s *poisonSearch, req claimRequest, claimErr error) bool {
-	p := c.p
 	if limit := req.limit; limit > 1 {
 		s.singles = limit
-		p.log.Warn().Err(claimErr).Int("rows", limit).Msg("claim refused because of a row's data: claiming one row at a time to find it")
+		c.log.Warn().Err(claimErr).Int("rows", limit).Msg("claim refused because of a row's data: claiming one row at a time to find it")
 		return true
 	}
-	ctx, cancel := context.WithTimeout(c.stopCtx, p.cfg.StatementTimeout)
+	ctx, cancel := context.WithTimeout(c.stopCtx, c.cfg.StatementTimeout)
 	defer cancel()
 	skip := slices.Clone(c.poisoned)
-	suspect, err := driver.PoisonCandidate(ctx, p.db, skip)
+	suspect, err := driver.PoisonCandidate(ctx, c.db, skip)
 	if err != nil {
 		return false
 	}
@@ -469,15 +473,15 @@ func (c *claimer) searchPoison(s *poisonSearch, req claimRequest, claimErr error
 		return err == nil // not the culprit after all (claimed normally), or the database is unwell
 	}
 	reason := fmt.Sprintf("claim refused by the database because of this row's data: %v", claimErr)
-	p.metrics.poisoned.Inc()
-	done, err := driver.Poison(ctx, p.db, suspect, *errText(errors.New(reason)))
+	c.metrics.poisoned.Inc()
+	done, err := driver.Poison(ctx, c.db, suspect, *errText(errors.New(reason)))
 	if err == nil && done {
-		p.log.Error().Int64("row_id", suspect).Err(claimErr).Msg("row dead-lettered: its data makes every claim fail")
+		c.log.Error().Int64("row_id", suspect).Err(claimErr).Msg("row dead-lettered: its data makes every claim fail")
 	} else {
 		if len(c.poisoned) < maxPoisoned {
 			c.poisoned = append(c.poisoned, suspect)
 		}
-		p.log.Error().Int64("row_id", suspect).Err(claimErr).AnErr("dead_letter_error", err).
+		c.log.Error().Int64("row_id", suspect).Err(claimErr).AnErr("dead_letter_error", err).
 			Msg("row skipped until restart: its data makes every claim fail and it cannot be dead-lettered")
 	}
 	s.singles = 0

@@ -21,13 +21,13 @@ import (
 // hold puts n jobs of size bytes on rs's books as running (n > 0) so that
 // the plan sees the room taken.
 func hold(p *Pool, rs *routeState, n int, size int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.books.mu.Lock()
+	defer p.books.mu.Unlock()
 	for range n {
-		id := int64(len(p.jobs) + 1)
+		id := int64(len(p.books.jobs) + 1)
 		j := &job{row: claimedRow{driver.ClaimedRow{ID: id}}, size: size, route: rs}
-		p.jobs[id] = j
-		p.moveLocked(j, jobRunning, false)
+		p.books.jobs[id] = j
+		p.books.moveLocked(j, jobRunning, false)
 	}
 }
 
@@ -66,7 +66,7 @@ func TestClaimPlanLeavesFullRoutesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := unitPool(t, reg, worker.Config{Workers: 4, Prefetch: -1, ClaimBatch: 100, ClaimBytes: 2000})
-	hold(p, p.routes["x"], 2, 100)
+	hold(p, p.books.routes.byKey["x"], 2, 100)
 	req, _, _ := p.claimer.plan()
 	if !slices.Equal(req.full, []string{"x"}) || len(req.open) != 0 || !req.defaultOpen {
 		t.Errorf("open %v, full %v, default open %v; want x full", req.open, req.full, req.defaultOpen)
@@ -74,7 +74,7 @@ func TestClaimPlanLeavesFullRoutesOut(t *testing.T) {
 	if req.limit != 4 || req.maxBytes != 1800 || req.firstAlways {
 		t.Errorf("limit %d, bytes %d (first always %v); want the default route's 4, 1800 bytes", req.limit, req.maxBytes, req.firstAlways)
 	}
-	hold(p, p.routes[""], 4, 100)
+	hold(p, p.books.routes.byKey[""], 4, 100)
 	if req, _, _ := p.claimer.plan(); req.limit != 0 || req.defaultOpen || len(req.rooms) != 0 {
 		t.Errorf("every route full: limit %d, default open %v, rooms %v", req.limit, req.defaultOpen, req.rooms)
 	}
@@ -90,17 +90,17 @@ func TestClaimPlanFollowsTheActiveRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := unitPool(t, reg, worker.Config{Workers: 100, Prefetch: -1, ClaimBatch: 500, ClaimBytes: 1 << 30})
-	p.routes["x"].lastRows = time.Now()
+	p.books.routes.byKey["x"].lastRows = time.Now()
 	req, activeRoom, activeCap := p.claimer.plan()
 	if activeRoom != 40 || activeCap != 40 || req.limit != 40+claimSlack {
 		t.Errorf("active room %d of %d, limit %d; want 40 of 40, limit %d", activeRoom, activeCap, req.limit, 40+claimSlack)
 	}
-	p.mu.Lock()
+	p.books.mu.Lock()
 	for i := range p.cfg.maxCapacity() {
 		id := int64(1000 + i)
-		p.jobs[id] = &job{row: claimedRow{driver.ClaimedRow{ID: id}}, state: jobDone, route: p.routes[""]}
+		p.books.jobs[id] = &job{row: claimedRow{driver.ClaimedRow{ID: id}}, state: jobDone, route: p.books.routes.byKey[""]}
 	}
-	p.mu.Unlock()
+	p.books.mu.Unlock()
 	if req, _, _ := p.claimer.plan(); req.limit != 0 {
 		t.Errorf("limit %d with a pool's worth of outcomes unwritten, want 0", req.limit)
 	}
@@ -156,7 +156,7 @@ func TestClaimPlanBounds(t *testing.T) {
 		}
 		cfg := worker.Config{Workers: 1 + rng.IntN(50), Prefetch: rng.IntN(20) - 1, ClaimBatch: 1 + rng.IntN(300), ClaimBytes: worker.MinClaimBytes + rng.Int64N(10000)}
 		p := unitPool(t, reg, cfg)
-		for _, rs := range p.routes {
+		for _, rs := range p.books.routes.byKey {
 			hold(p, rs, rng.IntN(rs.limit+rs.prefetch+1), rng.Int64N(100))
 			if rng.IntN(2) == 0 {
 				rs.lastRows = time.Now()
@@ -165,7 +165,7 @@ func TestClaimPlanBounds(t *testing.T) {
 		req, activeRoom, activeCap := p.claimer.plan()
 		rooms := 0
 		for _, r := range req.rooms {
-			rs := p.routes[r.route]
+			rs := p.books.routes.byKey[r.route]
 			if r.room <= 0 || r.room != rs.room() || r.idle < rs.idle() {
 				t.Fatalf("seed %s: room %+v of route with room %d, idle %d", seed, r, rs.room(), rs.idle())
 			}
@@ -180,8 +180,8 @@ func TestClaimPlanBounds(t *testing.T) {
 		if len(req.open)+len(req.full) != len(req.routed) {
 			t.Fatalf("seed %s: open %v and full %v do not partition routed %v", seed, req.open, req.full, req.routed)
 		}
-		if req.maxBytes != cfg.ClaimBytes-p.heldBytes || req.firstAlways != (p.heldBytes == 0) {
-			t.Fatalf("seed %s: bytes %d (first always %v) with %d held of %d", seed, req.maxBytes, req.firstAlways, p.heldBytes, cfg.ClaimBytes)
+		if req.maxBytes != cfg.ClaimBytes-p.books.heldBytes || req.firstAlways != (p.books.heldBytes == 0) {
+			t.Fatalf("seed %s: bytes %d (first always %v) with %d held of %d", seed, req.maxBytes, req.firstAlways, p.books.heldBytes, cfg.ClaimBytes)
 		}
 	}
 }

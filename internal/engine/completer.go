@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/internal/backoff"
@@ -39,7 +40,12 @@ const completeLinger = 5 * time.Millisecond
 // shutdown began), Stop closes the results and returns once every one was
 // written or given up on.
 type completer struct {
-	p *Pool
+	b                *books        // the jobs leave the books once written
+	db               *pgxpool.Pool // the engine's statements
+	statementTimeout time.Duration
+	wake             func() // rows may be due: the claim loop looks
+	metrics          *metrics
+	log              zerolog.Logger
 	// results carries outcomes to the completers; mu guards its closing
 	// against late senders (handlers that ignored cancellation).
 	results chan result
@@ -48,10 +54,14 @@ type completer struct {
 	wg      sync.WaitGroup
 }
 
-// newCompleter returns the completer of p, with room for capacity
-// outcomes waiting.
-func newCompleter(p *Pool, capacity int) *completer {
-	return &completer{p: p, results: make(chan result, capacity)}
+// newCompleter returns a completer of b's jobs on db, with room for
+// cfg.maxCapacity outcomes waiting, that calls wake when the rows behind
+// finished ones may be due.
+func newCompleter(b *books, db *pgxpool.Pool, wake func(), cfg settings, log zerolog.Logger, m *metrics) *completer {
+	return &completer{
+		b: b, db: db, statementTimeout: cfg.StatementTimeout, wake: wake, metrics: m, log: log,
+		results: make(chan result, cfg.maxCapacity()),
+	}
 }
 
 // Start launches the completion goroutines; they write until Stop, giving
@@ -82,7 +92,7 @@ func (c *completer) submit(r result) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
-		c.p.forget(r.job)
+		c.b.forget(r.job)
 		return
 	}
 	c.results <- r
@@ -94,7 +104,7 @@ func (c *completer) trySubmit(r result) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
-		c.p.forget(r.job)
+		c.b.forget(r.job)
 		return true
 	}
 	select {
@@ -150,7 +160,6 @@ func (c *completer) loop(stop context.Context) {
 // stop ends first, the rows' leases expire and the rescuer returns them
 // (at-least-once, never lost).
 func (c *completer) flush(stop context.Context, batch []result) {
-	p := c.p
 	retry := backoff.NewRetrier(backoff.Exponential{Base: 50 * time.Millisecond, Max: 5 * time.Second})
 	var applied []int64
 	for {
@@ -159,38 +168,33 @@ func (c *completer) flush(stop context.Context, batch []result) {
 		if err == nil {
 			break
 		}
-		p.metrics.dbErrors.WithLabelValues("complete").Inc()
+		c.metrics.dbErrors.WithLabelValues("complete").Inc()
 		if stop.Err() != nil {
-			p.log.Error().Err(err).Int("rows", len(batch)).
+			c.log.Error().Err(err).Int("rows", len(batch)).
 				Msg("shutdown deadline reached with outcomes unwritten; these rows return when their leases expire")
 			for _, r := range batch {
-				p.forget(r.job)
+				c.b.forget(r.job)
 			}
 			return
 		}
 		delay := retry.Failed()
-		p.log.Error().Err(err).Int("rows", len(batch)).Int("attempt", retry.Failures()).Dur("retry_in", delay).
+		c.log.Error().Err(err).Int("rows", len(batch)).Int("attempt", retry.Failures()).Dur("retry_in", delay).
 			Msg("writing outcomes failed; retrying, leases are kept meanwhile")
 		backoff.Sleep(stop, delay)
 	}
 
 	now := time.Now()
-	p.mu.Lock()
-	for _, r := range batch {
-		p.forgetLocked(r.job)
-	}
-	p.mu.Unlock()
-	signal(p.freed)
+	c.b.forgetResults(batch)
 	for _, r := range batch {
 		// doneAt was written before the result was submitted, and is not
-		// written again: it is read without Pool.mu, which every handler's
+		// written again: it is read without the books' lock, which every handler's
 		// start and end takes.
 		if r.job != nil && !r.job.doneAt.IsZero() {
-			p.metrics.outcomeWriteDelay.Observe(now.Sub(r.job.doneAt).Seconds())
+			c.metrics.outcomeWriteDelay.Observe(now.Sub(r.job.doneAt).Seconds())
 		}
 		if _, ok := slices.BinarySearch(applied, r.id); !ok {
-			p.metrics.fenced.Inc()
-			p.rowLog(zerolog.WarnLevel, r).Str("outcome", r.outcome).
+			c.metrics.fenced.Inc()
+			rowLog(&c.log, zerolog.WarnLevel, r).Str("outcome", r.outcome).
 				Msg("fenced: lease lost before completion, outcome not applied")
 			continue
 		}
@@ -198,16 +202,16 @@ func (c *completer) flush(stop context.Context, batch []result) {
 		if label == "" {
 			label = otherEventTypes
 		}
-		p.metrics.completedCounter(r.outcome, label).Inc()
+		c.metrics.completedCounter(r.outcome, label).Inc()
 		switch r.outcome {
 		case outcomeProcessed:
-			p.rowLog(zerolog.DebugLevel, r).Msg("processed")
+			rowLog(&c.log, zerolog.DebugLevel, r).Msg("processed")
 		case outcomeRetried:
-			p.rowLog(zerolog.WarnLevel, r).Dur("retry_in", r.delay).Msg("attempt failed, will retry")
+			rowLog(&c.log, zerolog.WarnLevel, r).Dur("retry_in", r.delay).Msg("attempt failed, will retry")
 		case outcomeDead:
-			p.rowLog(zerolog.ErrorLevel, r).Msg("dead")
+			rowLog(&c.log, zerolog.ErrorLevel, r).Msg("dead")
 		case outcomeReleased:
-			p.rowLog(zerolog.InfoLevel, r).Msg("released")
+			rowLog(&c.log, zerolog.InfoLevel, r).Msg("released")
 		}
 	}
 }
@@ -216,7 +220,6 @@ func (c *completer) flush(stop context.Context, batch []result) {
 // applied, sorted. Released rows are announced so other workers take them
 // at once.
 func (c *completer) writeOutcomes(ctx context.Context, batch []result) ([]int64, error) {
-	p := c.p
 	completions := make([]driver.Completion, len(batch))
 	released := false
 	for i, r := range batch {
@@ -232,10 +235,10 @@ func (c *completer) writeOutcomes(ctx context.Context, batch []result) ([]int64,
 	if !slices.IsSortedFunc(completions, byID) {
 		slices.SortFunc(completions, byID)
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.statementTimeout)
 	defer cancel()
-	ordered, blocking := p.OrderedTypes()
-	got, err := driver.Complete(ctx, p.db, completions, driver.Ordering{OrderedTypes: ordered, BlockingTypes: blocking})
+	ordered, blocking := c.b.routes.OrderedTypes()
+	got, err := driver.Complete(ctx, c.db, completions, driver.Ordering{OrderedTypes: ordered, BlockingTypes: blocking})
 	if err != nil {
 		return nil, err
 	}
@@ -243,11 +246,11 @@ func (c *completer) writeOutcomes(ctx context.Context, batch []result) ([]int64,
 	// follows the ids it was given.
 	slices.Sort(got)
 	if len(ordered) > 0 {
-		signal(p.wake) // the next rows of finished keys were unparked
+		c.wake() // the next rows of finished keys were unparked
 	}
 	if released {
-		if err := driver.Notify(ctx, p.db); err != nil {
-			p.log.Warn().Err(err).Msg("notify after release failed; other workers will poll")
+		if err := driver.Notify(ctx, c.db); err != nil {
+			c.log.Warn().Err(err).Msg("notify after release failed; other workers will poll")
 		}
 	}
 	return got, nil

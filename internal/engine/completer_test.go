@@ -15,18 +15,18 @@ import (
 
 // onBooks puts j on p's books as a finished job whose outcome waits.
 func onBooks(p *Pool, j *job) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	j.route = p.routes[""]
+	p.books.mu.Lock()
+	defer p.books.mu.Unlock()
+	j.route = p.books.routes.byKey[""]
 	j.state = jobDone
-	p.jobs[j.row.ID] = j
-	p.claims[j.token] = &claimStarts{held: 1}
+	p.books.jobs[j.row.ID] = j
+	p.books.claims[j.token] = &claimStarts{held: 1}
 }
 
 func onBooksCount(p *Pool) (jobs, claims int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.jobs), len(p.claims)
+	p.books.mu.Lock()
+	defer p.books.mu.Unlock()
+	return len(p.books.jobs), len(p.books.claims)
 }
 
 // Stop on a completer never started returns at once, twice; an outcome
@@ -39,7 +39,7 @@ func TestCompleterSubmitAfterStopForgets(t *testing.T) {
 	p.completer.Stop()
 	j := newJob(p, 1, "x", 3)
 	onBooks(p, j)
-	p.completer.submit(p.releaseResult(j, "test"))
+	p.completer.submit(p.rel.result(j, "test"))
 	if jobs, claims := onBooksCount(p); jobs != 0 || claims != 0 {
 		t.Errorf("%d jobs, %d claims on the books after a dropped outcome, want none", jobs, claims)
 	}
@@ -59,7 +59,7 @@ func TestCompleterGivesUpAtTheHardDeadline(t *testing.T) {
 	for id := int64(1); id <= 3; id++ {
 		j := newJob(p, id, "x", id)
 		onBooks(p, j)
-		p.completer.submit(p.releaseResult(j, "test"))
+		p.completer.submit(p.rel.result(j, "test"))
 	}
 	p.completer.Stop()
 	if jobs, claims := onBooksCount(p); jobs != 0 || claims != 0 {

@@ -24,28 +24,6 @@ func (rs *routeState) controlName() string {
 	return rs.key
 }
 
-// SetPaused implements maintenance.PausedRoutes.
-func (p *Pool) SetPaused(paused map[string]bool) (resumed bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, rs := range p.routes {
-		now := paused[rs.controlName()]
-		if now != rs.paused {
-			resumed = resumed || !now
-			rs.paused = now
-			ev := p.log.Info().Str("route", rs.label())
-			if now {
-				ev.Msg("route paused: claims leave its rows")
-			} else {
-				ev.Msg("route resumed")
-			}
-		}
-		p.routeGaugesLocked(rs)
-	}
-	p.pausedKnown = paused
-	return resumed
-}
-
 // label is rs's route label in metrics and logs: its event type, "other"
 // for the default route.
 func (rs *routeState) label() string {
@@ -64,75 +42,6 @@ const (
 	breakerHalfOpen breakerState = 2
 )
 
-// claimRoomLocked is how many rows a claim may take for rs now: its room, none
-// while it is paused or its breaker open, one row while its breaker is
-// half-open and it holds none. An open breaker whose cool-down ended
-// half-opens here. Pool.mu must be held.
-func (p *Pool) claimRoomLocked(rs *routeState, now time.Time) int {
-	room := rs.room()
-	if rs.breaker == breakerOpen && !now.Before(rs.openUntil) {
-		rs.breaker = breakerHalfOpen
-		p.log.Info().Str("route", rs.label()).Msg("route breaker half-open: trying one row")
-		p.routeGaugesLocked(rs)
-	}
-	switch {
-	case rs.paused || rs.breaker == breakerOpen:
-		return 0
-	case rs.breaker == breakerHalfOpen:
-		return min(room, max(0, 1-rs.held()))
-	}
-	return room
-}
-
-// attemptEnded feeds the breaker of j's route with the outcome of an
-// attempt: ok for a success, not for a failure (retried or dead). Rows
-// released unattempted, and fenced ones, say nothing of the route.
-func (p *Pool) attemptEnded(j *job, ok bool) {
-	if !p.breakers.Load() {
-		return // no route has a breaker: no lock per row for it
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	rs := j.route
-	if rs == nil || rs.policy.Breaker.Failures == 0 {
-		return
-	}
-	b := rs.policy.Breaker
-	switch rs.breaker {
-	case breakerClosed:
-		if ok {
-			rs.failures = 0
-			return
-		}
-		rs.failures++
-		if rs.failures < b.Failures {
-			return
-		}
-		p.openBreakerLocked(rs, "consecutive failures")
-	case breakerHalfOpen:
-		if ok {
-			rs.breaker, rs.failures = breakerClosed, 0
-			p.log.Info().Str("route", rs.label()).Msg("route breaker closed: the trial row succeeded")
-			p.routeGaugesLocked(rs)
-			signal(p.wake)
-			return
-		}
-		p.openBreakerLocked(rs, "the trial row failed")
-	case breakerOpen:
-		// Rows claimed before it opened: already open.
-	}
-}
-
-// openBreakerLocked opens rs's breaker for its cool-down. Pool.mu must be
-// held.
-func (p *Pool) openBreakerLocked(rs *routeState, why string) {
-	b := rs.policy.Breaker
-	rs.breaker, rs.openUntil = breakerOpen, time.Now().Add(b.CoolDown)
-	p.log.Warn().Str("route", rs.label()).Int("failures", rs.failures).Dur("cool_down", b.CoolDown).
-		Str("reason", why).Msg("route breaker open: no claims of its rows on this replica until the cool-down ends")
-	p.routeGaugesLocked(rs)
-}
-
 // burst is a rate-limited route's bucket size: its Burst, else one
 // second's worth of its rate, at least one.
 func burst(pol routePolicy) float64 {
@@ -149,26 +58,25 @@ func burst(pol routePolicy) float64 {
 // worth it for a route that was cut (0: none was). A failed take grants
 // nothing: the rows of those routes wait rather than exceed their rate.
 func (c *claimer) takeTokens(req *claimRequest) time.Duration {
-	p := c.p
 	var wants []driver.TokenWant
-	p.mu.Lock()
+	c.b.mu.Lock()
 	for _, r := range req.rooms {
-		rs := p.routes[r.route]
+		rs := c.b.routes.byKey[r.route]
 		if rs == nil || rs.policy.Rate <= 0 {
 			continue
 		}
 		wants = append(wants, driver.TokenWant{Route: rs.controlName(), Rate: rs.policy.Rate, Burst: burst(rs.policy), Want: r.room})
 	}
-	p.mu.Unlock()
+	c.b.mu.Unlock()
 	if len(wants) == 0 {
 		return 0
 	}
-	ctx, cancel := context.WithTimeout(c.stopCtx, p.cfg.StatementTimeout)
+	ctx, cancel := context.WithTimeout(c.stopCtx, c.cfg.StatementTimeout)
 	defer cancel()
-	granted, err := driver.TakeTokens(ctx, p.db, wants)
+	granted, err := driver.TakeTokens(ctx, c.db, wants)
 	if err != nil {
-		p.metrics.dbErrors.WithLabelValues("claim").Inc()
-		p.log.Warn().Err(err).Msg("taking rate limit tokens failed: the rate-limited routes claim nothing this time")
+		c.metrics.dbErrors.WithLabelValues("claim").Inc()
+		c.log.Warn().Err(err).Msg("taking rate limit tokens failed: the rate-limited routes claim nothing this time")
 		granted = map[string]int{}
 	}
 	req.tokens = make(map[string]int, len(wants))
@@ -183,7 +91,7 @@ func (c *claimer) takeTokens(req *claimRequest) time.Duration {
 		req.tokens[key] = g
 		if g < w.Want {
 			cut[key] = g
-			p.metrics.routeRateLimited.WithLabelValues(labelOf(key)).Inc()
+			c.metrics.routeRateLimited.WithLabelValues(labelOf(key)).Inc()
 			// The next token comes in 1/rate.
 			next := time.Duration(float64(time.Second) / w.Rate)
 			if wait == 0 || next < wait {
@@ -221,7 +129,7 @@ func (c *claimer) takeTokens(req *claimRequest) time.Duration {
 	if req.window > 0 {
 		req.window = min(req.window, req.limit)
 	}
-	return min(max(wait, minTokenWait), p.cfg.PollInterval)
+	return min(max(wait, minTokenWait), c.cfg.PollInterval)
 }
 
 // minTokenWait is the shortest wait for a rate-limited route's next
@@ -234,26 +142,25 @@ func (c *claimer) giveBack(req claimRequest, byRoute map[string]int) {
 	if len(req.tokens) == 0 {
 		return
 	}
-	p := c.p
 	var back []driver.TokenWant
-	p.mu.Lock()
+	c.b.mu.Lock()
 	for key, g := range req.tokens {
 		left := g - byRoute[key]
-		rs := p.routes[key]
+		rs := c.b.routes.byKey[key]
 		if left <= 0 || rs == nil || rs.policy.Rate <= 0 {
 			continue
 		}
 		back = append(back, driver.TokenWant{Route: rs.controlName(), Burst: burst(rs.policy), Want: left})
 	}
-	p.mu.Unlock()
+	c.b.mu.Unlock()
 	if len(back) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.stopCtx, p.cfg.StatementTimeout)
+	ctx, cancel := context.WithTimeout(c.stopCtx, c.cfg.StatementTimeout)
 	defer cancel()
-	if err := driver.GiveTokens(ctx, p.db, back); err != nil {
-		p.metrics.dbErrors.WithLabelValues("claim").Inc()
-		p.log.Warn().Err(err).Msg("giving back rate limit tokens failed: the routes' rate is lower for a moment")
+	if err := driver.GiveTokens(ctx, c.db, back); err != nil {
+		c.metrics.dbErrors.WithLabelValues("claim").Inc()
+		c.log.Warn().Err(err).Msg("giving back rate limit tokens failed: the routes' rate is lower for a moment")
 	}
 }
 

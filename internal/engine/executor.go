@@ -19,7 +19,6 @@ import (
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
-	"github.com/inboxd/inboxd/worker"
 )
 
 // maxErrorLen caps last_error so a huge error message cannot bloat rows.
@@ -32,13 +31,21 @@ const maxErrorLen = 2000
 // (goroutines start with the jobs), Stop ends the idle goroutines; wait
 // waits for the jobs' handlers.
 type executor struct {
-	p       *Pool
-	txdb    *pgxpool.Pool   // transactional handlers' transactions; set before jobs run
-	stopCtx context.Context // ends at the hard shutdown deadline; set before jobs run
-	idle    chan execTask   // unbuffered: idle goroutines wait for a job on it
-	quit    chan struct{}   // closed by Stop: idle goroutines end
-	stopped sync.Once
-	running sync.WaitGroup // the jobs handed over and not yet done
+	b       *books       // the jobs' states
+	starts  starter      // records a handler's start before it runs: the leaser
+	out     outcomes     // writes the outcomes: the completer
+	rel     *releaser    // gives rows back unattempted
+	reg     *registryRef // the handlers
+	metrics *metrics
+	log     zerolog.Logger
+	// statementTimeout bounds a transactional handler's completion.
+	statementTimeout time.Duration
+	txdb             *pgxpool.Pool   // transactional handlers' transactions; set before jobs run
+	stopCtx          context.Context // ends at the hard shutdown deadline; set before jobs run
+	idle             chan execTask   // unbuffered: idle goroutines wait for a job on it
+	quit             chan struct{}   // closed by Stop: idle goroutines end
+	stopped          sync.Once
+	running          sync.WaitGroup // the jobs handed over and not yet done
 	// offer is the slot of a goroutine whose handler just returned, while
 	// it frees the handler's place (handlerReturned): the job dispatched
 	// into that place is put in the slot, and run next by that goroutine,
@@ -65,9 +72,33 @@ const (
 	slotWithdrawn
 )
 
-// newExecutor returns the executor of p.
-func newExecutor(p *Pool) *executor {
-	return &executor{p: p, idle: make(chan execTask), quit: make(chan struct{})}
+// starter is what the executor needs of the leaser: the database must
+// know that a handler starts before it runs.
+type starter interface {
+	// markStarted reports whether j's handler may run (see
+	// leaser.markStarted).
+	markStarted(j *job) bool
+}
+
+// outcomes is what the executor and the releaser need of the completer:
+// it takes the outcomes to write.
+type outcomes interface {
+	// submit hands r over, waiting for room.
+	submit(r result)
+	// trySubmit hands r over unless that would wait; it reports whether it
+	// did.
+	trySubmit(r result) bool
+}
+
+// newExecutor returns an executor of b's jobs, which marks their starts
+// through starts, hands their outcomes to out, and gives rows back through
+// rel; the handlers are reg's.
+func newExecutor(b *books, starts starter, out outcomes, rel *releaser, reg *registryRef, cfg settings, log zerolog.Logger, m *metrics) *executor {
+	return &executor{
+		b: b, starts: starts, out: out, rel: rel, reg: reg, metrics: m, log: log,
+		statementTimeout: cfg.StatementTimeout,
+		idle:             make(chan execTask), quit: make(chan struct{}),
+	}
 }
 
 // Start does nothing: the goroutines start with the jobs (run).
@@ -77,7 +108,7 @@ func (e *executor) Start(context.Context) error { return nil }
 func (e *executor) Stop() { e.stopped.Do(func() { close(e.quit) }) }
 
 // run hands t to the goroutine that offered its slot, or to an idle
-// goroutine, or to a new one. Pool.mu is held (by dispatchLocked): it never
+// goroutine, or to a new one. The books' lock is held (by dispatchLocked): it never
 // blocks.
 func (e *executor) run(t execTask) {
 	e.running.Add(1)
@@ -163,17 +194,16 @@ func (e *executor) wait(d time.Duration, abort <-chan struct{}) bool {
 // (executor.offer): when a job was dispatched into it, execute returns it,
 // ok, for the goroutine to run next.
 func (e *executor) execute(j *job, policy routePolicy, slot *execSlot) (next execTask, ok bool) {
-	p := e.p
 	defer j.cancel(nil)
-	if !p.leaser.markStarted(j) {
+	if !e.starts.markStarted(j) {
 		return execTask{}, false // fenced or given back: not run
 	}
 	ev := j.row.event()
-	route := p.registry.Load().Lookup(ev.EventType)
-	label := p.typeLabel(ev.EventType)
+	route := e.reg.load().Lookup(ev.EventType)
+	label := e.reg.typeLabel(ev.EventType)
 	// A value, not a pointer: on the usual path (no transaction) it stays
 	// on the stack; runTx takes its own copy.
-	h := engineHandler{p: p, next: route.Handler, label: label}
+	h := engineHandler{e: e, next: route.Handler, label: label}
 
 	var tx pgx.Tx
 	if route.Tx {
@@ -183,14 +213,14 @@ func (e *executor) execute(j *job, policy routePolicy, slot *execSlot) (next exe
 		// one costs no attempt.
 		var err error
 		if tx, err = e.txdb.Begin(j.ctx); err != nil {
-			p.metrics.dbErrors.WithLabelValues("tx").Inc()
-			waits := p.handlerReturned(j)
-			p.follow(j, waits, false)
-			r := p.releaseResult(j, fmt.Sprintf("released unattempted: no transaction for its handler: %v", err))
+			e.metrics.dbErrors.WithLabelValues("tx").Inc()
+			waits := e.b.handlerReturned(j)
+			e.b.follow(j, waits, false)
+			r := e.rel.result(j, fmt.Sprintf("released unattempted: no transaction for its handler: %v", err))
 			if context.Cause(j.ctx) == nil {
 				r.delay = policy.retry.NextRetry(1) // the database is unwell: not at once
 			}
-			p.completer.submit(r)
+			e.out.submit(r)
 			return execTask{}, false
 		}
 		// Whatever happens below, an unfinished transaction is rolled back;
@@ -203,22 +233,22 @@ func (e *executor) execute(j *job, policy routePolicy, slot *execSlot) (next exe
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, policy.Timeout, errAttemptTimeout)
 		defer cancel()
-		p.mu.Lock()
+		e.b.mu.Lock()
 		j.stuckAfter = time.Now().Add(policy.Timeout + stuckGrace)
-		p.mu.Unlock()
+		e.b.mu.Unlock()
 	}
 	var err error
 	if route.Tx {
 		var committed, fenced bool
-		committed, fenced, err = e.runTx(ctx, tx, j, ev, &engineHandler{p: p, next: route.Handler, label: label})
+		committed, fenced, err = e.runTx(ctx, tx, j, ev, &engineHandler{e: e, next: route.Handler, label: label})
 		if committed || fenced {
-			waits := p.handlerReturned(j)
-			p.follow(j, waits, committed)
-			p.forget(j)
+			waits := e.b.handlerReturned(j)
+			e.b.follow(j, waits, committed)
+			e.b.forget(j)
 			if committed {
-				p.attemptEnded(j, true)
-				p.metrics.completedCounter(outcomeProcessed, label).Inc()
-				p.rowLog(zerolog.DebugLevel, result{id: j.row.ID, eventID: ev.EventID, eventType: ev.EventType}).Msg("processed")
+				e.b.routes.attemptEnded(j, true)
+				e.metrics.completedCounter(outcomeProcessed, label).Inc()
+				rowLog(&e.log, zerolog.DebugLevel, result{id: j.row.ID, eventID: ev.EventID, eventType: ev.EventType}).Msg("processed")
 			}
 			return execTask{}, false
 		}
@@ -231,15 +261,15 @@ func (e *executor) execute(j *job, policy routePolicy, slot *execSlot) (next exe
 	r := e.labeledOutcome(ctx, j, ev, label, err, policy)
 	switch r.outcome {
 	case outcomeProcessed:
-		p.attemptEnded(j, true)
+		e.b.routes.attemptEnded(j, true)
 	case outcomeRetried, outcomeDead:
-		p.attemptEnded(j, false)
+		e.b.routes.attemptEnded(j, false)
 	}
 	// The row's place is freed with this goroutine's slot offered: the row
 	// dispatched into it, if any, runs next on this goroutine.
 	slot.state.Store(slotOffered)
 	e.offer.Store(slot)
-	waits := p.handlerReturned(j)
+	waits := e.b.handlerReturned(j)
 	next, ok = e.withdraw(slot)
 	if ok && waits {
 		// follow may wait (submitting the rows it cuts from the chain): the
@@ -247,8 +277,8 @@ func (e *executor) execute(j *job, policy routePolicy, slot *execSlot) (next exe
 		e.start(next)
 		ok = false
 	}
-	r.chained = p.follow(j, waits, r.outcome == outcomeProcessed || (r.outcome == outcomeDead && policy.OnDead == handlers.OnDeadSkip))
-	if ok && p.completer.trySubmit(r) {
+	r.chained = e.b.follow(j, waits, r.outcome == outcomeProcessed || (r.outcome == outcomeDead && policy.OnDead == handlers.OnDeadSkip))
+	if ok && e.out.trySubmit(r) {
 		return next, true
 	}
 	if ok {
@@ -256,7 +286,7 @@ func (e *executor) execute(j *job, policy routePolicy, slot *execSlot) (next exe
 		// starts meanwhile, elsewhere.
 		e.start(next)
 	}
-	p.completer.submit(r)
+	e.out.submit(r)
 	return execTask{}, false
 }
 
@@ -269,7 +299,7 @@ func (e *executor) withdraw(slot *execSlot) (execTask, bool) {
 	}
 	for slot.state.Load() != slotFull {
 		// Taken by a run on another goroutine, still writing the task
-		// (under Pool.mu, a few instructions): the atomic store of
+		// (under the books' lock, a few instructions): the atomic store of
 		// slotFull follows the write, so once it is seen the task is too.
 		runtime.Gosched()
 	}
@@ -289,7 +319,6 @@ var errAttemptTimeout = errors.New("attempt timed out (the route's timeout)")
 // the lease was lost (everything rolled back). Otherwise err is the
 // attempt's failure, and nothing was written (the caller rolls tx back).
 func (e *executor) runTx(ctx context.Context, tx pgx.Tx, j *job, ev *handlers.Event, h handlers.Handler) (committed, fenced bool, err error) {
-	p := e.p
 	if err := h.Handle(handlers.ContextWithTx(ctx, tx), ev); err != nil {
 		return false, false, err
 	}
@@ -297,18 +326,18 @@ func (e *executor) runTx(ctx context.Context, tx pgx.Tx, j *job, ev *handlers.Ev
 	// handler's context now (the work is done), within the statement
 	// timeout and the hard deadline. A lost lease still fences the mark.
 	done := time.Now()
-	wctx, cancel := context.WithTimeout(e.stopCtx, p.cfg.StatementTimeout)
+	wctx, cancel := context.WithTimeout(e.stopCtx, e.statementTimeout)
 	defer cancel()
-	ordered, blocking := p.OrderedTypes()
-	marked, err := driver.CompleteTx(wctx, tx, j.row.ID, j.token, p.chained(j),
+	ordered, blocking := e.b.routes.OrderedTypes()
+	marked, err := driver.CompleteTx(wctx, tx, j.row.ID, j.token, e.b.chained(j),
 		driver.Ordering{OrderedTypes: ordered, BlockingTypes: blocking})
 	if err != nil {
-		p.metrics.dbErrors.WithLabelValues("tx").Inc()
+		e.metrics.dbErrors.WithLabelValues("tx").Inc()
 		return false, false, err
 	}
 	if !marked {
-		p.metrics.fenced.Inc()
-		p.log.Warn().Int64("row_id", ev.ID).Str("event_id", ev.EventID).Str("event_type", ev.EventType).
+		e.metrics.fenced.Inc()
+		e.log.Warn().Int64("row_id", ev.ID).Str("event_id", ev.EventID).Str("event_type", ev.EventType).
 			Msg("fenced: lease lost while the transactional handler ran; its writes are rolled back")
 		return false, true, nil
 	}
@@ -316,11 +345,11 @@ func (e *executor) runTx(ctx context.Context, tx pgx.Tx, j *job, ev *handlers.Ev
 		// The commit's fate is unknown if its reply was lost. The outcome
 		// written next is fenced by the token: if the commit did happen,
 		// the token is gone and the retry is counted as fenced, not applied.
-		p.metrics.dbErrors.WithLabelValues("tx").Inc()
+		e.metrics.dbErrors.WithLabelValues("tx").Inc()
 		return false, false, fmt.Errorf("commit: %w", err)
 	}
-	p.metrics.outcomeWriteDelay.Observe(time.Since(done).Seconds())
-	p.signalOrdered(ev.EventType)
+	e.metrics.outcomeWriteDelay.Observe(time.Since(done).Seconds())
+	e.b.routes.signalOrdered(ev.EventType)
 	return true, false, nil
 }
 
@@ -331,15 +360,15 @@ func (e *executor) runTx(ctx context.Context, tx pgx.Tx, j *job, ev *handlers.Ev
 // inside it. One value per attempt, rather than a chain of closures: this
 // runs for every row.
 type engineHandler struct {
-	p     *Pool
+	e     *executor
 	next  handlers.Handler
 	label string // the event_type metric label
 }
 
 // Handle runs the handler with the engine's metrics, logging and recovery.
-func (e *engineHandler) Handle(ctx context.Context, ev *handlers.Event) error {
+func (h *engineHandler) Handle(ctx context.Context, ev *handlers.Event) error {
 	start := time.Now()
-	err := e.recovered(ctx, ev)
+	err := h.recovered(ctx, ev)
 	took := time.Since(start)
 	result := "ok"
 	switch {
@@ -348,8 +377,8 @@ func (e *engineHandler) Handle(ctx context.Context, ev *handlers.Event) error {
 	case err != nil:
 		result = "error"
 	}
-	e.p.metrics.handlerObserver(result, e.label).Observe(took.Seconds())
-	if l := e.p.log.Debug(); l.Enabled() {
+	h.e.metrics.handlerObserver(result, h.label).Observe(took.Seconds())
+	if l := h.e.log.Debug(); l.Enabled() {
 		if err != nil {
 			l = l.Err(err)
 		}
@@ -360,18 +389,18 @@ func (e *engineHandler) Handle(ctx context.Context, ev *handlers.Event) error {
 }
 
 // recovered runs the handler, turning a panic into an error.
-func (e *engineHandler) recovered(ctx context.Context, ev *handlers.Event) (err error) {
-	defer e.p.recoverPanic(ev, &err)
-	return e.next.Handle(ctx, ev)
+func (h *engineHandler) recovered(ctx context.Context, ev *handlers.Event) (err error) {
+	defer h.e.recoverPanic(ev, &err)
+	return h.next.Handle(ctx, ev)
 }
 
 // errPanicked marks a handler's panic turned into an error.
 var errPanicked = errors.New("handler panicked")
 
-func (p *Pool) recoverPanic(ev *handlers.Event, err *error) {
+func (e *executor) recoverPanic(ev *handlers.Event, err *error) {
 	if v := recover(); v != nil {
-		p.metrics.panics.Inc()
-		p.log.Error().Int64("row_id", ev.ID).Str("event_id", ev.EventID).Str("event_type", ev.EventType).
+		e.metrics.panics.Inc()
+		e.log.Error().Int64("row_id", ev.ID).Str("event_id", ev.EventID).Str("event_type", ev.EventType).
 			Str("panic", fmt.Sprint(v)).Str("stack", string(debug.Stack())).Msg("handler panicked")
 		*err = fmt.Errorf("%w: %v", errPanicked, v)
 	}
@@ -380,27 +409,26 @@ func (p *Pool) recoverPanic(ev *handlers.Event, err *error) {
 // outcome turns a handler's error into the row's next state, by its
 // route's policy.
 func (e *executor) outcome(ctx context.Context, j *job, ev *handlers.Event, err error, policy routePolicy) result {
-	return e.labeledOutcome(ctx, j, ev, e.p.typeLabel(ev.EventType), err, policy)
+	return e.labeledOutcome(ctx, j, ev, e.reg.typeLabel(ev.EventType), err, policy)
 }
 
 // labeledOutcome is outcome with the row's event_type metric label, which
 // execute already has.
 func (e *executor) labeledOutcome(ctx context.Context, j *job, ev *handlers.Event, label string, err error, policy routePolicy) result {
-	p := e.p
 	r := result{job: j, id: j.row.ID, token: j.token, eventID: ev.EventID, eventType: ev.EventType,
 		typeLabel: label}
 	switch {
 	case err == nil:
 		r.status, r.outcome = status.Processed, outcomeProcessed
 	case errors.Is(context.Cause(ctx), errShutdown) && !handlers.IsPermanent(err):
-		return p.releaseResult(j, "released unfinished at worker shutdown")
+		return e.rel.result(j, "released unfinished at worker shutdown")
 	case handlers.IsPermanent(err):
 		r.status, r.outcome = status.Dead, outcomeDead
 		r.lastError = errText(err)
 	case handlers.IsNotSent(err):
 		// The event never reached the target: the attempt is not counted,
 		// whatever the attempts left (see handlers.NotSent).
-		r = p.releaseResult(j, fmt.Sprintf("attempt %d not counted, event not sent: %v", ev.Attempt, err))
+		r = e.rel.result(j, fmt.Sprintf("attempt %d not counted, event not sent: %v", ev.Attempt, err))
 		r.delay = policy.retry.NextRetry(max(ev.Attempt, 1))
 	case ev.Attempt >= policy.MaxAttempts:
 		r.status, r.outcome = status.Dead, outcomeDead
@@ -419,24 +447,6 @@ func (e *executor) labeledOutcome(ctx context.Context, j *job, ev *handlers.Even
 	return r
 }
 
-// retryPolicy is the retry policy of a route with policy, and the cap on
-// the delays its handlers ask for, as resolved when the route synced (for
-// the rescuer).
-func (p *Pool) retryPolicy(policy routePolicy) (worker.RetryPolicy, time.Duration) {
-	return policy.retry, policy.maxDelay
-}
-
-// releaseResult returns the row unattempted: received, due now, attempt not
-// counted, with why in last_error.
-func (p *Pool) releaseResult(j *job, why string) result {
-	return result{
-		job: j, id: j.row.ID, token: j.token, eventID: j.row.EventID, eventType: j.row.EventType,
-		typeLabel: p.typeLabel(j.row.EventType),
-		status:    status.Received, release: true, outcome: outcomeReleased,
-		lastError: errText(errors.New(why)),
-	}
-}
-
 // errText makes err storable in last_error: valid UTF-8 without NUL bytes
 // (a text column accepts neither), at most maxErrorLen bytes.
 func errText(err error) *string {
@@ -449,12 +459,4 @@ func errText(err error) *string {
 		s = s[:cut] + "…"
 	}
 	return &s
-}
-
-func (p *Pool) rowLog(level zerolog.Level, r result) *zerolog.Event {
-	e := p.log.WithLevel(level).Int64("row_id", r.id).Str("event_id", r.eventID).Str("event_type", r.eventType)
-	if r.lastError != nil {
-		e = e.Str("error", *r.lastError)
-	}
-	return e
 }

@@ -46,14 +46,14 @@ func TestExecutorRunsDispatchedJobsThroughTheBooks(t *testing.T) {
 	}
 	p := unitPool(t, reg, worker.Config{Workers: 2, Prefetch: 4})
 	t.Cleanup(p.executor.Stop)
-	p.track([]*job{newJob(p, 1, "x", 5), newJob(p, 2, "x", 5), newJob(p, 3, "x", 5)})
-	p.mu.Lock()
-	queued, running := p.countsLocked()
-	rs := p.routes["x"]
-	if queued != 2 || running != 1 || len(rs.queue) != 2 || rs.running != 1 || p.heldBytes != 6 {
-		t.Errorf("queued %d, running %d (route: %d, %d), bytes %d; want 2, 1, 6", queued, running, len(rs.queue), rs.running, p.heldBytes)
+	p.books.track([]*job{newJob(p, 1, "x", 5), newJob(p, 2, "x", 5), newJob(p, 3, "x", 5)})
+	p.books.mu.Lock()
+	queued, running := p.books.routes.countsLocked()
+	rs := p.books.routes.byKey["x"]
+	if queued != 2 || running != 1 || len(rs.queue) != 2 || rs.running != 1 || p.books.heldBytes != 6 {
+		t.Errorf("queued %d, running %d (route: %d, %d), bytes %d; want 2, 1, 6", queued, running, len(rs.queue), rs.running, p.books.heldBytes)
 	}
-	p.mu.Unlock()
+	p.books.mu.Unlock()
 	if g := testutil.ToFloat64(p.metrics.inflight); g != 3 {
 		t.Errorf("inflight gauge %v, want 3", g)
 	}
@@ -75,12 +75,12 @@ func TestExecutorRunsDispatchedJobsThroughTheBooks(t *testing.T) {
 	if !p.executor.wait(10*time.Second, nil) {
 		t.Fatal("handlers did not return")
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if queued, running := p.countsLocked(); queued != 0 || running != 0 || p.heldBytes != 0 || len(p.jobs) != 3 {
-		t.Errorf("after: queued %d, running %d, bytes %d, jobs %d; want 0, 0, 0 and 3 awaiting their outcome", queued, running, p.heldBytes, len(p.jobs))
+	p.books.mu.Lock()
+	defer p.books.mu.Unlock()
+	if queued, running := p.books.routes.countsLocked(); queued != 0 || running != 0 || p.books.heldBytes != 0 || len(p.books.jobs) != 3 {
+		t.Errorf("after: queued %d, running %d, bytes %d, jobs %d; want 0, 0, 0 and 3 awaiting their outcome", queued, running, p.books.heldBytes, len(p.books.jobs))
 	}
-	for _, j := range p.jobs {
+	for _, j := range p.books.jobs {
 		if j.state != jobDone {
 			t.Errorf("row %d in state %d, want done", j.row.ID, j.state)
 		}
@@ -105,7 +105,7 @@ func TestExecutorRunsAChainInOrder(t *testing.T) {
 	t.Cleanup(p.executor.Stop)
 	head, next := newJob(p, 1, "o", 8), newJob(p, 2, "o", 8)
 	next.row.Pred = head.row.ID
-	p.track([]*job{head, next})
+	p.books.track([]*job{head, next})
 	first := nextResult(t, p)
 	second := nextResult(t, p)
 	<-done
@@ -131,7 +131,7 @@ func TestExecutorGivesAFailedHeadsChainBack(t *testing.T) {
 	t.Cleanup(p.executor.Stop)
 	head, next := newJob(p, 1, "o", 8), newJob(p, 2, "o", 8)
 	next.row.Pred = head.row.ID
-	p.track([]*job{head, next})
+	p.books.track([]*job{head, next})
 	got := map[int64]result{}
 	for range 2 {
 		r := nextResult(t, p)
@@ -146,10 +146,10 @@ func TestExecutorGivesAFailedHeadsChainBack(t *testing.T) {
 		t.Errorf("follower: %+v, want released unstarted", r)
 	}
 	p.executor.wait(10*time.Second, nil)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if queued, running := p.countsLocked(); queued != 0 || running != 0 || p.heldBytes != 0 || p.routes["o"].waiting != 0 {
-		t.Errorf("after: queued %d, running %d, bytes %d, waiting %d; want none", queued, running, p.heldBytes, p.routes["o"].waiting)
+	p.books.mu.Lock()
+	defer p.books.mu.Unlock()
+	if queued, running := p.books.routes.countsLocked(); queued != 0 || running != 0 || p.books.heldBytes != 0 || p.books.routes.byKey["o"].waiting != 0 {
+		t.Errorf("after: queued %d, running %d, bytes %d, waiting %d; want none", queued, running, p.books.heldBytes, p.books.routes.byKey["o"].waiting)
 	}
 }
 
@@ -176,7 +176,7 @@ func TestOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := unitPool(t, reg, worker.Config{Workers: 2, RetryPolicy: fixedRetry{}, MaxRetryDelay: 10 * time.Second})
-	policy := p.routes["x"].policy
+	policy := p.books.routes.byKey["x"].policy
 	j := &job{row: claimedRow{driver.ClaimedRow{ID: 7, EventID: "e", EventType: "x"}}, token: 9}
 	shutdown, stop := context.WithCancelCause(context.Background())
 	stop(errShutdown)
@@ -234,10 +234,10 @@ func TestRouteBackoffIsResolvedOnce(t *testing.T) {
 	}
 	def := worker.ExponentialBackoff{Base: time.Second, Max: 30 * time.Second}
 	p := unitPool(t, reg, worker.Config{RetryPolicy: def, MaxRetryDelay: 20 * time.Second})
-	if got := p.routes[""].policy; !sameBackoff(got.retry, def) || got.maxDelay != 20*time.Second {
+	if got := p.books.routes.byKey[""].policy; !sameBackoff(got.retry, def) || got.maxDelay != 20*time.Second {
 		t.Errorf("default route: %+v, %s; want the pool's", got.retry, got.maxDelay)
 	}
-	if got := p.routes["own"].policy; !sameBackoff(got.retry, worker.ExponentialBackoff{Base: time.Minute, Max: time.Minute}) || got.maxDelay != time.Minute {
+	if got := p.books.routes.byKey["own"].policy; !sameBackoff(got.retry, worker.ExponentialBackoff{Base: time.Minute, Max: time.Minute}) || got.maxDelay != time.Minute {
 		t.Errorf("own backoff: %+v, %s; want base 1m, max max(30s, 1m)", got.retry, got.maxDelay)
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 )
@@ -43,7 +46,7 @@ import (
 // at start, that is what a few claims could give, and the rows ingest
 // would hand off are what lifts it. A row queued behind q others starts
 // after about (q+1) run times over the concurrency: within premarkHorizon
-// while q+1 <= capacity × premarkHorizon. Pool.mu must be held.
+// while q+1 <= capacity × premarkHorizon. The books' lock must be held.
 func (rs *routeState) handOffSoon() int {
 	rate := max(rs.rate, rs.capacity())
 	return rs.idle() + max(0, int(rate*premarkHorizon.Seconds())-len(rs.queue)-rs.waiting)
@@ -62,6 +65,20 @@ const handOffMaxRowBytes = 64 << 10
 // wait to be written before the hand-off stops (a claim stops at once).
 const handOffBacklog = 4
 
+// handOff is the hand-off at ingest: the Pool's Reserve, Deliver and
+// Cancel (ingest.HandOff) on its books.
+type handOff struct {
+	b       *books
+	db      *pgxpool.Pool // the engine's statements
+	rel     *releaser
+	cfg     settings
+	metrics *metrics
+	log     zerolog.Logger
+	// work is what the handed-off rows' contexts derive from, as the
+	// claimed rows' (claimer.work); set before the books accept rows.
+	work context.Context
+}
+
 // reservation is the room one Reserve took, until Deliver or Cancel.
 type reservation struct {
 	sent  time.Time     // before the insert was sent: the lease is counted from here
@@ -74,22 +91,22 @@ type reservedRow struct {
 	size  int64
 }
 
-// Reserve offers rows, about to be inserted by ingest in one statement,
+// reserve offers rows, about to be inserted by ingest in one statement,
 // to this pool's idle handlers. It returns the reservation the insert
 // writes (driver.InsertBatch), marking the rows taken, or nil when it
 // takes none. Every non-nil reservation must end with Deliver or Cancel.
-func (p *Pool) Reserve(rows []driver.NewRow) *driver.Reservation {
+func (h *handOff) reserve(rows []driver.NewRow) *driver.Reservation {
 	sent := time.Now()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.accepting || p.stopping {
+	h.b.mu.Lock()
+	defer h.b.mu.Unlock()
+	if !h.b.accepting || h.b.stopping {
 		return nil
 	}
 	// While the completers are behind, a claim takes nothing (claimer.plan);
 	// the hand-off goes on a while longer: a row ingest does not hand off
 	// is stored anyway, and costs a claim later. Its outcome waiting to be
 	// written holds no payload. Only far behind does it stop too.
-	if queued, running := p.countsLocked(); len(p.jobs)-queued-running >= handOffBacklog*p.cfg.maxCapacity() {
+	if h.b.outcomesBehindLocked() >= handOffBacklog*h.cfg.maxCapacity() {
 		return nil
 	}
 	var (
@@ -106,20 +123,20 @@ func (p *Pool) Reserve(rows []driver.NewRow) *driver.Reservation {
 		if r.Status != status.Received {
 			continue
 		}
-		rs := p.routeForLocked(r.EventType)
+		rs := h.b.routes.forLocked(r.EventType)
 		q, seen := quota[rs]
 		if !seen {
 			// The route's rate and prefetch, as the claim plan keeps them,
 			// are brought up to date first: while every row is handed off,
 			// claims (and their plans) are rare.
-			rs.adapt(sent, p.maxPrefetch())
+			rs.adapt(sent, h.b.routes.maxPrefetch())
 			q = 0
 			if !rs.policy.Ordered && !rs.paused && rs.breaker == breakerClosed && rs.policy.Rate <= 0 {
 				q = min(rs.room(), rs.handOffSoon())
 			}
 		}
 		size := int64(len(r.Payload) + len(r.Key) + len(r.Headers)) // as claimedRow.size
-		if q <= 0 || size > handOffMaxRowBytes || p.heldBytes+p.claimingBytes+size > p.cfg.ClaimBytes {
+		if q <= 0 || size > handOffMaxRowBytes || h.b.heldBytes+h.b.claimingBytes+size > h.cfg.ClaimBytes {
 			quota[rs] = q
 			continue
 		}
@@ -131,65 +148,65 @@ func (p *Pool) Reserve(rows []driver.NewRow) *driver.Reservation {
 		res.slots = append(res.slots, reservedRow{route: rs, size: size})
 		pos[i] = int32(len(res.slots))
 		rs.reserved++
-		p.heldBytes += size
+		h.b.heldBytes += size
 	}
 	if res == nil {
 		return nil
 	}
 	token := rand.Int64()
-	for p.reservations[token] != nil || p.claims[token] != nil {
+	for h.b.reservations[token] != nil || h.b.claims[token] != nil {
 		token = rand.Int64()
 	}
-	p.reservations[token] = res
-	return &driver.Reservation{Token: token, Lease: p.cfg.Lease, Worker: p.cfg.ID, Pos: pos}
+	h.b.reservations[token] = res
+	return &driver.Reservation{Token: token, Lease: h.cfg.Lease, Worker: h.cfg.ID, Pos: pos}
 }
 
-// Cancel gives back the room of a reservation whose insert failed: none of
+// cancel gives back the room of a reservation whose insert failed: none of
 // its rows is handed off. Should the insert have committed all the same
 // (its answer lost), the rows wait in the inbox until the reservation
 // lapses, then any claim takes them; the redelivered messages are
 // duplicates, and are not handed off again.
-func (p *Pool) Cancel(r *driver.Reservation) {
+func (h *handOff) cancel(r *driver.Reservation) {
 	if r == nil {
 		return
 	}
-	p.mu.Lock()
-	p.endReservationLocked(r.Token)
-	p.mu.Unlock()
-	signal(p.freed)
+	h.b.mu.Lock()
+	h.endReservationLocked(r.Token)
+	h.b.mu.Unlock()
+	signal(h.b.freed)
 }
 
 // endReservationLocked gives back the room of the reservation token took
-// and forgets it; it returns it (nil if unknown). Pool.mu must be held.
-func (p *Pool) endReservationLocked(token int64) *reservation {
-	res := p.reservations[token]
+// and forgets it; it returns it (nil if unknown). The books' lock must be held.
+func (h *handOff) endReservationLocked(token int64) *reservation {
+	res := h.b.reservations[token]
 	if res == nil {
 		return nil
 	}
-	delete(p.reservations, token)
+	delete(h.b.reservations, token)
 	for _, s := range res.slots {
 		s.route.reserved--
-		p.heldBytes -= s.size
+		h.b.heldBytes -= s.size
 	}
 	return res
 }
 
-// Deliver hands over the reserved rows that the insert of rows with r
+// deliver hands over the reserved rows that the insert of rows with r
 // committed (got, from driver.InsertBatch): each runs at once on an idle
 // handler. The room of the reserved rows not inserted (duplicates) is
 // given back. Should the pool have begun to stop since Reserve, the rows
 // are given back unstarted at once, their attempts refunded, as the
 // shutdown gives back claimed rows that wait for a handler. ctx bounds
 // that write.
-func (p *Pool) Deliver(ctx context.Context, r *driver.Reservation, rows []driver.NewRow, got []driver.Reserved) {
+func (h *handOff) deliver(ctx context.Context, r *driver.Reservation, rows []driver.NewRow, got []driver.Reserved) {
 	if r == nil {
 		return
 	}
-	p.mu.Lock()
-	res := p.endReservationLocked(r.Token)
+	h.b.mu.Lock()
+	res := h.endReservationLocked(r.Token)
 	if res == nil || len(got) == 0 {
-		p.mu.Unlock()
-		signal(p.freed)
+		h.b.mu.Unlock()
+		signal(h.b.freed)
 		return
 	}
 	jobs := make([]*job, 0, len(got))
@@ -199,7 +216,7 @@ func (p *Pool) Deliver(ctx context.Context, r *driver.Reservation, rows []driver
 			continue // not one of ours (cannot happen): left to lapse
 		}
 		nr := &rows[i]
-		jctx, cancel := context.WithCancelCause(p.claimer.work)
+		jctx, cancel := context.WithCancelCause(h.work)
 		jobs = append(jobs, &job{
 			ctx: jctx, cancel: cancel, token: r.Token,
 			row: claimedRow{driver.ClaimedRow{
@@ -209,21 +226,23 @@ func (p *Pool) Deliver(ctx context.Context, r *driver.Reservation, rows []driver
 			}},
 			state:       jobClaimed,
 			size:        res.slots[g.Pos-1].size,
-			leaseUntil:  res.sent.Add(p.cfg.Lease),
+			leaseUntil:  res.sent.Add(h.cfg.Lease),
 			dbStarted:   true,
 			claimMarked: false, // inbox.started is not written: the reservation's attempt counts already
 		})
 	}
-	if p.stopping {
-		p.mu.Unlock()
-		p.giveBackHandedOff(ctx, jobs)
+	if h.b.stopping {
+		h.b.mu.Unlock()
+		h.giveBack(ctx, jobs)
 		return
 	}
-	releases := p.trackLocked(jobs)
-	p.mu.Unlock()
-	p.metrics.handedOff.Add(float64(len(jobs)))
-	p.releaseAtRisk(releases)
-	signal(p.freed)
+	releases := h.b.trackLocked(jobs)
+	h.b.mu.Unlock()
+	h.metrics.handedOff.Add(float64(len(jobs)))
+	if len(releases) > 0 {
+		h.rel.atRisk(releases)
+	}
+	signal(h.b.freed)
 }
 
 // rowIndex is the index in pos of the row at place want (-1: none).
@@ -237,23 +256,23 @@ func rowIndex(pos []int32, want int32) int {
 	return -1
 }
 
-// giveBackHandedOff returns rows handed off while the pool stopped to the
+// giveBack returns rows handed off while the pool stopped to the
 // inbox unstarted, in one statement: due at once, their attempts refunded.
 // If that fails, their reservations lapse and any claim takes them.
-func (p *Pool) giveBackHandedOff(ctx context.Context, jobs []*job) {
+func (h *handOff) giveBack(ctx context.Context, jobs []*job) {
 	slices.SortFunc(jobs, func(a, b *job) int { return cmp.Compare(a.row.ID, b.row.ID) }) // complete.sql's lock order
 	batch := make([]driver.Completion, len(jobs))
 	for i, j := range jobs {
-		res := p.releaseResult(j, "released unstarted at worker shutdown")
+		res := h.rel.result(j, "released unstarted at worker shutdown")
 		batch[i] = driver.Completion{ID: res.id, Token: res.token, Status: res.status, Error: res.lastError, Release: true}
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.StatementTimeout)
 	defer cancel()
-	if _, err := driver.Complete(ctx, p.db, batch, driver.Ordering{}); err != nil {
-		p.log.Warn().Err(err).Int("rows", len(jobs)).
+	if _, err := driver.Complete(ctx, h.db, batch, driver.Ordering{}); err != nil {
+		h.log.Warn().Err(err).Int("rows", len(jobs)).
 			Msg("giving back rows handed off during shutdown failed; they return when their reservations lapse")
 		return
 	}
-	_ = driver.Notify(ctx, p.db)
-	p.log.Info().Int("rows", len(jobs)).Msg("rows handed off during shutdown given back unstarted")
+	_ = driver.Notify(ctx, h.db)
+	h.log.Info().Int("rows", len(jobs)).Msg("rows handed off during shutdown given back unstarted")
 }

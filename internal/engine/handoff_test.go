@@ -51,9 +51,9 @@ func (b *bundle) handOff(t *testing.T, p *Pool, rows []driver.NewRow) (*driver.R
 func waitAccepting(t *testing.T, p *Pool) {
 	t.Helper()
 	waitFor(t, 10*time.Second, "the pool accepting hand-offs", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.accepting
+		p.books.mu.Lock()
+		defer p.books.mu.Unlock()
+		return p.books.accepting
 	})
 }
 
@@ -193,10 +193,10 @@ func TestHandOffRunsRowsWithoutAClaim(t *testing.T) {
 	if n := testutil.ToFloat64(p.metrics.handedOff); n != 3 {
 		t.Errorf("inboxd_worker_handed_off_rows_total = %v, want 3", n)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.heldBytes != 0 || len(p.reservations) != 0 || p.routes["x"].reserved != 0 {
-		t.Errorf("room not given back: %d bytes held, %d reservations, %d reserved", p.heldBytes, len(p.reservations), p.routes["x"].reserved)
+	p.books.mu.Lock()
+	defer p.books.mu.Unlock()
+	if p.books.heldBytes != 0 || len(p.books.reservations) != 0 || p.books.routes.byKey["x"].reserved != 0 {
+		t.Errorf("room not given back: %d bytes held, %d reservations, %d reserved", p.books.heldBytes, len(p.books.reservations), p.books.routes.byKey["x"].reserved)
 	}
 }
 
@@ -503,9 +503,9 @@ func TestHandOffKeepsTheByteBudget(t *testing.T) {
 	}
 	// A claim in flight that may fill 600 KiB of the 1 MiB budget: of ten
 	// rows of 60 KiB (16 idle handlers), seven fit beside it.
-	p.mu.Lock()
-	p.claimingBytes = 600 << 10
-	p.mu.Unlock()
+	p.books.mu.Lock()
+	p.books.claimingBytes = 600 << 10
+	p.books.mu.Unlock()
 	rows := newRows("x", "r1", "r2", "r3", "r4", "r5")
 	for i := range rows {
 		rows[i].Payload = make([]byte, 60<<10)
@@ -514,10 +514,10 @@ func TestHandOffKeepsTheByteBudget(t *testing.T) {
 	if n := reservedCount(res); n != 7 {    // 7 × 60 KiB = 420 KiB <= the 424 KiB left
 		t.Fatalf("reserved %d rows of 60 KiB beside a claim's 600 KiB, want 7", n)
 	}
-	p.mu.Lock()
-	held := p.heldBytes + p.claimingBytes
-	p.claimingBytes = 0
-	p.mu.Unlock()
+	p.books.mu.Lock()
+	held := p.books.heldBytes + p.books.claimingBytes
+	p.books.claimingBytes = 0
+	p.books.mu.Unlock()
 	p.Cancel(res)
 	if held > cfg.ClaimBytes {
 		t.Fatalf("held + claiming = %d bytes, over ClaimBytes %d", held, cfg.ClaimBytes)

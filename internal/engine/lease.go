@@ -6,27 +6,34 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/internal/driver"
 )
 
 // leaser keeps the leases of the rows the pool holds (renewLoop) and
-// writes their start marks (markLoop, numMarkWriters of them), on db, the
-// start marks' own sessions. It is a service: Start launches its
+// writes their start marks (markLoop, numMarkWriters of them), on markDB,
+// the start marks' own sessions. It is a service: Start launches its
 // goroutines, which run until Stop (or ctx's end): at shutdown, after the
 // last outcome is written. Marks asked for after that are answered at
 // risk.
 type leaser struct {
-	p     *Pool
-	db    *pgxpool.Pool // start marks; set before Start
-	marks startMarks    // rows whose handler waits for the database to know it starts
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
+	b       *books        // the leases of b's jobs
+	db      *pgxpool.Pool // the engine's statements: renewals
+	markDB  *pgxpool.Pool // start marks; set before Start
+	rel     *releaser     // gives rows back unattempted
+	cfg     settings
+	metrics *metrics
+	log     zerolog.Logger
+	marks   startMarks // rows whose handler waits for the database to know it starts
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
 }
 
-// newLeaser returns the leaser of p.
-func newLeaser(p *Pool) *leaser {
-	return &leaser{p: p, marks: startMarks{wake: make(chan struct{}, 1)}}
+// newLeaser returns the leaser of b's jobs, on db, that gives rows back
+// through rel.
+func newLeaser(b *books, db *pgxpool.Pool, rel *releaser, cfg settings, log zerolog.Logger, m *metrics) *leaser {
+	return &leaser{b: b, db: db, rel: rel, cfg: cfg, metrics: m, log: log, marks: startMarks{wake: make(chan struct{}, 1)}}
 }
 
 // Start launches the renewal loop and the mark writers.
@@ -68,8 +75,7 @@ const stuckGrace = 5 * time.Second
 // a start mark: see start.go.) It runs until ctx ends,
 // which is after the last outcome is written at shutdown.
 func (l *leaser) renewLoop(ctx context.Context) {
-	p := l.p
-	t := time.NewTicker(p.cfg.renewTick())
+	t := time.NewTicker(l.cfg.renewTick())
 	defer t.Stop()
 	for {
 		select {
@@ -77,8 +83,8 @@ func (l *leaser) renewLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			if err := l.renew(ctx); err != nil && ctx.Err() == nil {
-				p.metrics.dbErrors.WithLabelValues("renew").Inc()
-				p.log.Error().Err(err).Msg("lease renewal failed")
+				l.metrics.dbErrors.WithLabelValues("renew").Inc()
+				l.log.Error().Err(err).Msg("lease renewal failed")
 			}
 		}
 	}
@@ -88,13 +94,12 @@ func (l *leaser) renewLoop(ctx context.Context) {
 // the lease) left,
 // except those of handlers stuck past their route's timeout (stuckGrace).
 func (l *leaser) renew(ctx context.Context) error {
-	p := l.p
 	sent := time.Now()
-	threshold := sent.Add(p.cfg.renewThreshold())
+	threshold := sent.Add(l.cfg.renewThreshold())
 	var due, stuck, cut []*job
 	var batch []renewal
-	p.mu.Lock()
-	for _, j := range p.jobs {
+	l.b.mu.Lock()
+	for _, j := range l.b.jobs {
 		if j.state == jobRunning && !j.stuckAfter.IsZero() && sent.After(j.stuckAfter) {
 			// It ignores cancellation: its lease lapses, the rescuer
 			// returns the row, and its late outcome is fenced.
@@ -103,7 +108,7 @@ func (l *leaser) renew(ctx context.Context) error {
 				j.stuck = true
 				j.cancel(errLeaseLost)
 				stuck = append(stuck, j)
-				cut = append(cut, p.cutChainLocked(j)...)
+				cut = append(cut, l.b.cutChainLocked(j)...)
 			}
 			continue
 		}
@@ -112,47 +117,47 @@ func (l *leaser) renew(ctx context.Context) error {
 			batch = append(batch, renewal{id: j.row.ID, token: j.token})
 		}
 	}
-	p.mu.Unlock()
+	l.b.mu.Unlock()
 	for _, j := range stuck {
-		p.metrics.stuckHandlers.Inc()
-		p.log.Error().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
+		l.metrics.stuckHandlers.Inc()
+		l.log.Error().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
 			Dur("grace", stuckGrace).
 			Msg("handler still running after its route's timeout and the grace: it ignores cancellation; " +
 				"its lease is no longer renewed and the row will be rescued")
 	}
 	for _, c := range cut {
-		p.completer.submit(p.releaseResult(c, "released unstarted: the row before it in its key is stuck in its handler"))
+		l.rel.release(c, "released unstarted: the row before it in its key is stuck in its handler")
 	}
 	if len(due) == 0 {
 		return nil
 	}
 	// A renewal that takes longer than a lease is useless; it is not tied
 	// to anything shorter, so a slow database still gets its renewals.
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.Lease)
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Lease)
 	defer cancel()
 	states, err := l.renewRows(ctx, batch)
 	if err != nil {
 		return err
 	}
 
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	l.b.mu.Lock()
+	defer l.b.mu.Unlock()
 	for _, j := range due {
-		if cur, ok := p.jobs[j.row.ID]; !ok || cur != j {
+		if cur, ok := l.b.jobs[j.row.ID]; !ok || cur != j {
 			continue // outcome written meanwhile
 		}
 		switch states[j.row.ID] {
 		case driver.Renewed:
-			j.leaseUntil = sent.Add(p.cfg.Lease)
-			p.metrics.renewals.Inc()
+			j.leaseUntil = sent.Add(l.cfg.Lease)
+			l.metrics.renewals.Inc()
 		case driver.RenewBusy:
-			p.log.Debug().Int64("row_id", j.row.ID).Msg("lease not renewed this time: row locked by another statement")
+			l.log.Debug().Int64("row_id", j.row.ID).Msg("lease not renewed this time: row locked by another statement")
 		case driver.RenewLost:
 			if j.state == jobDone {
 				continue // its outcome write will be fenced (or has just been applied)
 			}
-			p.metrics.leaseLost.Inc()
-			p.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
+			l.metrics.leaseLost.Inc()
+			l.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
 				Msg("lease lost: cancelling handler")
 			j.cancel(errLeaseLost)
 		}
@@ -163,10 +168,9 @@ func (l *leaser) renew(ctx context.Context) error {
 // renewRows runs one renewal statement and returns what it found for
 // each row.
 func (l *leaser) renewRows(ctx context.Context, batch []renewal) (map[int64]driver.RenewState, error) {
-	p := l.p
 	leases := make([]driver.Lease, len(batch))
 	for i, r := range batch {
 		leases[i] = driver.Lease{ID: r.id, Token: r.token}
 	}
-	return driver.Renew(ctx, p.db, leases, p.cfg.Lease)
+	return driver.Renew(ctx, l.db, leases, l.cfg.Lease)
 }

@@ -60,7 +60,7 @@ func TestLeaserAnswersMarksAtRiskOnceStopped(t *testing.T) {
 
 	j := newJob(p, 1, "x", 4)
 	j.dbStarted = false
-	p.track([]*job{j}) // dispatched: its executor waits for its mark
+	p.books.track([]*job{j}) // dispatched: its executor waits for its mark
 	if !p.executor.wait(10*time.Second, nil) {
 		t.Fatal("the executor did not return")
 	}

@@ -5,33 +5,49 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/internal/driver"
 )
 
-// listen holds a dedicated connection that LISTENs for the inbox trigger's
-// notifications and wakes the claim loop. When the connection fails it
-// reconnects with backoff; polling covers the gap.
-func (p *Pool) listen(ctx context.Context) {
+// listener holds a dedicated connection that LISTENs for the inbox
+// trigger's notifications and wakes the claim loop. When the connection
+// fails it reconnects with backoff; polling covers the gap.
+type listener struct {
+	db      *pgxpool.Pool // its connections' configuration
+	wake    func()        // rows may be due: the claim loop looks
+	ready   chan struct{} // closed once it listens (or gave up and polls)
+	metrics *metrics
+	log     zerolog.Logger
+}
+
+// newListener returns a listener on db's configuration that calls wake.
+func newListener(db *pgxpool.Pool, wake func(), log zerolog.Logger, m *metrics) *listener {
+	return &listener{db: db, wake: wake, ready: make(chan struct{}), metrics: m, log: log}
+}
+
+// listen listens until ctx ends.
+func (l *listener) listen(ctx context.Context) {
 	readyOnce := false
 	markReady := func() {
 		if !readyOnce {
 			readyOnce = true
-			close(p.ready)
+			close(l.ready)
 		}
 	}
 	defer markReady()
 
 	retry := backoff.NewRetrier(backoff.Exponential{Base: 100 * time.Millisecond, Max: 30 * time.Second})
 	for ctx.Err() == nil {
-		err := p.listenOnce(ctx, func() { markReady(); retry.Succeeded() })
+		err := l.listenOnce(ctx, func() { markReady(); retry.Succeeded() })
 		if ctx.Err() != nil {
 			return
 		}
-		p.metrics.dbErrors.WithLabelValues("listen").Inc()
+		l.metrics.dbErrors.WithLabelValues("listen").Inc()
 		delay := retry.Failed()
-		p.log.Warn().Err(err).Dur("retry_in", delay).Msg("notification listener lost; polling meanwhile")
+		l.log.Warn().Err(err).Dur("retry_in", delay).Msg("notification listener lost; polling meanwhile")
 		markReady()
 		if !backoff.Sleep(ctx, delay) {
 			return
@@ -39,8 +55,8 @@ func (p *Pool) listen(ctx context.Context) {
 	}
 }
 
-func (p *Pool) listenOnce(ctx context.Context, ready func()) error {
-	conn, err := pgx.ConnectConfig(ctx, p.db.Config().ConnConfig.Copy())
+func (l *listener) listenOnce(ctx context.Context, ready func()) error {
+	conn, err := pgx.ConnectConfig(ctx, l.db.Config().ConnConfig.Copy())
 	if err != nil {
 		return err
 	}
@@ -50,11 +66,11 @@ func (p *Pool) listenOnce(ctx context.Context, ready func()) error {
 	}
 	ready()
 	// Rows may have arrived while we were not listening.
-	signal(p.wake)
+	l.wake()
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return err
 		}
-		signal(p.wake)
+		l.wake()
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 	"github.com/inboxd/inboxd/internal/maintenance"
 	"github.com/inboxd/inboxd/worker"
@@ -24,56 +24,25 @@ import (
 //
 // A Pool is the thin owner of the engine's components (see the package
 // documentation), which it wires and starts and stops in Run, and of the
-// books they share under mu: the jobs, the routes, and the one transition
-// of a job's state (moveLocked, job.go).
+// books they share (books.go): the jobs, the routes, and the one
+// transition of a job's state (books.moveLocked).
 type Pool struct {
-	cfg      settings
-	db       *pgxpool.Pool // the engine's own statements
-	registry atomic.Pointer[handlers.Registry]
-	log      zerolog.Logger
-	metrics  *metrics
+	cfg     settings
+	db      *pgxpool.Pool // the engine's own statements
+	reg     *registryRef
+	log     zerolog.Logger
+	metrics *metrics
 
-	// wake is signalled (without blocking) when rows may be available: a
-	// notification arrived, a rescue returned rows, or a claim came back full.
-	wake chan struct{}
-	// freed is signalled when a claimed row is done with, making room for
-	// another.
-	freed     chan struct{}
+	books     *books     // the rows held, under their lock
+	rel       *releaser  // gives rows back unattempted
 	claimer   *claimer   // claims rows and queues them
 	executor  *executor  // runs the handlers of the dispatched jobs
 	completer *completer // writes the outcomes
 	leaser    *leaser    // renews the leases, writes the start marks
-
-	mu        sync.Mutex
-	jobs      map[int64]*job         // every claimed row until its outcome is written
-	routes    map[string]*routeState // by route ("" for the default route)
-	heldBytes int64                  // bytes (payloads, keys, headers) of queued and running jobs
-	stopping  bool                   // no handler starts any more
-	// pausedKnown is the paused routes as last read (controls.go), by
-	// their driver names, for the routes a reload adds.
-	pausedKnown map[string]bool
-
-	// claims holds the start bits of the claims whose rows are on the
-	// books, by lease token (start.go). Guarded by mu.
-	claims map[int64]*claimStarts
-	// reservations is the room taken by the rows being inserted by ingest
-	// for this pool's handlers, by lease token (handoff.go); accepting is
-	// true while the pool takes such rows (from its start until it stops).
-	// Guarded by mu.
-	reservations map[int64]*reservation
-	accepting    bool
-	// claimingBytes is the byte budget of the claim in flight (claimer.claim),
-	// which the hand-off leaves alone. Guarded by mu.
-	claimingBytes int64
-	// breakers is set while some route has a circuit breaker (set by
-	// syncRoutesLocked): attemptEnded takes mu only then.
-	breakers atomic.Bool
-	// suspectRunning: a suspect's handler runs (job.suspect); the next one
-	// waits for it.
-	suspectRunning bool
+	handOff   *handOff   // takes rows from the ingest of this process
+	listener  *listener  // wakes the claims on the inbox's notifications
 
 	runOnce sync.Once
-	ready   chan struct{}
 
 	// cancelNow is closed by CancelRunning; cancelCause is the cause it
 	// gave, set before the close.
@@ -117,37 +86,29 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg worker.Config, logge
 	if registry == nil {
 		return nil, errors.New("worker: nil handler registry")
 	}
+	log := logger.With().Str("component", "worker").Str("worker_id", set.ID).Logger()
+	m := newMetrics(reg)
 	p := &Pool{
-		cfg:     set,
-		db:      db,
-		log:     logger.With().Str("component", "worker").Str("worker_id", set.ID).Logger(),
-		metrics: newMetrics(reg),
-		wake:    make(chan struct{}, 1),
-		freed:   make(chan struct{}, 1),
-		jobs:    make(map[int64]*job),
-		ready:   make(chan struct{}),
-
+		cfg: set, db: db, reg: &registryRef{}, log: log, metrics: m,
+		books:     newBooks(set, m, log),
 		cancelNow: make(chan struct{}),
-
-		claims:       make(map[int64]*claimStarts),
-		reservations: make(map[int64]*reservation),
 	}
-	p.claimer = &claimer{p: p}
-	p.executor = newExecutor(p)
-	p.completer = newCompleter(p, set.maxCapacity())
-	p.leaser = newLeaser(p)
-	p.registry.Store(registry)
-	p.syncRoutesLocked(registry)
+	p.reg.store(registry)
+	// The components, each on what it needs of the books and of the
+	// others; the books start jobs through the executor, write start
+	// marks ahead through the leaser and give rows back through the
+	// releaser.
+	p.claimer = newClaimer(p.books, db, set, log, m)
+	p.completer = newCompleter(p.books, db, p.claimer.signalWake, set, log, m)
+	p.rel = &releaser{out: p.completer, reg: p.reg, metrics: m, log: log}
+	p.leaser = newLeaser(p.books, db, p.rel, set, log, m)
+	p.executor = newExecutor(p.books, p.leaser, p.completer, p.rel, p.reg, set, log, m)
+	p.handOff = &handOff{b: p.books, db: db, rel: p.rel, cfg: set, metrics: m, log: log}
+	p.listener = newListener(db, p.claimer.signalWake, log, m)
+	p.books.run, p.books.marks, p.books.give = p.executor, p.leaser, p.rel
+	p.books.routes.wake = p.claimer.signalWake
+	p.books.routes.syncLocked(registry, p.books.jobs) // nothing runs yet
 	return p, nil
-}
-
-// typeLabel is the event_type metric label for eventType: itself when the
-// registry routes it, "other" otherwise (label values stay bounded).
-func (p *Pool) typeLabel(eventType string) string {
-	if p.registry.Load().Routed(eventType) {
-		return eventType
-	}
-	return otherEventTypes
 }
 
 // Progress returns when the claim loop last went round: it does at least
@@ -169,21 +130,14 @@ func (p *Pool) SetRegistry(r *handlers.Registry) {
 	if r == nil {
 		return
 	}
-	p.registry.Store(r)
-	p.mu.Lock()
-	p.syncRoutesLocked(r)
-	var releases []*job
-	for _, rs := range p.routes {
-		releases = append(releases, p.dispatchLocked(rs)...)
-	}
-	p.mu.Unlock()
-	p.releaseAtRisk(releases)
-	signal(p.wake) // limits may have grown
+	p.reg.store(r)
+	p.books.syncRoutes(r)
+	p.claimer.signalWake() // limits may have grown
 }
 
 // Ready is closed once Run has started listening for notifications (or
 // given up on listening and fallen back to polling).
-func (p *Pool) Ready() <-chan struct{} { return p.ready }
+func (p *Pool) Ready() <-chan struct{} { return p.listener.ready }
 
 // CancelRunning cuts the first step of the shutdown short: once Run's
 // context is done (before or after this call), the running handlers'
@@ -243,7 +197,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: open the claims' pool: %w", err)
 	}
 	defer claimDB.Close()
-	p.claimer.db = claimDB
+	p.claimer.claimDB = claimDB
 	// Start marks run on sessions of their own too: a handler waits for its
 	// mark, so the mark must never queue for a connection behind
 	// completions, renewals and the rest of the engine's statements.
@@ -261,7 +215,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: open the start marks' pool: %w", err)
 	}
 	defer markDB.Close()
-	p.leaser.db = markDB
+	p.leaser.markDB = markDB
 	p.executor.txdb = p.cfg.TxDB
 	if p.executor.txdb == nil {
 		pc := p.db.Config().Copy()
@@ -304,20 +258,20 @@ func (p *Pool) Run(ctx context.Context) error {
 	workCtx, cancelWorkCtx := context.WithCancelCause(context.WithoutCancel(ctx))
 	cancelWork := func(cause error) {
 		cancelWorkCtx(cause)
-		for _, j := range p.snapshot() {
+		for _, j := range p.books.snapshot() {
 			j.cancel(cause)
 		}
 	}
 	defer cancelWork(errShutdown)
 
 	bg, bgCtx := errgroup.WithContext(ctx)
-	bg.Go(func() error { p.listen(bgCtx); return nil })
+	bg.Go(func() error { p.listener.listen(bgCtx); return nil })
 	maint := newMaintenance(p)
 	_ = maint.Start(bgCtx) // fails only if started before: it is new
 	// The route controls (controls.go): the paused routes are read once
 	// before the first claim, so that a route paused while no replica ran
 	// is not claimed at start, then every half second.
-	controls := maintenance.NewControlsReader(p.db, p, func() { signal(p.wake) }, p.cfg.Config, p.log, p.metrics.maintenance)
+	controls := maintenance.NewControlsReader(p.db, p.books.routes, p.claimer.signalWake, p.cfg.Config, p.log, p.metrics.maintenance)
 	controls.Round(ctx)
 	_ = controls.Start(bgCtx) // new: cannot have started before
 
@@ -326,13 +280,12 @@ func (p *Pool) Run(ctx context.Context) error {
 	// until ctx ends; the executor's goroutines start with the jobs.
 	// Their Starts fail only before launching anything, which these do not.
 	p.executor.stopCtx = stop
-	p.claimer.stopCtx, p.claimer.work = stop, context.WithoutCancel(workCtx)
+	work := context.WithoutCancel(workCtx)
+	p.claimer.stopCtx, p.claimer.work, p.handOff.work = stop, work, work
 	_ = p.leaser.Start(stop)
 	_ = p.completer.Start(stop)
 	_ = p.claimer.Start(ctx)
-	p.mu.Lock()
-	p.accepting = true // rows handed off at ingest (handoff.go) run from now on
-	p.mu.Unlock()
+	p.books.accept() // rows handed off at ingest (handoff.go) run from now on
 	<-ctx.Done()
 	p.claimer.Stop()
 
@@ -340,12 +293,12 @@ func (p *Pool) Run(ctx context.Context) error {
 	// running handlers finish within the budget.
 	stopping := time.Now()
 	released := p.releaseQueued()
-	held, _ := p.load()
+	held, _ := p.books.load()
 	p.log.Info().Int("inflight", held).Int("released", released).
 		Dur("budget", p.cfg.ShutdownTimeout).Msg("stopping: no new claims")
 	if !p.executor.wait(time.Until(stopping.Add(p.cfg.ShutdownTimeout)), p.cancelNow) {
 		// Step 2: cancel them; the executors release their rows.
-		held, _ := p.load()
+		held, _ := p.books.load()
 		cause := errShutdown
 		select {
 		case <-p.cancelNow:
@@ -358,7 +311,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		}
 		cancelWork(cause)
 		if !p.executor.wait(cancelGrace, nil) {
-			held, _ := p.load()
+			held, _ := p.books.load()
 			p.log.Error().Int("inflight", held).Msg("handlers ignore cancellation: releasing their rows anyway")
 			p.releaseStuck()
 		}
@@ -370,7 +323,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	_ = bg.Wait()
 	maint.Stop()
 	controls.Stop()
-	if n := len(p.snapshot()); n > 0 {
+	if n := len(p.books.snapshot()); n > 0 {
 		p.log.Warn().Int("rows", n).
 			Msg("stopped with outcomes unwritten (database unreachable): these rows return when their leases expire")
 	}
@@ -378,79 +331,40 @@ func (p *Pool) Run(ctx context.Context) error {
 	return nil
 }
 
-// OrderedTypes returns the types of ordered routes, and those among them
-// whose dead rows block their key.
-func (p *Pool) OrderedTypes() (ordered, blocking []string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	ordered, blocking = []string{}, []string{}
-	for key, rs := range p.routes {
-		if key != "" && rs.policy.Ordered {
-			ordered = append(ordered, key)
-			if rs.policy.BlocksKey() {
-				blocking = append(blocking, key)
-			}
-		}
-	}
-	return ordered, blocking
-}
-
 // BlockingTypes returns the event types of the pool's routes whose dead
 // rows hold their key back (ordered, on_dead: block), as its routes are
 // now (a reload changes them): retention keeps those dead rows
 // (worker.RetentionConfig.BlockingTypes).
-func (p *Pool) BlockingTypes() []string {
-	_, blocking := p.OrderedTypes()
-	return blocking
+func (p *Pool) BlockingTypes() []string { return p.books.routes.BlockingTypes() }
+
+// Reserve offers rows, about to be inserted by ingest in one statement,
+// to this pool's idle handlers (ingest.HandOff; handoff.go). It returns
+// the reservation the insert writes (driver.InsertBatch), marking the rows
+// taken, or nil when it takes none. Every non-nil reservation must end
+// with Deliver or Cancel.
+func (p *Pool) Reserve(rows []driver.NewRow) *driver.Reservation { return p.handOff.reserve(rows) }
+
+// Deliver hands over the reserved rows that the insert of rows with r
+// committed (got, from driver.InsertBatch): each runs at once on an idle
+// handler; the room of the others (duplicates) is given back. ctx bounds
+// the write that gives them back unstarted should the pool have begun to
+// stop since Reserve.
+func (p *Pool) Deliver(ctx context.Context, r *driver.Reservation, rows []driver.NewRow, got []driver.Reserved) {
+	p.handOff.deliver(ctx, r, rows, got)
 }
 
-// MaxAttemptsByType returns the routes whose max attempts differ from the
-// pool's, for the rescuer.
-func (p *Pool) MaxAttemptsByType() (types []string, max []int32) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	types, max = []string{}, []int32{}
-	for key, rs := range p.routes {
-		if key != "" && rs.policy.MaxAttempts != p.cfg.MaxAttempts {
-			types = append(types, key)
-			max = append(max, int32(rs.policy.MaxAttempts))
-		}
-	}
-	return types, max
-}
-
-// signalOrdered wakes the claim loop when a row of an ordered route
-// finished: the next row of its key was just unparked.
-func (p *Pool) signalOrdered(eventType string) {
-	p.mu.Lock()
-	rs, ok := p.routes[eventType]
-	ordered := ok && rs.policy.Ordered
-	p.mu.Unlock()
-	if ordered {
-		signal(p.wake)
-	}
-}
+// Cancel gives back the room of a reservation whose insert failed: none of
+// its rows is handed off.
+func (p *Pool) Cancel(r *driver.Reservation) { p.handOff.cancel(r) }
 
 // releaseQueued stops handlers from starting and releases the rows still
 // waiting in the routes' queues (claimed, no handler started); it reports
 // how many.
 func (p *Pool) releaseQueued() int {
-	p.mu.Lock()
-	p.stopping = true
-	var queued []*job
-	for _, rs := range p.routes {
-		queued = append(queued, rs.queue...)
-	}
-	for _, j := range p.jobs {
-		if j.state == jobWaiting {
-			queued = append(queued, j)
-		}
-	}
-	p.mu.Unlock()
 	n := 0
-	for _, j := range queued {
-		if p.abandon(j) {
-			p.completer.submit(p.releaseResult(j, "released unstarted at worker shutdown"))
+	for _, j := range p.books.stopQueued() {
+		if p.books.abandon(j) {
+			p.rel.release(j, "released unstarted at worker shutdown")
 			n++
 		}
 	}
@@ -460,9 +374,9 @@ func (p *Pool) releaseQueued() int {
 // releaseStuck releases the rows of handlers that did not return after
 // cancellation. Their eventual completions will be fenced.
 func (p *Pool) releaseStuck() {
-	for _, j := range p.snapshot() {
-		if p.abandon(j) {
-			p.completer.submit(p.releaseResult(j, "released unfinished at worker shutdown"))
+	for _, j := range p.books.snapshot() {
+		if p.books.abandon(j) {
+			p.rel.release(j, "released unfinished at worker shutdown")
 		}
 	}
 }

@@ -50,9 +50,9 @@ func TestRemovedRouteFallsToTheDefaultRoute(t *testing.T) {
 	most1 := func() int { mu.Lock(); defer mu.Unlock(); return most }
 	waitFor(t, 10*time.Second, "the route's one handler running", func() bool { return most1() == 1 })
 	waitFor(t, 10*time.Second, "the route holding rows beyond the running one", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		rs := p.routes["gone"]
+		p.books.mu.Lock()
+		defer p.books.mu.Unlock()
+		rs := p.books.routes.byKey["gone"]
 		return rs != nil && rs.held() > 1
 	})
 
@@ -68,9 +68,9 @@ func TestRemovedRouteFallsToTheDefaultRoute(t *testing.T) {
 		t.Errorf("%d handlers ran at once, beyond the default route's concurrency %d", m, cfg.Workers)
 	}
 	waitFor(t, 5*time.Second, "the removed route's state pruned", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		_, ok := p.routes["gone"]
+		p.books.mu.Lock()
+		defer p.books.mu.Unlock()
+		_, ok := p.books.routes.byKey["gone"]
 		return !ok
 	})
 }

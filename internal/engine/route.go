@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"math"
 	"slices"
 	"time"
 
@@ -45,8 +44,8 @@ type routeState struct {
 	runTime time.Duration
 }
 
-// ranFor feeds rs's handler run time with one handler's. Pool.mu must be
-// held.
+// ranFor feeds rs's handler run time with one handler's. The books' lock
+// must be held.
 func (rs *routeState) ranFor(d time.Duration) {
 	if rs.runTime == 0 {
 		rs.runTime = max(d, time.Nanosecond)
@@ -73,7 +72,7 @@ const prefetchHorizon = 250 * time.Millisecond
 
 // adapt updates rs's measured rate and, when maxPrefetch > 0, sets its
 // prefetch to about prefetchHorizon of work, between its base and
-// maxPrefetch. Pool.mu must be held.
+// maxPrefetch. The books' lock must be held.
 func (rs *routeState) adapt(now time.Time, maxPrefetch int) {
 	if rs.rateAt.IsZero() {
 		rs.rateAt, rs.rateFrom = now, rs.returned
@@ -127,86 +126,6 @@ func (rs *routeState) startSoon() int {
 	return rs.idle() + max(0, int(rs.rate*premarkHorizon.Seconds())-len(rs.queue))
 }
 
-// routeFor returns the route state for eventType: its own route's if the
-// registry routes it, else the default route's. Pool.mu must be held.
-func (p *Pool) routeForLocked(eventType string) *routeState {
-	if rs, ok := p.routes[eventType]; ok {
-		return rs
-	}
-	return p.routes[""]
-}
-
-// syncRoutesLocked makes the route states follow the registry: new routes
-// get a state, changed ones their new policy; routes that are gone are
-// retired (retireRouteLocked): their rows fall to the default route at
-// once. Pool.mu must be held; the caller dispatches the routes afterwards.
-func (p *Pool) syncRoutesLocked(reg *handlers.Registry) {
-	if p.routes == nil {
-		p.routes = make(map[string]*routeState)
-	}
-	want := append(reg.Routes(), reg.Default())
-	seen := make(map[string]bool, len(want))
-	for _, r := range want {
-		seen[r.Type] = true
-		rs := p.routes[r.Type]
-		if rs == nil {
-			rs = &routeState{key: r.Type}
-			rs.paused = p.pausedKnown[rs.controlName()]
-			p.routes[r.Type] = rs
-		}
-		rs.policy = p.resolvePolicy(r.Policy)
-		if rs.policy.Breaker.Failures == 0 {
-			rs.breaker, rs.failures = breakerClosed, 0 // a breaker taken out of the file
-		}
-		rs.limit = rs.policy.Concurrency
-		rs.basePrefetch = p.prefetchFor(rs.limit)
-		if !p.cfg.adaptivePrefetch || rs.prefetch < rs.basePrefetch {
-			rs.prefetch = rs.basePrefetch // an adapted prefetch survives a reload
-		}
-		p.routeGaugesLocked(rs)
-	}
-	breakers := false
-	for k, rs := range p.routes {
-		if !seen[k] {
-			p.retireRouteLocked(rs)
-		} else if rs.policy.Breaker.Failures > 0 {
-			breakers = true
-		}
-	}
-	p.breakers.Store(breakers)
-}
-
-// retireRouteLocked takes rs, a route the registry no longer has, off the
-// books: claims no longer give it rows (they go to the default route, and
-// its type is no longer ordered), and the rows it holds move to the default
-// route: those not started (queued, or waiting in a key's chain) run with
-// its policy, and those running count against its concurrency until they
-// return (each attempt keeps the policy it started with). Nothing refers to
-// rs after that; its gauges go at once. Pool.mu must be held; the caller
-// dispatches the default route.
-func (p *Pool) retireRouteLocked(rs *routeState) {
-	def := p.routes[""]
-	delete(p.routes, rs.key)
-	def.queue = append(def.queue, rs.queue...)
-	for _, j := range p.jobs {
-		if j.route == rs {
-			j.route = def
-		}
-	}
-	def.running += rs.running
-	def.waiting += rs.waiting
-	rs.queue, rs.running, rs.waiting = nil, 0, 0
-	if rs.gauges != nil {
-		p.metrics.routeLimit.DeleteLabelValues(rs.key)
-		p.metrics.routeRunning.DeleteLabelValues(rs.key)
-		p.metrics.routeQueued.DeleteLabelValues(rs.key)
-		p.metrics.routePaused.DeleteLabelValues(rs.key)
-		p.metrics.routeBreaker.DeleteLabelValues(rs.key)
-		rs.gauges = nil
-	}
-	p.routeGaugesLocked(def)
-}
-
 // routePolicy is a route's policy resolved once (when the route syncs
 // with the registry): handlers.Policy with the pool's defaults filled in,
 // its retry policy, and the cap on the delays its handlers ask for.
@@ -214,75 +133,6 @@ type routePolicy struct {
 	handlers.Policy
 	retry    worker.RetryPolicy
 	maxDelay time.Duration
-}
-
-// resolvePolicy fills a route's policy in with the pool's defaults, and
-// resolves its backoff: the pool's, unless the route sets its own (then
-// what it leaves out comes from the pool's, if that is an
-// worker.ExponentialBackoff).
-func (p *Pool) resolvePolicy(pol handlers.Policy) routePolicy {
-	if pol.Concurrency == 0 {
-		pol.Concurrency = p.cfg.Workers
-	}
-	if pol.MaxAttempts == 0 {
-		pol.MaxAttempts = p.cfg.MaxAttempts
-	}
-	if pol.Ordered && pol.OnDead == "" {
-		pol.OnDead = handlers.OnDeadBlock
-	}
-	if pol.Rate > 0 && pol.Burst == 0 {
-		pol.Burst = max(1, int(math.Ceil(pol.Rate))) // one second's worth
-	}
-	if pol.BackoffBase <= 0 && pol.BackoffMax <= 0 {
-		return routePolicy{Policy: pol, retry: p.cfg.RetryPolicy, maxDelay: p.cfg.MaxRetryDelay}
-	}
-	eb := worker.ExponentialBackoff{Base: pol.BackoffBase, Max: pol.BackoffMax}
-	if def, ok := p.cfg.RetryPolicy.(worker.ExponentialBackoff); ok {
-		eb.Rand = def.Rand
-		if eb.Base == 0 {
-			eb.Base = def.Base
-		}
-		if eb.Max == 0 {
-			eb.Max = max(def.Max, eb.Base)
-		}
-	}
-	return routePolicy{Policy: pol, retry: eb, maxDelay: eb.Max}
-}
-
-// prefetchFor is a route's prefetch: worker.Config.Prefetch for a route of the
-// default concurrency, in proportion for others, at least one when
-// prefetching at all.
-func (p *Pool) prefetchFor(limit int) int {
-	if p.cfg.Prefetch <= 0 {
-		return 0
-	}
-	return min(p.cfg.ClaimBatch, max(1, p.cfg.Prefetch*limit/p.cfg.Workers))
-}
-
-// routeGaugesLocked publishes rs's limit, running and queued rows.
-func (p *Pool) routeGaugesLocked(rs *routeState) {
-	label := rs.key
-	if label == "" {
-		label = otherEventTypes
-	}
-	if rs.gauges == nil {
-		rs.gauges = &routeGauges{
-			limit:   p.metrics.routeLimit.WithLabelValues(label),
-			running: p.metrics.routeRunning.WithLabelValues(label),
-			queued:  p.metrics.routeQueued.WithLabelValues(label),
-			paused:  p.metrics.routePaused.WithLabelValues(label),
-			breaker: p.metrics.routeBreaker.WithLabelValues(label),
-		}
-	}
-	paused := 0.0
-	if rs.paused {
-		paused = 1
-	}
-	rs.gauges.paused.Set(paused)
-	rs.gauges.breaker.Set(float64(rs.breaker))
-	rs.gauges.limit.Set(float64(rs.limit))
-	rs.gauges.running.Set(float64(rs.running))
-	rs.gauges.queued.Set(float64(len(rs.queue) + rs.waiting))
 }
 
 // routeGauges are one route's gauges, looked up once.

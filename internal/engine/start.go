@@ -24,7 +24,7 @@ import (
 // write per row.
 
 // claimStarts is what the pool knows of one claim's start bits (by lease
-// token). Guarded by Pool.mu.
+// token). Guarded by the books' lock.
 type claimStarts struct {
 	bits    []byte // bit claim_pos - 1 set for each row recorded started
 	version int64  // bumped at every change of bits
@@ -60,7 +60,7 @@ type startMark struct {
 	// every other row of the pool not running (see job.suspect).
 	idle []*job
 	done chan startOutcome
-	// ahead: written ahead of the row's start (premarkLocked); void once
+	// ahead: written ahead of the row's start (books.premarkLocked); void once
 	// j.premark is no longer it (a suspect's mark unmarked the row).
 	ahead bool
 }
@@ -91,7 +91,7 @@ type startMarks struct {
 // premarkHorizon is how far ahead starts are marked: the rows of a route
 // expected to start within it, at the route's measured rate, are marked by
 // their claim (routeState.startSoon), or while they wait in the route's
-// queue (premarkLocked), so that a fast route's handlers do not each wait
+// queue (books.premarkLocked), so that a fast route's handlers do not each wait
 // for a mark's round trip. A row marked ahead that has not started when the
 // process dies is charged an attempt like a row that ran: at most this much
 // of the route's work, and each such row is then a suspect (job.suspect),
@@ -99,23 +99,11 @@ type startMarks struct {
 // wait longer) are marked as they start.
 const premarkHorizon = 20 * time.Millisecond
 
-// premarkLocked writes ahead the start marks of rs's queued rows expected
-// to start within premarkHorizon. Suspects and chain followers are marked
-// as they start: their marks also unmark other rows. Pool.mu must be held.
-func (l *leaser) premarkLocked(rs *routeState) {
-	n := min(len(rs.queue), int(rs.rate*premarkHorizon.Seconds()))
-	var ahead []*startMark
-	for _, j := range rs.queue[:n] {
-		if j.dbStarted || j.premark != nil || j.suspect || j.row.Pred != 0 {
-			continue
-		}
-		j.premark = &startMark{j: j, done: make(chan startOutcome, 1), ahead: true}
-		ahead = append(ahead, j.premark)
-	}
-	if len(ahead) == 0 {
-		return
-	}
-	l.marks.mu.Lock() // lock order: Pool.mu, then marks.mu
+// queueAhead queues the marks the books write ahead of their rows' starts
+// (books.premarkLocked): they go in the next mark statement, or are
+// answered at risk once the mark writers ended (markQueue).
+func (l *leaser) queueAhead(ahead []*startMark) {
+	l.marks.mu.Lock() // lock order: the books', then marks.mu
 	if l.marks.closed {
 		for _, m := range ahead {
 			m.done <- startAtRisk
@@ -127,25 +115,13 @@ func (l *leaser) premarkLocked(rs *routeState) {
 	signal(l.marks.wake)
 }
 
-// claimDoneLocked settles j's claim once j leaves the books: when the
-// claim's last job goes, its starts row is deleted by the next mark
-// statement. Pool.mu must be held.
-func (p *Pool) claimDoneLocked(j *job) {
-	c := p.claims[j.token]
-	if c == nil {
-		return
-	}
-	if c.held--; c.held > 0 {
-		return
-	}
-	delete(p.claims, j.token)
-	if !c.written {
-		return
-	}
-	p.leaser.marks.mu.Lock() // lock order: Pool.mu, then marks.mu
-	p.leaser.marks.done = append(p.leaser.marks.done, j.token)
-	p.leaser.marks.mu.Unlock()
-	signal(p.leaser.marks.wake)
+// claimDone has the next mark statement delete the starts row of the
+// claim token, whose jobs all left the books (markQueue).
+func (l *leaser) claimDone(token int64) {
+	l.marks.mu.Lock() // lock order: the books', then marks.mu
+	l.marks.done = append(l.marks.done, token)
+	l.marks.mu.Unlock()
+	signal(l.marks.wake)
 }
 
 // numMarkWriters is how many start mark statements may run at once: while
@@ -156,30 +132,29 @@ const numMarkWriters = 2
 // reports whether the handler may run. If not, j's row was given back
 // unstarted (or found fenced), and its books are settled.
 func (l *leaser) markStarted(j *job) bool {
-	p := l.p
-	p.mu.Lock()
+	l.b.mu.Lock()
 	if j.dbStarted && !j.suspect {
-		p.mu.Unlock()
+		l.b.mu.Unlock()
 		return true
 	}
 	if m := j.premark; m != nil && !j.suspect {
-		// Written ahead (premarkLocked), not yet answered: wait for it.
-		p.mu.Unlock()
+		// Written ahead (books.premarkLocked), not yet answered: wait for it.
+		l.b.mu.Unlock()
 		return l.markAnswered(j, m)
 	}
 	// A suspect is marked even when its claim marked it: the rows that
 	// finished before it must not share its crash.
 	m := &startMark{j: j, done: make(chan startOutcome, 1)}
 	if j.suspect {
-		for _, o := range p.jobs {
+		for _, o := range l.b.jobs {
 			if o != j && o.state != jobRunning && o.dbStarted {
 				m.idle = append(m.idle, o)
 			}
 		}
-	} else if pred, ok := p.jobs[j.row.Pred]; ok && j.row.Pred != 0 && pred.token == j.token && pred.state == jobDone {
+	} else if pred, ok := l.b.jobs[j.row.Pred]; ok && j.row.Pred != 0 && pred.token == j.token && pred.state == jobDone {
 		m.idle = append(m.idle, pred)
 	}
-	p.mu.Unlock()
+	l.b.mu.Unlock()
 
 	l.marks.mu.Lock()
 	if l.marks.closed {
@@ -195,27 +170,26 @@ func (l *leaser) markStarted(j *job) bool {
 // markAnswered waits for j's start mark m to be answered, and reports
 // whether j's handler may run; if not, it settles j's books.
 func (l *leaser) markAnswered(j *job, m *startMark) bool {
-	p := l.p
 	switch <-m.done {
 	case startMarked:
 		// Unless shutdown gave the row back meanwhile (releaseStuck).
-		p.mu.Lock()
-		defer p.mu.Unlock()
+		l.b.mu.Lock()
+		defer l.b.mu.Unlock()
 		return j.state == jobRunning
 	case startFenced:
-		p.metrics.leaseLost.Inc()
-		p.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
+		l.metrics.leaseLost.Inc()
+		l.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
 			Msg("lease lost before the handler started: not run")
-		waits := p.handlerReturned(j)
-		p.follow(j, waits, false)
-		p.forget(j)
+		waits := l.b.handlerReturned(j)
+		l.b.follow(j, waits, false)
+		l.b.forget(j)
 	default:
-		p.metrics.leaseAtRisk.Inc()
-		p.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
+		l.metrics.leaseAtRisk.Inc()
+		l.log.Warn().Int64("row_id", j.row.ID).Str("event_id", j.row.EventID).Str("event_type", j.row.EventType).
 			Msg("start of the handler not recorded in time: giving the row back unstarted")
-		waits := p.handlerReturned(j)
-		p.follow(j, waits, false)
-		p.completer.submit(p.releaseResult(j, "released unstarted: its start could not be recorded in time"))
+		waits := l.b.handlerReturned(j)
+		l.b.follow(j, waits, false)
+		l.rel.release(j, "released unstarted: its start could not be recorded in time")
 	}
 	return false
 }
@@ -224,7 +198,6 @@ func (l *leaser) markAnswered(j *job, m *startMark) bool {
 // of them run); then it answers every mark left (and every later one) at
 // risk.
 func (l *leaser) markLoop(ctx context.Context) {
-	p := l.p
 	defer func() {
 		l.marks.mu.Lock()
 		left := l.marks.pending
@@ -234,7 +207,7 @@ func (l *leaser) markLoop(ctx context.Context) {
 			m.done <- startAtRisk
 		}
 	}()
-	retry := backoff.NewRetrier(backoff.Exponential{Base: 10 * time.Millisecond, Max: p.cfg.renewTick()})
+	retry := backoff.NewRetrier(backoff.Exponential{Base: 10 * time.Millisecond, Max: l.cfg.renewTick()})
 	for {
 		select {
 		case <-ctx.Done():
@@ -261,8 +234,8 @@ func (l *leaser) markLoop(ctx context.Context) {
 			l.marks.done = append(done, l.marks.done...)
 			l.marks.mu.Unlock()
 			wait := retry.Failed()
-			p.metrics.dbErrors.WithLabelValues("start").Inc()
-			p.log.Error().Err(err).Int("rows", len(batch)).Dur("retry_in", wait).Msg("recording handler starts failed")
+			l.metrics.dbErrors.WithLabelValues("start").Inc()
+			l.log.Error().Err(err).Int("rows", len(batch)).Dur("retry_in", wait).Msg("recording handler starts failed")
 			if !backoff.Sleep(ctx, wait) {
 				return
 			}
@@ -274,12 +247,11 @@ func (l *leaser) markLoop(ctx context.Context) {
 // one statement, deletes the starts rows of the done claims, and answers
 // each mark, unless the statement failed.
 func (l *leaser) writeMarks(ctx context.Context, batch []*startMark, done []int64) error {
-	p := l.p
 	sent := time.Now()
 	live := batch[:0:0]
 	touched := make(map[int64]*claimStarts)
 	var unmark []driver.Lease
-	p.mu.Lock()
+	l.b.mu.Lock()
 	for _, m := range batch {
 		switch {
 		case m.ahead && m.j.premark != m:
@@ -287,7 +259,7 @@ func (l *leaser) writeMarks(ctx context.Context, batch []*startMark, done []int6
 		case context.Cause(m.j.ctx) == errLeaseLost:
 			m.done <- startFenced
 			continue
-		case sent.Add(p.cfg.startMargin()).After(m.j.leaseUntil):
+		case sent.Add(l.cfg.startMargin()).After(m.j.leaseUntil):
 			// As in dispatchLocked: a lease not renewed for a while could
 			// overlap with a rescuer's claim.
 			m.done <- startAtRisk
@@ -301,7 +273,7 @@ func (l *leaser) writeMarks(ctx context.Context, batch []*startMark, done []int6
 				unmark = append(unmark, driver.Lease{ID: o.row.ID, Token: o.token})
 				o.claimMarked = false
 			}
-			if c := p.claims[o.token]; c != nil {
+			if c := l.b.claims[o.token]; c != nil {
 				c.set(o.row.Rank, false)
 				touched[o.token] = c
 			}
@@ -311,7 +283,7 @@ func (l *leaser) writeMarks(ctx context.Context, batch []*startMark, done []int6
 		// Written whether or not the bit changed now: a statement that
 		// failed is tried again with the bits as they are then (a version
 		// the database has already is left as it is).
-		if c := p.claims[m.j.token]; c != nil {
+		if c := l.b.claims[m.j.token]; c != nil {
 			c.set(m.j.row.Rank, true)
 			touched[m.j.token] = c
 		}
@@ -322,19 +294,19 @@ func (l *leaser) writeMarks(ctx context.Context, batch []*startMark, done []int6
 		c.written = true
 		claims = append(claims, driver.ClaimBits{Token: t, Bits: append([]byte(nil), c.bits...), Version: c.version})
 	}
-	p.mu.Unlock()
+	l.b.mu.Unlock()
 	if len(live) == 0 && len(done) == 0 && len(unmark) == 0 {
 		return nil
 	}
 	// Bounded like a renewal: a mark that takes longer than a lease is
 	// useless.
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.Lease)
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Lease)
 	defer cancel()
-	if err := driver.MarkStarts(ctx, l.db, driver.StartMarks{Claims: claims, Unmark: unmark, DoneTokens: done}); err != nil {
+	if err := driver.MarkStarts(ctx, l.markDB, driver.StartMarks{Claims: claims, Unmark: unmark, DoneTokens: done}); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	l.b.mu.Lock()
+	defer l.b.mu.Unlock()
 	for _, m := range live {
 		if m.ahead && m.j.premark != m {
 			continue // unmarked meanwhile by a suspect's mark
