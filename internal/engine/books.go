@@ -6,9 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/clock"
 )
 
 // books are the pool's records of the rows it holds, and the one lock that
@@ -50,6 +49,7 @@ type books struct {
 
 	startMargin time.Duration // the lease a row needs left to start (settings.startMargin)
 	metrics     *metrics
+	clock       *clock.Clock
 
 	// Set by the pool when it wires its components.
 	run   runner    // starts a dispatched job's handler: the executor
@@ -83,18 +83,18 @@ type giver interface {
 	giveBack(jobs []*job, why string)
 }
 
-// newBooks returns empty books for a pool with cfg, its gauges on m; the
-// routes log their controls' changes on log.
-func newBooks(cfg settings, m *metrics, log zerolog.Logger) *books {
+// newBooks returns empty books for a pool built from a.
+func newBooks(a archetype) *books {
 	b := &books{
 		jobs:         make(map[int64]*job),
 		claims:       make(map[int64]*claimStarts),
 		reservations: make(map[int64]*reservation),
 		freed:        make(chan struct{}, 1),
-		startMargin:  cfg.startMargin(),
-		metrics:      m,
+		startMargin:  a.cfg.startMargin(),
+		metrics:      a.metrics,
+		clock:        a.clock,
 	}
-	b.routes = newRouteTable(&b.mu, cfg, m, log)
+	b.routes = newRouteTable(&b.mu, a)
 	return b
 }
 
@@ -113,7 +113,7 @@ func (b *books) track(jobs []*job) {
 // are at risk, to be given back once the lock is released.
 func (b *books) trackLocked(jobs []*job) (releases []*job) {
 	touched := make(map[*routeState]bool)
-	now := time.Now()
+	now := b.clock.Now()
 	for _, j := range jobs {
 		if c := b.claims[j.token]; c != nil {
 			c.held++
@@ -157,7 +157,7 @@ func (b *books) dispatchLocked(rs *routeState) (atRisk []*job) {
 			atRisk = append(atRisk, b.cutChainLocked(j)...)
 			continue
 		}
-		if time.Now().Add(b.startMargin).After(j.leaseUntil) {
+		if b.clock.Now().Add(b.startMargin).After(j.leaseUntil) {
 			// Healthy renewals keep at least half a lease ahead; this one has
 			// not been renewed for a while. Running it now could overlap with
 			// a rescuer's claim, so the row goes back instead, and so do the
@@ -169,7 +169,7 @@ func (b *books) dispatchLocked(rs *routeState) (atRisk []*job) {
 		}
 		// Its bytes stay held until the handler returns. Its executor
 		// marks it started first, unless the claim did (see start.go).
-		j.runAt = time.Now()
+		j.runAt = b.clock.Now()
 		b.moveLocked(j, jobRunning, false)
 		b.suspectRunning = b.suspectRunning || j.suspect
 		// The policy is read under the lock: a reload may change it.
@@ -263,7 +263,7 @@ func (b *books) handlerReturned(j *job) (waits bool) {
 	b.mu.Lock()
 	var releases []*job
 	if j.state == jobRunning {
-		j.doneAt = time.Now()
+		j.doneAt = b.clock.Now()
 		j.route.returned++
 		j.route.ranFor(j.doneAt.Sub(j.runAt))
 		b.moveLocked(j, jobDone, false)

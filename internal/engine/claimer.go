@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/internal/driver"
@@ -29,9 +28,7 @@ type claimer struct {
 	b       *books        // the claimed rows go on the books
 	db      *pgxpool.Pool // the engine's statements: tokens, suspects, the poison search
 	claimDB *pgxpool.Pool // claims, on sessions that always walk the received index in order; set before Start
-	cfg     settings
-	metrics *metrics
-	log     zerolog.Logger
+	archetype
 	// wake is signalled (without blocking) when rows may be available: a
 	// notification arrived, a rescue returned rows, or a claim came back
 	// full.
@@ -54,10 +51,9 @@ type claimer struct {
 	done   sync.WaitGroup
 }
 
-// newClaimer returns the claimer of b, on db (the engine's pool), after
-// cfg.
-func newClaimer(b *books, db *pgxpool.Pool, cfg settings, log zerolog.Logger, m *metrics) *claimer {
-	return &claimer{b: b, db: db, cfg: cfg, metrics: m, log: log, wake: make(chan struct{}, 1)}
+// newClaimer returns the claimer of b, on db (the engine's pool).
+func newClaimer(a archetype, b *books, db *pgxpool.Pool) *claimer {
+	return &claimer{archetype: a, b: b, db: db, wake: make(chan struct{}, 1)}
 }
 
 // signalWake wakes the claim loop: rows may be available.
@@ -101,7 +97,7 @@ func (c *claimer) loop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		c.lastLoop.Store(time.Now().UnixNano())
+		c.lastLoop.Store(c.clock.Now().UnixNano())
 		req, activeRoom, activeCap := c.plan()
 		// Under a backlog, claim once the routes that have rows have half
 		// their room free, so every statement takes a large batch. A
@@ -180,7 +176,7 @@ func (c *claimer) plan() (req claimRequest, activeRoom, activeCap int) {
 		maxBytes:    c.cfg.ClaimBytes - c.b.heldBytes,
 		firstAlways: c.b.heldBytes == 0,
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	maxPrefetch := c.b.routes.maxPrefetch()
 	for key, rs := range c.b.routes.byKey {
 		rs.adapt(now, maxPrefetch)
@@ -285,7 +281,7 @@ func (c *claimer) claim(req claimRequest) (int, int64, error) {
 	token := rand.Int64()
 	// The lease is counted from before the statement is sent: the database
 	// starts it at some point during the round trip, never earlier.
-	sent := time.Now()
+	sent := c.clock.Now()
 	// A claim is not cancelled half-way by shutdown: had the UPDATE committed
 	// with its result lost, its rows would sit in processing until their
 	// leases expired. Claimed rows are handled (and drained) normally. It is

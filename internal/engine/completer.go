@@ -40,12 +40,10 @@ const completeLinger = 5 * time.Millisecond
 // shutdown began), Stop closes the results and returns once every one was
 // written or given up on.
 type completer struct {
-	b                *books        // the jobs leave the books once written
-	db               *pgxpool.Pool // the engine's statements
-	statementTimeout time.Duration
-	wake             func() // rows may be due: the claim loop looks
-	metrics          *metrics
-	log              zerolog.Logger
+	archetype
+	b    *books        // the jobs leave the books once written
+	db   *pgxpool.Pool // the engine's statements
+	wake func()        // rows may be due: the claim loop looks
 	// results carries outcomes to the completers; mu guards its closing
 	// against late senders (handlers that ignored cancellation).
 	results chan result
@@ -57,11 +55,8 @@ type completer struct {
 // newCompleter returns a completer of b's jobs on db, with room for
 // cfg.maxCapacity outcomes waiting, that calls wake when the rows behind
 // finished ones may be due.
-func newCompleter(b *books, db *pgxpool.Pool, wake func(), cfg settings, log zerolog.Logger, m *metrics) *completer {
-	return &completer{
-		b: b, db: db, statementTimeout: cfg.StatementTimeout, wake: wake, metrics: m, log: log,
-		results: make(chan result, cfg.maxCapacity()),
-	}
+func newCompleter(a archetype, b *books, db *pgxpool.Pool, wake func()) *completer {
+	return &completer{archetype: a, b: b, db: db, wake: wake, results: make(chan result, a.cfg.maxCapacity())}
 }
 
 // Start launches the completion goroutines; they write until Stop, giving
@@ -183,7 +178,7 @@ func (c *completer) flush(stop context.Context, batch []result) {
 		backoff.Sleep(stop, delay)
 	}
 
-	now := time.Now()
+	now := c.clock.Now()
 	c.b.forgetResults(batch)
 	for _, r := range batch {
 		// doneAt was written before the result was submitted, and is not
@@ -235,7 +230,7 @@ func (c *completer) writeOutcomes(ctx context.Context, batch []result) ([]int64,
 	if !slices.IsSortedFunc(completions, byID) {
 		slices.SortFunc(completions, byID)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.statementTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.StatementTimeout)
 	defer cancel()
 	ordered, blocking := c.b.routes.OrderedTypes()
 	got, err := driver.Complete(ctx, c.db, completions, driver.Ordering{OrderedTypes: ordered, BlockingTypes: blocking})

@@ -31,21 +31,18 @@ const maxErrorLen = 2000
 // (goroutines start with the jobs), Stop ends the idle goroutines; wait
 // waits for the jobs' handlers.
 type executor struct {
-	b       *books       // the jobs' states
-	starts  starter      // records a handler's start before it runs: the leaser
-	out     outcomes     // writes the outcomes: the completer
-	rel     *releaser    // gives rows back unattempted
-	reg     *registryRef // the handlers
-	metrics *metrics
-	log     zerolog.Logger
-	// statementTimeout bounds a transactional handler's completion.
-	statementTimeout time.Duration
-	txdb             *pgxpool.Pool   // transactional handlers' transactions; set before jobs run
-	stopCtx          context.Context // ends at the hard shutdown deadline; set before jobs run
-	idle             chan execTask   // unbuffered: idle goroutines wait for a job on it
-	quit             chan struct{}   // closed by Stop: idle goroutines end
-	stopped          sync.Once
-	running          sync.WaitGroup // the jobs handed over and not yet done
+	b      *books       // the jobs' states
+	starts starter      // records a handler's start before it runs: the leaser
+	out    outcomes     // writes the outcomes: the completer
+	rel    *releaser    // gives rows back unattempted
+	reg    *registryRef // the handlers
+	archetype
+	txdb    *pgxpool.Pool   // transactional handlers' transactions; set before jobs run
+	stopCtx context.Context // ends at the hard shutdown deadline; set before jobs run
+	idle    chan execTask   // unbuffered: idle goroutines wait for a job on it
+	quit    chan struct{}   // closed by Stop: idle goroutines end
+	stopped sync.Once
+	running sync.WaitGroup // the jobs handed over and not yet done
 	// offer is the slot of a goroutine whose handler just returned, while
 	// it frees the handler's place (handlerReturned): the job dispatched
 	// into that place is put in the slot, and run next by that goroutine,
@@ -93,11 +90,10 @@ type outcomes interface {
 // newExecutor returns an executor of b's jobs, which marks their starts
 // through starts, hands their outcomes to out, and gives rows back through
 // rel; the handlers are reg's.
-func newExecutor(b *books, starts starter, out outcomes, rel *releaser, reg *registryRef, cfg settings, log zerolog.Logger, m *metrics) *executor {
+func newExecutor(a archetype, b *books, starts starter, out outcomes, rel *releaser, reg *registryRef) *executor {
 	return &executor{
-		b: b, starts: starts, out: out, rel: rel, reg: reg, metrics: m, log: log,
-		statementTimeout: cfg.StatementTimeout,
-		idle:             make(chan execTask), quit: make(chan struct{}),
+		archetype: a, b: b, starts: starts, out: out, rel: rel, reg: reg,
+		idle: make(chan execTask), quit: make(chan struct{}),
 	}
 }
 
@@ -234,7 +230,7 @@ func (e *executor) execute(j *job, policy routePolicy, slot *execSlot) (next exe
 		ctx, cancel = context.WithTimeoutCause(ctx, policy.Timeout, errAttemptTimeout)
 		defer cancel()
 		e.b.mu.Lock()
-		j.stuckAfter = time.Now().Add(policy.Timeout + stuckGrace)
+		j.stuckAfter = e.clock.Now().Add(policy.Timeout + stuckGrace)
 		e.b.mu.Unlock()
 	}
 	var err error
@@ -325,8 +321,8 @@ func (e *executor) runTx(ctx context.Context, tx pgx.Tx, j *job, ev *handlers.Ev
 	// The handler succeeded: mark and commit even if shutdown cancels the
 	// handler's context now (the work is done), within the statement
 	// timeout and the hard deadline. A lost lease still fences the mark.
-	done := time.Now()
-	wctx, cancel := context.WithTimeout(e.stopCtx, e.statementTimeout)
+	done := e.clock.Now()
+	wctx, cancel := context.WithTimeout(e.stopCtx, e.cfg.StatementTimeout)
 	defer cancel()
 	ordered, blocking := e.b.routes.OrderedTypes()
 	marked, err := driver.CompleteTx(wctx, tx, j.row.ID, j.token, e.b.chained(j),
@@ -348,7 +344,7 @@ func (e *executor) runTx(ctx context.Context, tx pgx.Tx, j *job, ev *handlers.Ev
 		e.metrics.dbErrors.WithLabelValues("tx").Inc()
 		return false, false, fmt.Errorf("commit: %w", err)
 	}
-	e.metrics.outcomeWriteDelay.Observe(time.Since(done).Seconds())
+	e.metrics.outcomeWriteDelay.Observe(e.clock.Since(done).Seconds())
 	e.b.routes.signalOrdered(ev.EventType)
 	return true, false, nil
 }
@@ -367,9 +363,9 @@ type engineHandler struct {
 
 // Handle runs the handler with the engine's metrics, logging and recovery.
 func (h *engineHandler) Handle(ctx context.Context, ev *handlers.Event) error {
-	start := time.Now()
+	start := h.e.clock.Now()
 	err := h.recovered(ctx, ev)
-	took := time.Since(start)
+	took := h.e.clock.Since(start)
 	result := "ok"
 	switch {
 	case errors.Is(err, errPanicked):

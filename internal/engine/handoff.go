@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
@@ -68,12 +67,10 @@ const handOffBacklog = 4
 // handOff is the hand-off at ingest: the Pool's Reserve, Deliver and
 // Cancel (ingest.HandOff) on its books.
 type handOff struct {
-	b       *books
-	db      *pgxpool.Pool // the engine's statements
-	rel     *releaser
-	cfg     settings
-	metrics *metrics
-	log     zerolog.Logger
+	b   *books
+	db  *pgxpool.Pool // the engine's statements
+	rel *releaser
+	archetype
 	// work is what the handed-off rows' contexts derive from, as the
 	// claimed rows' (claimer.work); set before the books accept rows.
 	work context.Context
@@ -96,7 +93,7 @@ type reservedRow struct {
 // writes (driver.InsertBatch), marking the rows taken, or nil when it
 // takes none. Every non-nil reservation must end with Deliver or Cancel.
 func (h *handOff) reserve(rows []driver.NewRow) *driver.Reservation {
-	sent := time.Now()
+	sent := h.clock.Now()
 	h.b.mu.Lock()
 	defer h.b.mu.Unlock()
 	if !h.b.accepting || h.b.stopping {

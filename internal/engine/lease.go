@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/internal/driver"
 )
@@ -18,22 +17,20 @@ import (
 // last outcome is written. Marks asked for after that are answered at
 // risk.
 type leaser struct {
-	b       *books        // the leases of b's jobs
-	db      *pgxpool.Pool // the engine's statements: renewals
-	markDB  *pgxpool.Pool // start marks; set before Start
-	rel     *releaser     // gives rows back unattempted
-	cfg     settings
-	metrics *metrics
-	log     zerolog.Logger
-	marks   startMarks // rows whose handler waits for the database to know it starts
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
+	b      *books        // the leases of b's jobs
+	db     *pgxpool.Pool // the engine's statements: renewals
+	markDB *pgxpool.Pool // start marks; set before Start
+	rel    *releaser     // gives rows back unattempted
+	archetype
+	marks startMarks // rows whose handler waits for the database to know it starts
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
 }
 
 // newLeaser returns the leaser of b's jobs, on db, that gives rows back
 // through rel.
-func newLeaser(b *books, db *pgxpool.Pool, rel *releaser, cfg settings, log zerolog.Logger, m *metrics) *leaser {
-	return &leaser{b: b, db: db, rel: rel, cfg: cfg, metrics: m, log: log, marks: startMarks{wake: make(chan struct{}, 1)}}
+func newLeaser(a archetype, b *books, db *pgxpool.Pool, rel *releaser) *leaser {
+	return &leaser{archetype: a, b: b, db: db, rel: rel, marks: startMarks{wake: make(chan struct{}, 1)}}
 }
 
 // Start launches the renewal loop and the mark writers.
@@ -94,7 +91,7 @@ func (l *leaser) renewLoop(ctx context.Context) {
 // the lease) left,
 // except those of handlers stuck past their route's timeout (stuckGrace).
 func (l *leaser) renew(ctx context.Context) error {
-	sent := time.Now()
+	sent := l.clock.Now()
 	threshold := sent.Add(l.cfg.renewThreshold())
 	var due, stuck, cut []*job
 	var batch []renewal

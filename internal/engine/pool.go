@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/clock"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 	"github.com/inboxd/inboxd/internal/maintenance"
@@ -27,11 +28,9 @@ import (
 // books they share (books.go): the jobs, the routes, and the one
 // transition of a job's state (books.moveLocked).
 type Pool struct {
-	cfg     settings
-	db      *pgxpool.Pool // the engine's own statements
-	reg     *registryRef
-	log     zerolog.Logger
-	metrics *metrics
+	archetype               // its settings, logger, metrics and clock, shared by the components
+	db        *pgxpool.Pool // the engine's own statements
+	reg       *registryRef
 
 	books     *books     // the rows held, under their lock
 	rel       *releaser  // gives rows back unattempted
@@ -86,25 +85,25 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg worker.Config, logge
 	if registry == nil {
 		return nil, errors.New("worker: nil handler registry")
 	}
-	log := logger.With().Str("component", "worker").Str("worker_id", set.ID).Logger()
-	m := newMetrics(reg)
-	p := &Pool{
-		cfg: set, db: db, reg: &registryRef{}, log: log, metrics: m,
-		books:     newBooks(set, m, log),
-		cancelNow: make(chan struct{}),
+	a := archetype{
+		cfg:     set,
+		log:     logger.With().Str("component", "worker").Str("worker_id", set.ID).Logger(),
+		metrics: newMetrics(reg),
+		clock:   &clock.Clock{},
 	}
+	p := &Pool{archetype: a, db: db, reg: &registryRef{}, books: newBooks(a), cancelNow: make(chan struct{})}
 	p.reg.store(registry)
 	// The components, each on what it needs of the books and of the
 	// others; the books start jobs through the executor, write start
 	// marks ahead through the leaser and give rows back through the
 	// releaser.
-	p.claimer = newClaimer(p.books, db, set, log, m)
-	p.completer = newCompleter(p.books, db, p.claimer.signalWake, set, log, m)
-	p.rel = &releaser{out: p.completer, reg: p.reg, metrics: m, log: log}
-	p.leaser = newLeaser(p.books, db, p.rel, set, log, m)
-	p.executor = newExecutor(p.books, p.leaser, p.completer, p.rel, p.reg, set, log, m)
-	p.handOff = &handOff{b: p.books, db: db, rel: p.rel, cfg: set, metrics: m, log: log}
-	p.listener = newListener(db, p.claimer.signalWake, log, m)
+	p.claimer = newClaimer(a, p.books, db)
+	p.completer = newCompleter(a, p.books, db, p.claimer.signalWake)
+	p.rel = &releaser{out: p.completer, reg: p.reg, metrics: a.metrics, log: a.log}
+	p.leaser = newLeaser(a, p.books, db, p.rel)
+	p.executor = newExecutor(a, p.books, p.leaser, p.completer, p.rel, p.reg)
+	p.handOff = &handOff{archetype: a, b: p.books, db: db, rel: p.rel}
+	p.listener = newListener(db, p.claimer.signalWake, a.log, a.metrics)
 	p.books.run, p.books.marks, p.books.give = p.executor, p.leaser, p.rel
 	p.books.routes.wake = p.claimer.signalWake
 	p.books.routes.syncLocked(registry, p.books.jobs) // nothing runs yet
@@ -291,12 +290,12 @@ func (p *Pool) Run(ctx context.Context) error {
 
 	// Rows claimed but not started go back at once; then, step 1: let the
 	// running handlers finish within the budget.
-	stopping := time.Now()
+	stopping := p.clock.Now()
 	released := p.releaseQueued()
 	held, _ := p.books.load()
 	p.log.Info().Int("inflight", held).Int("released", released).
 		Dur("budget", p.cfg.ShutdownTimeout).Msg("stopping: no new claims")
-	if !p.executor.wait(time.Until(stopping.Add(p.cfg.ShutdownTimeout)), p.cancelNow) {
+	if !p.executor.wait(p.clock.Until(stopping.Add(p.cfg.ShutdownTimeout)), p.cancelNow) {
 		// Step 2: cancel them; the executors release their rows.
 		held, _ := p.books.load()
 		cause := errShutdown
@@ -327,7 +326,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		p.log.Warn().Int("rows", n).
 			Msg("stopped with outcomes unwritten (database unreachable): these rows return when their leases expire")
 	}
-	p.log.Info().Dur("took", time.Since(stopping).Round(time.Millisecond)).Msg("stopped")
+	p.log.Info().Dur("took", p.clock.Since(stopping).Round(time.Millisecond)).Msg("stopped")
 	return nil
 }
 

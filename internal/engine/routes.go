@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/worker"
 )
@@ -28,16 +26,14 @@ type routeTable struct {
 	// syncLocked): attemptEnded takes the lock only then.
 	breakers atomic.Bool
 
-	cfg     settings // the pool's defaults for the routes' policies
-	metrics *metrics
-	log     zerolog.Logger
-	wake    func() // rows may be due: the claim loop looks (set by the pool)
+	archetype        // cfg: the pool's defaults for the routes' policies
+	wake      func() // rows may be due: the claim loop looks (set by the pool)
 }
 
-// newRouteTable returns an empty route table under mu, for a pool with
-// cfg; wake is set by the pool.
-func newRouteTable(mu *sync.Mutex, cfg settings, m *metrics, log zerolog.Logger) *routeTable {
-	return &routeTable{mu: mu, byKey: make(map[string]*routeState), cfg: cfg, metrics: m, log: log, wake: func() {}}
+// newRouteTable returns an empty route table under mu, for a pool built
+// from a; wake is set by the pool.
+func newRouteTable(mu *sync.Mutex, a archetype) *routeTable {
+	return &routeTable{mu: mu, byKey: make(map[string]*routeState), archetype: a, wake: func() {}}
 }
 
 // countsLocked returns the jobs waiting for a handler (queued, or behind
@@ -288,7 +284,7 @@ func (rt *routeTable) attemptEnded(j *job, ok bool) {
 // openBreakerLocked opens rs's breaker for its cool-down.
 func (rt *routeTable) openBreakerLocked(rs *routeState, why string) {
 	b := rs.policy.Breaker
-	rs.breaker, rs.openUntil = breakerOpen, time.Now().Add(b.CoolDown)
+	rs.breaker, rs.openUntil = breakerOpen, rt.clock.Now().Add(b.CoolDown)
 	rt.log.Warn().Str("route", rs.label()).Int("failures", rs.failures).Dur("cool_down", b.CoolDown).
 		Str("reason", why).Msg("route breaker open: no claims of its rows on this replica until the cool-down ends")
 	rt.gaugesLocked(rs)

@@ -3,6 +3,9 @@ package engine
 import (
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/inboxd/inboxd/internal/clock"
 	"github.com/inboxd/inboxd/internal/lease"
 	"github.com/inboxd/inboxd/worker"
 )
@@ -50,6 +53,17 @@ func (s settings) maxCapacity() int {
 		return s.Workers + max(s.Prefetch, 2*s.ClaimBatch)
 	}
 	return s.Workers + s.Prefetch
+}
+
+// archetype is what every component of a pool is built from (after
+// River's baseservice.Archetype): the pool's settings, its logger, its
+// metrics, and its clock, which tells every component the same time (a
+// test stubs it once for all: Pool.clock).
+type archetype struct {
+	cfg     settings
+	log     zerolog.Logger
+	metrics *metrics
+	clock   *clock.Clock
 }
 
 // cancelGrace is how long cancelled handlers get to return at shutdown

@@ -247,7 +247,7 @@ func (l *leaser) markLoop(ctx context.Context) {
 // one statement, deletes the starts rows of the done claims, and answers
 // each mark, unless the statement failed.
 func (l *leaser) writeMarks(ctx context.Context, batch []*startMark, done []int64) error {
-	sent := time.Now()
+	sent := l.clock.Now()
 	live := batch[:0:0]
 	touched := make(map[int64]*claimStarts)
 	var unmark []driver.Lease

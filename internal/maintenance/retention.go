@@ -12,6 +12,7 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/backoff"
+	"github.com/inboxd/inboxd/internal/clock"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/worker"
 )
@@ -31,6 +32,7 @@ type Retention struct {
 	db      *pgxpool.Pool
 	log     zerolog.Logger
 	metrics *retentionMetrics
+	clock   *clock.Clock // nil: the system's
 }
 
 // PruneResult says what one retention pass deleted, or would delete.
@@ -86,7 +88,7 @@ func (r *Retention) Run(ctx context.Context) error {
 
 // round runs one pass, and logs and counts its outcome.
 func (r *Retention) round(ctx context.Context) {
-	start := time.Now()
+	start := r.clock.Now()
 	res, err := r.Prune(ctx, false)
 	switch {
 	case ctx.Err() != nil:
@@ -96,10 +98,10 @@ func (r *Retention) round(ctx context.Context) {
 			Msg("retention pass failed; the next one tries again")
 	default:
 		r.metrics.lastSuccess.SetToCurrentTime()
-		r.metrics.duration.Observe(time.Since(start).Seconds())
+		r.metrics.duration.Observe(r.clock.Since(start).Seconds())
 		if res.Processed+res.Failed > 0 {
 			r.log.Info().Int64("deleted_processed", res.Processed).Int64("deleted_failed", res.Failed).
-				Dur("took", time.Since(start).Round(time.Millisecond)).Msg("retention pass")
+				Dur("took", r.clock.Since(start).Round(time.Millisecond)).Msg("retention pass")
 		}
 	}
 }
