@@ -17,6 +17,7 @@ import (
 	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/engine"
 	"github.com/inboxd/inboxd/internal/maintenance"
+	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -69,9 +70,9 @@ type Config struct {
 	// or alone.
 	Webhook *ingest.WebhookConfig
 	// NoHandOff keeps the sources from handing the rows they store to this
-	// engine's idle handlers (the hand-off at ingest: see worker.Pool's
-	// Reserve). With it, every row waits for a claim, as rows written by
-	// other writers do.
+	// engine's idle handlers (the hand-off at ingest, docs/performance.md).
+	// With it, every row waits for a claim, as rows written by other
+	// writers do.
 	NoHandOff bool
 
 	// Outbox runs the outbox relay: the outbox table's rows (written with
@@ -284,12 +285,12 @@ func (ib *Inboxd) Run(ctx context.Context) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		if err := ib.pool.Run(gctx); err != nil {
+		if err := startstop.Run(gctx, ib.pool); err != nil {
 			return fmt.Errorf("workers: %w", err)
 		}
 		return nil
 	})
-	g.Go(func() error { return ib.retention.Run(gctx) })
+	g.Go(func() error { return startstop.Run(gctx, ib.retention) })
 	if ib.consumer != nil {
 		g.Go(func() error {
 			if err := ib.consumer.Run(gctx); err != nil {

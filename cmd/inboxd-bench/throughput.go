@@ -19,6 +19,7 @@ import (
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/handlers/riverjob"
 	"github.com/inboxd/inboxd/internal/engine"
+	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/internal/yardstick"
 	"github.com/inboxd/inboxd/worker"
 )
@@ -101,7 +102,7 @@ func benchPool(ctx context.Context, env *environment, n int) (Rate, error) {
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
-	go func() { stopped <- p.Run(runCtx) }()
+	go func() { stopped <- startstop.Run(runCtx, p) }()
 	stopPool := sync.OnceValue(func() error { cancel(); return <-stopped })
 	defer stopPool()
 	select {

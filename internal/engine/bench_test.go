@@ -15,6 +15,7 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/internal/yardstick"
 	"github.com/inboxd/inboxd/worker"
 )
@@ -74,7 +75,7 @@ func BenchmarkPool(b *testing.B) {
 		}
 		runCtx, cancel := context.WithCancel(ctx)
 		stopped := make(chan struct{})
-		go func() { _ = p.Run(runCtx); close(stopped) }()
+		go func() { _ = startstop.Run(runCtx, p); close(stopped) }()
 		<-p.Ready()
 
 		start := time.Now()
@@ -147,7 +148,7 @@ func BenchmarkKeyed(b *testing.B) {
 				runCtx, cancel := context.WithCancel(ctx)
 				stopped := make(chan struct{})
 				start := time.Now()
-				go func() { _ = p.Run(runCtx); close(stopped) }()
+				go func() { _ = startstop.Run(runCtx, p); close(stopped) }()
 				<-allDone
 				total += time.Since(start)
 				cancel()

@@ -8,7 +8,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,14 +16,17 @@ import (
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/maintenance"
+	"github.com/inboxd/inboxd/internal/startstop"
 )
 
 // claimer claims due rows and queues them on their routes: the claim loop,
 // the claim plan (what the next claim may take, from the routes' room and
 // the bytes held) and the poison search (the row whose data makes claims
-// fail). It is a service: Start launches the claim loop, which ends with
-// ctx (or Stop); a claim in flight then finishes (see claim).
+// fail). It is a service (internal/startstop): Start launches the claim
+// loop, which ends with ctx (or Stop); a claim in flight then finishes
+// (see claim).
 type claimer struct {
+	startstop.Base
 	b       *books        // the claimed rows go on the books
 	db      *pgxpool.Pool // the engine's statements: tokens, suspects, the poison search
 	claimDB *pgxpool.Pool // claims, on sessions that always walk the received index in order; set before Start
@@ -46,9 +48,6 @@ type claimer struct {
 	rowsPerHead float64
 	lastParked  int64 // rows the last claim parked
 	lastWindow  int   // due rows the last claim read at most
-
-	cancel context.CancelFunc
-	done   sync.WaitGroup
 }
 
 // newClaimer returns the claimer of b, on db (the engine's pool).
@@ -59,21 +58,13 @@ func newClaimer(a archetype, b *books, db *pgxpool.Pool) *claimer {
 // signalWake wakes the claim loop: rows may be available.
 func (c *claimer) signalWake() { signal(c.wake) }
 
-// Start launches the claim loop; it runs until ctx ends or Stop.
+// Start launches the claim loop; it runs until ctx ends or Stop, which
+// returns once it has (after the claim in flight, if any).
 func (c *claimer) Start(ctx context.Context) error {
-	ctx, c.cancel = context.WithCancel(ctx)
-	c.done.Add(1)
-	go func() { defer c.done.Done(); c.loop(ctx) }()
-	return nil
-}
-
-// Stop ends the claim loop and returns once it has (after the claim in
-// flight, if any).
-func (c *claimer) Stop() {
-	if c.cancel != nil {
-		c.cancel()
-	}
-	c.done.Wait()
+	return c.StartWith(ctx, func(ctx context.Context) error {
+		c.Go(func() { c.loop(ctx) })
+		return nil
+	})
 }
 
 // loop claims rows while ctx is live and queues them on their routes.
@@ -309,7 +300,7 @@ func (c *claimer) claim(req claimRequest) (int, int64, error) {
 		c.b.claimingBytes = 0
 		c.b.mu.Unlock()
 	}()
-	// The claim is planned with its values every time (see Run's
+	// The claim is planned with its values every time (see openSessions'
 	// plan_cache_mode).
 	got, err := driver.Claim(ctx, c.claimDB, c.params(req, token, skip))
 	if err != nil {

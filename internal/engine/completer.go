@@ -12,6 +12,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/startstop"
 )
 
 // maxCompleteBatch caps the rows written by one completion statement.
@@ -35,11 +36,12 @@ const completeLinger = 5 * time.Millisecond
 
 // completer writes the jobs' outcomes (results) in batches, fenced by
 // their lease tokens, with numCompleters statements at most in flight. It
-// is a service: Start launches its goroutines on the hard shutdown
+// is a service (internal/startstop): Start launches its goroutines on the hard shutdown
 // deadline's context (until then final states are written, even after
 // shutdown began), Stop closes the results and returns once every one was
 // written or given up on.
 type completer struct {
+	startstop.Base
 	archetype
 	b    *books        // the jobs leave the books once written
 	db   *pgxpool.Pool // the engine's statements
@@ -49,7 +51,6 @@ type completer struct {
 	results chan result
 	mu      sync.RWMutex
 	closed  bool
-	wg      sync.WaitGroup
 }
 
 // newCompleter returns a completer of b's jobs on db, with room for
@@ -60,25 +61,35 @@ func newCompleter(a archetype, b *books, db *pgxpool.Pool, wake func()) *complet
 }
 
 // Start launches the completion goroutines; they write until Stop, giving
-// up on writes once stop (the hard shutdown deadline) ends.
+// up on writes once stop (the hard shutdown deadline) ends, when the
+// results close as at Stop.
 func (c *completer) Start(stop context.Context) error {
-	for range numCompleters {
-		c.wg.Add(1)
-		go func() { defer c.wg.Done(); c.loop(stop) }()
-	}
-	return nil
+	return c.StartWith(stop, func(ctx context.Context) error {
+		for range numCompleters {
+			// Writes are bounded by stop itself, not by ctx, which Stop
+			// ends before the last outcomes are written.
+			c.Go(func() { c.loop(stop) })
+		}
+		c.Go(func() { <-ctx.Done(); c.closeResults() })
+		return nil
+	})
 }
 
 // Stop closes the results (later ones are dropped: their rows return when
 // their leases expire) and waits until those submitted were written.
 func (c *completer) Stop() {
+	c.closeResults()
+	c.Base.Stop()
+}
+
+// closeResults closes the results: outcomes submitted later are dropped.
+func (c *completer) closeResults() {
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true
 		close(c.results)
 	}
 	c.mu.Unlock()
-	c.wg.Wait()
 }
 
 // submit hands r to the completion goroutines. After Stop it drops r: the

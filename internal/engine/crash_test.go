@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/startstop"
 )
 
 // helperEnv makes the test binary act as a worker process (see TestMain).
@@ -44,7 +45,7 @@ func runHelperProcess() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	_ = p.Run(ctx) // never returns: the test kills us
+	_ = startstop.Run(ctx, p) // never returns: the test kills us
 	return 0
 }
 

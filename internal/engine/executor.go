@@ -27,9 +27,10 @@ const maxErrorLen = 2000
 // executor runs the handlers of the jobs the pool dispatches: each job on
 // a goroutine of its own, an idle one reused when there is one (see loop),
 // marked started first (the leaser), its outcome decided by its route's
-// policy and handed to the completer. It is a service: Start does nothing
-// (goroutines start with the jobs), Stop ends the idle goroutines; wait
-// waits for the jobs' handlers.
+// policy and handed to the completer. It is not a service: its goroutines
+// start with the jobs (run) and belong to them, and the pool's shutdown
+// waits for the handlers (wait) within its budget, not for ever; quitIdle
+// ends the idle goroutines.
 type executor struct {
 	b      *books       // the jobs' states
 	starts starter      // records a handler's start before it runs: the leaser
@@ -40,7 +41,7 @@ type executor struct {
 	txdb    *pgxpool.Pool   // transactional handlers' transactions; set before jobs run
 	stopCtx context.Context // ends at the hard shutdown deadline; set before jobs run
 	idle    chan execTask   // unbuffered: idle goroutines wait for a job on it
-	quit    chan struct{}   // closed by Stop: idle goroutines end
+	quit    chan struct{}   // closed by quitIdle: idle goroutines end
 	stopped sync.Once
 	running sync.WaitGroup // the jobs handed over and not yet done
 	// offer is the slot of a goroutine whose handler just returned, while
@@ -97,11 +98,8 @@ func newExecutor(a archetype, b *books, starts starter, out outcomes, rel *relea
 	}
 }
 
-// Start does nothing: the goroutines start with the jobs (run).
-func (e *executor) Start(context.Context) error { return nil }
-
-// Stop ends the idle goroutines; those running a job end after it.
-func (e *executor) Stop() { e.stopped.Do(func() { close(e.quit) }) }
+// quitIdle ends the idle goroutines; those running a job end after it.
+func (e *executor) quitIdle() { e.stopped.Do(func() { close(e.quit) }) }
 
 // run hands t to the goroutine that offered its slot, or to an idle
 // goroutine, or to a new one. The books' lock is held (by dispatchLocked): it never

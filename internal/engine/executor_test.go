@@ -45,7 +45,7 @@ func TestExecutorRunsDispatchedJobsThroughTheBooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := unitPool(t, reg, worker.Config{Workers: 2, Prefetch: 4})
-	t.Cleanup(p.executor.Stop)
+	t.Cleanup(p.executor.quitIdle)
 	p.books.track([]*job{newJob(p, 1, "x", 5), newJob(p, 2, "x", 5), newJob(p, 3, "x", 5)})
 	p.books.mu.Lock()
 	queued, running := p.books.routes.countsLocked()
@@ -102,7 +102,7 @@ func TestExecutorRunsAChainInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := unitPool(t, reg, worker.Config{Workers: 4})
-	t.Cleanup(p.executor.Stop)
+	t.Cleanup(p.executor.quitIdle)
 	head, next := newJob(p, 1, "o", 8), newJob(p, 2, "o", 8)
 	next.row.Pred = head.row.ID
 	p.books.track([]*job{head, next})
@@ -128,7 +128,7 @@ func TestExecutorGivesAFailedHeadsChainBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := unitPool(t, reg, worker.Config{Workers: 4, RetryPolicy: fixedRetry{}})
-	t.Cleanup(p.executor.Stop)
+	t.Cleanup(p.executor.quitIdle)
 	head, next := newJob(p, 1, "o", 8), newJob(p, 2, "o", 8)
 	next.row.Pred = head.row.ID
 	p.books.track([]*job{head, next})
@@ -153,15 +153,15 @@ func TestExecutorGivesAFailedHeadsChainBack(t *testing.T) {
 	}
 }
 
-// Stop ends the idle goroutines; it may be called twice.
-func TestExecutorStopIsIdempotent(t *testing.T) {
+// quitIdle ends the idle goroutines; it may be called twice.
+func TestExecutorQuitIdleIsIdempotent(t *testing.T) {
 	t.Parallel()
 	p := unitPool(t, handlers.NewRegistry(), worker.Config{})
 	if !p.executor.wait(time.Second, nil) {
 		t.Error("wait with no job running did not return at once")
 	}
-	p.executor.Stop()
-	p.executor.Stop()
+	p.executor.quitIdle()
+	p.executor.quitIdle()
 }
 
 // fixedRetry retries after the attempt's number of seconds.

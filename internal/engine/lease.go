@@ -2,29 +2,29 @@ package engine
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/startstop"
 )
 
 // leaser keeps the leases of the rows the pool holds (renewLoop) and
 // writes their start marks (markLoop, numMarkWriters of them), on markDB,
-// the start marks' own sessions. It is a service: Start launches its
+// the start marks' own sessions. It is a service (internal/startstop):
+// Start launches its
 // goroutines, which run until Stop (or ctx's end): at shutdown, after the
 // last outcome is written. Marks asked for after that are answered at
 // risk.
 type leaser struct {
+	startstop.Base
 	b      *books        // the leases of b's jobs
 	db     *pgxpool.Pool // the engine's statements: renewals
 	markDB *pgxpool.Pool // start marks; set before Start
 	rel    *releaser     // gives rows back unattempted
 	archetype
 	marks startMarks // rows whose handler waits for the database to know it starts
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
 }
 
 // newLeaser returns the leaser of b's jobs, on db, that gives rows back
@@ -33,24 +33,16 @@ func newLeaser(a archetype, b *books, db *pgxpool.Pool, rel *releaser) *leaser {
 	return &leaser{archetype: a, b: b, db: db, rel: rel, marks: startMarks{wake: make(chan struct{}, 1)}}
 }
 
-// Start launches the renewal loop and the mark writers.
+// Start launches the renewal loop and the mark writers, which run until
+// ctx ends or Stop (which waits for them).
 func (l *leaser) Start(ctx context.Context) error {
-	ctx, l.stop = context.WithCancel(ctx)
-	l.wg.Add(1)
-	go func() { defer l.wg.Done(); l.renewLoop(ctx) }()
-	for range numMarkWriters {
-		l.wg.Add(1)
-		go func() { defer l.wg.Done(); l.markLoop(ctx) }()
-	}
-	return nil
-}
-
-// Stop ends the renewals and the mark writers and waits for them.
-func (l *leaser) Stop() {
-	if l.stop != nil {
-		l.stop()
-	}
-	l.wg.Wait()
+	return l.StartWith(ctx, func(ctx context.Context) error {
+		l.Go(func() { l.renewLoop(ctx) })
+		for range numMarkWriters {
+			l.Go(func() { l.markLoop(ctx) })
+		}
+		return nil
+	})
 }
 
 // renewal is one row in a lease renewal statement.

@@ -64,7 +64,7 @@ func TestLeaserAnswersMarksAtRiskOnceStopped(t *testing.T) {
 	if !p.executor.wait(10*time.Second, nil) {
 		t.Fatal("the executor did not return")
 	}
-	p.executor.Stop()
+	p.executor.quitIdle()
 	r := nextResult(t, p)
 	if r.id != 1 || r.outcome != outcomeReleased || !r.release {
 		t.Errorf("outcome %+v, want row 1 released unstarted", r)

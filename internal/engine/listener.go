@@ -10,12 +10,16 @@ import (
 
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/startstop"
 )
 
 // listener holds a dedicated connection that LISTENs for the inbox
 // trigger's notifications and wakes the claim loop. When the connection
-// fails it reconnects with backoff; polling covers the gap.
+// fails it reconnects with backoff; polling covers the gap. It is a
+// service (internal/startstop): it listens from Start until Stop or the
+// end of Start's context.
 type listener struct {
+	startstop.Base
 	db      *pgxpool.Pool // its connections' configuration
 	wake    func()        // rows may be due: the claim loop looks
 	ready   chan struct{} // closed once it listens (or gave up and polls)
@@ -26,6 +30,14 @@ type listener struct {
 // newListener returns a listener on db's configuration that calls wake.
 func newListener(db *pgxpool.Pool, wake func(), log zerolog.Logger, m *metrics) *listener {
 	return &listener{db: db, wake: wake, ready: make(chan struct{}), metrics: m, log: log}
+}
+
+// Start launches the listening.
+func (l *listener) Start(ctx context.Context) error {
+	return l.StartWith(ctx, func(ctx context.Context) error {
+		l.Go(func() { l.listen(ctx) })
+		return nil
+	})
 }
 
 // listen listens until ctx ends.

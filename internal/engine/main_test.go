@@ -15,6 +15,7 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/internal/testkit"
 	"github.com/inboxd/inboxd/worker"
 )
@@ -112,7 +113,7 @@ func runPool(t *testing.T, p *Pool) *runningPool {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &runningPool{Pool: p, cancel: cancel, stopped: make(chan struct{})}
-	go func() { r.err = p.Run(ctx); close(r.stopped) }()
+	go func() { r.err = startstop.Run(ctx, p); close(r.stopped) }()
 	t.Cleanup(func() { r.stop(t) })
 	select {
 	case <-p.Ready():

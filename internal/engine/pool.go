@@ -10,24 +10,26 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/clock"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 	"github.com/inboxd/inboxd/internal/maintenance"
+	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/worker"
 )
 
-// Pool claims inbox rows and runs their handlers. Create it with New and
-// start it with Run; a Pool runs once.
+// Pool claims inbox rows and runs their handlers. Create it with New,
+// start it with Start and stop it with Stop (or the end of Start's
+// context); a Pool runs once.
 //
 // A Pool is the thin owner of the engine's components (see the package
-// documentation), which it wires and starts and stops in Run, and of the
+// documentation), which it wires, starts and stops, and of the
 // books they share (books.go): the jobs, the routes, and the one
 // transition of a job's state (books.moveLocked).
 type Pool struct {
+	startstop.Base
 	archetype               // its settings, logger, metrics and clock, shared by the components
 	db        *pgxpool.Pool // the engine's own statements
 	reg       *registryRef
@@ -40,8 +42,6 @@ type Pool struct {
 	leaser    *leaser    // renews the leases, writes the start marks
 	handOff   *handOff   // takes rows from the ingest of this process
 	listener  *listener  // wakes the claims on the inbox's notifications
-
-	runOnce sync.Once
 
 	// cancelNow is closed by CancelRunning; cancelCause is the cause it
 	// gave, set before the close.
@@ -113,7 +113,7 @@ func New(db *pgxpool.Pool, registry *handlers.Registry, cfg worker.Config, logge
 // Progress returns when the claim loop last went round: it does at least
 // every PollInterval while idle, and after each claim (bounded by
 // StatementTimeout) or failed claim's backoff. A watchdog uses it to tell a
-// stuck daemon from an idle one. Zero before Run starts claiming.
+// stuck daemon from an idle one. Zero before the claim loop started.
 func (p *Pool) Progress() time.Time {
 	ns := p.claimer.lastLoop.Load()
 	if ns == 0 {
@@ -134,12 +134,12 @@ func (p *Pool) SetRegistry(r *handlers.Registry) {
 	p.claimer.signalWake() // limits may have grown
 }
 
-// Ready is closed once Run has started listening for notifications (or
-// given up on listening and fallen back to polling).
+// Ready is closed once the started pool listens for notifications (or
+// gave up on listening and fell back to polling).
 func (p *Pool) Ready() <-chan struct{} { return p.listener.ready }
 
-// CancelRunning cuts the first step of the shutdown short: once Run's
-// context is done (before or after this call), the running handlers'
+// CancelRunning cuts the first step of the shutdown short: once the pool
+// is told to stop (before or after this call), the running handlers'
 // contexts are cancelled at once rather than after ShutdownTimeout, with
 // cause wrapped in their cause (context.Cause; nil: the pool's own), and
 // their rows are released unattempted, as when the budget is spent. It
@@ -151,20 +151,54 @@ func (p *Pool) CancelRunning(cause error) {
 	})
 }
 
-// Run claims and handles rows until ctx is cancelled, then shuts down in two
-// steps: it stops claiming, gives rows that wait for a handler back at once,
-// and waits up to ShutdownTimeout for running handlers; then it cancels the
-// rest and releases their rows so other workers take them at once. Final
-// row states are written even though ctx is done. Run returns within
-// ShutdownTimeout + worker.ShutdownMargin of ctx's cancellation, whatever the
-// database does, and returns nil after a shutdown.
-func (p *Pool) Run(ctx context.Context) error {
-	started := false
-	p.runOnce.Do(func() { started = true })
-	if !started {
-		return errors.New("worker: pool already ran")
+// Start opens the pool's own sessions (claims, start marks, and the
+// transactional handlers' unless Config.TxDB is set), starts its
+// components and returns: the pool claims and handles rows until Stop or
+// the end of ctx, then shuts down in two steps: it stops claiming, gives
+// rows that wait for a handler back at once, and waits up to
+// ShutdownTimeout for running handlers; then it cancels the rest and
+// releases their rows so other workers take them at once. Final row
+// states are written even though ctx is done. Stop returns once the
+// shutdown is over: within ShutdownTimeout + worker.ShutdownMargin of
+// ctx's end (or of Stop), whatever the database does. Start fails only if
+// a session pool cannot be opened (nothing is started then), or with
+// startstop.ErrStarted: a Pool runs once (the start/stop contract of
+// internal/startstop).
+func (p *Pool) Start(ctx context.Context) error {
+	return p.StartWith(ctx, func(ctx context.Context) error {
+		dbs, err := p.openSessions(ctx)
+		if err != nil {
+			return err
+		}
+		p.Go(func() {
+			defer dbs.close()
+			p.run(ctx)
+		})
+		return nil
+	})
+}
+
+// sessions are the connection pools a running Pool opens for itself.
+type sessions struct{ claims, marks, tx *pgxpool.Pool } // tx: nil when Config.TxDB is set
+
+// close closes them.
+func (s sessions) close() {
+	for _, db := range []*pgxpool.Pool{s.claims, s.marks, s.tx} {
+		if db != nil {
+			db.Close()
+		}
 	}
-	defer p.executor.Stop()
+}
+
+// openSessions opens the claims', the start marks' and (unless
+// Config.TxDB is set) the transactional handlers' pools, and hands them
+// to the components.
+func (p *Pool) openSessions(ctx context.Context) (dbs sessions, err error) {
+	defer func() {
+		if err != nil {
+			dbs.close()
+		}
+	}()
 	// Claims run on sessions of their own where the planner cannot choose a
 	// bitmap or sequential scan: with statistics that lag a sudden backlog
 	// (100,000 rows inserted after a quiet spell) it estimated a few hundred
@@ -191,12 +225,9 @@ func (p *Pool) Run(ctx context.Context) error {
 	// attempt uncounted), and a plain handler that ran is run again, as
 	// for any lost lease.
 	cc.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-	claimDB, err := pgxpool.NewWithConfig(ctx, cc)
-	if err != nil {
-		return fmt.Errorf("worker: open the claims' pool: %w", err)
+	if dbs.claims, err = pgxpool.NewWithConfig(ctx, cc); err != nil {
+		return dbs, fmt.Errorf("worker: open the claims' pool: %w", err)
 	}
-	defer claimDB.Close()
-	p.claimer.claimDB = claimDB
 	// Start marks run on sessions of their own too: a handler waits for its
 	// mark, so the mark must never queue for a connection behind
 	// completions, renewals and the rest of the engine's statements.
@@ -209,24 +240,26 @@ func (p *Pool) Run(ctx context.Context) error {
 	mc := p.db.Config().Copy()
 	mc.MaxConns, mc.MinConns = numMarkWriters, 0
 	mc.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-	markDB, err := pgxpool.NewWithConfig(ctx, mc)
-	if err != nil {
-		return fmt.Errorf("worker: open the start marks' pool: %w", err)
+	if dbs.marks, err = pgxpool.NewWithConfig(ctx, mc); err != nil {
+		return dbs, fmt.Errorf("worker: open the start marks' pool: %w", err)
 	}
-	defer markDB.Close()
-	p.leaser.markDB = markDB
-	p.executor.txdb = p.cfg.TxDB
-	if p.executor.txdb == nil {
+	txdb := p.cfg.TxDB
+	if txdb == nil {
 		pc := p.db.Config().Copy()
 		pc.MaxConns = int32(p.cfg.TxConns)
 		pc.MinConns = 0
-		txdb, err := pgxpool.NewWithConfig(ctx, pc)
-		if err != nil {
-			return fmt.Errorf("worker: open the transactional handlers' pool: %w", err)
+		if dbs.tx, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+			return dbs, fmt.Errorf("worker: open the transactional handlers' pool: %w", err)
 		}
-		defer txdb.Close()
-		p.executor.txdb = txdb
+		txdb = dbs.tx
 	}
+	p.claimer.claimDB, p.leaser.markDB, p.executor.txdb = dbs.claims, dbs.marks, txdb
+	return dbs, nil
+}
+
+// run runs the pool until ctx ends, and then its shutdown.
+func (p *Pool) run(ctx context.Context) {
+	defer p.executor.quitIdle()
 
 	// stop is cancelled at the hard deadline, ShutdownTimeout +
 	// worker.ShutdownMargin - worker.ShutdownReserve after ctx: everything that must
@@ -263,16 +296,18 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	defer cancelWork(errShutdown)
 
-	bg, bgCtx := errgroup.WithContext(ctx)
-	bg.Go(func() error { p.listener.listen(bgCtx); return nil })
+	// The listener, the maintenance services and the route controls run
+	// until ctx ends; their Starts fail only if they ran before, which
+	// these new ones did not.
+	_ = p.listener.Start(ctx)
 	maint := newMaintenance(p)
-	_ = maint.Start(bgCtx) // fails only if started before: it is new
+	_ = maint.Start(ctx)
 	// The route controls (controls.go): the paused routes are read once
 	// before the first claim, so that a route paused while no replica ran
 	// is not claimed at start, then every half second.
 	controls := maintenance.NewControlsReader(p.db, p.books.routes, p.claimer.signalWake, p.cfg.Config, p.log, p.metrics.maintenance)
 	controls.Round(ctx)
-	_ = controls.Start(bgCtx) // new: cannot have started before
+	_ = controls.Start(ctx)
 
 	// The components (service.go): the leaser and the completer run until
 	// the last outcome is written (or the hard deadline), the claimer
@@ -319,7 +354,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	// deadline), with their leases renewed meanwhile.
 	p.completer.Stop()
 	p.leaser.Stop()
-	_ = bg.Wait()
+	p.listener.Stop()
 	maint.Stop()
 	controls.Stop()
 	if n := len(p.books.snapshot()); n > 0 {
@@ -327,7 +362,6 @@ func (p *Pool) Run(ctx context.Context) error {
 			Msg("stopped with outcomes unwritten (database unreachable): these rows return when their leases expire")
 	}
 	p.log.Info().Dur("took", p.clock.Since(stopping).Round(time.Millisecond)).Msg("stopped")
-	return nil
 }
 
 // BlockingTypes returns the event types of the pool's routes whose dead

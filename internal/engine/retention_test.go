@@ -12,6 +12,7 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/maintenance"
+	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -38,7 +39,7 @@ func TestRetentionKeepsTheTableBounded(t *testing.T) {
 	}
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); _ = ret.Run(rctx) }()
+	go func() { defer close(done); _ = startstop.Run(rctx, ret) }()
 	t.Cleanup(func() { stop(); <-done })
 
 	var sizes []int64

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -87,7 +88,7 @@ func runCrashHelper() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	_ = p.Run(ctx) // until the handler kills the process, or the test does
+	_ = startstop.Run(ctx, p) // until the handler kills the process, or the test does
 	return 0
 }
 

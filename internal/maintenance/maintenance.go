@@ -5,7 +5,7 @@
 // claims no worker holds, the stats refresher (stats.go) keeps the
 // live-row gauges, the controls reader (controls.go) reads the paused
 // routes, and retention (retention.go) deletes expired rows. Each is a
-// service built on periodic, and depends on the few things it needs of the
+// service (internal/startstop) built on periodic, and depends on the few things it needs of the
 // pool's routes (RescueRoutes, OrderedRoutes, PausedRoutes), never on the
 // pool, so that each can be run and tested alone. The engine
 // (internal/engine) wires them; the CLI runs retention alone (inboxd
@@ -14,13 +14,12 @@ package maintenance
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -44,77 +43,45 @@ type OrderedRoutes interface {
 	OrderedTypes() (ordered, blocking []string)
 }
 
-// service is the start/stop contract every service here keeps.
-type service interface {
-	Start(ctx context.Context) error
-	Stop()
-}
-
-// The maintenance services keep the service contract.
+// The maintenance services keep the start/stop contract
+// (internal/startstop).
 var (
-	_ service = (*Rescuer)(nil)
-	_ service = (*Sweeper)(nil)
-	_ service = (*statsRefresher)(nil)
-	_ service = (*Retention)(nil)
-	_ service = (*Services)(nil)
-	_ service = (*ControlsReader)(nil)
+	_ startstop.Service = (*Rescuer)(nil)
+	_ startstop.Service = (*Sweeper)(nil)
+	_ startstop.Service = (*statsRefresher)(nil)
+	_ startstop.Service = (*Retention)(nil)
+	_ startstop.Service = (*Services)(nil)
+	_ startstop.Service = (*ControlsReader)(nil)
 )
 
-// errStarted is Start's error on a service that was started before.
-var errStarted = errors.New("maintenance: service already started")
-
-// periodic is the start/stop contract (service) of a service that runs a
-// round at Start and then every interval, until Stop or the end of Start's
-// context. Rounds report their own errors: the next round tries again.
+// periodic is the base of a service that runs a round at Start and then
+// every interval, until Stop or the end of Start's context (the
+// start/stop contract, startstop.Base). Rounds report their own errors:
+// the next round tries again.
 type periodic struct {
+	startstop.Base
 	interval time.Duration
 	round    func(ctx context.Context)
-
-	mu      sync.Mutex
-	started bool
-	cancel  context.CancelFunc
-	done    chan struct{} // closed when the loop returned; nil before Start
 }
 
 // Start launches the loop; it fails only if the service was started
-// before.
+// before (startstop.ErrStarted).
 func (s *periodic) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started {
-		return errStarted
-	}
-	s.started = true
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
-	go func() {
-		defer close(s.done)
-		t := time.NewTicker(s.interval)
-		defer t.Stop()
-		for {
-			s.round(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
+	return s.StartWith(ctx, func(ctx context.Context) error {
+		s.Go(func() {
+			t := time.NewTicker(s.interval)
+			defer t.Stop()
+			for {
+				s.round(ctx)
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
 			}
-		}
-	}()
-	return nil
-}
-
-// Stop ends the loop and returns once it has: after the round in progress,
-// whose statements see their context cancelled. It is a no-op on a service
-// never started.
-func (s *periodic) Stop() {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
+		})
+		return nil
+	})
 }
 
 // Services are the pool's maintenance services, started and stopped
@@ -145,30 +112,15 @@ func New(db *pgxpool.Pool, routes Routes, wake func(), cfg worker.Config, log ze
 }
 
 // services lists m's services, in their start order.
-func (m *Services) services() []service {
-	return []service{m.Rescuer, m.Sweeper, m.stats}
+func (m *Services) services() []startstop.Service {
+	return []startstop.Service{m.Rescuer, m.Sweeper, m.stats}
 }
 
 // Start starts every service; on an error it stops those it started.
-func (m *Services) Start(ctx context.Context) error {
-	services := m.services()
-	for i, s := range services {
-		if err := s.Start(ctx); err != nil {
-			for _, started := range services[:i] {
-				started.Stop()
-			}
-			return err
-		}
-	}
-	return nil
-}
+func (m *Services) Start(ctx context.Context) error { return startstop.StartAll(ctx, m.services()...) }
 
 // Stop stops every service and returns once they all have.
-func (m *Services) Stop() {
-	for _, s := range m.services() {
-		s.Stop()
-	}
-}
+func (m *Services) Stop() { startstop.StopAll(m.services()...) }
 
 // nonNil returns s, or an empty slice for nil (a NULL array would make
 // `= ANY` unknown).

@@ -8,9 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
+
+	"github.com/inboxd/inboxd/internal/startstop"
+	"github.com/inboxd/inboxd/internal/startstop/startstoptest"
 
 	"github.com/inboxd/inboxd/worker"
 )
@@ -28,11 +32,10 @@ func within[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-// A periodic service keeps the start/stop contract (service.go): a round
-// at Start and one every interval; Stop is a no-op before Start, ends the
-// round in progress through its context and returns once it has, and may
-// be called twice; a second Start fails; the end of Start's context ends
-// the loop as Stop does.
+// A periodic service runs a round at Start and one every interval; Stop
+// is a no-op before Start, ends the round in progress through its context
+// and returns once it has, and may be called twice; a second Start fails;
+// the end of Start's context ends the loop as Stop does.
 func TestPeriodicServiceContract(t *testing.T) {
 	t.Parallel()
 	began := make(chan struct{})
@@ -52,8 +55,8 @@ func TestPeriodicServiceContract(t *testing.T) {
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start(context.Background()); !errors.Is(err, errStarted) {
-		t.Errorf("second Start = %v, want errStarted", err)
+	if err := s.Start(context.Background()); !errors.Is(err, startstop.ErrStarted) {
+		t.Errorf("second Start = %v, want startstop.ErrStarted", err)
 	}
 	for i := range 3 {
 		within(t, began, fmt.Sprintf("round %d", i+1))
@@ -74,7 +77,7 @@ func TestPeriodicServiceContract(t *testing.T) {
 	}
 	within(t, began, "the round at Start")
 	cancel()
-	within(t, c.done, "the loop's end after its context's")
+	within(t, c.Stopped(), "the loop's end after its context's")
 	c.Stop()
 }
 
@@ -103,7 +106,7 @@ func TestMaintenanceStartsAndStopsTogether(t *testing.T) {
 	}
 	m.Stop()
 	for _, s := range []*periodic{&m.Rescuer.periodic, &m.Sweeper.periodic, &m.stats.periodic} {
-		within(t, s.done, "a service's end")
+		within(t, s.Stopped(), "a service's end")
 	}
 
 	// The stats refresher was started before: the others are stopped again.
@@ -115,11 +118,11 @@ func TestMaintenanceStartsAndStopsTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.stats.Stop()
-	if err := f.Start(context.Background()); !errors.Is(err, errStarted) {
-		t.Fatalf("Start with a service started before = %v, want errStarted", err)
+	if err := f.Start(context.Background()); !errors.Is(err, startstop.ErrStarted) {
+		t.Fatalf("Start with a service started before = %v, want startstop.ErrStarted", err)
 	}
 	for _, s := range []*periodic{&f.Rescuer.periodic, &f.Sweeper.periodic} {
-		within(t, s.done, "a service started, then stopped on the failure")
+		within(t, s.Stopped(), "a service started, then stopped on the failure")
 	}
 }
 
@@ -288,8 +291,8 @@ func TestStatsRefresherRunsAlone(t *testing.T) {
 }
 
 // Retention is a service too: Start prunes at once and keeps pruning,
-// Stop ends it, a second Start (or a Run) fails, and Stop twice is a
-// no-op.
+// Stop ends it, a second Start (or a startstop.Run) fails, and Stop twice
+// is a no-op.
 func TestRetentionStartStop(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -304,11 +307,11 @@ func TestRetentionStartStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the expired processed rows deleted", func() bool { return b.countLike(t, "old-%") == 0 })
-	if err := r.Start(ctx); !errors.Is(err, errStarted) {
-		t.Errorf("second Start = %v, want errStarted", err)
+	if err := r.Start(ctx); !errors.Is(err, startstop.ErrStarted) {
+		t.Errorf("second Start = %v, want startstop.ErrStarted", err)
 	}
-	if err := r.Run(ctx); !errors.Is(err, errStarted) {
-		t.Errorf("Run after Start = %v, want errStarted", err)
+	if err := startstop.Run(ctx, r); !errors.Is(err, startstop.ErrStarted) {
+		t.Errorf("startstop.Run after Start = %v, want startstop.ErrStarted", err)
 	}
 	r.Stop()
 	r.Stop()
@@ -321,3 +324,46 @@ func TestRetentionStartStop(t *testing.T) {
 func testMetrics() *Metrics {
 	return NewMetrics(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "db_errors_total"}, []string{"op"}))
 }
+
+// Every maintenance service keeps the start/stop contract
+// (startstoptest.Contract), on a database that never answers: their
+// rounds fail, which says nothing of how they start and stop.
+func TestStartStopContract(t *testing.T) {
+	t.Parallel()
+	db, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	cfg := maintenanceConfig()
+	cfg.RescueInterval, cfg.StatsInterval = time.Hour, time.Hour
+	routes := fakeRoutes{}
+	for name, newService := range map[string]func() startstop.Service{
+		"rescuer": func() startstop.Service {
+			return newRescuer(db, routes, &countingUnparker{}, func() {}, cfg, zerolog.Nop(), testMetrics())
+		},
+		"sweeper": func() startstop.Service { return newSweeper(db, routes, func() {}, cfg, zerolog.Nop(), testMetrics()) },
+		"stats":   func() startstop.Service { return newStatsRefresher(db, routes, cfg, zerolog.Nop(), testMetrics()) },
+		"controls reader": func() startstop.Service {
+			return NewControlsReader(db, pausedRoutes{}, func() {}, cfg, zerolog.Nop(), testMetrics())
+		},
+		"services": func() startstop.Service { return New(db, routes, func() {}, cfg, zerolog.Nop(), testMetrics()) },
+		"retention": func() startstop.Service {
+			r, err := NewRetention(db, worker.RetentionConfig{Interval: time.Hour}, zerolog.Nop(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			startstoptest.Contract(t, func(*testing.T) startstop.Service { return newService() })
+		})
+	}
+}
+
+// pausedRoutes answers the controls reader.
+type pausedRoutes struct{}
+
+func (pausedRoutes) SetPaused(map[string]bool) bool { return false }

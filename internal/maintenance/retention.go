@@ -23,9 +23,10 @@ import (
 // replica may run one: batches are small, each its own short transaction,
 // and taken with SKIP LOCKED so that replicas never fight over rows.
 //
-// A Retention runs once, either with Start and Stop (a maintenance
-// service: a pass at Start, then every Interval) or with Run, which does
-// the same until its context ends; Prune runs one pass on demand.
+// A Retention is a service (internal/startstop): Start runs a pass at once
+// and then every Interval, until Stop or the end of Start's context; a
+// failed pass is logged and counted, and the next one tries again. It
+// runs once. Prune runs one pass on demand.
 type Retention struct {
 	periodic
 	cfg     worker.RetentionConfig
@@ -61,29 +62,6 @@ func NewRetention(db *pgxpool.Pool, cfg worker.RetentionConfig, logger zerolog.L
 	}
 	r.periodic = periodic{interval: cfg.Interval, round: r.round}
 	return r, nil
-}
-
-// Start launches the passes: one at once, then one every Interval, until
-// Stop or ctx's end. A failed pass is logged and counted; the next one
-// tries again. It fails only if the Retention was started (or run) before.
-func (r *Retention) Start(ctx context.Context) error { return r.periodic.Start(ctx) }
-
-// Stop ends the passes and returns once the one in progress, if any, has
-// returned (its statements see their context cancelled). Stopping a
-// Retention never started, or twice, does nothing.
-func (r *Retention) Stop() { r.periodic.Stop() }
-
-// Run prunes once at start and then every Interval, until ctx is cancelled
-// (Start, then Stop at ctx's end). A failed pass is logged and counted; the
-// next one tries again. It returns an error only if the Retention was
-// started (or run) before.
-func (r *Retention) Run(ctx context.Context) error {
-	if err := r.Start(ctx); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	r.Stop()
-	return nil
 }
 
 // round runs one pass, and logs and counts its outcome.

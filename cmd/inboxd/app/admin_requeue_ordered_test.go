@@ -12,6 +12,7 @@ import (
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/engine"
 	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -74,7 +75,7 @@ func TestRequeueOnSkipRouteWaitsForTheRunningSuccessor(t *testing.T) {
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- pool.Run(runCtx) }()
+	go func() { done <- startstop.Run(runCtx, pool) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
