@@ -32,7 +32,7 @@ const insertBatch = yardstick.Batch
 var benchPayload = yardstick.Payload
 
 // insertRows inserts n received rows of the benchmark's event type in
-// 500-row unnest statements, as worker's BenchmarkPool does.
+// 500-row unnest statements, as internal/engine's BenchmarkPool does.
 func insertRows(ctx context.Context, db *pgxpool.Pool, prefix string, n int) error {
 	return yardstick.InsertRows(ctx, db, prefix, eventType, n)
 }
