@@ -30,7 +30,7 @@ func MapMessage(m kafka.Message, opts MapOptions) Row {
 // NATS row from a Kafka one), m the row's key, payload, headers and position as a Kafka
 // message.
 func RemapRejected(eventID string, m kafka.Message, opts MapOptions) Row {
-	if isAMQPRejectID(m.Topic, eventID) {
+	if isContentRejectID(m.Topic, eventID) {
 		return mapAMQPRejected(eventID, m, opts)
 	}
 	if row, ok := RemapNATSRejected(eventID, m.Topic, m.Key, m.Value, fromKafkaHeaders(m.Headers), opts); ok {

@@ -278,8 +278,8 @@ func (n *natsSource) env() []string {
 // carry. The event id goes in event_id rather than Nats-Msg-Id: JetStream
 // would drop the duplicates within its deduplication window itself, and the
 // demo shows the inbox absorbing them. A NATS message without an event id
-// is not malformed (its id is "<stream>/<sequence>"): the malformed one
-// carries an id longer than ingest.MaxIdentifierBytes.
+// is not malformed (its id is "<stream>/<sequence>@<time stored>"): the
+// malformed one carries an id longer than ingest.MaxIdentifierBytes.
 func (n *natsSource) publish(ctx context.Context, evs []event, sent *counter) error {
 	subject := n.stream + ".orders"
 	for start := 0; start < len(evs); start += chunk {
