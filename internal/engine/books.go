@@ -47,6 +47,11 @@ type books struct {
 	// another (the claim loop waits on it).
 	freed chan struct{}
 
+	// ahead is premarkLocked's list of the marks it writes ahead, its
+	// backing array reused (queueAhead copies the marks): one per
+	// dispatch would be an allocation per handler's return.
+	ahead []*startMark
+
 	startMargin time.Duration // the lease a row needs left to start (settings.startMargin)
 	metrics     *metrics
 	clock       *clock.Clock
@@ -67,7 +72,8 @@ type runner interface {
 // whose jobs all left the books (the leaser's mark writers).
 type markQueue interface {
 	// queueAhead queues marks written ahead of their rows' starts; the
-	// books' lock is held.
+	// books' lock is held. It must not keep marks, whose backing array
+	// the books reuse.
 	queueAhead(marks []*startMark)
 	// claimDone says that the starts row of the claim token is to be
 	// deleted; the books' lock is held.
@@ -184,7 +190,7 @@ func (b *books) dispatchLocked(rs *routeState) (atRisk []*job) {
 // are marked as they start: their marks also unmark other rows.
 func (b *books) premarkLocked(rs *routeState) {
 	n := min(len(rs.queue), int(rs.rate*premarkHorizon.Seconds()))
-	var ahead []*startMark
+	ahead := b.ahead[:0]
 	for _, j := range rs.queue[:n] {
 		if j.dbStarted || j.premark != nil || j.suspect || j.row.Pred != 0 {
 			continue
@@ -194,7 +200,9 @@ func (b *books) premarkLocked(rs *routeState) {
 	}
 	if len(ahead) > 0 {
 		b.marks.queueAhead(ahead)
+		clear(ahead) // the marks are the leaser's now
 	}
+	b.ahead = ahead[:0]
 }
 
 // cutChainLocked takes the rows of j's key chain that wait behind j off the
