@@ -711,9 +711,9 @@ func (amqpFetcher) fetchFailed() string {
 // event type: the type property, else opts.EventTypeHeaders (then the JSON
 // fields, as for Kafka). Key: header AMQPKeyHeader, else the routing key.
 // Payload: the body. Headers: the headers table (strings as they are, byte
-// arrays as bytes, other values as JSON) and the content-type,
-// correlation-id, timestamp, message_id and type properties (under
-// AMQPMessageIDHeader and AMQPTypeHeader). A message that cannot be accepted
+// arrays as bytes, other values as JSON), the properties of AMQPProperties,
+// and the message_id and type properties (under AMQPMessageIDHeader and
+// AMQPTypeHeader). A message that cannot be accepted
 // becomes a rejected row whose event id, derived from the message's
 // content, is the same on every redelivery.
 func MapDelivery(queue string, d amqp.Delivery, opts MapOptions) Row {
@@ -761,15 +761,7 @@ func amqpHeaders(d amqp.Delivery) []Header {
 	for _, k := range names {
 		hs = append(hs, Header{Key: k, Value: amqpValue(d.Headers[k])})
 	}
-	if d.ContentType != "" {
-		hs = append(hs, Header{Key: AMQPContentTypeHeader, Value: []byte(d.ContentType)})
-	}
-	if d.CorrelationId != "" {
-		hs = append(hs, Header{Key: AMQPCorrelationIDHeader, Value: []byte(d.CorrelationId)})
-	}
-	if !d.Timestamp.IsZero() {
-		hs = append(hs, Header{Key: AMQPTimestampHeader, Value: []byte(d.Timestamp.UTC().Format(time.RFC3339Nano))})
-	}
+	hs = appendAMQPProperties(hs, &d)
 	if d.MessageId != "" {
 		hs = append(hs, Header{Key: AMQPMessageIDHeader, Value: []byte(d.MessageId)})
 	}

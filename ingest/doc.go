@@ -21,8 +21,9 @@
 // RabbitMQ mapping: source is the queue; event id the message_id property,
 // else the id headers; type the type property, else the type headers; key
 // the header "key", else the routing key (AMQPKeyHeader says why); payload
-// the body; headers the headers table with the content-type,
-// correlation-id, timestamp, message_id and type properties (the last two
+// the body; headers the headers table with the properties of
+// AMQPProperties (content-type, content-encoding, correlation-id, reply-to,
+// expiration, timestamp), message_id and type (the last two
 // as amqp-message-id and amqp-type, so that RemapRejected, behind `inboxd
 // requeue --status rejected`, can map a rejected row again by RabbitMQ's
 // rules). A rejected delivery's event id is

@@ -301,10 +301,15 @@ func contentRejectID(source string, fields [][]byte, hs []Header, body []byte) s
 // id has a number where "sha256" stands).
 func isContentRejectID(source, id string) bool {
 	sum, ok := strings.CutPrefix(id, source+"/sha256/")
-	if !ok || len(sum) != 64 {
+	return ok && isSHA256Hex(sum)
+}
+
+// isSHA256Hex reports whether s is a SHA-256 in hex: 64 hex digits.
+func isSHA256Hex(s string) bool {
+	if len(s) != hex.EncodedLen(sha256.Size) {
 		return false
 	}
-	_, err := hex.DecodeString(sum)
+	_, err := hex.DecodeString(s)
 	return err == nil
 }
 
