@@ -86,7 +86,7 @@ fuzz-short:
 	$(GO) test -run='^$$' -fuzz='^FuzzWebhookExtract$$' -fuzztime=50000x ./ingest/
 	$(GO) test -run='^$$' -fuzz='^FuzzParseRoutes$$' -fuzztime=50000x ./handlers/
 	$(GO) test -run='^$$' -fuzz='^FuzzIdempotencyKey$$' -fuzztime=50000x ./handlers/
-	$(GO) test -run='^$$' -fuzz='^FuzzDecodeHeaders$$' -fuzztime=50000x ./worker/
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeHeaders$$' -fuzztime=50000x ./internal/engine/
 
 ## fault: the fault-injection suite, short variant (CI runs it): real binaries, PostgreSQL restarts,
 ## connection cuts and latency, SIGKILL/SIGSTOP, slow handlers, big payloads; invariants on the history

@@ -121,7 +121,7 @@ inline complete(out) {
 
 /* rescue.sql and rescue_delay.sql, one transaction. */
 inline rescue() {
-	d_step { /* @sql rescue.sql @sql rescue_delay.sql @go (*rescuer).rescueBatch */
+	d_step { /* @sql rescue.sql @sql rescue_delay.sql @go (*Rescuer).rescueBatch */
 		if
 		:: st == PROCESSING && exp < now ->
 			if
@@ -189,9 +189,9 @@ deliver:
 	};
 	CRASHPOINT;
 	if
-	:: /* the pool stopped since Reserve: @go (*Pool).giveBackHandedOff */
+	:: /* the pool stopped since Reserve: @go (*handOff).giveBack */
 		out = RELEASE; goto write
-	:: /* @go (*Pool).dispatchLocked: at risk, or started */
+	:: /* @go (*books).dispatchLocked: at risk, or started */
 		if
 		:: jlost[w] -> goto stop
 		:: !jlost[w] && now + MARGIN > jlu[w] -> out = RELEASE; goto write

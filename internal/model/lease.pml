@@ -114,7 +114,7 @@ byte mut;                 /* the mutation this run checks (0: none): INBOXD_MODE
 
 /* rescue.sql, then rescue_delay.sql, in one transaction. */
 inline rescue() {
-	d_step { /* @sql rescue.sql @sql rescue_delay.sql @go (*rescuer).rescueBatch */
+	d_step { /* @sql rescue.sql @sql rescue_delay.sql @go (*Rescuer).rescueBatch */
 		if
 		:: st == PROCESSING && EXPIRED && RESCUABLE ->
 			s = STARTED;
@@ -229,7 +229,7 @@ proctype Worker(byte w) {
 		cm = idle; idle = 0; sent = 0; got = 0
 	};
 	CRASHPOINT;
-	/* @go (*Pool).dispatchLocked: fenced while queued, at risk, or started */
+	/* @go (*books).dispatchLocked: fenced while queued, at risk, or started */
 	if
 	:: jlost[w] -> goto stop
 	:: !jlost[w] && now + MARGIN > jlu[w] -> out = RELEASE; goto write

@@ -250,11 +250,11 @@ inline unpark_all() {
 }
 
 /* rescue.sql and rescue_delay.sql (one transaction), then unpark.sql when
- * a row went dead on a skip route: (*rescuer).rescue. One step here: the
+ * a row went dead on a skip route: (*Rescuer).Rescue. One step here: the
  * unpark is a statement of its own, but nothing else can touch a parked
  * row meanwhile (a claim reads only due rows). */
 inline rescue() {
-	d_step { /* @sql rescue.sql @sql rescue_delay.sql @go (*rescuer).rescueBatch */
+	d_step { /* @sql rescue.sql @sql rescue_delay.sql @go (*Rescuer).rescueBatch */
 		sd = 0;
 		x = 1;
 		do
@@ -272,7 +272,7 @@ inline rescue() {
 			x++
 		od;
 		x = 0;
-		/* @sql unpark.sql @go (*rescuer).rescue */
+		/* @sql unpark.sql @go (*Rescuer).Rescue */
 		if
 		:: sd && !MUT(6) -> unpark_all()
 		:: else
@@ -337,7 +337,7 @@ proctype Worker(byte w) {
 	:: h != 0 && w == 0 -> goto crash /* it dies before the handler starts */
 	:: h != 0
 	fi;
-	/* @go (*Pool).dispatchLocked: the head at risk (the chain given back with it), or started */
+	/* @go (*books).dispatchLocked: the head at risk (the chain given back with it), or started */
 	if
 	:: now + MARGIN > sent + L ->
 		d_step { /* @sql complete.sql */
@@ -348,7 +348,7 @@ proctype Worker(byte w) {
 	:: else -> d_step { /* @go (*executor).execute */ starts(h) }
 	fi;
 	returns(h, out);
-	/* @go (*Pool).follow: the chained row goes on only if the key may;
+	/* @go (*books).follow: the chained row goes on only if the key may;
 	 * the head's completion then leaves it parked or not as it is */
 	d_step { /* @sql complete.sql @sql unpark_successors.sql */
 		complete(h, out, f != 0)
@@ -357,7 +357,7 @@ proctype Worker(byte w) {
 	:: f == 0 -> goto stop
 	:: f != 0 && (out == OK || (out == FAIL && !block) || MUT(5)) ->
 		if
-		:: now + MARGIN > sent + L -> fout = RELEASE /* @go (*Pool).dispatchLocked: at risk */
+		:: now + MARGIN > sent + L -> fout = RELEASE /* @go (*books).dispatchLocked: at risk */
 		:: else ->
 			d_step { /* @go (*executor).execute */ starts(f) };
 			returns(f, fout)
