@@ -116,7 +116,7 @@ func TestConsoleRequeuesRejectedRowsWithTheConfiguration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, closeDB, err := openConsole(context.Background(), cfg, nil, zerolog.Nop())
+	h, closeDB, err := openConsole(context.Background(), cfg, nil, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
