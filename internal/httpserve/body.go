@@ -10,11 +10,12 @@ import (
 )
 
 // closeUnread makes every answer to a request whose body the handler did
-// not read to its end close the connection. net/http would otherwise read
-// up to 256 KiB of the rest (and wait for it, up to the read timeout)
-// before sending the answer, to keep the connection: a refused body would
-// be read after all, and a client that never sends it would hold the
-// answer back.
+// not read to its end close the connection, at once. net/http would
+// otherwise read up to 256 KiB of the rest (and wait for it, up to the
+// read timeout) before sending the answer, to keep the connection, and
+// read it again when it closes the body after the answer: a refused body
+// would be read after all, and a client that never sends it would hold
+// the connection, and its place under the cap, in the server's hands.
 func closeUnread(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
@@ -24,6 +25,12 @@ func closeUnread(h http.Handler) http.Handler {
 		b := &eofBody{ReadCloser: r.Body}
 		r.Body = b
 		h.ServeHTTP(&closeWriter{ResponseWriter: w, body: b}, r)
+		if !b.eof.Load() {
+			// Once the answer is out, net/http closes the body, and
+			// closing reads up to 256 KiB of what is left, waiting for it:
+			// that read fails at once instead, and the connection closes.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
+		}
 	})
 }
 

@@ -4,10 +4,11 @@
 //
 //   - header, read, write and idle timeouts (Limits; every one must be set);
 //   - a connection cap that never starves a new request: when the cap is
-//     reached, the connection that has waited longest without a request in
-//     a handler (idle between requests, still sending its headers, or
-//     holding back a body after its answer) is closed to make room; only
-//     when every connection is inside a handler does a new one wait;
+//     reached, the connection that has waited longest on its client with
+//     no request being served (idle between requests, still sending its
+//     headers or its TLS handshake) is closed to make room; a connection
+//     not read yet, or whose request is being served, never is; only when
+//     no connection waits on its client does a new one wait for a place;
 //   - answers that close the connection when the handler did not read the
 //     request's body to its end, so that no body a handler refused is read
 //     (or waited for) after its answer;
@@ -18,7 +19,6 @@
 package httpserve
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -90,13 +90,7 @@ func New(h http.Handler, l Limits, log zerolog.Logger) *Server {
 		ErrorLog:          stdlog.New(errorLog{log}, "", 0),
 	}
 	if l.MaxConns > 0 {
-		s.Handler = inHandler(s.Handler)
-		s.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-			if tc := trackedOf(c); tc != nil {
-				return context.WithValue(ctx, connKey{}, tc)
-			}
-			return ctx
-		}
+		s.ConnState = connState
 	}
 	return s
 }

@@ -7,11 +7,14 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
+
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -98,27 +101,106 @@ func TestClosesIdleConnections(t *testing.T) {
 	}
 }
 
-// At the cap, a new connection closes the one that has waited longest
-// without a request in a handler (here: idle after its request) and is
-// served at once.
+// At the cap, a new connection closes the one waiting longest on its
+// client; a connection accepted but not read yet keeps its place; when
+// none waits (one is being served, one not read yet), a new one waits
+// until one does.
 func TestCapMakesRoomForANewConnection(t *testing.T) {
 	t.Parallel()
-	l := testLimits()
-	l.MaxConns = 2
-	addr := serve(t, okHandler, l)
-	first, r1 := dial(t, addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-	answer(t, first, r1, 5*time.Second)                          // then idle
-	second, r2 := dial(t, addr, "GET / HTTP/1.1\r\nHost: x\r\n") // headers never end
-	third, r3 := dial(t, addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-	if resp := answer(t, third, r3, 5*time.Second); resp.StatusCode != http.StatusOK {
-		t.Fatalf("third connection: %s", resp.Status)
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !closed(first, r1, 5*time.Second) {
-		t.Error("the oldest waiting connection was not closed to make room")
+	l := newCapListener(tcp, 2, zerolog.Nop())
+	t.Cleanup(func() { _ = l.Close() })
+	type peer struct {
+		client net.Conn
+		server *trackedConn
+		read   chan error // the server side's Read, once it returns
+		ended  atomic.Bool
 	}
-	if closed(second, r2, 200*time.Millisecond) {
-		t.Error("the younger waiting connection was closed too")
+	connect := func() *peer {
+		c, err := net.Dial("tcp", tcp.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		accepted := make(chan net.Conn, 1)
+		go func() {
+			a, err := l.Accept()
+			if err == nil {
+				accepted <- a
+			}
+		}()
+		select {
+		case a := <-accepted:
+			t.Cleanup(func() { _ = a.Close() })
+			return &peer{client: c, server: a.(*trackedConn), read: make(chan error, 1)}
+		case <-time.After(5 * time.Second):
+			t.Fatal("not accepted within 5 s")
+			return nil
+		}
 	}
+	// wait makes the server side wait on its client (a Read that blocks).
+	wait := func(p *peer) {
+		go func() {
+			_, err := p.server.Read(make([]byte, 1))
+			p.ended.Store(true)
+			p.read <- err
+		}()
+		testkit.WaitFor(t, 5*time.Second, "the server side reading", func() bool {
+			return p.server.reading.Load() != 0 || p.ended.Load()
+		})
+	}
+	evicted := func(p *peer) bool {
+		select {
+		case err := <-p.read:
+			return err != nil
+		case <-time.After(5 * time.Second):
+			return false
+		}
+	}
+	a := connect()
+	wait(a)
+	b := connect()
+	wait(b)
+	c := connect() // the cap: a, waiting longest, makes room
+	if !evicted(a) {
+		t.Fatal("the connection waiting longest was not closed to make room")
+	}
+	d := connect() // b waits, c was not read yet: b makes room
+	if !evicted(b) {
+		t.Fatal("a waiting connection was not closed to make room for one while another was not read yet")
+	}
+	connState(c.server, http.StateActive) // c is being served, d not read yet: a new one waits
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if x, err := l.Accept(); err == nil {
+			accepted <- x
+		}
+	}()
+	e, err := net.Dial("tcp", tcp.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	select {
+	case <-accepted:
+		t.Fatal("a connection was let in while none waited on its client")
+	case <-time.After(300 * time.Millisecond):
+	}
+	connState(c.server, http.StateIdle)
+	wait(c) // served, then idle, waiting for its next request: it makes room
+	select {
+	case x := <-accepted:
+		_ = x.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting connection was not let in once another waited on its client")
+	}
+	if !evicted(c) {
+		t.Error("the idle connection was not the one closed")
+	}
+	_ = d
 }
 
 // A connection inside a handler is never closed to make room: a new one
@@ -155,8 +237,8 @@ func TestCapWaitsWhileEveryConnectionIsInAHandler(t *testing.T) {
 }
 
 // A request whose body the handler does not read is answered at once
-// and its connection closed: the server neither reads nor waits for the
-// body (which never comes here).
+// and its connection closed at once: the server neither reads nor waits
+// for the body (which never comes here), before the answer or after.
 func TestUnreadBodyClosesTheConnection(t *testing.T) {
 	t.Parallel()
 	addr := serve(t, okHandler, testLimits())
@@ -164,6 +246,9 @@ func TestUnreadBodyClosesTheConnection(t *testing.T) {
 	resp := answer(t, c, r, 2*time.Second)
 	if resp.StatusCode != http.StatusOK || !resp.Close {
 		t.Fatalf("answer %s, close %v; want 200 closing the connection", resp.Status, resp.Close)
+	}
+	if !closed(c, r, time.Second) {
+		t.Fatal("the connection stayed open after the answer, the server waiting for the body it did not read")
 	}
 	// A body read to its end keeps the connection.
 	read := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -285,5 +370,43 @@ func TestLimitsValidate(t *testing.T) {
 	err := Limits{}.Validate()
 	if err == nil || strings.Count(err.Error(), "\n") != 3 {
 		t.Errorf("Limits{}.Validate() = %v, want four lines", err)
+	}
+}
+
+// The connection closed to make room is, among those waiting on their
+// client with no request being served, the one waiting longest of those
+// that have sent something, and only then of those that have sent nothing
+// yet; one the server has not read yet, or one whose request is being
+// served (its answer is being written while the server's read for a client
+// leaving is pending), never is.
+func TestVictimIsTheConnectionWaitingLongestOnItsClient(t *testing.T) {
+	t.Parallel()
+	l := newCapListener(nil, 5, zerolog.Nop())
+	fresh := &trackedConn{l: l} // accepted, not read yet
+	served := &trackedConn{l: l}
+	served.serving.Store(true)
+	served.reading.Store(50)
+	served.got.Store(100)
+	silent := &trackedConn{l: l} // waiting for its first byte since 10
+	silent.reading.Store(10)
+	idle := &trackedConn{l: l} // answered, reading its next request since 200
+	idle.reading.Store(200)
+	idle.got.Store(100)
+	slow := &trackedConn{l: l} // sending its headers since 100
+	slow.reading.Store(100)
+	slow.got.Store(20)
+	for _, c := range []*trackedConn{fresh, served, silent, idle, slow} {
+		l.conns[c] = struct{}{}
+	}
+	for _, want := range []*trackedConn{slow, idle, silent, nil} {
+		v, _ := l.victimLocked()
+		if v != want {
+			t.Fatalf("victim %p, want %p (fresh %p, served %p, silent %p, idle %p, slow %p)", v, want, fresh, served, silent, idle, slow)
+		}
+		delete(l.conns, v)
+	}
+	connState(served, http.StateIdle)
+	if v, _ := l.victimLocked(); v != served {
+		t.Errorf("a connection gone idle after its answer is not the victim")
 	}
 }
