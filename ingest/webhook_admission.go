@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -53,18 +54,10 @@ const (
 )
 
 func (a WebhookAdmission) withDefaults() WebhookAdmission {
-	if a.BodyBudget == 0 {
-		a.BodyBudget = DefaultWebhookBodyBudget
-	}
-	if a.MinBodyRate == 0 {
-		a.MinBodyRate = DefaultWebhookMinBodyRate
-	}
-	if a.BodyGrace == 0 {
-		a.BodyGrace = DefaultWebhookBodyGrace
-	}
-	if a.BodyStall == 0 {
-		a.BodyStall = DefaultWebhookBodyStall
-	}
+	a.BodyBudget = cmp.Or(a.BodyBudget, DefaultWebhookBodyBudget)
+	a.MinBodyRate = cmp.Or(a.MinBodyRate, DefaultWebhookMinBodyRate)
+	a.BodyGrace = cmp.Or(a.BodyGrace, DefaultWebhookBodyGrace)
+	a.BodyStall = cmp.Or(a.BodyStall, DefaultWebhookBodyStall)
 	return a
 }
 

@@ -20,14 +20,7 @@ import (
 // body); it is closed when t ends.
 func rawConn(t *testing.T, b *whBundle, head string, body []byte) (net.Conn, *bufio.Reader) {
 	t.Helper()
-	c, err := net.Dial("tcp", b.src.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	if _, err := io.WriteString(c, head); err != nil {
-		t.Fatal(err)
-	}
+	c := testkit.RawConn(t, b.src.Addr(), head)
 	if len(body) > 0 {
 		if _, err := c.Write(body); err != nil {
 			t.Fatal(err)

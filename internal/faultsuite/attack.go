@@ -245,15 +245,11 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 // and returns the status code and how long the answer took; timeout bounds
 // the wait.
 func timedGet(url string, timeout time.Duration) (int, time.Duration, error) {
-	client := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
-	start := time.Now()
-	resp, err := client.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
-		return 0, time.Since(start), err
+		return 0, 0, err
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, time.Since(start), nil
+	return timedDo(req, timeout)
 }
 
 // signedPost POSTs body to url signed with secret as event id, on a
@@ -269,6 +265,12 @@ func signedPost(url string, secret WebhookSecret, id string, body []byte, timeou
 	req.Header.Set("webhook-id", id)
 	req.Header.Set("webhook-timestamp", ts)
 	req.Header.Set("webhook-signature", secret.Sign(id, ts, body))
+	return timedDo(req, timeout)
+}
+
+// timedDo sends req on a connection of its own and returns the status
+// code and how long the whole answer took.
+func timedDo(req *http.Request, timeout time.Duration) (int, time.Duration, error) {
 	client := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
 	start := time.Now()
 	resp, err := client.Do(req)

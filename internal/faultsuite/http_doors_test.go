@@ -9,21 +9,35 @@ import (
 	"time"
 
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
 
-// webhookDaemon starts cmd/inboxd (binary) with the standard-webhooks
-// source webhookSource only, an http route of webhookEventType to sink,
-// and extra variables; it returns the daemon, the webhook listener's
-// address and the source's secret.
-func webhookDaemon(t *testing.T, binary, dbURL string, sink *Sink, extra ...string) (*Daemon, string, WebhookSecret) {
+// doors is a scenario of the HTTP doors: a per-test database, a sink, the
+// run, and cmd/inboxd (binary) with the standard-webhooks source
+// webhookSource only and an http route of webhookEventType to the sink;
+// url is the source's endpoint.
+type doors struct {
+	db     *pgtest.DB
+	run    *Run
+	d      *Daemon
+	addr   string
+	url    string
+	secret WebhookSecret
+}
+
+// startDoors starts the scenario's daemon.
+func startDoors(t *testing.T, binary string) doors {
 	t.Helper()
-	secret := NewWebhookSecret(t)
-	addr := testkit.FreeAddr(t)
+	db := sharedDB(t)
+	sink := NewSink(t)
+	s := doors{db: db, run: NewRun(t, db.Pool, sink, 30*time.Second), secret: NewWebhookSecret(t), addr: testkit.FreeAddr(t)}
 	routes := writeRoutes(t, httpRoute(sink, webhookEventType))
-	env := baseEnv(dbURL, 30*time.Second, 4, append([]string{"INBOXD_ROUTES=" + routes,
-		"INBOXD_WEBHOOK_ADDR=" + addr, "INBOXD_WEBHOOK_SOURCES=" + writeWebhookSources(t, webhookSource, secret)}, extra...)...)
-	return StartDaemon(t, DaemonSpec{Name: "a", Binary: binary, Env: env}), addr, secret
+	env := baseEnv(db.URL, 30*time.Second, 4, "INBOXD_ROUTES="+routes,
+		"INBOXD_WEBHOOK_ADDR="+s.addr, "INBOXD_WEBHOOK_SOURCES="+writeWebhookSources(t, webhookSource, s.secret))
+	s.d = StartDaemon(t, DaemonSpec{Name: "a", Binary: binary, Env: env})
+	s.url = "http://" + s.addr + ingest.WebhookPathPrefix + webhookSource
+	return s
 }
 
 // forgedHead is the head of an unauthenticated webhook request declaring a
@@ -70,11 +84,8 @@ func signedUntilStored(t *testing.T, url string, secret WebhookSecret, id string
 // of the forged requests is stored.
 func TestWebhookBodyFloodBoundedMemory(t *testing.T) {
 	scenario(t, alone)
-	db := sharedDB(t)
-	sink := NewSink(t)
-	run := NewRun(t, db.Pool, sink, 30*time.Second)
-	d, addr, secret := webhookDaemon(t, bins.InboxdNoRace, db.URL, sink)
-	url := "http://" + addr + ingest.WebhookPathPrefix + webhookSource
+	s := startDoors(t, bins.InboxdNoRace)
+	db, run, d, addr, url, secret := s.db, s.run, s.d, s.addr, s.url, s.secret
 	// One signed event before the attack: the daemon is warm.
 	signedUntilStored(t, url, secret, "before", 30*time.Second)
 	rest, _ := d.PeakRSS()
@@ -170,11 +181,8 @@ func TestWebhookBodyFloodBoundedMemory(t *testing.T) {
 // one trickle period and a margin.
 func TestWebhookSlowBodiesDoNotHoldTheCap(t *testing.T) {
 	scenario(t, heavy)
-	db := sharedDB(t)
-	sink := NewSink(t)
-	run := NewRun(t, db.Pool, sink, 30*time.Second)
-	d, addr, secret := webhookDaemon(t, bins.Inboxd, db.URL, sink)
-	url := "http://" + addr + ingest.WebhookPathPrefix + webhookSource
+	s := startDoors(t, bins.Inboxd)
+	run, d, addr, url, secret := s.run, s.d, s.addr, s.url, s.secret
 
 	const conns, every = 1200, 2 * time.Second // more than the 1,024 requests cap
 	ctx, cancel := context.WithCancel(context.Background())

@@ -51,14 +51,7 @@ var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { 
 // reader; it is closed when t ends.
 func dial(t *testing.T, addr, head string) (net.Conn, *bufio.Reader) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	if _, err := io.WriteString(c, head); err != nil {
-		t.Fatal(err)
-	}
+	c := testkit.RawConn(t, addr, head)
 	return c, bufio.NewReader(c)
 }
 

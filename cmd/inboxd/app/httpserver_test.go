@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -73,14 +72,7 @@ func runHTTPDaemon(t *testing.T, env ...string) (string, *syncbuf.Buffer) {
 func holdConns(t *testing.T, addr string, n int, head string) {
 	t.Helper()
 	for range n {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		if _, err := io.WriteString(c, head); err != nil {
-			t.Fatal(err)
-		}
+		testkit.RawConn(t, addr, head)
 	}
 }
 
