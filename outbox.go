@@ -42,7 +42,13 @@ type OutboxMessage struct {
 }
 
 // Emit writes msgs to the outbox in tx, the caller's transaction, in their
-// order, and returns their event ids. They are published once tx commits,
+// order, and returns their event ids. It writes none if any message is
+// one the relay could not publish, and says why, every reason of every
+// message on a line of its own: no event type, a header without a name or
+// named event_id or event_type, a destination that does not parse, or a
+// message its destination's broker cannot carry (a NATS header name with
+// a space, an AMQP message_id over 255 bytes: the rules of
+// docs/outbox.md#what-a-broker-cannot-carry). They are published once tx commits,
 // and never if it rolls back. From a transactional handler
 // (handlers.TxHandler), pass the handler's transaction: consuming the
 // event, the service's writes and the events it emits then commit
@@ -66,9 +72,6 @@ func Emit(ctx context.Context, tx pgx.Tx, msgs ...OutboxMessage) ([]string, erro
 	rows := make([]driver.OutboxMessage, len(msgs))
 	var errs []error
 	for i, m := range msgs {
-		if _, err := outbox.ParseDestination(m.Destination); err != nil {
-			errs = append(errs, fmt.Errorf("inboxd: outbox message %d: %w", i, err))
-		}
 		if m.EventType == "" {
 			errs = append(errs, fmt.Errorf("inboxd: outbox message %d: no event type", i))
 		}
@@ -88,6 +91,9 @@ func Emit(ctx context.Context, tx pgx.Tx, msgs ...OutboxMessage) ([]string, erro
 		rows[i] = driver.OutboxMessage{
 			Destination: m.Destination, EventID: m.EventID, EventType: m.EventType, Key: m.Key,
 			Headers: hs, Payload: m.Payload,
+		}
+		for _, err := range outbox.Validate(rows[i]) {
+			errs = append(errs, fmt.Errorf("inboxd: outbox message %d: %w", i, err))
 		}
 	}
 	if len(errs) > 0 {
@@ -124,6 +130,10 @@ type OutboxConfig struct {
 	// Retention is how long published rows are kept (default 1h);
 	// negative keeps them.
 	Retention time.Duration
+	// KafkaCompression is the codec of the Kafka batches: gzip (the
+	// default), none, snappy, lz4 or zstd (kafkajs reads the last three
+	// only with a plug-in).
+	KafkaCompression string
 
 	// Kafka, AMQP and NATS are the brokers published to, by their
 	// connection settings alone (brokers, TLS, SASL, client id; URL, TLS;

@@ -44,7 +44,8 @@ func newPublishers(cfg OutboxConfig, log zerolog.Logger) (map[string]outbox.Publ
 	pubs := map[string]outbox.Publisher{}
 	var errs []error
 	if k := cfg.Kafka; k != nil {
-		p, err := outbox.NewKafka(outbox.KafkaConfig{Brokers: k.Brokers, ClientID: k.ClientID, TLS: k.TLS, SASL: k.SASL}, log)
+		p, err := outbox.NewKafka(outbox.KafkaConfig{Brokers: k.Brokers, ClientID: k.ClientID, TLS: k.TLS, SASL: k.SASL,
+			Compression: cfg.KafkaCompression}, log)
 		if err != nil {
 			errs = append(errs, err)
 		} else {

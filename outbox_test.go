@@ -2,18 +2,23 @@ package inboxd_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/inboxd/inboxd"
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 type outboxRow struct {
@@ -37,6 +42,19 @@ func outboxRows(t *testing.T, db *pgtest.DB) []outboxRow {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// rolledBackTx is a transaction on a database of the test's own, rolled
+// back when the test ends.
+func rolledBackTx(t *testing.T) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pgtest.New(t).Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	return tx
 }
 
 // Emit writes in the caller's transaction: nothing before the commit,
@@ -107,14 +125,9 @@ func TestEmitWritesInTheCallersTransaction(t *testing.T) {
 // Emit refuses what the relay could never publish, naming each problem.
 func TestEmitRefusesBadMessages(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
 	ctx := context.Background()
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	_, err = inboxd.Emit(ctx, tx,
+	tx := rolledBackTx(t)
+	_, err := inboxd.Emit(ctx, tx,
 		inboxd.OutboxMessage{Destination: "kafka:bad topic", EventType: "x"},
 		inboxd.OutboxMessage{Destination: "smtp:x", EventType: "x"},
 		inboxd.OutboxMessage{Destination: "nats:a.*", EventType: "x"},
@@ -177,5 +190,112 @@ func TestTxHandlerEmitsWithItsWrites(t *testing.T) {
 	var n int
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM shipments`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("shipments = %d (%v), want 1", n, err)
+	}
+}
+
+// Emit refuses, with the reason, a message its destination's broker
+// cannot carry, rules its broker's client would break on at publication:
+// an AMQP message_id over a shortstr's 255 bytes, a NATS header name with
+// a space, a NATS header value with a line break (nats.go would change
+// it), an AMQP expiration that is not a number of milliseconds. The same
+// header names and ids are fine where the broker carries them.
+func TestEmitRefusesWhatItsBrokerCannotCarry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := rolledBackTx(t)
+	long := strings.Repeat("x", 300)
+	_, err := inboxd.Emit(ctx, tx,
+		inboxd.OutboxMessage{Destination: "amqp:events/rk", EventType: "x", EventID: long},
+		inboxd.OutboxMessage{Destination: "nats:orders", EventType: "x", Headers: map[string]string{"bad name": "v"}},
+		inboxd.OutboxMessage{Destination: "nats:orders", EventType: "x", Headers: map[string]string{"note": "two\nlines"}},
+		inboxd.OutboxMessage{Destination: "amqp:events/rk", EventType: "x", Headers: map[string]string{"expiration": "soon"}},
+	)
+	if err == nil {
+		t.Fatal("Emit accepted messages their brokers cannot carry")
+	}
+	for _, want := range []string{"message 0: amqp: message_id", "255", `message 1: nats: header name "bad name"`,
+		`message 2: nats: header note`, `message 3: amqp: header expiration "soon"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if _, err := inboxd.Emit(ctx, tx,
+		inboxd.OutboxMessage{Destination: "kafka:orders", EventType: "x", EventID: long, Headers: map[string]string{"bad name": "two\nlines"}},
+		inboxd.OutboxMessage{Destination: "amqp:events/rk", EventType: "x", Headers: map[string]string{"bad name": "v", "expiration": "60000"}},
+	); err != nil {
+		t.Errorf("Emit refused what Kafka and RabbitMQ carry: %v", err)
+	}
+}
+
+// The round trip outbox → RabbitMQ → inboxd's own AMQP ingest → inbox row:
+// the row stored downstream has the event id, type, key and payload
+// emitted, and every header emitted with its value, the standard
+// properties' headers (content-type, content-encoding, correlation-id,
+// reply-to, expiration, timestamp) carried as the AMQP properties and read
+// back from them.
+func TestOutboxAMQPRoundTripThroughIngest(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	conn, err := amqp.Dial(testkit.AMQPURL())
+	if err != nil {
+		t.Fatalf("connect to RabbitMQ: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	queue := "inboxd-test-outbox-round-trip-" + hex.EncodeToString(suffix[:])
+	if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := ch.QueueDelete(queue, false, false, false); err != nil {
+			t.Errorf("delete queue %s: %v", queue, err)
+		}
+	})
+
+	cfg := testConfig(db.Pool, handlers.NewRegistry(), zerolog.Nop())
+	cfg.AMQP = &ingest.AMQPConfig{URL: testkit.AMQPURL(), Queues: []string{queue}}
+	cfg.Outbox = &inboxd.OutboxConfig{PollInterval: 10 * time.Millisecond, AMQP: &ingest.AMQPConfig{URL: testkit.AMQPURL()}}
+	ib, err := inboxd.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, ib)
+
+	headers := map[string]string{
+		"content-type": "application/json", "content-encoding": "identity", "correlation-id": "corr-7",
+		"reply-to": "replies", "expiration": "600000", "timestamp": "2024-05-01T10:00:00Z", "tenant": "acme",
+	}
+	ctx := context.Background()
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inboxd.Emit(ctx, tx, inboxd.OutboxMessage{Destination: "amqp:/" + queue, EventType: "order.shipped",
+		EventID: "round-trip-1", Key: "order-7", Headers: headers, Payload: []byte(`{"id":7}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var eventType string
+	var key, payload []byte
+	var stored map[string]any
+	waitFor(t, 20*time.Second, "the emitted event stored by the AMQP source", func() bool {
+		err := db.Pool.QueryRow(ctx, `SELECT event_type, key, payload, headers FROM inbox WHERE source = $1 AND event_id = 'round-trip-1'`,
+			queue).Scan(&eventType, &key, &payload, &stored)
+		return err == nil
+	})
+	if eventType != "order.shipped" || string(key) != "order-7" || string(payload) != `{"id":7}` {
+		t.Errorf("inbox row: type %q, key %q, payload %q", eventType, key, payload)
+	}
+	for k, v := range headers {
+		if stored[k] != v {
+			t.Errorf("inbox row header %s = %v, want %q (headers %v)", k, stored[k], v, stored)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -248,6 +249,8 @@ type Config struct {
 	OutboxMaxAttempts int `env:"INBOXD_OUTBOX_MAX_ATTEMPTS" help:"broker refusals an outbox row takes before it goes dead (an unreachable broker costs none)"`
 	// OutboxRetention is how long published outbox rows are kept.
 	OutboxRetention time.Duration `env:"INBOXD_OUTBOX_RETENTION" help:"published outbox rows are deleted this long after their publication"`
+	// OutboxKafkaCompression is the codec of the relay's Kafka batches.
+	OutboxKafkaCompression string `env:"INBOXD_OUTBOX_KAFKA_COMPRESSION" help:"codec of the outbox relay's Kafka batches: gzip or none (both read by every mainstream client as they are), snappy, lz4 or zstd (kafkajs and some others need a plug-in)"`
 
 	// Routes names the routes file (YAML); empty means every type goes to the
 	// default route, dead.
@@ -266,8 +269,9 @@ type Config struct {
 	UIShowPayloads bool `env:"INBOXD_UI_SHOW_PAYLOADS" envDefault:"false" help:"show rows' payloads in the console (/ui/); hidden by default, since they may hold personal data"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"INBOXD_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
-	// LogFormat is json or console.
-	LogFormat string `env:"INBOXD_LOG_FORMAT" envDefault:"json" help:"json or console"`
+	// LogFormat is json, text, or auto: text when the logs go to a
+	// terminal, else json (see LogText).
+	LogFormat string `env:"INBOXD_LOG_FORMAT" envDefault:"auto" help:"json (a JSON object a line), text (for people; console is its old name), or auto: text when stderr is a terminal, else json"`
 }
 
 // Load reads the configuration from environ (a list of KEY=value pairs as
@@ -415,6 +419,8 @@ func engineDefaults() Config {
 		OutboxLease:        outbox.DefaultLease,
 		OutboxMaxAttempts:  outbox.DefaultMaxAttempts,
 		OutboxRetention:    outbox.DefaultRetention,
+
+		OutboxKafkaCompression: outbox.DefaultKafkaCompression,
 	}
 }
 
@@ -633,13 +639,18 @@ func (c Config) Validate() error {
 		bad("INBOXD_OUTBOX_MAX_ATTEMPTS", "must be between 1 and %d, got %d", outbox.MaxAttemptsLimit, c.OutboxMaxAttempts)
 	}
 	minDur(&errs, "INBOXD_OUTBOX_RETENTION", c.OutboxRetention, worker.MinRetention)
+	if !slices.Contains(outbox.KafkaCompressions, c.OutboxKafkaCompression) {
+		bad("INBOXD_OUTBOX_KAFKA_COMPRESSION", "must be one of %s, got %q", strings.Join(outbox.KafkaCompressions, ", "), c.OutboxKafkaCompression)
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
 		bad("INBOXD_LOG_LEVEL", "must be debug, info, warn or error, got %q", c.LogLevel)
 	}
-	if c.LogFormat != "json" && c.LogFormat != "console" {
-		bad("INBOXD_LOG_FORMAT", "must be json or console, got %q", c.LogFormat)
+	switch c.LogFormat {
+	case "json", "text", "console", "auto":
+	default:
+		bad("INBOXD_LOG_FORMAT", "must be json, text or auto, got %q", c.LogFormat)
 	}
 	return errors.Join(errs...)
 }
@@ -648,6 +659,20 @@ func minDur(errs *[]error, name string, d, lowest time.Duration) {
 	if d < lowest {
 		*errs = append(*errs, fmt.Errorf("%s: must be at least %s, got %q", name, lowest, d))
 	}
+}
+
+// LogText reports whether logs in format (INBOXD_LOG_FORMAT's value) are
+// written for people rather than as JSON lines, terminal saying whether
+// they go to a terminal: text (or console) always, json never, auto (or a
+// value Validate refuses) on a terminal.
+func LogText(format string, terminal bool) bool {
+	switch format {
+	case "text", "console":
+		return true
+	case "json":
+		return false
+	}
+	return terminal
 }
 
 // IngestEnabled reports whether Kafka ingest runs (INBOXD_KAFKA_BROKERS set).

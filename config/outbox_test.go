@@ -51,3 +51,34 @@ func TestOutboxVariables(t *testing.T) {
 		}
 	}
 }
+
+// INBOXD_OUTBOX_KAFKA_COMPRESSION defaults to a codec every mainstream
+// client reads; a codec it does not know is one line naming the variable
+// and the codecs it takes.
+func TestOutboxKafkaCompression(t *testing.T) {
+	t.Parallel()
+	base := []string{dsn, "INBOXD_OUTBOX=true", "INBOXD_KAFKA_BROKERS=k1:9092"}
+	c, err := Load(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.OutboxKafkaCompression != "gzip" {
+		t.Errorf("default codec %q, want gzip", c.OutboxKafkaCompression)
+	}
+	if c, err := Load(append(base, "INBOXD_OUTBOX_KAFKA_COMPRESSION=none")); err != nil || c.OutboxKafkaCompression != "none" {
+		t.Errorf("none: %q, %v", c.OutboxKafkaCompression, err)
+	}
+	_, err = Load(append(base, "INBOXD_OUTBOX_KAFKA_COMPRESSION=brotli"))
+	if err == nil {
+		t.Fatal("an unknown codec accepted")
+	}
+	var lines []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if strings.HasPrefix(l, "INBOXD_OUTBOX_KAFKA_COMPRESSION:") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "none, gzip, snappy, lz4, zstd") || !strings.Contains(lines[0], `"brotli"`) {
+		t.Errorf("error %q: want one line naming the variable, the codecs and the value", err)
+	}
+}

@@ -2,8 +2,7 @@ package ingest
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -94,39 +93,117 @@ const amqpTLSPrefix = "INBOXD_AMQP_TLS"
 // DialAMQP opens a connection to the RabbitMQ server at url, as the
 // AMQPSource does for its queues and the outbox for its exchanges: TLS
 // (tls's files, enabled by an amqps:// URL whatever tls.Enabled says),
-// 10s heartbeats, connection_name "inboxd". ctx bounds the TCP connection;
-// the TLS and AMQP handshakes are bounded by amqpDialTimeout, or ctx's
-// deadline when it comes first (not by its cancellation).
+// 10s heartbeats (or the URL's heartbeat parameter), connection_name
+// "inboxd". ctx bounds the TCP connection; the TLS and AMQP handshakes are
+// bounded by amqpDialTimeout (or the URL's connection_timeout), or ctx's
+// deadline when it comes first, and end when ctx is cancelled.
 func DialAMQP(ctx context.Context, url string, tls TLSConfig) (*amqp.Connection, error) {
-	c := amqp.Config{Heartbeat: 10 * time.Second, Locale: "en_US",
+	conn, _, err := dialAMQP(ctx, url, tls, false)
+	return conn, err
+}
+
+// dialAMQP is DialAMQP, the server's frames read through amqpFrames when
+// frames is set (the source's connections: the outbox reads nothing a
+// sender wrote). It connects and does the TLS handshake itself, then hands
+// the connection to amqp.Open, so that amqpFrames reads the frames in
+// clear.
+func dialAMQP(ctx context.Context, rawURL string, tlsc TLSConfig, frames bool) (*amqp.Connection, *amqpFrames, error) {
+	uri, err := amqp.ParseURI(rawURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := amqp.Config{Heartbeat: 10 * time.Second, Locale: "en_US", Vhost: uri.Vhost, ChannelMax: uri.ChannelMax,
 		Properties: amqp.Table{"connection_name": "inboxd"}}
-	if tls.Enabled = amqpsURL(url); tls.Enabled {
-		tc, err := tls.Build(amqpTLSPrefix)
-		if err != nil {
-			return nil, err
-		}
-		c.TLSClientConfig = tc
+	if c.SASL, err = amqpSASL(uri); err != nil {
+		return nil, nil, err
 	}
-	c.Dial = func(network, addr string) (net.Conn, error) {
-		d := net.Dialer{Timeout: amqpDialTimeout}
-		conn, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
+	// The URL's heartbeat parameter (seconds), as amqp.DialConfig reads
+	// it: amqp.URI keeps it unexported.
+	if u, err := url.Parse(rawURL); err == nil && u.Query().Has("heartbeat") {
+		if n, err := strconv.Atoi(u.Query().Get("heartbeat")); err == nil && n >= 0 {
+			c.Heartbeat = time.Duration(n) * time.Second
 		}
-		// As amqp.DefaultDial: a deadline for the TLS and AMQP handshakes
-		// (heartbeats have not started), cleared once the connection is
-		// open; ctx's deadline if it comes first.
-		deadline := time.Now().Add(amqpDialTimeout)
-		if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-			deadline = dl
-		}
-		if err := conn.SetDeadline(deadline); err != nil {
-			_ = conn.Close()
-			return nil, err
-		}
-		return conn, nil
 	}
-	return amqp.DialConfig(url, c)
+	timeout := amqpDialTimeout
+	if uri.ConnectionTimeout > 0 {
+		timeout = time.Duration(uri.ConnectionTimeout) * time.Millisecond
+	}
+	d := net.Dialer{Timeout: timeout}
+	raw, err := d.DialContext(ctx, "tcp", net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port)))
+	if err != nil {
+		return nil, nil, err
+	}
+	// As amqp.DefaultDial: a deadline for the TLS and AMQP handshakes
+	// (heartbeats have not started), which amqp.Open clears once the
+	// connection is open; ctx's deadline if it comes first, and a
+	// cancelled ctx closes the connection meanwhile.
+	deadline := time.Now().Add(timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	if err := raw.SetDeadline(deadline); err != nil {
+		_ = raw.Close()
+		return nil, nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
+	defer stop()
+	conn := raw
+	if tlsc.Enabled = amqpsURL(rawURL); tlsc.Enabled {
+		tc, err := tlsc.Build(amqpTLSPrefix)
+		if err != nil {
+			_ = raw.Close()
+			return nil, nil, err
+		}
+		if tc.ServerName == "" {
+			tc.ServerName = uri.Host
+		}
+		tconn := tls.Client(raw, tc)
+		if err := tconn.HandshakeContext(ctx); err != nil {
+			_ = raw.Close()
+			return nil, nil, err
+		}
+		conn = tconn
+	}
+	var f *amqpFrames
+	if frames {
+		f = newAMQPFrames(conn)
+		conn = f
+	}
+	ac, err := amqp.Open(conn, c)
+	if err != nil {
+		_ = conn.Close()
+		return nil, nil, err
+	}
+	if !stop() {
+		// ctx was cancelled as the handshake ended: the connection is
+		// closed under the library.
+		_ = ac.Close()
+		return nil, nil, ctx.Err()
+	}
+	return ac, f, nil
+}
+
+// amqpSASL is the SASL mechanisms of uri, as amqp.DialConfig picks them:
+// those of its auth_mechanism parameter, else PLAIN with its user and
+// password.
+func amqpSASL(uri amqp.URI) ([]amqp.Authentication, error) {
+	if len(uri.AuthMechanism) == 0 {
+		return []amqp.Authentication{uri.PlainAuth()}, nil
+	}
+	var sasl []amqp.Authentication
+	for _, m := range uri.AuthMechanism {
+		switch strings.ToUpper(m) {
+		case "PLAIN":
+			sasl = append(sasl, uri.PlainAuth())
+		case "AMQPLAIN":
+			sasl = append(sasl, uri.AMQPlainAuth())
+		case "EXTERNAL":
+			sasl = append(sasl, &amqp.ExternalAuth{})
+		default:
+			return nil, fmt.Errorf("unsupported auth_mechanism %q in the RabbitMQ URL", m)
+		}
+	}
+	return sasl, nil
 }
 
 // Validate reports every setting that cannot work, one line each; it never
@@ -181,25 +258,30 @@ func RedactAMQPURL(s string) string {
 	return out.String()
 }
 
-// AMQPSource moves messages of RabbitMQ queues into the inbox table: one
-// channel per queue with its QoS, one Ack(multiple=true) per channel up to a
-// batch's highest delivery tag once its rows are committed, and a new
-// connection, with backoff, whenever the old one is lost. Create it with
-// NewAMQP and start it with Run; Ready and LastProgress may be called from
-// any goroutine.
+// AMQPSource moves messages of RabbitMQ queues into the inbox table: each
+// queue on a connection and a channel of its own, with its QoS, one
+// Ack(multiple=true) per channel up to a batch's highest delivery tag once
+// its rows are committed, and a new connection, with backoff, whenever a
+// queue's is lost: one queue failing never stops the others. Create it
+// with NewAMQP and start it with Run; Ready and LastProgress may be called
+// from any goroutine.
 type AMQPSource struct {
 	*pipeline
 
 	cfg  AMQPConfig
-	dial func(ctx context.Context) (*amqp.Connection, error)
+	dial func(ctx context.Context) (*amqp.Connection, *amqpFrames, error)
 
-	connected atomic.Bool // a session consumes every queue
-	blocked   atomic.Bool // the server blocked the connection (memory or disk alarm)
+	consuming atomic.Int32 // queues consumed now
+	blocked   atomic.Int32 // connections the server blocks (memory or disk alarm)
+
+	queues     []*amqpQueue
+	deliveries chan amqpDelivery // from every queue's consumer
+	fatal      chan error        // a queue missing at its first connection
+	stop       context.CancelFunc
+	consumers  sync.WaitGroup
 
 	mu      sync.Mutex
-	session *amqpSession // nil while disconnected
 	pending map[amqp.Acknowledger]uint64
-	started bool // a session was opened once: a missing queue is no longer a start-up error
 }
 
 // NewAMQP validates cfg (after applying defaults) and returns an
@@ -226,10 +308,14 @@ func newAMQP(cfg AMQPConfig, w inboxWriter, logger zerolog.Logger, reg prometheu
 		}
 	}
 	s := &AMQPSource{cfg: cfg, pending: make(map[amqp.Acknowledger]uint64)}
-	s.dial = func(ctx context.Context) (*amqp.Connection, error) { return DialAMQP(ctx, cfg.URL, cfg.TLS) }
+	s.dial = func(ctx context.Context) (*amqp.Connection, *amqpFrames, error) {
+		return dialAMQP(ctx, cfg.URL, cfg.TLS, true)
+	}
+	for _, q := range cfg.Queues {
+		s.queues = append(s.queues, &amqpQueue{s: s, name: q})
+	}
 	var err error
-	s.pipeline, err = newPipeline(SourceAMQP, cfg.Pipeline, w, logger, reg,
-		func() bool { return s.connected.Load() && !s.blocked.Load() })
+	s.pipeline, err = newPipeline(SourceAMQP, cfg.Pipeline, w, logger, reg, s.Reachable)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: register metrics: %w", err)
 	}
@@ -237,50 +323,92 @@ func newAMQP(cfg AMQPConfig, w inboxWriter, logger zerolog.Logger, reg prometheu
 }
 
 // Ready reports whether the source runs, its last batch write did not fail,
-// it consumes every queue and the server does not block its connection.
+// it consumes every queue and the server blocks none of its connections.
 func (s *AMQPSource) Ready() bool { return s.ready() }
 
-// Reachable reports whether a connection consumes every queue.
-func (s *AMQPSource) Reachable() bool { return s.connected.Load() }
+// Reachable reports whether every queue is consumed, on a connection the
+// server does not block.
+func (s *AMQPSource) Reachable() bool {
+	return int(s.consuming.Load()) == len(s.queues) && s.blocked.Load() == 0
+}
 
 // LastProgress returns when a message was last fetched or a batch last
 // written; zero before the first.
 func (s *AMQPSource) LastProgress() time.Time { return s.progress() }
 
 // Run consumes until ctx is cancelled and returns nil then; it returns an
-// error when a queue is missing at the first connection (a start-up
-// error naming it). Before returning it writes and acknowledges the batch
-// in hand within CloseTimeout, then closes the connection: deliveries not
+// error when a queue is missing at its first connection (a start-up error
+// naming it). Before returning it writes and acknowledges the batch in
+// hand within CloseTimeout, then closes the connections: deliveries not
 // acknowledged go back to their queues.
 func (s *AMQPSource) Run(ctx context.Context) error {
-	return s.runSession(ctx, amqpFetcher{s}, s.reset, func() {
+	return s.runSession(ctx, amqpFetcher{s}, func() {}, func() {
 		s.log.Info().Str("url", RedactAMQPURL(s.cfg.URL)).Strs("queues", s.cfg.Queues).
 			Int("prefetch", s.cfg.Prefetch).Int("batch_size", s.cfg.Pipeline.BatchSize).
 			Dur("batch_timeout", s.cfg.Pipeline.BatchTimeout).
 			Int64("max_bytes_held", int64(s.cfg.Prefetch)*int64(len(s.cfg.Queues))*int64(s.cfg.Pipeline.Mapping.largestMessage())).
 			Msg("ingest starting")
-	}, s.closeSession)
+		s.startConsumers(ctx)
+	}, s.stopConsumers)
 }
 
-// reset readies s for a Run: a missing queue is a start-up error again.
-func (s *AMQPSource) reset() {
+// startConsumers starts one consumer per queue. They outlive ctx: the
+// batch in hand at shutdown is still acknowledged on their channels, and
+// stopConsumers ends them.
+func (s *AMQPSource) startConsumers(ctx context.Context) {
+	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = stop
+	s.deliveries = make(chan amqpDelivery)
+	s.fatal = make(chan error, len(s.queues))
+	for _, q := range s.queues {
+		s.consumers.Add(1)
+		go func() {
+			defer s.consumers.Done()
+			q.run(cctx)
+		}()
+	}
+}
+
+// stopConsumers ends every consumer and closes its connection: the server
+// puts every delivery not acknowledged back in its queue.
+func (s *AMQPSource) stopConsumers() {
+	if s.stop != nil {
+		s.stop()
+	}
+	s.consumers.Wait()
 	s.mu.Lock()
-	s.started = false
+	clear(s.pending)
 	s.mu.Unlock()
+	s.updateReady()
 }
 
-// amqpSession is one connection with one consuming channel per queue.
+// amqpQueue is one queue's consumer: a connection with one consuming
+// channel, opened again with backoff whenever it is lost.
+type amqpQueue struct {
+	s       *AMQPSource
+	name    string
+	blocked atomic.Bool
+
+	mu      sync.Mutex
+	session *amqpSession // nil while the queue is not consumed
+}
+
+// amqpSession is one connection consuming one queue.
 type amqpSession struct {
 	conn       *amqp.Connection
-	deliveries chan amqpDelivery
+	ch         *amqp.Channel
+	frames     *amqpFrames
+	deliveries <-chan amqp.Delivery
+	cancelled  <-chan string
 	dead       chan struct{} // closed when the session must be replaced
 	once       sync.Once
 	reason     error
 }
 
 type amqpDelivery struct {
-	queue string
-	d     amqp.Delivery
+	queue      string
+	d          amqp.Delivery
+	unreadable *amqpUnreadable // the headers table amqpFrames took out, if any
 }
 
 func (ss *amqpSession) fail(err error) {
@@ -290,79 +418,168 @@ func (ss *amqpSession) fail(err error) {
 // errMissingQueue marks a queue that does not exist.
 var errMissingQueue = errors.New("queue does not exist")
 
-// connect opens a session: the connection, then per queue a passive
-// declare (the queue must exist) and a consuming channel with its QoS.
-func (s *AMQPSource) connect(ctx context.Context) (*amqpSession, error) {
-	conn, err := s.dial(ctx)
+// run consumes the queue until ctx ends: it connects, hands the
+// deliveries over, and when the session is lost connects again after a
+// backoff that grows while sessions keep failing at once. A queue missing
+// at its first connection is reported on s.fatal.
+func (q *amqpQueue) run(ctx context.Context) {
+	s := q.s
+	log := s.log.With().Str("queue", q.name).Logger()
+	consumed := false // once: a missing queue is no longer a start-up error
+	failures := 0
+	for ctx.Err() == nil {
+		ss, err := q.connect(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, errMissingQueue) && !consumed {
+				s.fatal <- err
+				return
+			}
+			failures++
+			s.metrics.FetchErrors.Inc()
+			delay := s.backoff(failures)
+			log.Warn().Err(err).Int("attempt", failures).Dur("retry_in", delay).
+				Msg("connecting to RabbitMQ failed; retrying with backoff, not ready meanwhile (the other queues go on)")
+			sleep(ctx, delay)
+			continue
+		}
+		if consumed {
+			s.metrics.Reconnects.Inc()
+			log.Info().Msg("reconnected to RabbitMQ; consuming the queue again")
+		}
+		consumed = true
+		began := s.now()
+		q.setSession(ss)
+		q.forward(ctx, ss)
+		q.setSession(nil)
+		s.closeConn(ss.conn)
+		if ctx.Err() != nil {
+			return
+		}
+		if s.now().Sub(began) >= s.pcfg.RetryBackoffMax {
+			failures = 0 // the session lived: the next failure starts the backoff again
+		}
+		failures++
+		s.metrics.FetchErrors.Inc()
+		delay := s.backoff(failures)
+		if errors.Is(ss.reason, errConsumerCancelled) {
+			log.Error().Int("attempt", failures).Dur("retry_in", delay).
+				Msg("RabbitMQ cancelled the consumer (queue deleted?); not ready, reconnecting")
+		} else {
+			log.Warn().Err(ss.reason).Int("attempt", failures).Dur("retry_in", delay).
+				Msg("RabbitMQ connection of the queue lost; reconnecting with backoff, not ready meanwhile (the other queues go on)")
+		}
+		sleep(ctx, delay)
+	}
+}
+
+// setSession records that ss consumes the queue (nil: nothing does), for
+// readiness, and drops the acknowledgements pending on a session that
+// ended: the server put its deliveries back in the queue.
+func (q *amqpQueue) setSession(ss *amqpSession) {
+	q.mu.Lock()
+	old := q.session
+	q.session = ss
+	q.mu.Unlock()
+	if ss != nil {
+		q.s.consuming.Add(1)
+	} else if old != nil {
+		q.s.consuming.Add(-1)
+		if q.blocked.Swap(false) {
+			q.s.blocked.Add(-1)
+		}
+		q.s.mu.Lock()
+		delete(q.s.pending, old.ch)
+		q.s.mu.Unlock()
+	}
+	q.s.updateReady()
+}
+
+// forward hands the session's deliveries to the pipeline until the
+// session ends or ctx does.
+func (q *amqpQueue) forward(ctx context.Context, ss *amqpSession) {
+	ds := ss.deliveries
+	for {
+		var d amqp.Delivery
+		var ok bool
+		select {
+		case d, ok = <-ds:
+		case <-ss.dead:
+			return
+		case <-ctx.Done():
+			return
+		}
+		if !ok {
+			// The server cancelled the consumer, or the channel closed:
+			// then the watcher says why.
+			if ss.cancelledByServer() {
+				ss.fail(errConsumerCancelled)
+			}
+			select {
+			case <-ss.dead:
+			case <-ctx.Done():
+			}
+			return
+		}
+		del := amqpDelivery{queue: q.name, d: d}
+		if u, found := ss.frames.take(d.ConsumerTag, d.DeliveryTag); found {
+			del.unreadable = &u
+		}
+		select {
+		case q.s.deliveries <- del:
+		case <-ss.dead:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// connect opens a session: the connection, a channel, a passive declare
+// (the queue must exist), its QoS and the consumer.
+func (q *amqpQueue) connect(ctx context.Context) (*amqpSession, error) {
+	s := q.s
+	conn, frames, err := s.dial(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connect to RabbitMQ at %s: %w", RedactAMQPURL(s.cfg.URL), err)
 	}
-	ss := &amqpSession{conn: conn, deliveries: make(chan amqpDelivery), dead: make(chan struct{})}
 	fail := func(err error) (*amqpSession, error) { s.closeConn(conn); return nil, err }
-
-	for _, q := range s.cfg.Queues {
-		ch, err := conn.Channel()
-		if err != nil {
-			return fail(fmt.Errorf("open a channel: %w", err))
-		}
-		if _, err := ch.QueueDeclarePassive(q, true, false, false, false, nil); err != nil {
-			var ae *amqp.Error
-			if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-				return fail(fmt.Errorf("RabbitMQ queue %q (INBOXD_AMQP_QUEUES): %w", q, errMissingQueue))
-			}
-			return fail(fmt.Errorf("check RabbitMQ queue %q: %w", q, err))
-		}
-		if err := ch.Qos(s.cfg.Prefetch, 0, false); err != nil {
-			return fail(fmt.Errorf("set the prefetch of queue %q: %w", q, err))
-		}
-		tag := "inboxd-" + q
-		ds, err := ch.Consume(q, tag, false, false, false, false, nil)
-		if err != nil {
-			return fail(fmt.Errorf("consume RabbitMQ queue %q: %w", q, err))
-		}
-		closed := ch.NotifyClose(make(chan *amqp.Error, 1))
-		cancelled := ch.NotifyCancel(make(chan string, 1))
-		go func() {
-			select {
-			case err := <-closed:
-				if err != nil {
-					ss.fail(fmt.Errorf("channel of queue %q closed: %w", q, err))
-				} else {
-					ss.fail(fmt.Errorf("channel of queue %q closed", q))
-				}
-			case <-ss.dead:
-			}
-		}()
-		go func() {
-			for d := range ds {
-				select {
-				case ss.deliveries <- amqpDelivery{queue: q, d: d}:
-				case <-ss.dead:
-					return
-				}
-			}
-			// amqp091-go notifies a cancellation before it ends the
-			// deliveries: if there was one, it is waiting here.
-			// (A closed channel closes the notification channel instead.)
-			select {
-			case _, ok := <-cancelled:
-				if ok {
-					s.log.Error().Str("queue", q).
-						Msg("RabbitMQ cancelled the consumer (queue deleted?); not ready, reconnecting")
-					ss.fail(fmt.Errorf("consumer of queue %q cancelled by the server", q))
-					return
-				}
-			default:
-			}
-			ss.fail(fmt.Errorf("deliveries of queue %q ended", q))
-		}()
+	ch, err := conn.Channel()
+	if err != nil {
+		return fail(fmt.Errorf("open a channel: %w", err))
 	}
-	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	if _, err := ch.QueueDeclarePassive(q.name, true, false, false, false, nil); err != nil {
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+			return fail(fmt.Errorf("RabbitMQ queue %q (INBOXD_AMQP_QUEUES): %w", q.name, errMissingQueue))
+		}
+		return fail(fmt.Errorf("check RabbitMQ queue %q: %w", q.name, err))
+	}
+	if err := ch.Qos(s.cfg.Prefetch, 0, false); err != nil {
+		return fail(fmt.Errorf("set the prefetch of queue %q: %w", q.name, err))
+	}
+	ds, err := ch.Consume(q.name, "inboxd-"+q.name, false, false, false, false, nil)
+	if err != nil {
+		return fail(fmt.Errorf("consume RabbitMQ queue %q: %w", q.name, err))
+	}
+	ss := &amqpSession{conn: conn, ch: ch, frames: frames, deliveries: ds, dead: make(chan struct{}),
+		cancelled: ch.NotifyCancel(make(chan string, 1))}
+	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	blocked := conn.NotifyBlocked(make(chan amqp.Blocking, 4))
 	go func() {
 		for {
 			select {
-			case err := <-closed:
+			case err := <-chClosed:
+				if err != nil {
+					ss.fail(fmt.Errorf("channel of queue %q closed: %w", q.name, err))
+				} else {
+					ss.fail(fmt.Errorf("channel of queue %q closed", q.name))
+				}
+				return
+			case err := <-connClosed:
 				if err != nil {
 					ss.fail(fmt.Errorf("connection closed: %w", err))
 				} else {
@@ -371,10 +588,10 @@ func (s *AMQPSource) connect(ctx context.Context) (*amqpSession, error) {
 				return
 			case b, ok := <-blocked:
 				if !ok {
-					blocked = nil // closed with the connection: wait for closed
+					blocked = nil // closed with the connection: wait for connClosed
 					continue
 				}
-				s.onBlocked(b)
+				q.onBlocked(b)
 			case <-ss.dead:
 				return
 			}
@@ -383,33 +600,39 @@ func (s *AMQPSource) connect(ctx context.Context) (*amqpSession, error) {
 	return ss, nil
 }
 
-// onBlocked handles the server's connection.blocked and
-// connection.unblocked: a memory or disk alarm on the broker.
-func (s *AMQPSource) onBlocked(b amqp.Blocking) {
-	s.blocked.Store(b.Active)
-	s.updateReady()
-	if b.Active {
-		s.log.Error().Str("reason", b.Reason).
-			Msg("RabbitMQ blocked the connection (memory or disk alarm); not ready until it is unblocked")
-	} else {
-		s.log.Info().Msg("RabbitMQ unblocked the connection")
+// cancelledByServer reports whether the server cancelled the consumer:
+// amqp091-go notifies it before it ends the deliveries (a closed channel
+// closes the notification channel instead).
+func (ss *amqpSession) cancelledByServer() bool {
+	select {
+	case _, ok := <-ss.cancelled:
+		return ok
+	default:
+		return false
 	}
 }
 
-// closeSession closes the current session, if any: the server puts every
-// delivery not acknowledged back in its queue.
-func (s *AMQPSource) closeSession() {
-	s.mu.Lock()
-	ss := s.session
-	s.session = nil
-	clear(s.pending)
-	s.mu.Unlock()
-	s.connected.Store(false)
-	s.blocked.Store(false)
-	s.updateReady()
-	if ss != nil {
-		ss.fail(errors.New("closed"))
-		s.closeConn(ss.conn)
+// errConsumerCancelled is a consumer the server cancelled: its queue was
+// deleted, or it lost its leader.
+var errConsumerCancelled = errors.New("consumer cancelled by the server")
+
+// onBlocked handles the server's connection.blocked and
+// connection.unblocked on the queue's connection: a memory or disk alarm
+// on the broker.
+func (q *amqpQueue) onBlocked(b amqp.Blocking) {
+	if q.blocked.Swap(b.Active) != b.Active {
+		if b.Active {
+			q.s.blocked.Add(1)
+		} else {
+			q.s.blocked.Add(-1)
+		}
+	}
+	q.s.updateReady()
+	if b.Active {
+		q.s.log.Error().Str("queue", q.name).Str("reason", b.Reason).
+			Msg("RabbitMQ blocked the connection (memory or disk alarm); not ready until it is unblocked")
+	} else {
+		q.s.log.Info().Str("queue", q.name).Msg("RabbitMQ unblocked the connection")
 	}
 }
 
@@ -425,43 +648,23 @@ type amqpFetcher struct{ s *AMQPSource }
 
 func (f amqpFetcher) fetch(ctx context.Context) (Row, error) {
 	s := f.s
-	s.mu.Lock()
-	ss := s.session
-	s.mu.Unlock()
-	if ss == nil {
-		var err error
-		if ss, err = s.connect(ctx); err != nil {
-			s.mu.Lock()
-			started := s.started
-			s.mu.Unlock()
-			if errors.Is(err, errMissingQueue) && !started {
-				return Row{}, fatalError{fmt.Errorf("%w", err)}
-			}
-			return Row{}, err
-		}
-		s.mu.Lock()
-		if s.started {
-			s.metrics.Reconnects.Inc()
-			s.log.Info().Msg("reconnected to RabbitMQ; consuming again")
-		}
-		s.started = true
-		s.session = ss
-		s.mu.Unlock()
-		s.connected.Store(true)
-		s.updateReady()
-	}
 	select {
-	case d := <-ss.deliveries:
+	case d := <-s.deliveries:
 		s.mu.Lock()
 		if d.d.DeliveryTag > s.pending[d.d.Acknowledger] {
 			s.pending[d.d.Acknowledger] = d.d.DeliveryTag
 		}
 		s.mu.Unlock()
 		s.progressed()
-		return MapDelivery(d.queue, d.d, s.cfg.Pipeline.Mapping), nil
-	case <-ss.dead:
-		s.closeSession()
-		return Row{}, fmt.Errorf("RabbitMQ session lost: %w", ss.reason)
+		row := mapDelivery(d.queue, d.d, d.unreadable, s.cfg.Pipeline.Mapping.withDefaults())
+		if d.unreadable != nil {
+			s.log.Warn().Str("queue", d.queue).Str("event_id", row.EventID).Str("reason", d.unreadable.why).
+				Int("headers_bytes", d.unreadable.size).
+				Msg("a delivery's headers table the RabbitMQ client cannot read; stored as a rejected row without it")
+		}
+		return row, nil
+	case err := <-s.fatal:
+		return Row{}, fatalError{err}
 	case <-ctx.Done():
 		return Row{}, ctx.Err()
 	}
@@ -497,8 +700,10 @@ func (f amqpFetcher) seal() ackFunc {
 	}
 }
 
+// fetchFailed words a fetch error; the AMQP fetch returns none but the
+// fatal one (each queue's consumer logs its own failures).
 func (amqpFetcher) fetchFailed() string {
-	return "consuming from RabbitMQ failed; reconnecting with backoff, not ready meanwhile"
+	return "consuming from RabbitMQ failed"
 }
 
 // MapDelivery maps a RabbitMQ delivery from queue to its inbox row. Event
@@ -506,13 +711,18 @@ func (amqpFetcher) fetchFailed() string {
 // event type: the type property, else opts.EventTypeHeaders (then the JSON
 // fields, as for Kafka). Key: header AMQPKeyHeader, else the routing key.
 // Payload: the body. Headers: the headers table (strings as they are, byte
-// arrays as bytes, other values as JSON) and the content-type,
-// correlation-id, timestamp, message_id and type properties (under
-// AMQPMessageIDHeader and AMQPTypeHeader). A message that cannot be accepted
+// arrays as bytes, other values as JSON), the properties of AMQPProperties,
+// and the message_id and type properties (under AMQPMessageIDHeader and
+// AMQPTypeHeader). A message that cannot be accepted
 // becomes a rejected row whose event id, derived from the message's
 // content, is the same on every redelivery.
 func MapDelivery(queue string, d amqp.Delivery, opts MapOptions) Row {
-	opts = opts.withDefaults()
+	return mapDelivery(queue, d, nil, opts.withDefaults())
+}
+
+// mapDelivery is MapDelivery with opts ready (defaults applied), and u,
+// when not nil, the headers table amqpFrames took out of the delivery.
+func mapDelivery(queue string, d amqp.Delivery, u *amqpUnreadable, opts MapOptions) Row {
 	hs := amqpHeaders(d)
 	key := []byte(d.RoutingKey)
 	if v, ok := lastHeader(hs, AMQPKeyHeader); ok && len(v) > 0 {
@@ -521,15 +731,21 @@ func MapDelivery(queue string, d amqp.Delivery, opts MapOptions) Row {
 	if len(key) == 0 {
 		key = nil
 	}
-	return mapMessage(&Message{
+	m := &Message{
 		Source:  queue,
 		EventID: d.MessageId, EventIDProperty: "message_id",
 		EventType: d.Type, EventTypeProperty: "type",
-		Key:      key,
-		Value:    d.Body,
-		Headers:  hs,
-		RejectID: amqpRejectID(queue, d, hs),
-	}, opts)
+		Key:     key,
+		Value:   d.Body,
+		Headers: hs,
+	}
+	fields := [][]byte{[]byte(d.Exchange), []byte(d.RoutingKey), []byte(d.MessageId), []byte(d.Type)}
+	if u != nil {
+		m.Unreadable, m.UnreadableBytes = u.why, u.size
+		fields = append(fields, u.digest)
+	}
+	m.RejectID = contentRejectID(queue, fields, hs, d.Body)
+	return mapMessage(m, opts)
 }
 
 // amqpHeaders is what a delivery stores as headers: its table, sorted by
@@ -545,15 +761,7 @@ func amqpHeaders(d amqp.Delivery) []Header {
 	for _, k := range names {
 		hs = append(hs, Header{Key: k, Value: amqpValue(d.Headers[k])})
 	}
-	if d.ContentType != "" {
-		hs = append(hs, Header{Key: AMQPContentTypeHeader, Value: []byte(d.ContentType)})
-	}
-	if d.CorrelationId != "" {
-		hs = append(hs, Header{Key: AMQPCorrelationIDHeader, Value: []byte(d.CorrelationId)})
-	}
-	if !d.Timestamp.IsZero() {
-		hs = append(hs, Header{Key: AMQPTimestampHeader, Value: []byte(d.Timestamp.UTC().Format(time.RFC3339Nano))})
-	}
+	hs = appendAMQPProperties(hs, &d)
 	if d.MessageId != "" {
 		hs = append(hs, Header{Key: AMQPMessageIDHeader, Value: []byte(d.MessageId)})
 	}
@@ -585,45 +793,6 @@ func amqpValue(v any) []byte {
 		}
 		return b
 	}
-}
-
-// amqpRejectID is the event id of a delivery's rejected row:
-// "<queue>/sha256/<hex>" over what the message carries (exchange, routing
-// key, id and type properties, headers, body), so a redelivery, which
-// carries the same, finds its row already there.
-func amqpRejectID(queue string, d amqp.Delivery, hs []Header) string {
-	h := sha256.New()
-	field := func(b []byte) {
-		var n [8]byte
-		l := uint64(len(b))
-		for i := range n {
-			n[i] = byte(l >> (8 * i))
-		}
-		h.Write(n[:])
-		h.Write(b)
-	}
-	field([]byte(d.Exchange))
-	field([]byte(d.RoutingKey))
-	field([]byte(d.MessageId))
-	field([]byte(d.Type))
-	for _, x := range hs {
-		field([]byte(x.Key))
-		field(x.Value)
-	}
-	field(d.Body)
-	return queue + "/sha256/" + hex.EncodeToString(h.Sum(nil))
-}
-
-// isAMQPRejectID reports whether id is the event id MapDelivery gives a
-// rejected delivery of source: "<source>/sha256/<64 hex digits>" (a Kafka
-// position id has a number where "sha256" stands).
-func isAMQPRejectID(source, id string) bool {
-	sum, ok := strings.CutPrefix(id, source+"/sha256/")
-	if !ok || len(sum) != 64 {
-		return false
-	}
-	_, err := hex.DecodeString(sum)
-	return err == nil
 }
 
 // mapAMQPRejected maps a rejected RabbitMQ row again by RabbitMQ's rules:

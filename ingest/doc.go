@@ -21,35 +21,45 @@
 // RabbitMQ mapping: source is the queue; event id the message_id property,
 // else the id headers; type the type property, else the type headers; key
 // the header "key", else the routing key (AMQPKeyHeader says why); payload
-// the body; headers the headers table with the content-type,
-// correlation-id, timestamp, message_id and type properties (the last two
+// the body; headers the headers table with the properties of
+// AMQPProperties (content-type, content-encoding, correlation-id, reply-to,
+// expiration, timestamp), message_id and type (the last two
 // as amqp-message-id and amqp-type, so that RemapRejected, behind `inboxd
 // requeue --status rejected`, can map a rejected row again by RabbitMQ's
 // rules). A rejected delivery's event id is
-// "<queue>/sha256/<hex>" over what it carries, so a redelivery adds no second
-// row. amqp091-go does not reconnect: the source opens a new connection with
-// backoff, not ready meanwhile; deliveries not acknowledged go back to their
-// queues when a connection closes, and are deduplicated when they come
-// again. The deliveries held are bounded by the prefetch (per queue) times
+// "<queue>/sha256/<hex>" over what it carries less the headers a broker adds
+// to a redelivery (contentRejectID), so a redelivery adds no second row.
+// Each queue has a connection of its own, read through amqpFrames, which
+// takes out a headers table amqp091-go would refuse (and close the
+// connection over) so that its message becomes a rejected row. amqp091-go
+// does not reconnect: the source opens a queue's connection again with
+// backoff, not ready meanwhile, the other queues going on; deliveries not
+// acknowledged go back to their queues when a connection closes, and are
+// deduplicated when they come again. The deliveries held are bounded by the prefetch (per queue) times
 // the largest message accepted; the default prefetch keeps that within
 // 4 x BatchBytes.
 //
 // NATS JetStream (NATSSource): one durable pull consumer per stream, bound
 // if it exists, else created with explicit acks from the stream's first
 // message. Source is the stream; event id the Nats-Msg-Id header, else the
-// id headers, else "<stream>/<stream sequence>"; type the type headers,
-// else the subject; key the header "key", else the subject; payload the
-// data; headers the message's with the subject (NATSSubjectHeader). A
-// rejected message's event id is "<stream>/<stream sequence>", the same on
-// every redelivery. Each message is acknowledged on its own (Ack, then a
-// flush) once its batch committed, never with AckAll, which would
-// acknowledge what the server delivered to other replicas of the consumer.
-// A batch written for longer than the consumer's AckWait is delivered
-// again (to this replica or another) and deduplicated: created consumers
-// get max(30s, 2 x WriteTimeout). nats.go reconnects by itself; the source
-// is not ready while it is disconnected. A pull asks for at most
-// max(BatchBytes, the server's max_payload + 64 KiB), so every message
-// fits in one and the bytes held stay bounded.
+// id headers, else its position "<stream>/<stream sequence>@<time
+// stored>"; type the type headers, else the subject; key the header "key",
+// else the subject; payload the data; headers the message's with the
+// subject (NATSSubjectHeader). A rejected message's event id is its
+// position, the same on every redelivery and different for a stream
+// created again under the same name. The source sends its own pull
+// requests and tells a stored message from the server's status messages
+// by its ack subject, so an empty message with a Status header is a
+// message like any other (nats.go's Fetch takes it for a status). Each
+// message is acknowledged on its own (Ack, then a flush) once its batch
+// committed, never with AckAll, which would acknowledge what the server
+// delivered to other replicas of the consumer. A batch written for longer
+// than the consumer's AckWait is delivered again (to this replica or
+// another) and deduplicated: created consumers get max(30s, 2 x
+// WriteTimeout). nats.go reconnects by itself; the source is not ready
+// while it is disconnected. A pull asks for at most max(BatchBytes, the
+// server's max_payload + 64 KiB), so every message fits in one and the
+// bytes held stay bounded.
 //
 // The rest of this documentation describes the Kafka source.
 //

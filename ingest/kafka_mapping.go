@@ -28,9 +28,23 @@ func MapMessage(m kafka.Message, opts MapOptions) Row {
 // rejected` does once the cause is fixed, by the rules of the source that
 // stored it: eventID is the row's event id (which tells a RabbitMQ or a
 // NATS row from a Kafka one), m the row's key, payload, headers and position as a Kafka
-// message.
+// message. It knows no webhook source: a webhook source's row stays
+// rejected and says so (RemapRejectedRow maps it).
 func RemapRejected(eventID string, m kafka.Message, opts MapOptions) Row {
-	if isAMQPRejectID(m.Topic, eventID) {
+	return RemapRejectedRow(eventID, m, opts, nil)
+}
+
+// RemapRejectedRow is RemapRejected knowing the webhook sources (as
+// LoadWebhookMapping reads them; nil: none is known): a webhook source's
+// rejected row (its event id is "rejected/sha256:<hex>") is mapped by the
+// rules of the source of that name, never by the brokers' (they would take
+// the id and type from headers no signature covered); when no source of
+// that name is known, the row stays rejected and last_error says why.
+func RemapRejectedRow(eventID string, m kafka.Message, opts MapOptions, webhooks []WebhookSourceConfig) Row {
+	if isWebhookRejectID(eventID) {
+		return remapWebhookRejected(eventID, m, opts, webhooks)
+	}
+	if isContentRejectID(m.Topic, eventID) {
 		return mapAMQPRejected(eventID, m, opts)
 	}
 	if row, ok := RemapNATSRejected(eventID, m.Topic, m.Key, m.Value, fromKafkaHeaders(m.Headers), opts); ok {

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"regexp"
 	"slices"
 	"strconv"
@@ -194,6 +196,9 @@ func mapMessage(m *Message, opts MapOptions) Row {
 			len(m.Key), MaxKeyBytes, hex.EncodeToString(sum[:])))
 		row.Key = nil
 	}
+	if m.Unreadable != "" {
+		problems = append(problems, fmt.Sprintf("headers of %d bytes exceed what the client reads: %s", m.UnreadableBytes, m.Unreadable))
+	}
 	if n := headersSize(m.Headers); n > opts.MaxHeaders {
 		problems = append(problems, fmt.Sprintf("headers of %d bytes exceed INBOXD_MAX_HEADERS (%d)", n, opts.MaxHeaders))
 		row.Headers = []byte("{}")
@@ -203,14 +208,8 @@ func mapMessage(m *Message, opts MapOptions) Row {
 	oversize := len(problems) > 0
 
 	fields := jsonFields{payload: payload}
-	id, idReason, idErr := lookupProperty(m.EventID, m.EventIDProperty, m.Headers, opts.EventIDHeaders, opts.EventIDJSONField, &fields, "event id")
-	typ, typReason, typErr := lookupProperty(m.EventType, m.EventTypeProperty, m.Headers, opts.EventTypeHeaders, opts.EventTypeJSONField, &fields, "event type")
-	if idReason == RejectMissingID && m.EventIDFallback != "" {
-		id, idReason, idErr = lookupProperty(m.EventIDFallback, m.EventIDFallbackProperty, nil, nil, "", nil, "event id")
-	}
-	if typReason == RejectMissingType && m.EventTypeFallback != "" {
-		typ, typReason, typErr = lookupProperty(m.EventTypeFallback, m.EventTypeFallbackProperty, nil, nil, "", nil, "event type")
-	}
+	id, idReason, idErr := m.idPlaces(opts).find(m.Headers, &fields)
+	typ, typReason, typErr := m.typePlaces(opts).find(m.Headers, &fields)
 
 	switch {
 	case oversize:
@@ -252,21 +251,75 @@ func (r Row) rejectID() string {
 	return PositionID(r.Source, int(r.Partition), r.Offset)
 }
 
-// lookupProperty is lookup, tried after the broker's own property (AMQP's
-// message_id or type) when the message carries one: value is the property's
-// value, name its name in last_error.
-func lookupProperty(value, name string, hs []Header, names []string, field string, fields *jsonFields, what string) (string, RejectReason, string) {
-	if value != "" {
-		if problem := checkIdentifier([]byte(value)); problem != "" {
-			invalid := RejectInvalidID
-			if what == "event type" {
-				invalid = RejectInvalidType
-			}
-			return "", invalid, fmt.Sprintf("invalid %s in property %s: %s", what, name, problem)
-		}
-		return value, "", ""
+// A rejected row's event id must be the same on every delivery of its
+// message, or a redelivery adds a second row. Each source takes it from
+// what its broker keeps of the message: Kafka its position, JetStream its
+// stream sequence, a webhook its body; a RabbitMQ message has no position
+// and gets contentRejectID, a hash of its content less what the broker
+// adds when it delivers or dead-letters a message again.
+
+// redeliveryHeaders are the headers a broker adds to a message, or
+// changes, when it delivers it again or moves it: RabbitMQ's quorum
+// queues count deliveries in x-delivery-count (and, from 4.0,
+// acquisitions in x-acquired-count), dead-lettering adds x-death and the
+// x-first-death-* and x-last-death-* headers, a shovel stamps
+// x-shovelled-timestamp. (The redelivered flag is not a header.)
+var redeliveryHeaders = []string{
+	"x-delivery-count", "x-acquired-count", "x-death",
+	"x-first-death-exchange", "x-first-death-queue", "x-first-death-reason",
+	"x-last-death-exchange", "x-last-death-queue", "x-last-death-reason",
+	"x-shovelled-timestamp",
+}
+
+// redeliveryHeader reports whether a header called name is one of
+// redeliveryHeaders, which a rejected row's id never depends on.
+func redeliveryHeader(name string) bool { return slices.Contains(redeliveryHeaders, name) }
+
+// contentRejectID is the event id of the rejected row of a message of
+// source that has no position: "<source>/sha256/<hex>" over fields, its
+// headers (in their order) less redeliveryHeaders, and its body, so that
+// every delivery of one message, redelivered or dead-lettered back, finds
+// the same row.
+func contentRejectID(source string, fields [][]byte, hs []Header, body []byte) string {
+	h := sha256.New()
+	for _, f := range fields {
+		writeField(h, f)
 	}
-	return lookup(hs, names, field, fields, what)
+	for _, x := range hs {
+		if redeliveryHeader(x.Key) {
+			continue
+		}
+		writeField(h, []byte(x.Key))
+		writeField(h, x.Value)
+	}
+	writeField(h, body)
+	return source + "/sha256/" + hex.EncodeToString(h.Sum(nil))
+}
+
+// isContentRejectID reports whether id is one contentRejectID gives a
+// message of source: "<source>/sha256/<64 hex digits>" (a Kafka position
+// id has a number where "sha256" stands).
+func isContentRejectID(source, id string) bool {
+	sum, ok := strings.CutPrefix(id, source+"/sha256/")
+	return ok && isSHA256Hex(sum)
+}
+
+// isSHA256Hex reports whether s is a SHA-256 in hex: 64 hex digits.
+func isSHA256Hex(s string) bool {
+	if len(s) != hex.EncodedLen(sha256.Size) {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// writeField hashes b after its length (8 bytes, little-endian), so that
+// no two lists of fields hash the same bytes.
+func writeField(h hash.Hash, b []byte) {
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+	h.Write(n[:])
+	h.Write(b)
 }
 
 // headersSize is what MapOptions.MaxHeaders bounds: the bytes of the
@@ -326,44 +379,152 @@ func rowHeaders(m *Message) []Header {
 
 func isTombstoneHeader(h Header) bool { return h.Key == TombstoneHeader }
 
-// lookup finds an identifier (event id or type) in the first present header
-// of names, else in the JSON field. It returns the value, or a reject reason
-// and a sentence for last_error.
-func lookup(hs []Header, names []string, field string, fields *jsonFields, what string) (string, RejectReason, string) {
+// placeKind is the kind of a place where an identifier is looked for, as
+// last_error names it.
+type placeKind string
+
+const (
+	placeProperty placeKind = "property"
+	placeHeader   placeKind = "header"
+	placeField    placeKind = "JSON field"
+)
+
+// identifierPlaces is the one list of the places where the mapping looks
+// for an identifier (the event id or the event type) of a message, in the
+// order it looks: the broker's property (AMQP's message_id or type), the
+// headers, the JSON field, then the broker's fallback (JetStream's stream
+// position or subject). find walks it, and last_error names the places
+// from it, so that the two cannot drift.
+type identifierPlaces struct {
+	what                   string // "event id" or "event type"
+	property, propertyName string // propertyName "": none
+	headers                []string
+	field                  string // "": none
+	fallback, fallbackName string // fallbackName "": none
+}
+
+// idPlaces returns the places where m's event id is looked for.
+func (m *Message) idPlaces(opts MapOptions) identifierPlaces {
+	return identifierPlaces{what: "event id", property: m.EventID, propertyName: m.EventIDProperty,
+		headers: opts.EventIDHeaders, field: opts.EventIDJSONField,
+		fallback: m.EventIDFallback, fallbackName: m.EventIDFallbackProperty}
+}
+
+// typePlaces returns the places where m's event type is looked for.
+func (m *Message) typePlaces(opts MapOptions) identifierPlaces {
+	return identifierPlaces{what: "event type", property: m.EventType, propertyName: m.EventTypeProperty,
+		headers: opts.EventTypeHeaders, field: opts.EventTypeJSONField,
+		fallback: m.EventTypeFallback, fallbackName: m.EventTypeFallbackProperty}
+}
+
+// len is the number of places.
+func (ps identifierPlaces) len() int {
+	n := len(ps.headers)
+	for _, name := range [...]string{ps.propertyName, ps.field, ps.fallbackName} {
+		if name != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// at returns the i-th place, 0 <= i < len(): its kind, its name and, for a
+// property, its value.
+func (ps identifierPlaces) at(i int) (kind placeKind, name, value string) {
+	if ps.propertyName != "" {
+		if i == 0 {
+			return placeProperty, ps.propertyName, ps.property
+		}
+		i--
+	}
+	if i < len(ps.headers) {
+		return placeHeader, ps.headers[i], ""
+	}
+	if i == len(ps.headers) && ps.field != "" {
+		return placeField, ps.field, ""
+	}
+	return placeProperty, ps.fallbackName, ps.fallback // the last place
+}
+
+// find returns the identifier from the first place that holds a non-empty
+// value, valid or not (an invalid value is rejected, never replaced by a
+// later place's). Else it returns a reject reason and a sentence for
+// last_error that names the places looked at, in the order they were.
+func (ps identifierPlaces) find(hs []Header, fields *jsonFields) (string, RejectReason, string) {
 	missing, invalid := RejectMissingID, RejectInvalidID
-	if what == "event type" {
+	if ps.what == "event type" {
 		missing, invalid = RejectMissingType, RejectInvalidType
 	}
-	for _, name := range names {
-		v, ok := lastHeader(hs, name)
-		if !ok || len(v) == 0 {
-			continue
-		}
-		if problem := checkIdentifier(v); problem != "" {
-			return "", invalid, fmt.Sprintf("invalid %s in header %s: %s", what, name, problem)
-		}
-		return string(v), "", ""
-	}
-	if field != "" {
-		v, problem, ok := fields.get(field)
-		switch {
-		case problem != "":
-			return "", invalid, fmt.Sprintf("invalid %s in JSON field %s: %s", what, field, problem)
-		case ok && v != "":
-			if problem := checkIdentifier([]byte(v)); problem != "" {
-				return "", invalid, fmt.Sprintf("invalid %s in JSON field %s: %s", what, field, problem)
+	n := ps.len()
+	for i := range n {
+		kind, name, value := ps.at(i)
+		var problem string
+		switch kind {
+		case placeHeader:
+			v, ok := lastHeader(hs, name)
+			if !ok || len(v) == 0 {
+				continue
 			}
-			return v, "", ""
+			if problem = checkIdentifier(v); problem == "" {
+				return string(v), "", ""
+			}
+		case placeField:
+			v, bad, ok := fields.get(name)
+			if bad == "" && (!ok || v == "") {
+				continue
+			}
+			if problem = bad; problem == "" {
+				problem, value = checkIdentifier([]byte(v)), v
+			}
+		default:
+			if value == "" {
+				continue
+			}
+			problem = checkIdentifier([]byte(value))
 		}
+		if problem == "" {
+			return value, "", ""
+		}
+		where := fmt.Sprintf("%s %s", kind, name)
+		if i > 0 {
+			where += " (after " + ps.describe(i) + ")"
+		}
+		return "", invalid, fmt.Sprintf("invalid %s in %s: %s", ps.what, where, problem)
 	}
-	var where []string
-	if len(names) > 0 {
-		where = append(where, "headers "+strings.Join(names, ", "))
+	return "", missing, fmt.Sprintf("missing %s (%s)", ps.what, ps.describe(n))
+}
+
+// describe names the first n places, in order, those of one kind in a row
+// together: "property message_id; headers event_id, ce_id; JSON field id".
+func (ps identifierPlaces) describe(n int) string {
+	var b strings.Builder
+	for i := 0; i < n; {
+		kind, name, _ := ps.at(i)
+		j := i + 1
+		for ; j < n; j++ {
+			if k, _, _ := ps.at(j); k != kind {
+				break
+			}
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		switch {
+		case j-i == 1:
+			b.WriteString(string(kind))
+		case kind == placeProperty:
+			b.WriteString("properties")
+		default:
+			b.WriteString(string(kind) + "s")
+		}
+		b.WriteString(" " + name)
+		for k := i + 1; k < j; k++ {
+			_, name, _ := ps.at(k)
+			b.WriteString(", " + name)
+		}
+		i = j
 	}
-	if field != "" {
-		where = append(where, "JSON field "+field)
-	}
-	return "", missing, fmt.Sprintf("missing %s (%s)", what, strings.Join(where, "; "))
+	return b.String()
 }
 
 // checkIdentifier says what is wrong with an event id or type, or "".

@@ -101,7 +101,7 @@ func TestMapMessage(t *testing.T) {
 			msg:  kafka.Message{Topic: "orders", Offset: 1, Value: []byte(`{"id":{"x":1},"type":"t"}`)},
 			opts: jsonOpts,
 			want: Row{EventID: "orders/0/1", EventType: "t", Payload: []byte(`{"id":{"x":1},"type":"t"}`), Status: StatusRejected,
-				Reason: RejectInvalidID, LastError: "invalid event id in JSON field id: neither a string nor a number"},
+				Reason: RejectInvalidID, LastError: "invalid event id in JSON field id (after headers event_id, ce_id): neither a string nor a number"},
 		},
 		{
 			name: "event id with a NUL byte",

@@ -43,6 +43,12 @@ type Message struct {
 	// Partition and Offset are the message's Kafka position (0 elsewhere).
 	Partition int32
 	Offset    int64
+	// Unreadable, when set, says why the source's client could not read
+	// the message's headers, UnreadableBytes how big they were: they are
+	// not among Headers, and the message is rejected as oversize
+	// (Unstored reports its headers not stored).
+	Unreadable      string
+	UnreadableBytes int
 	// RejectID, when set, is the event id of the message's rejected row, a
 	// stable id derived from the message so that a redelivery does not add
 	// a second rejected row; "" means PositionID(Source, Partition, Offset).

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -45,6 +46,13 @@ const (
 	// natsPullWait is how long one pull request waits on the server for
 	// messages before a new one is sent.
 	natsPullWait = 10 * time.Second
+	// natsPullGrace is how long after natsPullWait a pull request whose
+	// end the server has not signalled is given up.
+	natsPullGrace = time.Second
+	// natsPullSlack is room, in a pull's inbox beyond its batch, for the
+	// server's status messages: nats.go drops a message that finds its
+	// subscription's channel full.
+	natsPullSlack = 8
 	// natsFetchHeadroom is added to the server's max_payload for a pull
 	// request's byte bound: room for the subject and reply subject, so
 	// that the largest message the server accepts always fits in one pull
@@ -177,7 +185,7 @@ type NATSSource struct {
 
 	mu      sync.Mutex
 	session *natsSession // nil while no consumer is bound
-	pending []jetstream.Msg
+	pending []*nats.Msg
 	started bool // a session was opened once: a missing stream is no longer a start-up error
 }
 
@@ -201,8 +209,7 @@ func newNATS(cfg NATSConfig, w inboxWriter, logger zerolog.Logger, reg prometheu
 	if err != nil {
 		return nil, err
 	}
-	s := &NATSSource{cfg: cfg, opts: opts, mapping: cfg.Pipeline.Mapping.withDefaults()}
-	s.mapping.EventIDHeaders = append([]string{NATSMsgIDHeader}, s.mapping.EventIDHeaders...)
+	s := &NATSSource{cfg: cfg, opts: opts, mapping: natsMapOptions(cfg.Pipeline.Mapping)}
 	s.pipeline, err = newPipeline(SourceNATS, cfg.Pipeline, w, logger, reg, s.Reachable)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: register metrics: %w", err)
@@ -305,9 +312,12 @@ func (ss *natsSession) reconnect() {
 	ss.reconnects = make(chan struct{})
 }
 
+// natsMsg is one delivery of a stream: the message and its metadata, read
+// from its ack subject.
 type natsMsg struct {
 	stream string
-	m      jetstream.Msg
+	m      *nats.Msg
+	md     *nats.MsgMetadata
 }
 
 func (ss *natsSession) fail(err error) {
@@ -461,40 +471,37 @@ func (s *NATSSource) bind(ctx context.Context, js jetstream.JetStream, name stri
 	return cons, nil
 }
 
-// pull fetches batches from one stream's consumer and hands their messages
-// to the pipeline one by one, until the session ends; messages it still
-// holds then are handed back to JetStream (Nak) for another consumer.
+// natsPullRequest is the body of a pull request, as the JetStream API
+// reads it: at most Batch messages and MaxBytes bytes (each message's
+// subject, reply subject, headers and data), within Expires (nanoseconds).
+type natsPullRequest struct {
+	Batch    int           `json:"batch"`
+	Expires  time.Duration `json:"expires"`
+	MaxBytes int           `json:"max_bytes,omitempty"`
+}
+
+// errSessionOver ends a pull whose session is over.
+var errSessionOver = errors.New("session over")
+
+// pull sends one pull request after another to one stream's consumer and
+// hands the messages delivered to the pipeline one by one, until the
+// session ends; messages it still holds then are handed back to JetStream
+// (Nak) for another consumer.
 func (s *NATSSource) pull(ctx context.Context, ss *natsSession, stream string, cons jetstream.Consumer, pullBytes int) {
 	defer ss.pulls.Done()
 	log := s.log.With().Str("stream", stream).Logger()
+	subject := jetstream.DefaultAPIPrefix + "CONSUMER.MSG.NEXT." + stream + "." + s.cfg.Consumer
+	req, err := json.Marshal(natsPullRequest{Batch: s.cfg.Pipeline.BatchSize, Expires: natsPullWait, MaxBytes: pullBytes})
+	if err != nil {
+		panic(fmt.Sprintf("ingest: encode a pull request: %v", err)) // two numbers always encode
+	}
 	failures := 0
 	for ctx.Err() == nil {
-		fctx, cancel := context.WithTimeout(ctx, natsPullWait)
-		go func(reconnected <-chan struct{}) {
-			select {
-			case <-reconnected:
-				cancel()
-			case <-fctx.Done():
-			}
-		}(ss.reconnected())
-		batch, err := cons.Fetch(s.cfg.Pipeline.BatchSize, jetstream.FetchMaxBytes(pullBytes), jetstream.FetchContext(fctx))
-		if err == nil {
-			for m := range batch.Messages() {
-				select {
-				case ss.msgs <- natsMsg{stream: stream, m: m}:
-				case <-ss.dead:
-					cancel()
-					_ = m.Nak()
-					for m := range batch.Messages() {
-						_ = m.Nak()
-					}
-					return
-				}
-			}
-			err = batch.Error()
+		err := s.pullOnce(ss, stream, subject, req, pullBytes)
+		if errors.Is(err, errSessionOver) {
+			return
 		}
-		cancel()
-		if err == nil || ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		if err == nil || ctx.Err() != nil {
 			failures = 0
 			continue
 		}
@@ -513,6 +520,128 @@ func (s *NATSSource) pull(ctx context.Context, ss *natsSession, stream string, c
 		log.Warn().Err(err).Int("attempt", failures).Dur("retry_in", delay).Msg("pulling from NATS failed; retrying")
 		sleep(ctx, delay)
 	}
+}
+
+// pullOnce sends one pull request, on an inbox of its own, and hands every
+// message JetStream delivers to it to the pipeline, until the request is
+// over: its batch or its bytes delivered, or a status of the server ending
+// it (expired: nil). A reconnection ends it too (the request may be lost
+// with the old connection), as does a server status that never comes
+// (natsPullWait + natsPullGrace), after what has arrived is handed on.
+//
+// A delivery is told from the server's status messages by its reply
+// subject: JetStream delivers every stored message with its ack subject
+// ($JS.ACK.<stream>.<consumer>..., which also gives its stream sequence and
+// the time it was stored), and its own statuses to a pull (100, 404, 408,
+// 409, 503) without any. nats.go's Fetch goes by the payload and a header
+// named Status instead, so an empty message carrying that header, stored
+// like any other, was skipped (Status: 100, never acknowledged) or ended
+// the pull with an error and dropped the messages after it (Status: 400):
+// here it is a message like any other.
+func (s *NATSSource) pullOnce(ss *natsSession, stream, subject string, req []byte, pullBytes int) error {
+	batch := s.cfg.Pipeline.BatchSize
+	ch := make(chan *nats.Msg, batch+natsPullSlack)
+	sub, err := ss.nc.ChanSubscribe(ss.nc.NewInbox(), ch)
+	if err != nil {
+		return fmt.Errorf("subscribe to a pull request's inbox: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	reconnected := ss.reconnected()
+	if err := ss.nc.PublishRequest(subject, sub.Subject, req); err != nil {
+		return fmt.Errorf("send a pull request: %w", err)
+	}
+	expired := time.NewTimer(natsPullWait + natsPullGrace)
+	defer expired.Stop()
+	var n, size int
+	// take handles one message of the inbox; over reports the request over.
+	take := func(m *nats.Msg) (over bool, err error) {
+		if m.Reply == "" {
+			return natsPullStatus(m)
+		}
+		md, err := m.Metadata()
+		if err != nil { // left unacknowledged: delivered again after AckWait
+			return true, fmt.Errorf("a delivery whose ack subject cannot be read: %w", err)
+		}
+		select {
+		case ss.msgs <- natsMsg{stream: stream, m: m, md: md}:
+		case <-ss.dead:
+			_ = m.Nak()
+			nakAll(ch)
+			return true, errSessionOver
+		}
+		n++
+		size += m.Size() // as the server counts a pull's bytes
+		return n >= batch || size >= pullBytes, nil
+	}
+	for {
+		select {
+		case m := <-ch:
+			if over, err := take(m); over {
+				return err
+			}
+			continue
+		case <-reconnected:
+		case <-expired.C:
+		case <-ss.dead:
+			nakAll(ch)
+			return errSessionOver
+		}
+		for { // what has arrived first, in order
+			select {
+			case m := <-ch:
+				if over, err := take(m); over {
+					return err
+				}
+			default:
+				return nil
+			}
+		}
+	}
+}
+
+// nakAll hands back to JetStream, at once, the deliveries waiting in ch.
+func nakAll(ch <-chan *nats.Msg) {
+	for {
+		select {
+		case m := <-ch:
+			if m.Reply != "" {
+				_ = m.Nak()
+			}
+		default:
+			return
+		}
+	}
+}
+
+// natsPullEnded are the descriptions of the 409 statuses that end a pull
+// request as requests end, as nats.go matches them (lower case, within
+// the description): the next message too big for the bytes left, the
+// batch done, the consumer's leader moved, the server shutting down.
+var natsPullEnded = []string{"message size exceeds maxbytes", "batch completed", "leadership change", "server shutdown"}
+
+// natsPullStatus reads a message of a pull request's inbox that is not a
+// delivery: a status of the server (nats.go has read its status line into
+// the Status and Description headers). over reports the request over; err
+// is nil when it ended as requests do (expired, its bytes used up, a
+// leader or a server changing), not nil when the server refused it (the
+// consumer gone, a limit of the consumer's exceeded).
+func natsPullStatus(m *nats.Msg) (over bool, err error) {
+	code, description := m.Header.Get("Status"), m.Header.Get("Description")
+	switch code {
+	case "100": // an idle heartbeat; none is asked for
+		return false, nil
+	case "404", "408": // no messages, request expired
+		return true, nil
+	case "409":
+		for _, ended := range natsPullEnded {
+			if strings.Contains(strings.ToLower(description), ended) {
+				return true, nil
+			}
+		}
+	case "":
+		return false, nil // not from the server: neither a status nor a delivery
+	}
+	return true, fmt.Errorf("pull request ended by the server: %s %s", code, description)
 }
 
 // closeSession closes the current session, if any: its pullers hand back
@@ -568,7 +697,7 @@ func (f natsFetcher) fetch(ctx context.Context) (Row, error) {
 		s.pending = append(s.pending, m.m)
 		s.mu.Unlock()
 		s.progressed()
-		return mapNATS(m.stream, m.m, s.mapping), nil
+		return mapNATS(m.stream, m.m.Subject, m.m.Header, m.m.Data, m.md.Sequence.Stream, m.md.Timestamp, s.mapping), nil
 	case <-ss.dead:
 		s.closeSession()
 		return Row{}, fmt.Errorf("NATS session lost: %w", ss.reason)
@@ -587,7 +716,7 @@ func (f natsFetcher) seal() ackFunc {
 	s := f.s
 	s.mu.Lock()
 	msgs := s.pending
-	s.pending = make([]jetstream.Msg, 0, cap(msgs))
+	s.pending = make([]*nats.Msg, 0, cap(msgs))
 	var nc *nats.Conn
 	if s.session != nil {
 		nc = s.session.nc
@@ -619,29 +748,55 @@ func (natsFetcher) fetchFailed() string {
 
 // MapNATS maps a JetStream message of stream to its inbox row. Event id:
 // header NATSMsgIDHeader (JetStream's deduplication id), else the headers
-// of opts.EventIDHeaders (then the JSON field), else
-// "<stream>/<stream sequence>". Event type: opts.EventTypeHeaders (then
-// the JSON field), else the subject. Key: header NATSKeyHeader, else the
-// subject. Payload: the data. Headers: the message's, sorted by name (a
-// repeated header keeps its last value), and NATSSubjectHeader. A message
-// that cannot be accepted becomes a rejected row whose event id,
-// "<stream>/<stream sequence>", is the same on every redelivery.
+// of opts.EventIDHeaders (then the JSON field), else its position
+// "<stream>/<stream sequence>@<time stored>" (see natsPositionID). Event
+// type: opts.EventTypeHeaders (then the JSON field), else the subject.
+// Key: header NATSKeyHeader, else the subject. Payload: the data. Headers:
+// the message's, sorted by name (a repeated header keeps its last value),
+// and NATSSubjectHeader. A message that cannot be accepted becomes a
+// rejected row whose event id, its position, is the same on every
+// redelivery.
 func MapNATS(stream string, m jetstream.Msg, opts MapOptions) Row {
-	opts = opts.withDefaults()
-	opts.EventIDHeaders = append([]string{NATSMsgIDHeader}, opts.EventIDHeaders...)
-	return mapNATS(stream, m, opts)
+	var seq uint64
+	var stored time.Time
+	if md, err := m.Metadata(); err == nil {
+		seq, stored = md.Sequence.Stream, md.Timestamp
+	}
+	return mapNATS(stream, m.Subject(), m.Headers(), m.Data(), seq, stored, natsMapOptions(opts))
 }
 
-// mapNATS is MapNATS with opts ready: defaults applied, NATSMsgIDHeader
-// first among the id headers.
-func mapNATS(stream string, m jetstream.Msg, opts MapOptions) Row {
-	var seq uint64
-	if md, err := m.Metadata(); err == nil {
-		seq = md.Sequence.Stream
-	}
-	position := stream + "/" + strconv.FormatUint(seq, 10)
-	subject := m.Subject()
-	hs := natsHeaders(m.Headers(), subject)
+// natsMapOptions is opts as the NATS mapping uses them: defaults applied,
+// NATSMsgIDHeader first among the id headers.
+func natsMapOptions(opts MapOptions) MapOptions {
+	opts = opts.withDefaults()
+	opts.EventIDHeaders = append([]string{NATSMsgIDHeader}, opts.EventIDHeaders...)
+	return opts
+}
+
+// natsPositionID is the position of a JetStream message, the event id of
+// one that carries none and of a rejected message's row:
+// "<stream>/<stream sequence>@<time stored>", the time the stream stored
+// the message in UTC, RFC 3339 with nanoseconds. It is the same on every
+// delivery of the message, on every replica of the stream. A stream
+// deleted and created again under its name numbers its messages from 1
+// again, but stores them later: the time keeps its messages from being
+// taken for the old stream's.
+//
+// Not the stream's creation time: that is read from the stream's info
+// when the consumer is bound, while pull requests go to the consumer by
+// name, so a consumer created again on the new stream (by another replica)
+// before this one notices would serve the new stream's messages under the
+// old stream's creation time. The time stored comes with each message, in
+// its ack subject.
+func natsPositionID(stream string, seq uint64, stored time.Time) string {
+	return stream + "/" + strconv.FormatUint(seq, 10) + "@" + stored.UTC().Format(time.RFC3339Nano)
+}
+
+// mapNATS is MapNATS for a message in parts: its subject, headers and data,
+// its stream sequence and the time the stream stored it; opts as
+// natsMapOptions returns them.
+func mapNATS(stream, subject string, h nats.Header, data []byte, seq uint64, stored time.Time, opts MapOptions) Row {
+	hs := natsHeaders(h, subject)
 	key := []byte(subject)
 	if v, ok := lastHeader(hs[:len(hs)-1], NATSKeyHeader); ok && len(v) > 0 {
 		key = v
@@ -649,16 +804,17 @@ func mapNATS(stream string, m jetstream.Msg, opts MapOptions) Row {
 	if len(key) == 0 {
 		key = nil
 	}
-	return natsRow(stream, position, subject, key, m.Data(), hs, opts)
+	return natsRow(stream, natsPositionID(stream, seq, stored), subject, key, data, hs, opts)
 }
 
 // natsRow maps a JetStream message, in the terms of its row, by the NATS
-// rules: position is "<stream>/<stream sequence>", hs its headers with
+// rules: position is its natsPositionID (or, for a row stored before it
+// was, "<stream>/<stream sequence>"), hs its headers with
 // NATSSubjectHeader, key its key (header or subject).
 func natsRow(stream, position, subject string, key, data []byte, hs []Header, opts MapOptions) Row {
 	return mapMessage(&Message{
 		Source:          stream,
-		EventIDFallback: position, EventIDFallbackProperty: "stream sequence",
+		EventIDFallback: position, EventIDFallbackProperty: "stream sequence and time stored",
 		EventTypeFallback: subject, EventTypeFallbackProperty: "subject",
 		Key:      key,
 		Value:    data,
@@ -671,22 +827,34 @@ func natsRow(stream, position, subject string, key, data []byte, hs []Header, op
 // NATS source stored, as `inboxd requeue --status rejected` does once the
 // cause is fixed: eventID is the row's event id, source its stream, key,
 // payload and headers its columns (the headers as ingest stored them,
-// NATSSubjectHeader among them). ok is false when eventID is not
-// "<source>/<stream sequence>", an id only the NATS source gives a
-// rejected row (Kafka's have a partition and an offset, RabbitMQ's a
-// hash).
+// NATSSubjectHeader among them). ok is false when eventID is not a
+// natsPositionID of source, nor "<source>/<stream sequence>" (the id that
+// versions before it gave), ids only the NATS source gives a rejected row
+// (Kafka's have a partition and an offset, RabbitMQ's a hash).
 func RemapNATSRejected(eventID, source string, key, payload []byte, headers []Header, opts MapOptions) (row Row, ok bool) {
-	seq, found := strings.CutPrefix(eventID, source+"/")
-	if !found {
-		return Row{}, false
-	}
-	if _, err := strconv.ParseUint(seq, 10, 64); err != nil {
+	if !isnatsPositionID(source, eventID) {
 		return Row{}, false
 	}
 	subject, _ := lastHeader(headers, NATSSubjectHeader)
-	opts = opts.withDefaults()
-	opts.EventIDHeaders = append([]string{NATSMsgIDHeader}, opts.EventIDHeaders...)
-	return natsRow(source, eventID, string(subject), key, payload, headers, opts), true
+	return natsRow(source, eventID, string(subject), key, payload, headers, natsMapOptions(opts)), true
+}
+
+// isnatsPositionID reports whether id is a natsPositionID of stream, or
+// the "<stream>/<stream sequence>" of the versions before it.
+func isnatsPositionID(stream, id string) bool {
+	pos, found := strings.CutPrefix(id, stream+"/")
+	if !found {
+		return false
+	}
+	seq, stored, timed := strings.Cut(pos, "@")
+	if _, err := strconv.ParseUint(seq, 10, 64); err != nil {
+		return false
+	}
+	if !timed {
+		return true
+	}
+	t, err := time.Parse(time.RFC3339Nano, stored)
+	return err == nil && t.UTC().Format(time.RFC3339Nano) == stored
 }
 
 // natsHeaders is what a message stores as headers: its own, sorted by

@@ -105,6 +105,24 @@ func (b *natsBundle) consumerInfo(t *testing.T, name string) *jetstream.Consumer
 	return info
 }
 
+// positionID is the event id the NATS source gives the stream's message at
+// seq when it carries none: its sequence and the time the stream stored
+// it, as the stream tells.
+func (b *natsBundle) positionID(t *testing.T, seq uint64) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := b.js.Stream(ctx, b.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetMsg(ctx, seq)
+	if err != nil {
+		t.Fatalf("message %d of stream %s: %v", seq, b.stream, err)
+	}
+	return fmt.Sprintf("%s/%d@%s", b.stream, seq, m.Time.UTC().Format(time.RFC3339Nano))
+}
+
 // drained waits until the consumer has nothing pending: every message
 // delivered and acknowledged.
 func (b *natsBundle) drained(t *testing.T, name string) {
@@ -126,6 +144,18 @@ func (b *natsBundle) config() NATSConfig {
 func startNATS(t *testing.T, s *NATSSource) (stop func() error) {
 	t.Helper()
 	return startSource(t, s.Run)
+}
+
+// start runs a NATSSource with cfg on the bundle's database until the
+// test ends (or stop is called), logging to the test, its metrics on a
+// registry of its own.
+func (b *natsBundle) start(t *testing.T, cfg NATSConfig) (_ *NATSSource, stop func() error) {
+	t.Helper()
+	s, err := newNATS(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, startNATS(t, s)
 }
 
 // natsEvent is a message with a Nats-Msg-Id and an event_type header.
@@ -213,7 +243,7 @@ inboxd_ingest_messages_fetched_total{source_kind="nats"} %d
 	if e11 := rows[b.stream+" e-11"]; string(e11.Payload) != `{"n":11}` || e11.EventType != b.stream+".orders" {
 		t.Errorf("e-11 (id from event_id, type the subject) = %+v", e11)
 	}
-	k, ok := rows[fmt.Sprintf("%s %s/%d", b.stream, b.stream, keyedSeq)]
+	k, ok := rows[b.stream+" "+b.positionID(t, keyedSeq)]
 	if !ok || string(k.Key) != "order-7" || k.EventType != b.stream+".payments.eu" || k.Headers["trace"] != "t-1" {
 		t.Errorf("message without id (id <stream>/<sequence>, key header) = %+v, present %v", k, ok)
 	}
@@ -364,7 +394,7 @@ func TestNATSAckOnlyAfterCommit(t *testing.T) {
 	if len(rows) != len(msgs) {
 		t.Errorf("%d rows, want %d", len(rows), len(msgs))
 	}
-	big, ok := rows[fmt.Sprintf("%s %s/%d", b.stream, b.stream, len(msgs))]
+	big, ok := rows[b.stream+" "+b.positionID(t, uint64(len(msgs)))]
 	if !ok || big.Status != StatusRejected || big.LastError == nil || !strings.Contains(*big.LastError, "payload of 2000 bytes") {
 		t.Errorf("oversize message: %+v, present %v", big, ok)
 	}
@@ -418,11 +448,7 @@ func TestNATSTwoReplicasOnOneConsumer(t *testing.T) {
 	cfg.Pipeline.BatchSize = 50 // so that both replicas get messages
 	var replicas []*NATSSource
 	for range 2 {
-		s, err := newNATS(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
-		startNATS(t, s)
+		s, _ := b.start(t, cfg)
 		replicas = append(replicas, s)
 	}
 	waitFor(t, 20*time.Second, func() (bool, string) {
@@ -463,14 +489,21 @@ type fakeNATSMsg struct {
 	seq     uint64
 }
 
+// fakeStored is when the stream stored every fakeNATSMsg, as its position
+// id writes it.
+var fakeStored = time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)
+
+const fakeStoredID = "@2025-01-02T03:04:05.000000006Z"
+
 func (m fakeNATSMsg) Subject() string      { return m.subject }
 func (m fakeNATSMsg) Headers() nats.Header { return m.header }
 func (m fakeNATSMsg) Data() []byte         { return m.data }
 func (m fakeNATSMsg) Metadata() (*jetstream.MsgMetadata, error) {
-	return &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: m.seq}}, nil
+	return &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: m.seq}, Timestamp: fakeStored.Local()}, nil
 }
 
-// MapNATS: Nats-Msg-Id, then the id headers, then <stream>/<sequence>; the
+// MapNATS: Nats-Msg-Id, then the id headers, then
+// <stream>/<sequence>@<time stored>; the
 // type headers, then the subject; an invalid id in a header is rejected,
 // not replaced by the fallback; a rejected row's id is its position.
 func TestMapNATS(t *testing.T) {
@@ -484,15 +517,15 @@ func TestMapNATS(t *testing.T) {
 		t.Errorf("Nats-Msg-Id first, subject as type: %+v", r)
 	}
 	r = MapNATS("s", fakeNATSMsg{subject: "s.orders", seq: 9}, MapOptions{})
-	if r.EventID != "s/9" || r.EventType != "s.orders" || string(r.Headers) != `{"nats-subject":"s.orders"}` {
+	if r.EventID != "s/9"+fakeStoredID || r.EventType != "s.orders" || string(r.Headers) != `{"nats-subject":"s.orders"}` {
 		t.Errorf("fallbacks: %+v (headers %s)", r, r.Headers)
 	}
 	r = MapNATS("s", fakeNATSMsg{subject: "s.orders", header: nats.Header{"event_id": {"bad\xffid"}}, seq: 4}, MapOptions{})
-	if r.Status != StatusRejected || r.Reason != RejectInvalidID || r.EventID != "s/4" || !strings.Contains(r.LastError, "header event_id") {
+	if r.Status != StatusRejected || r.Reason != RejectInvalidID || r.EventID != "s/4"+fakeStoredID || !strings.Contains(r.LastError, "header event_id") {
 		t.Errorf("invalid id: %+v", r)
 	}
 	r = MapNATS("s", fakeNATSMsg{subject: "s.orders", data: make([]byte, 20), seq: 5}, MapOptions{MaxPayload: 10})
-	if r.Status != StatusRejected || r.Reason != RejectOversize || r.EventID != "s/5" {
+	if r.Status != StatusRejected || r.Reason != RejectOversize || r.EventID != "s/5"+fakeStoredID {
 		t.Errorf("oversize: %+v", r)
 	}
 }
@@ -536,11 +569,7 @@ func TestNATSConnectionCut(t *testing.T) {
 	t.Cleanup(proxy.Close)
 	cfg := b.config()
 	cfg.URL = "nats://" + proxy.Addr()
-	s, err := newNATS(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	startNATS(t, s)
+	s, _ := b.start(t, cfg)
 	b.publish(t, natsEvent("x", "before", "t", "1"))
 	waitFor(t, 20*time.Second, func() (bool, string) { return len(readRows(t, b.db)) == 1 && s.Ready(), "first row, ready" })
 
@@ -567,11 +596,7 @@ func TestNATSConnectionCut(t *testing.T) {
 func TestNATSConsumerDeletedIsCreatedAgain(t *testing.T) {
 	t.Parallel()
 	b := setupNATS(t)
-	s, err := newNATS(b.config(), pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	startNATS(t, s)
+	s, _ := b.start(t, b.config())
 	b.publish(t, natsEvent("x", "e-1", "t", "1"), natsEvent("x", "e-2", "t", "2"))
 	waitFor(t, 20*time.Second, func() (bool, string) { return len(readRows(t, b.db)) == 2 && s.Ready(), "two rows, ready" })
 	b.drained(t, DefaultNATSConsumer)
@@ -613,11 +638,7 @@ func TestNATSDuplicatesPastTheStreamWindow(t *testing.T) {
 	if got := b.publish(t, dups...); got != 0 {
 		t.Fatalf("the stream deduplicated %d publications past its window", got)
 	}
-	s, err := newNATS(b.config(), pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	startNATS(t, s)
+	s, _ := b.start(t, b.config())
 	waitFor(t, 30*time.Second, func() (bool, string) {
 		d := testutil.ToFloat64(s.metrics.Duplicates)
 		return d == float64(len(dups)), fmt.Sprintf("%v duplicates, want %d", d, len(dups))
@@ -633,13 +654,14 @@ func TestNATSDuplicatesPastTheStreamWindow(t *testing.T) {
 }
 
 // A rejected NATS row maps again by the NATS rules (Nats-Msg-Id, the
-// subject as the type) once the cause is fixed; an id no NATS source gives
-// is not taken for one.
+// subject as the type) once the cause is fixed, a row stored before the
+// position had its time too ("<stream>/<sequence>"); an id no NATS source
+// gives is not taken for one.
 func TestRemapNATSRejected(t *testing.T) {
 	t.Parallel()
 	m := fakeNATSMsg{subject: "s.orders", header: nats.Header{NATSMsgIDHeader: {"m-1"}}, data: []byte("0123456789"), seq: 7}
 	rejected := MapNATS("s", m, MapOptions{MaxPayload: 5})
-	if rejected.Status != StatusRejected || rejected.EventID != "s/7" {
+	if rejected.Status != StatusRejected || rejected.EventID != "s/7"+fakeStoredID {
 		t.Fatalf("rejected = %+v", rejected)
 	}
 	hs := []Header{{Key: NATSMsgIDHeader, Value: []byte("m-1")}, {Key: NATSSubjectHeader, Value: []byte("s.orders")}}
@@ -647,7 +669,11 @@ func TestRemapNATSRejected(t *testing.T) {
 	if !ok || row.Status != StatusReceived || row.EventID != "m-1" || row.EventType != "s.orders" || string(row.Payload) != "0123456789" {
 		t.Errorf("remapped = %+v, ok %v", row, ok)
 	}
-	for _, id := range []string{"s/0/7", "s/sha256/ab", "t/7", "s/"} {
+	if old, ok := RemapNATSRejected("s/7", "s", []byte("s.orders"), m.data, hs, MapOptions{MaxPayload: 1024}); !ok || old.EventID != "m-1" {
+		t.Errorf("a row of an older version remapped = %+v, ok %v", old, ok)
+	}
+	for _, id := range []string{"s/0/7", "s/sha256/ab", "t/7", "s/", "s/7@", "s/7@yesterday", "s/x@2025-01-02T03:04:05Z",
+		"s/7@2025-01-02T05:04:05+02:00", "s/7@2025-01-02T03:04:05.000000060Z"} {
 		if _, ok := RemapNATSRejected(id, "s", nil, nil, nil, MapOptions{}); ok {
 			t.Errorf("%q taken for a NATS row", id)
 		}

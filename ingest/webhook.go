@@ -21,8 +21,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
 
+	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/httpserve"
+	"github.com/inboxd/inboxd/internal/sensitive"
 )
 
 // WebhookPathPrefix is the path under which each webhook source listens:
@@ -36,10 +39,19 @@ const webhookRetryAfter = "5"
 // source (a name cannot start with '_').
 const unknownWebhookSource = "_unknown"
 
-// droppedWebhookHeaders are headers never stored with a row, whatever the
-// scheme: credentials and hop-by-hop headers.
-var droppedWebhookHeaders = []string{"authorization", "proxy-authorization", "cookie", "connection",
-	"keep-alive", "transfer-encoding", "te", "upgrade"}
+// hopByHopHeaders are headers never stored with a row, whatever the
+// scheme: they describe the connection, not the event. (Credentials are
+// not stored either, unless a source keeps them: sensitive.CredentialHeader
+// says which names look like one.)
+var hopByHopHeaders = []string{"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "upgrade"}
+
+// webhookPruneInterval is how often the webhook source deletes the replay
+// records older than their source's window, and webhookPruneBatch how
+// many rows one statement deletes at most.
+const (
+	webhookPruneInterval = time.Minute
+	webhookPruneBatch    = 1000
+)
 
 // WebhookSource receives webhooks over HTTP into the inbox table: each
 // request is verified, mapped to its row and handed to the persist-then-ack
@@ -55,6 +67,7 @@ type WebhookSource struct {
 	endpoints map[string]*webhookEndpoint
 	wm        *webhookMetrics
 
+	replays  replayStore       // nil when no source has a replay window
 	in       chan *webhookItem // requests' rows, to fetch
 	sem      chan struct{}     // a token per verified request waiting for its commit
 	budget   *bodyBudget       // the bytes the bodies in hand may hold
@@ -67,15 +80,46 @@ type WebhookSource struct {
 
 // webhookEndpoint is one configured source, ready to serve.
 type webhookEndpoint struct {
-	cfg      WebhookSourceConfig
+	webhookMapping
 	verifier webhookVerifier
-	opts     MapOptions
-	drop     []string // lower-case header names not stored
 	needJSON bool
 
 	requests   *prometheus.CounterVec // by code
 	verifyFail *prometheus.CounterVec // by reason
+	replays    prometheus.Counter
 	commitWait prometheus.Observer
+}
+
+// webhookMapping is how a source's verified requests become rows: the
+// live requests' and, for `inboxd requeue --status rejected`, the stored
+// ones' (RemapRejectedRow), by the same rules.
+type webhookMapping struct {
+	cfg  WebhookSourceConfig
+	opts MapOptions
+	read []string // lower-case names of the headers the mapping reads: stored, and refused when repeated
+	sig  []string // lower-case names of the signature headers: never stored
+}
+
+// replayStore is where a source's replay window is kept: the
+// webhook_replays table.
+type replayStore interface {
+	// firstSeen records the body's acceptance under eventID and reports
+	// whether it may be accepted (false: a replay).
+	firstSeen(ctx context.Context, source string, sum []byte, eventID string, window time.Duration) (bool, error)
+	// prune deletes a batch of records older than window; it returns how
+	// many.
+	prune(ctx context.Context, source string, window time.Duration) (int64, error)
+}
+
+// pgReplays is the replayStore on a pool.
+type pgReplays struct{ pool *pgxpool.Pool }
+
+func (r pgReplays) firstSeen(ctx context.Context, source string, sum []byte, eventID string, window time.Duration) (bool, error) {
+	return driver.WebhookFirstSeen(ctx, r.pool, source, sum, eventID, window)
+}
+
+func (r pgReplays) prune(ctx context.Context, source string, window time.Duration) (int64, error) {
+	return driver.PruneWebhookReplays(ctx, r.pool, source, window, webhookPruneBatch)
 }
 
 // webhookItem is one request's row on its way through the pipeline; done
@@ -116,6 +160,13 @@ func newWebhook(cfg WebhookConfig, w inboxWriter, logger zerolog.Logger, reg pro
 	base := cfg.Pipeline.Mapping.withDefaults()
 	for _, sc := range cfg.Sources {
 		s.endpoints[sc.Name] = newWebhookEndpoint(sc, base, wm)
+		if sc.ReplayWindow > 0 && s.replays == nil {
+			p, ok := w.(interface{ dbPool() *pgxpool.Pool })
+			if !ok {
+				return nil, fmt.Errorf("ingest: webhook source %s: replay_window needs the database, and this writer has none", sc.Name)
+			}
+			s.replays = pgReplays{p.dbPool()}
+		}
 	}
 	wm.requests.WithLabelValues(unknownWebhookSource, "404")
 	s.pipeline, err = newPipeline(SourceWebhook, cfg.Pipeline, w, logger, reg, s.Reachable)
@@ -126,21 +177,9 @@ func newWebhook(cfg WebhookConfig, w inboxWriter, logger zerolog.Logger, reg pro
 }
 
 func newWebhookEndpoint(sc WebhookSourceConfig, base MapOptions, wm *webhookMetrics) *webhookEndpoint {
-	e := &webhookEndpoint{cfg: sc, verifier: newWebhookVerifier(sc)}
-	e.opts = MapOptions{EventIDHeaders: []string{}, EventTypeHeaders: []string{},
-		EventIDJSONField: sc.EventID.JSON, EventTypeJSONField: sc.EventType.JSON,
-		MaxPayload: sc.MaxBody, MaxHeaders: base.MaxHeaders}
-	if sc.EventID.Header != "" {
-		e.opts.EventIDHeaders = []string{strings.ToLower(sc.EventID.Header)}
-	}
-	if sc.EventType.Header != "" {
-		e.opts.EventTypeHeaders = []string{strings.ToLower(sc.EventType.Header)}
-	}
-	e.drop = slices.Clone(droppedWebhookHeaders)
-	for _, h := range e.verifier.signatureHeaders() {
-		e.drop = append(e.drop, strings.ToLower(h))
-	}
+	e := &webhookEndpoint{webhookMapping: newWebhookMapping(sc, base), verifier: newWebhookVerifier(sc)}
 	e.needJSON = sc.EventID.JSON != "" || sc.EventType.JSON != "" || sc.Key.JSON != ""
+	e.replays = wm.replays.WithLabelValues(sc.Name)
 	e.requests = wm.requests.MustCurryWith(prometheus.Labels{"source": sc.Name})
 	for _, code := range webhookCodes {
 		e.requests.WithLabelValues(code)
@@ -153,6 +192,61 @@ func newWebhookEndpoint(sc WebhookSourceConfig, base MapOptions, wm *webhookMetr
 	}
 	e.commitWait = wm.commitWait.WithLabelValues(sc.Name)
 	return e
+}
+
+// newWebhookMapping returns sc's mapping (sc valid, its defaults applied),
+// with base's header bound.
+func newWebhookMapping(sc WebhookSourceConfig, base MapOptions) webhookMapping {
+	m := webhookMapping{cfg: sc}
+	m.opts = MapOptions{EventIDHeaders: []string{}, EventTypeHeaders: []string{},
+		EventIDJSONField: sc.EventID.JSON, EventTypeJSONField: sc.EventType.JSON,
+		MaxPayload: sc.MaxBody, MaxHeaders: base.MaxHeaders}
+	switch id := strings.ToLower(sc.EventID.Header); {
+	case sc.Verify == WebhookStandard && standardIDHeader(id):
+		// The signed id, of whichever family the request uses: a request
+		// carries one family only, each header once (verifyStandard).
+		m.opts.EventIDHeaders = []string{standardFamilies[0].id, standardFamilies[1].id}
+	case id != "":
+		m.opts.EventIDHeaders = []string{id}
+	}
+	if sc.EventType.Header != "" {
+		m.opts.EventTypeHeaders = []string{strings.ToLower(sc.EventType.Header)}
+	}
+	m.read = slices.Concat(m.opts.EventIDHeaders, m.opts.EventTypeHeaders)
+	if sc.Key.Header != "" {
+		m.read = append(m.read, strings.ToLower(sc.Key.Header))
+	}
+	for _, h := range signatureHeaders(sc) {
+		m.sig = append(m.sig, strings.ToLower(h))
+	}
+	return m
+}
+
+// stored reports whether a request's header named lk (lower case) is
+// stored with its row: not a hop-by-hop header, nor a signature, nor a
+// credential (sensitive.CredentialHeader) unless the mapping reads it or
+// the source keeps it (keep_headers).
+func (m webhookMapping) stored(lk string) bool {
+	switch {
+	case slices.Contains(hopByHopHeaders, lk), slices.Contains(m.sig, lk):
+		return false
+	case slices.Contains(m.read, lk):
+		return true
+	case sensitive.CredentialHeader(lk):
+		return slices.ContainsFunc(m.cfg.KeepHeaders, func(k string) bool { return strings.EqualFold(k, lk) })
+	}
+	return true
+}
+
+// repeatedHeader returns the first header the mapping reads that h
+// carries more than once, or "".
+func (m webhookMapping) repeatedHeader(h http.Header) string {
+	for _, name := range m.read {
+		if len(h.Values(name)) > 1 {
+			return name
+		}
+	}
+	return ""
 }
 
 // Ready reports whether the source runs, listens, and its last batch write
@@ -216,6 +310,16 @@ func (s *WebhookSource) Run(ctx context.Context) error {
 	}()
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.ServeTLSConfig(ln, s.tls) }()
+	pruneCtx, stopPruning := context.WithCancel(ctx)
+	pruned := make(chan struct{})
+	go func() {
+		defer close(pruned)
+		s.pruneReplays(pruneCtx)
+	}()
+	defer func() {
+		stopPruning()
+		<-pruned
+	}()
 
 	var runErr error
 	select {
@@ -242,6 +346,43 @@ func (s *WebhookSource) Run(ctx context.Context) error {
 	<-pipeDone
 	close(s.stopping) // stragglers are answered 503 at once
 	return runErr
+}
+
+// pruneReplays deletes, every webhookPruneInterval until ctx ends, the
+// replay records older than their source's window, a batch at a time; it
+// returns at once when no source has a window. Every replica prunes (SKIP
+// LOCKED keeps them off each other's rows); a failure is logged and tried
+// again at the next round.
+func (s *WebhookSource) pruneReplays(ctx context.Context) {
+	if s.replays == nil {
+		return
+	}
+	t := time.NewTicker(webhookPruneInterval)
+	defer t.Stop()
+	for {
+		for _, e := range s.endpoints {
+			if e.cfg.ReplayWindow <= 0 {
+				continue
+			}
+			for ctx.Err() == nil {
+				n, err := s.replays.prune(ctx, e.cfg.Name, e.cfg.ReplayWindow)
+				if err != nil {
+					if ctx.Err() == nil {
+						s.log.Warn().Err(err).Str("source", e.cfg.Name).Msg("pruning the webhook replay records failed; trying again later")
+					}
+					break
+				}
+				if n < webhookPruneBatch {
+					break
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // ServeHTTP serves POST /webhooks/<name>.
@@ -284,14 +425,8 @@ func (s *WebhookSource) serve(w http.ResponseWriter, r *http.Request, e *webhook
 		return answer(w, refused.code, string(b))
 	}
 	defer release()
-	if reason := e.verifier.verify(r.Header, body, s.cfg.Now()); reason != "" {
-		e.verifyFail.WithLabelValues(reason).Inc()
-		s.log.Debug().Str("source", e.cfg.Name).Str("reason", reason).Str("remote", r.RemoteAddr).
-			Msg("webhook refused: verification failed; nothing stored")
-		return answer(w, http.StatusUnauthorized, `{"error":"verification failed"}`)
-	}
-	if e.needJSON && !jsonObject(body) {
-		return answer(w, http.StatusUnsupportedMediaType, `{"error":"the body must be a JSON object"}`)
+	if code := s.admit(w, r, e, body); code != 0 {
+		return code
 	}
 	select {
 	case s.sem <- struct{}{}:
@@ -299,14 +434,14 @@ func (s *WebhookSource) serve(w http.ResponseWriter, r *http.Request, e *webhook
 	default:
 		return unavailable(w, "too many requests at once")
 	}
-	if !s.writesOK.Load() {
-		return unavailable(w, "the inbox cannot be written to")
-	}
 	it := &webhookItem{row: e.mapRequest(r.Header, body), done: make(chan struct{})}
 
 	start := time.Now()
 	timer := time.NewTimer(s.cfg.WriteTimeout)
 	defer timer.Stop()
+	if code := s.replayed(w, r, e, it.row, body, start.Add(s.cfg.WriteTimeout)); code != 0 {
+		return code
+	}
 	select {
 	case s.in <- it:
 	case <-timer.C:
@@ -334,6 +469,61 @@ func (s *WebhookSource) serve(w http.ResponseWriter, r *http.Request, e *webhook
 	return answer(w, http.StatusOK, `{"status":"stored"}`)
 }
 
+// admit checks a request to e whose body has been read: it answers it
+// and returns the answer's code when the request is refused (its
+// signature fails, a header the signature or the mapping reads is
+// repeated, a JSON body is needed and missing, the inbox cannot be
+// written to), else it returns 0.
+func (s *WebhookSource) admit(w http.ResponseWriter, r *http.Request, e *webhookEndpoint, body []byte) int {
+	if reason := e.verifier.verify(r.Header, body, s.cfg.Now()); reason != "" {
+		e.verifyFail.WithLabelValues(reason).Inc()
+		s.log.Debug().Str("source", e.cfg.Name).Str("reason", reason).Str("remote", r.RemoteAddr).
+			Msg("webhook refused: verification failed; nothing stored")
+		return answer(w, http.StatusUnauthorized, `{"error":"verification failed"}`)
+	}
+	if name := e.repeatedHeader(r.Header); name != "" {
+		s.log.Debug().Str("source", e.cfg.Name).Str("header", name).Str("remote", r.RemoteAddr).
+			Msg("webhook refused: a header the mapping reads is repeated; nothing stored")
+		b, _ := json.Marshal(map[string]string{"error": "header " + name + " is repeated: it must come once"})
+		return answer(w, http.StatusBadRequest, string(b))
+	}
+	if e.needJSON && !jsonObject(body) {
+		return answer(w, http.StatusUnsupportedMediaType, `{"error":"the body must be a JSON object"}`)
+	}
+	if !s.writesOK.Load() {
+		return unavailable(w, "the inbox cannot be written to")
+	}
+	return 0
+}
+
+// replayed applies e's replay window to row, the request's: it answers the
+// request and returns the answer's code when its body was accepted under
+// another event id within the window (200, nothing stored) or the record
+// cannot be written by deadline (503), else it returns 0. A source without
+// a window, and a rejected row (its id is the body's hash already), cost
+// nothing.
+func (s *WebhookSource) replayed(w http.ResponseWriter, r *http.Request, e *webhookEndpoint, row Row, body []byte,
+	deadline time.Time) int {
+	if e.cfg.ReplayWindow <= 0 || row.Status != StatusReceived {
+		return 0
+	}
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
+	defer cancel()
+	sum := sha256.Sum256(body)
+	ok, err := s.replays.firstSeen(ctx, e.cfg.Name, sum[:], row.EventID, e.cfg.ReplayWindow)
+	switch {
+	case err != nil:
+		s.log.Warn().Err(err).Str("source", e.cfg.Name).Msg("webhook answered 503: its replay record could not be written")
+		return unavailable(w, "the inbox cannot be written to")
+	case !ok:
+		e.replays.Inc()
+		s.log.Debug().Str("source", e.cfg.Name).Str("event_id", row.EventID).Str("remote", r.RemoteAddr).
+			Msg("webhook replay: this body was accepted under another event id within replay_window; nothing stored")
+		return answer(w, http.StatusOK, `{"status":"replay","reason":"this body was accepted under another event id within replay_window"}`)
+	}
+	return 0
+}
+
 // answer writes a JSON answer and returns its code.
 func answer(w http.ResponseWriter, code int, body string) int {
 	w.Header().Set("Content-Type", "application/json")
@@ -358,43 +548,80 @@ func jsonObject(body []byte) bool {
 	return i < len(body) && body[i] == '{' && json.Valid(body)
 }
 
-// mapRequest maps a verified request to its row by the shared mapping:
-// id, type and key where e says, the headers (lower-case names, a repeated
-// header's values joined by ", ", sorted) less the signature and
-// credential headers. A request whose id or type is missing or unusable
-// becomes a rejected row whose event id, "rejected/sha256:<hex of the
-// body>", is the same when it is sent again.
-func (e *webhookEndpoint) mapRequest(h http.Header, body []byte) Row {
-	hs := webhookHeaders(h, e.drop)
-	m := &Message{Source: e.cfg.Name, Value: body, Headers: hs, RejectID: webhookRejectID(body)}
-	if e.cfg.EventType.Value != "" {
-		m.EventType, m.EventTypeProperty = e.cfg.EventType.Value, "event_type value"
+// mapRequest maps a verified request to its row (mapStored) with the
+// headers it stores: lower-case names, sorted, a repeated header's values
+// joined by ", " (those the mapping reads were refused when repeated),
+// less the hop-by-hop, signature and credential headers (stored).
+func (m webhookMapping) mapRequest(h http.Header, body []byte) Row {
+	return m.mapStored(webhookHeaders(h, m.stored), body)
+}
+
+// mapStored maps a request's stored headers hs and its body by the shared
+// mapping: id, type and key where the source says (the id from the body's
+// hash, "sha256:<hex>", with event_id {body: sha256}). A request whose id
+// or type is missing or unusable becomes a rejected row whose event id,
+// "rejected/sha256:<hex of the body>", is the same when it is sent again.
+func (m webhookMapping) mapStored(hs []Header, body []byte) Row {
+	sum := sha256.Sum256(body)
+	hexSum := hex.EncodeToString(sum[:])
+	msg := &Message{Source: m.cfg.Name, Value: body, Headers: hs, RejectID: webhookRejectPrefix + hexSum}
+	if m.cfg.EventType.Value != "" {
+		msg.EventType, msg.EventTypeProperty = m.cfg.EventType.Value, "event_type value"
 	}
-	if e.opts.EventIDHeaders == nil || e.opts.EventTypeHeaders == nil {
+	if m.cfg.EventID.Body == WebhookBodySHA256 {
+		msg.EventID, msg.EventIDProperty = "sha256:"+hexSum, "event_id body sha256"
+	}
+	if m.opts.EventIDHeaders == nil || m.opts.EventTypeHeaders == nil {
 		panic("ingest: webhook mapping without header lists") // would fall back to the brokers' defaults
 	}
 	switch {
-	case e.cfg.Key.Header != "":
-		if v, ok := lastHeader(hs, strings.ToLower(e.cfg.Key.Header)); ok && len(v) > 0 {
-			m.Key = v
+	case m.cfg.Key.Header != "":
+		if v, ok := lastHeader(hs, strings.ToLower(m.cfg.Key.Header)); ok && len(v) > 0 {
+			msg.Key = v
 		}
-	case e.cfg.Key.JSON != "":
+	case m.cfg.Key.JSON != "":
 		f := jsonFields{payload: body}
-		if v, problem, ok := f.get(e.cfg.Key.JSON); ok && problem == "" && v != "" {
-			m.Key = []byte(v)
+		if v, problem, ok := f.get(m.cfg.Key.JSON); ok && problem == "" && v != "" {
+			msg.Key = []byte(v)
 		}
 	}
-	return mapMessage(m, e.opts)
+	return mapMessage(msg, m.opts)
 }
 
-// webhookRejectID is the event id of a request's rejected row.
-func webhookRejectID(body []byte) string {
-	sum := sha256.Sum256(body)
-	return "rejected/sha256:" + hex.EncodeToString(sum[:])
+// webhookRejectPrefix starts the event id of every webhook source's
+// rejected row (mapStored); no broker source's rejected id has this
+// form.
+const webhookRejectPrefix = "rejected/sha256:"
+
+// isWebhookRejectID reports whether eventID is a webhook source's rejected
+// row's: webhookRejectPrefix and a SHA-256 in hex.
+func isWebhookRejectID(eventID string) bool {
+	sum, ok := strings.CutPrefix(eventID, webhookRejectPrefix)
+	return ok && isSHA256Hex(sum)
 }
 
-// webhookHeaders is what a request stores as headers.
-func webhookHeaders(h http.Header, drop []string) []Header {
+// remapWebhookRejected maps the rejected row of the webhook source
+// m.Topic (its event id eventID, its body, its stored headers) again by
+// that source's rules, as found in sources. A source sources does not name
+// leaves the row rejected, saying why: mapped by another source's rules,
+// it would take its id and type from whatever headers it carries, which
+// nothing signed.
+func remapWebhookRejected(eventID string, m kafka.Message, opts MapOptions, sources []WebhookSourceConfig) Row {
+	i := slices.IndexFunc(sources, func(s WebhookSourceConfig) bool { return s.Name == m.Topic })
+	if i < 0 {
+		why := "INBOXD_WEBHOOK_SOURCES is not set"
+		if sources != nil {
+			why = "the webhook sources file (INBOXD_WEBHOOK_SOURCES) names no such source"
+		}
+		return Row{Source: m.Topic, EventID: eventID, Key: m.Key, Payload: m.Value, Status: StatusRejected,
+			LastError: fmt.Sprintf("a row of the webhook source %q is mapped again only by that source's rules, and %s", m.Topic, why)}
+	}
+	return newWebhookMapping(sources[i].withDefaults(), opts.withDefaults()).mapStored(fromKafkaHeaders(m.Headers), m.Value)
+}
+
+// webhookHeaders is what a request stores as headers: those keep says
+// (by lower-case name).
+func webhookHeaders(h http.Header, keep func(lk string) bool) []Header {
 	names := make([]string, 0, len(h))
 	for k := range h {
 		names = append(names, k)
@@ -403,7 +630,7 @@ func webhookHeaders(h http.Header, drop []string) []Header {
 	hs := make([]Header, 0, len(names))
 	for _, k := range names {
 		lk := strings.ToLower(k)
-		if slices.Contains(drop, lk) {
+		if !keep(lk) {
 			continue
 		}
 		hs = append(hs, Header{Key: lk, Value: []byte(strings.Join(h[k], ", "))})
@@ -449,6 +676,7 @@ func (webhookFetcher) fetchFailed() string { return "receiving webhooks failed" 
 type webhookMetrics struct {
 	requests       *prometheus.CounterVec
 	verifyFailures *prometheus.CounterVec
+	replays        *prometheus.CounterVec
 	commitWait     *prometheus.HistogramVec
 	bodyBytes      prometheus.Gauge
 	bodyBudget     prometheus.Gauge
@@ -459,6 +687,7 @@ type webhookMetrics struct {
 //
 //	inboxd_webhook_requests_total{source, code}
 //	inboxd_webhook_verify_failures_total{source, reason}
+//	inboxd_webhook_replays_total{source}
 //	inboxd_webhook_commit_wait_seconds{source} (histogram)
 //	inboxd_webhook_body_bytes, inboxd_webhook_body_budget_bytes
 //	inboxd_webhook_body_refusals_total{reason}
@@ -471,6 +700,8 @@ func newWebhookMetrics(reg prometheus.Registerer) (*webhookMetrics, error) {
 			Help: "Webhook requests answered, by source and HTTP status code (499: the client left first)."}, []string{"source", "code"}),
 		verifyFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "verify_failures_total",
 			Help: "Webhook requests refused 401 by their signature check, by source and reason."}, []string{"source", "reason"}),
+		replays: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "replays_total",
+			Help: "Webhook requests whose body was accepted under another event id within their source's replay_window: answered 200, nothing stored."}, []string{"source"}),
 		commitWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "commit_wait_seconds",
 			Help:    "Time a webhook request waited for the commit of the batch holding its row (answered 200).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"source"}),
@@ -488,6 +719,7 @@ func newWebhookMetrics(reg prometheus.Registerer) (*webhookMetrics, error) {
 		var err error
 		m.requests = register(reg, m.requests, &err)
 		m.verifyFailures = register(reg, m.verifyFailures, &err)
+		m.replays = register(reg, m.replays, &err)
 		m.commitWait = register(reg, m.commitWait, &err)
 		m.bodyBytes = register(reg, m.bodyBytes, &err)
 		m.bodyBudget = register(reg, m.bodyBudget, &err)

@@ -9,11 +9,14 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/inboxd/inboxd/internal/sensitive"
 )
 
 // SourceWebhook is the source kind of the webhook source (WebhookSource):
@@ -23,8 +26,9 @@ const SourceWebhook = "webhook"
 // The verification schemes of a webhook source (its verify field).
 const (
 	// WebhookStandard is the Standard Webhooks specification: headers
-	// webhook-id, webhook-timestamp and webhook-signature, secrets
-	// whsec_<base64>.
+	// webhook-id, webhook-timestamp and webhook-signature (or Svix's
+	// svix-id, svix-timestamp and svix-signature), secrets base64,
+	// usually after whsec_.
 	WebhookStandard = "standard-webhooks"
 	// WebhookHMAC is an HMAC-SHA256 of the body, hex or base64, in a named
 	// header after an optional prefix.
@@ -50,7 +54,15 @@ const (
 	// WebhookTolerance is how far a Standard Webhooks timestamp may be from
 	// the clock, either way, before the request is refused (replays).
 	WebhookTolerance = 5 * time.Minute
+	// MaxWebhookReplayWindow is the longest replay_window accepted: the
+	// table behind it holds a row per body received in the window.
+	MaxWebhookReplayWindow = 30 * 24 * time.Hour
 )
+
+// WebhookBodySHA256 is the value of WebhookField.Body that makes the event
+// id "sha256:<hex of the body>": what the signature covers, so a signed
+// body sent again, under any headers, is the same event.
+const WebhookBodySHA256 = "sha256"
 
 // Defaults of WebhookConfig.
 const (
@@ -71,8 +83,8 @@ const (
 )
 
 // WebhookField says where a webhook request carries a value: a header, a
-// top-level field of its JSON body, or (event type only) a fixed value.
-// Exactly one is set.
+// top-level field of its JSON body, (event type only) a fixed value, or
+// (event id only) the body's hash. Exactly one is set.
 type WebhookField struct {
 	// Header is the header's name (case does not matter).
 	Header string
@@ -80,10 +92,15 @@ type WebhookField struct {
 	JSON string
 	// Value is a literal (event_type only).
 	Value string
+	// Body is WebhookBodySHA256 (event_id only): the id is the hash of the
+	// body, "sha256:<hex>".
+	Body string
 }
 
 // set reports whether f says anything.
-func (f WebhookField) set() bool { return f.Header != "" || f.JSON != "" || f.Value != "" }
+func (f WebhookField) set() bool {
+	return f.Header != "" || f.JSON != "" || f.Value != "" || f.Body != ""
+}
 
 // WebhookSourceConfig is one source of the webhook sources file: POST
 // /webhooks/<Name>, verified by Verify, rows with source Name.
@@ -93,8 +110,9 @@ type WebhookSourceConfig struct {
 	// Verify is WebhookStandard, WebhookHMAC, WebhookGitHub or WebhookNone.
 	Verify string
 	// Secrets are the secrets accepted (several during a rotation), as
-	// the secret file holds them: one per line. Standard Webhooks secrets
-	// are whsec_<base64>; the others are used as they are.
+	// the secret files hold them: one per line. Standard Webhooks secrets
+	// are base64, optionally after whsec_ (see standardSecret); the others
+	// are used as they are.
 	Secrets []string
 	// Header and Prefix (WebhookHMAC) name the signature's header and what
 	// comes before the MAC in it ("sha256=").
@@ -102,6 +120,22 @@ type WebhookSourceConfig struct {
 	// EventID, EventType and Key say where the id, the type and the key
 	// (optional) are; see WebhookField.
 	EventID, EventType, Key WebhookField
+	// UnsignedID, UnsignedType and UnsignedKey allow the event id, the
+	// event type and the key to come from a header that the scheme's
+	// signature does not cover (the file's unsigned_id, unsigned_type and
+	// unsigned_key: allow). Without the allowance such a source is refused
+	// at start: anyone who holds one signed request can send its body
+	// again with any value in that header.
+	UnsignedID, UnsignedType, UnsignedKey bool
+	// ReplayWindow (github and hmac-sha256 only; 0: none) refuses, for
+	// that long, a body already received under another event id: such a
+	// request is answered 200 and stores nothing. The bodies' hashes are
+	// kept in the webhook_replays table, so every replica sees every
+	// other's.
+	ReplayWindow time.Duration
+	// KeepHeaders are credential-like headers (sensitive.CredentialHeader)
+	// stored with the rows all the same; the others are not stored.
+	KeepHeaders []string
 	// MaxBody is the largest body accepted, in bytes (default
 	// DefaultWebhookMaxBody); a bigger one is answered 413.
 	MaxBody int
@@ -161,8 +195,11 @@ func (c WebhookConfig) withDefaults() WebhookConfig {
 }
 
 // withDefaults fills the scheme's defaults: Standard Webhooks takes its id
-// from webhook-id and its type from the JSON field type; GitHub its id
-// from X-GitHub-Delivery and its type from X-GitHub-Event.
+// from webhook-id (the signed id, svix-id in Svix's family) and its type
+// from the JSON field type; GitHub its id from the hash of the body (its
+// payloads carry no id of the delivery, and X-GitHub-Delivery is not
+// signed) and its type from X-GitHub-Event (not signed either: the
+// source must allow it, UnsignedType).
 func (s WebhookSourceConfig) withDefaults() WebhookSourceConfig {
 	switch s.Verify {
 	case WebhookStandard:
@@ -174,7 +211,7 @@ func (s WebhookSourceConfig) withDefaults() WebhookSourceConfig {
 		}
 	case WebhookGitHub:
 		if !s.EventID.set() {
-			s.EventID = WebhookField{Header: "X-GitHub-Delivery"}
+			s.EventID = WebhookField{Body: WebhookBodySHA256}
 		}
 		if !s.EventType.set() {
 			s.EventType = WebhookField{Header: "X-GitHub-Event"}
@@ -270,42 +307,101 @@ func (s WebhookSourceConfig) problems() []string {
 	} else if s.Header != "" || s.Prefix != "" {
 		out = append(out, "header, prefix: only with verify hmac-sha256")
 	}
-	check := func(name string, f WebhookField, required, literal bool) {
+	check := func(name string, f WebhookField, required bool) {
 		n := 0
-		for _, v := range []string{f.Header, f.JSON, f.Value} {
+		for _, v := range []string{f.Header, f.JSON, f.Value, f.Body} {
 			if v != "" {
 				n++
 			}
 		}
+		forms := map[string]string{"event_id": "{header: X}, {json: field} or {body: sha256}",
+			"event_type": "{header: X}, {json: field} or {value: v}", "key": "{header: X} or {json: field}"}[name]
 		switch {
 		case n == 0 && required:
-			out = append(out, name+": is required ({header: X}, {json: field}"+map[bool]string{true: " or {value: v}"}[literal]+")")
+			out = append(out, name+": is required ("+forms+")")
 		case n > 1:
-			out = append(out, name+": give one of header, json"+map[bool]string{true: ", value"}[literal])
-		case f.Value != "" && !literal:
+			out = append(out, name+": give one of "+forms)
+		case f.Value != "" && name != "event_type":
 			out = append(out, name+": value is only for event_type")
 		case f.Value != "" && checkIdentifier([]byte(f.Value)) != "":
 			out = append(out, name+": value: "+checkIdentifier([]byte(f.Value)))
+		case f.Body != "" && name != "event_id":
+			out = append(out, name+": body is only for event_id")
+		case f.Body != "" && f.Body != WebhookBodySHA256:
+			out = append(out, fmt.Sprintf("%s: body: must be %s, got %q", name, WebhookBodySHA256, f.Body))
 		}
 	}
-	check("event_id", s.EventID, true, false)
-	check("event_type", s.EventType, true, true)
-	check("key", s.Key, false, false)
+	check("event_id", s.EventID, true)
+	check("event_type", s.EventType, true)
+	check("key", s.Key, false)
+	out = append(out, s.unsignedProblems()...)
+	switch {
+	case s.ReplayWindow < 0 || s.ReplayWindow > MaxWebhookReplayWindow:
+		out = append(out, fmt.Sprintf("replay_window: must be between 1s and %s, got %s", MaxWebhookReplayWindow, s.ReplayWindow))
+	case s.ReplayWindow > 0 && s.Verify != WebhookGitHub && s.Verify != WebhookHMAC:
+		out = append(out, "replay_window: only with verify github or hmac-sha256, whose signatures carry no timestamp")
+	}
+	for _, h := range s.KeepHeaders {
+		switch lh := strings.ToLower(h); {
+		case slices.ContainsFunc(signatureHeaders(s), func(sig string) bool { return strings.EqualFold(sig, h) }):
+			out = append(out, fmt.Sprintf("keep_headers: %s carries the signature, which is never stored", h))
+		case slices.Contains(hopByHopHeaders, lh):
+			out = append(out, fmt.Sprintf("keep_headers: %s is a hop-by-hop header, never stored", h))
+		case !sensitive.CredentialHeader(h):
+			out = append(out, fmt.Sprintf("keep_headers: %s does not look like a credential: it is stored anyway", h))
+		}
+	}
 	if s.MaxBody < 1 || s.MaxBody > maxWebhookMaxBody {
 		out = append(out, fmt.Sprintf("max_body: must be between 1 byte and 64MiB, got %d", s.MaxBody))
 	}
 	return out
 }
 
-// standardSecret decodes a Standard Webhooks secret, whsec_<base64>.
-func standardSecret(s string) ([]byte, error) {
-	b64, ok := strings.CutPrefix(s, "whsec_")
-	if !ok {
-		return nil, errors.New("a standard-webhooks secret starts with whsec_")
+// unsignedProblems lists the event id, type and key that s takes from a
+// header its scheme does not sign without allowing it, and the allowances
+// that allow nothing.
+func (s WebhookSourceConfig) unsignedProblems() []string {
+	var out []string
+	signs := map[string]string{WebhookStandard: "webhook-id, webhook-timestamp and the body",
+		WebhookGitHub: "the body alone", WebhookHMAC: "the body alone"}[s.Verify]
+	for _, u := range []struct {
+		field, option, what, instead string
+		f                            WebhookField
+		allowed                      bool
+	}{
+		{"event_id", "unsigned_id", "event id", "{json: field} or {body: sha256}", s.EventID, s.UnsignedID},
+		{"event_type", "unsigned_type", "event type", "{json: field} or {value: v}", s.EventType, s.UnsignedType},
+		{"key", "unsigned_key", "key", "{json: field}", s.Key, s.UnsignedKey},
+	} {
+		unsigned := u.f.Header != "" && !schemeSigns(s.Verify, u.f.Header)
+		switch {
+		case s.Verify == WebhookNone && u.allowed:
+			out = append(out, u.option+": verify none signs nothing: there is nothing to allow")
+		case signs == "":
+		case unsigned && !u.allowed:
+			out = append(out, fmt.Sprintf("%s: header %s is not signed (%s signs %s): anyone holding one signed request can send its body "+
+				"again with another %s; take it from %s, or say %s: allow", u.field, u.f.Header, s.Verify, signs, u.what, u.instead, u.option))
+		case u.allowed && !unsigned:
+			out = append(out, fmt.Sprintf("%s: allow, but %s is not taken from an unsigned header", u.option, u.field))
+		}
 	}
-	key, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil || len(key) == 0 {
-		return nil, errors.New("a standard-webhooks secret is whsec_ followed by base64")
+	return out
+}
+
+// standardSecret decodes a Standard Webhooks secret: standard base64,
+// padded or not, optionally after whsec_. That is what the reference
+// libraries accept (standardwebhooks and svix for Node.js strip an optional
+// whsec_ and decode the rest with @stablelib/base64, which takes base64
+// with or without its padding), and the key is the one they derive. A
+// length that leaves a single character over is refused: no byte is made
+// of it, and the libraries disagree on it (the Node.js one drops the
+// character, Go's and Python's fail).
+func standardSecret(s string) ([]byte, error) {
+	b64 := strings.TrimPrefix(s, "whsec_")
+	raw := strings.TrimRight(b64, "=")
+	key, err := base64.RawStdEncoding.DecodeString(raw)
+	if err != nil || len(key) == 0 || len(b64)-len(raw) > 2 {
+		return nil, errors.New("a standard-webhooks secret is base64 (padded or not), optionally after whsec_")
 	}
 	return key, nil
 }
@@ -316,21 +412,28 @@ type webhookFile struct {
 }
 
 type webhookFileSource struct {
-	Name       string            `yaml:"name"`
-	Verify     string            `yaml:"verify"`
-	SecretFile string            `yaml:"secret_file"`
-	Header     string            `yaml:"header"`
-	Prefix     string            `yaml:"prefix"`
-	EventID    *webhookFileField `yaml:"event_id"`
-	EventType  *webhookFileField `yaml:"event_type"`
-	Key        *webhookFileField `yaml:"key"`
-	MaxBody    string            `yaml:"max_body"`
+	Name         string            `yaml:"name"`
+	Verify       string            `yaml:"verify"`
+	SecretFile   string            `yaml:"secret_file"`
+	SecretFiles  []string          `yaml:"secret_files"`
+	Header       string            `yaml:"header"`
+	Prefix       string            `yaml:"prefix"`
+	EventID      *webhookFileField `yaml:"event_id"`
+	EventType    *webhookFileField `yaml:"event_type"`
+	Key          *webhookFileField `yaml:"key"`
+	UnsignedID   string            `yaml:"unsigned_id"`
+	UnsignedType string            `yaml:"unsigned_type"`
+	UnsignedKey  string            `yaml:"unsigned_key"`
+	ReplayWindow string            `yaml:"replay_window"`
+	KeepHeaders  []string          `yaml:"keep_headers"`
+	MaxBody      string            `yaml:"max_body"`
 }
 
 type webhookFileField struct {
 	Header string `yaml:"header"`
 	JSON   string `yaml:"json"`
 	Value  string `yaml:"value"`
+	Body   string `yaml:"body"`
 }
 
 func (f *webhookFileField) field() WebhookField {
@@ -344,11 +447,23 @@ func (f *webhookFileField) field() WebhookField {
 // secret files it names. Errors name the file and the source, one line
 // each; they never hold a secret.
 func LoadWebhookSources(path string) ([]WebhookSourceConfig, error) {
+	return loadWebhookSources(path, os.ReadFile)
+}
+
+// LoadWebhookMapping reads the webhook sources file at path without its
+// secret files: the sources' mapping rules, enough to map a stored row
+// again (RemapRejectedRow), not to verify a request. The file is checked
+// as LoadWebhookSources checks it, secrets aside.
+func LoadWebhookMapping(path string) ([]WebhookSourceConfig, error) {
+	return loadWebhookSources(path, nil)
+}
+
+func loadWebhookSources(path string, readFile func(string) ([]byte, error)) ([]WebhookSourceConfig, error) {
 	data, err := readCapped(path, MaxWebhookSourcesFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("INBOXD_WEBHOOK_SOURCES: %w", err)
 	}
-	return ParseWebhookSources(path, data, os.ReadFile)
+	return ParseWebhookSources(path, data, readFile)
 }
 
 // readCapped reads the file at path, refusing one over limit bytes.
@@ -400,7 +515,7 @@ func ParseWebhookSources(name string, data []byte, readFile func(string) ([]byte
 	out := make([]WebhookSourceConfig, 0, len(f.Sources))
 	for i, fs := range f.Sources {
 		s := WebhookSourceConfig{Name: fs.Name, Verify: fs.Verify, Header: fs.Header, Prefix: fs.Prefix,
-			EventID: fs.EventID.field(), EventType: fs.EventType.field(), Key: fs.Key.field()}
+			EventID: fs.EventID.field(), EventType: fs.EventType.field(), Key: fs.Key.field(), KeepHeaders: fs.KeepHeaders}
 		where := fmt.Sprintf("source %d (%s)", i+1, fs.Name)
 		if fs.MaxBody != "" {
 			n, err := ParseByteSize(fs.MaxBody)
@@ -409,23 +524,50 @@ func ParseWebhookSources(name string, data []byte, readFile func(string) ([]byte
 			}
 			s.MaxBody = n
 		}
-		switch {
-		case fs.SecretFile == "" && fs.Verify != WebhookNone && fs.Verify != "":
-			bad("%s: secret_file: is required with verify %s", where, fs.Verify)
-		case fs.SecretFile != "" && readFile != nil:
-			secrets, err := readSecrets(fs.SecretFile, readFile)
-			if err != nil {
-				bad("%s: secret_file: %v", where, err)
+		for _, u := range []struct {
+			name, value string
+			to          *bool
+		}{{"unsigned_id", fs.UnsignedID, &s.UnsignedID}, {"unsigned_type", fs.UnsignedType, &s.UnsignedType}, {"unsigned_key", fs.UnsignedKey, &s.UnsignedKey}} {
+			switch u.value {
+			case "", "refuse":
+			case "allow":
+				*u.to = true
+			default:
+				bad("%s: %s: must be allow or refuse, got %q", where, u.name, u.value)
 			}
-			s.Secrets = secrets
-			if fs.Verify == WebhookNone {
-				bad("%s: secret_file: verify none uses no secret", where)
-				s.Secrets = nil
+		}
+		if fs.ReplayWindow != "" {
+			d, err := time.ParseDuration(fs.ReplayWindow)
+			if err != nil || d <= 0 {
+				bad("%s: replay_window: %q is not a positive duration (24h, 30m)", where, fs.ReplayWindow)
+			} else {
+				s.ReplayWindow = d
+			}
+		}
+		files, secretsBad := fs.SecretFiles, false
+		if fs.SecretFile != "" {
+			files = append([]string{fs.SecretFile}, files...)
+		}
+		switch {
+		case fs.SecretFile != "" && len(fs.SecretFiles) > 0:
+			bad("%s: secret_file, secret_files: give one of them", where)
+		case len(files) == 0 && fs.Verify != WebhookNone && fs.Verify != "":
+			bad("%s: secret_file: is required with verify %s", where, fs.Verify)
+		case len(files) > 0 && fs.Verify == WebhookNone:
+			bad("%s: secret_file: verify none uses no secret", where)
+		case len(files) > 0 && readFile != nil:
+			for _, f := range files {
+				secrets, err := readSecrets(f, readFile)
+				if err != nil {
+					bad("%s: secret_file: %v", where, err)
+					secretsBad = true
+				}
+				s.Secrets = append(s.Secrets, secrets...)
 			}
 		}
 		s = s.withDefaults()
 		for _, p := range s.problems() {
-			if strings.HasPrefix(p, "secret_file:") && (fs.SecretFile == "" || readFile == nil) {
+			if strings.HasPrefix(p, "secret_file:") && (len(files) == 0 || readFile == nil || (secretsBad && len(s.Secrets) == 0)) {
 				continue // reported above, or not read
 			}
 			bad("%s: %s", where, p)
@@ -457,8 +599,14 @@ func yamlErrors(name string, err error) error {
 	return fmt.Errorf("%s: %s", name, strings.TrimPrefix(err.Error(), "yaml: "))
 }
 
-// readSecrets reads a secret file: one secret a line, blank lines and
-// lines starting with # skipped. Errors never quote the file's content.
+// readSecrets reads a secret file: every line that is not blank is a
+// secret, white space at its ends removed. There is no comment syntax, so
+// a secret may start with any character, '#' included. A file of several
+// secrets (a rotation) may not hold a line starting with '#': that was a
+// comment in the format of earlier versions, and taking it for a secret
+// would accept requests signed with the comment's text; it is an error,
+// and a secret that starts with '#' goes alone in its file (secret_files
+// lists several). Errors never quote the file's content.
 func readSecrets(path string, readFile func(string) ([]byte, error)) ([]string, error) {
 	data, err := readFile(path)
 	if err != nil {
@@ -468,15 +616,25 @@ func readSecrets(path string, readFile func(string) ([]byte, error)) ([]string, 
 		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxSecretFileBytes)
 	}
 	var out []string
+	hashLine := 0
+	n := 0
 	for line := range strings.Lines(string(data)) {
+		n++
 		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
+		if line == "" {
 			continue
+		}
+		if strings.HasPrefix(line, "#") && hashLine == 0 {
+			hashLine = n
 		}
 		out = append(out, line)
 	}
-	if len(out) == 0 {
+	switch {
+	case len(out) == 0:
 		return nil, fmt.Errorf("%s holds no secret", path)
+	case len(out) > 1 && hashLine > 0:
+		return nil, fmt.Errorf("%s: line %d starts with '#', in a file of %d secrets: a secret file has no comments; "+
+			"remove the line, or put a secret that starts with '#' alone in its file (secret_files lists several)", path, hashLine, len(out))
 	}
 	return out, nil
 }

@@ -65,7 +65,7 @@ type whBundle struct {
 func testWebhookSources() []WebhookSourceConfig {
 	return []WebhookSourceConfig{
 		{Name: "std", Verify: WebhookStandard, Secrets: []string{specSecret}, MaxBody: 4096},
-		{Name: "gh", Verify: WebhookGitHub, Secrets: []string{githubSecret}},
+		{Name: "gh", Verify: WebhookGitHub, Secrets: []string{githubSecret}, UnsignedType: true},
 		{Name: "hm", Verify: WebhookHMAC, Header: "X-Signature", Prefix: "sha256=", Secrets: []string{"s3cret"},
 			EventID: WebhookField{JSON: "id"}, EventType: WebhookField{Value: "thing.happened"}, Key: WebhookField{JSON: "customer"}},
 		{Name: "open", Verify: WebhookNone, EventID: WebhookField{Header: "X-Event-Id"},
@@ -73,7 +73,7 @@ func testWebhookSources() []WebhookSourceConfig {
 	}
 }
 
-func setupWebhook(t *testing.T, pool *pgxpool.Pool, adjust func(*WebhookConfig)) *whBundle {
+func setupWebhook(t testing.TB, pool *pgxpool.Pool, adjust func(*WebhookConfig)) *whBundle {
 	t.Helper()
 	if pool == nil {
 		pool = pgtest.New(t).Pool
@@ -199,13 +199,15 @@ func TestWebhookAnswers(t *testing.T) {
 		t.Errorf("stale_timestamp failures = %v", got)
 	}
 
-	// GitHub's example, as GitHub sends it.
+	// GitHub's example, as GitHub sends it: the id is the body's hash,
+	// the delivery's id is kept among the headers.
 	gh := http.Header{"X-Hub-Signature-256": {githubSignature}, "X-Github-Delivery": {"72d3162e-cc78-11e3-81ab-4c9367dc0958"},
 		"X-Github-Event": {"push"}}
 	if resp, out := b.post(t, "gh", gh, []byte(githubBody)); resp.StatusCode != 200 {
 		t.Fatalf("github: %d %s", resp.StatusCode, out)
 	}
-	if n := b.count(t, "source = 'gh' AND event_id = '72d3162e-cc78-11e3-81ab-4c9367dc0958' AND event_type = 'push'"); n != 1 {
+	if n := b.count(t, "source = 'gh' AND event_id = 'sha256:' || encode(sha256(payload), 'hex') AND event_type = 'push' "+
+		"AND headers->>'x-github-delivery' = '72d3162e-cc78-11e3-81ab-4c9367dc0958'"); n != 1 {
 		t.Fatalf("github row: %d", n)
 	}
 
@@ -347,17 +349,22 @@ func TestWebhookDatabaseDownAnswers503(t *testing.T) {
 	}
 }
 
+// writeFile writes content to the file name in dir (mode 0600, as a
+// secret file) and returns its path.
+func writeFile(t testing.TB, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestParseWebhookSources(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	write := func(name, s string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	std := write("std.secret", "# rotation\n"+specSecret+"\nwhsec_c2Vjb25k\n")
+	write := func(name, s string) string { return writeFile(t, dir, name, s) }
+	std := write("std.secret", specSecret+"\n\nwhsec_c2Vjb25k\n")
 	gh := write("gh.secret", githubSecret+"\n")
 	good := fmt.Sprintf(`sources:
   - name: payments
@@ -369,6 +376,7 @@ func TestParseWebhookSources(t *testing.T) {
   - name: git
     verify: github
     secret_file: %s
+    unsigned_type: allow
   - name: shop
     verify: hmac-sha256
     header: X-Shop-Hmac
@@ -382,7 +390,8 @@ func TestParseWebhookSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(srcs) != 3 || len(srcs[0].Secrets) != 2 || srcs[0].MaxBody != 512<<10 ||
-		srcs[1].EventID.Header != "X-GitHub-Delivery" || srcs[1].EventType.Header != "X-GitHub-Event" || srcs[2].MaxBody != DefaultWebhookMaxBody {
+		srcs[1].EventID.Body != WebhookBodySHA256 || srcs[1].EventType.Header != "X-GitHub-Event" || !srcs[1].UnsignedType ||
+		srcs[2].MaxBody != DefaultWebhookMaxBody {
 		t.Fatalf("parsed: %+v", srcs)
 	}
 	for name, tc := range map[string]struct{ yaml, want string }{

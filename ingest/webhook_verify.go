@@ -29,20 +29,77 @@ const (
 	// VerifyStaleTimestamp: webhook-timestamp is further than
 	// WebhookTolerance from the clock.
 	VerifyStaleTimestamp = "stale_timestamp"
+	// VerifyRepeatedHeader: a header the signature check reads (the
+	// signature, a Standard Webhooks id or timestamp) came more than once.
+	// Only one value can have been checked, and a row must be made of what
+	// was checked, so the request is refused rather than one value chosen.
+	VerifyRepeatedHeader = "repeated_header"
+	// VerifyMixedHeaders: a Standard Webhooks request carries headers of
+	// both families, webhook-* and svix-*.
+	VerifyMixedHeaders = "mixed_headers"
 )
 
 // verifyReasons are the reason label's values.
 var verifyReasons = []string{VerifyMissingSignature, VerifyBadSignature, VerifyMissingID,
-	VerifyMissingTimestamp, VerifyBadTimestamp, VerifyStaleTimestamp}
+	VerifyMissingTimestamp, VerifyBadTimestamp, VerifyStaleTimestamp, VerifyRepeatedHeader, VerifyMixedHeaders}
 
 // Header names of the schemes.
 const (
-	standardIDHeader        = "webhook-id"
-	standardTimestampHeader = "webhook-timestamp"
-	standardSignatureHeader = "webhook-signature"
-	githubSignatureHeader   = "X-Hub-Signature-256"
-	githubSHA1Header        = "X-Hub-Signature"
+	githubSignatureHeader = "X-Hub-Signature-256"
+	githubSHA1Header      = "X-Hub-Signature"
 )
+
+// standardFamily is one family of Standard Webhooks header names: the
+// specification's webhook-*, or svix-*, which Svix sends unless its
+// account is white-labelled (svix's own verifier reads both). A request
+// uses one family; its headers say the same things under either.
+type standardFamily struct{ id, timestamp, signature string }
+
+// standardFamilies are the families a standard-webhooks source accepts,
+// the specification's first.
+var standardFamilies = []standardFamily{
+	{"webhook-id", "webhook-timestamp", "webhook-signature"},
+	{"svix-id", "svix-timestamp", "svix-signature"},
+}
+
+// schemeSigns reports whether the scheme's signature covers the header
+// named name (any case): under Standard Webhooks the id and the timestamp
+// of either family; under github and hmac-sha256, which sign the body
+// alone, none.
+func schemeSigns(scheme, name string) bool {
+	if scheme != WebhookStandard {
+		return false
+	}
+	n := strings.ToLower(name)
+	for _, f := range standardFamilies {
+		if n == f.id || n == f.timestamp {
+			return true
+		}
+	}
+	return false
+}
+
+// standardIDHeader reports whether name (any case) is a Standard Webhooks
+// id header: as a source's event_id, it means the signed id, whichever
+// family the request uses.
+func standardIDHeader(name string) bool {
+	n := strings.ToLower(name)
+	return n == standardFamilies[0].id || n == standardFamilies[1].id
+}
+
+// signatureHeaders are the headers of s's scheme that carry a signature:
+// never stored with a row.
+func signatureHeaders(s WebhookSourceConfig) []string {
+	switch s.Verify {
+	case WebhookStandard:
+		return []string{standardFamilies[0].signature, standardFamilies[1].signature}
+	case WebhookGitHub:
+		return []string{githubSignatureHeader, githubSHA1Header}
+	case WebhookHMAC:
+		return []string{s.Header}
+	}
+	return nil
+}
 
 // webhookVerifier checks a request's signature against a source's
 // secrets. Every comparison of a MAC is constant-time.
@@ -70,20 +127,6 @@ func newWebhookVerifier(s WebhookSourceConfig) webhookVerifier {
 	return v
 }
 
-// signatureHeaders are the headers that carry the signature: not stored
-// with the row.
-func (v webhookVerifier) signatureHeaders() []string {
-	switch v.scheme {
-	case WebhookStandard:
-		return []string{standardSignatureHeader}
-	case WebhookGitHub:
-		return []string{githubSignatureHeader, githubSHA1Header}
-	case WebhookHMAC:
-		return []string{v.header}
-	}
-	return nil
-}
-
 // verify returns "" when the request is authentic, else the reason it is
 // not (a verify* constant).
 func (v webhookVerifier) verify(h http.Header, body []byte, now time.Time) string {
@@ -93,17 +136,63 @@ func (v webhookVerifier) verify(h http.Header, body []byte, now time.Time) strin
 	case WebhookStandard:
 		return v.verifyStandard(h, body, now)
 	default:
-		return v.verifyHMAC(h.Get(v.header), body)
+		sig, repeated := singleHeader(h, v.header)
+		if repeated {
+			return VerifyRepeatedHeader
+		}
+		return v.verifyHMAC(sig, body)
 	}
 }
 
-// verifyStandard checks a Standard Webhooks signature: webhook-signature
-// holds space-separated "v1,<base64 HMAC-SHA256 of id.timestamp.body>";
-// one matching any key is enough. The timestamp is checked first, so a
-// replayed request is refused whatever its signature.
+// singleHeader returns the value of the header named name, and whether it
+// came more than once (its value is then "").
+func singleHeader(h http.Header, name string) (value string, repeated bool) {
+	vs := h.Values(name)
+	switch len(vs) {
+	case 0:
+		return "", false
+	case 1:
+		return vs[0], false
+	}
+	return "", true
+}
+
+// standardFamilyOf returns the header family a Standard Webhooks request
+// uses, or a reason to refuse it: both families at once. A request with
+// neither is taken as the specification's, and fails on its missing
+// signature.
+func standardFamilyOf(h http.Header) (standardFamily, string) {
+	var used []standardFamily
+	for _, f := range standardFamilies {
+		if len(h.Values(f.id)) > 0 || len(h.Values(f.timestamp)) > 0 || len(h.Values(f.signature)) > 0 {
+			used = append(used, f)
+		}
+	}
+	switch len(used) {
+	case 0:
+		return standardFamilies[0], ""
+	case 1:
+		return used[0], ""
+	}
+	return standardFamily{}, VerifyMixedHeaders
+}
+
+// verifyStandard checks a Standard Webhooks signature: the signature
+// header holds space-separated "v1,<base64 HMAC-SHA256 of
+// id.timestamp.body>"; one matching any key is enough. The headers are one
+// family's (webhook-* or svix-*), each once. The timestamp is checked
+// first, so a replayed request is refused whatever its signature.
 func (v webhookVerifier) verifyStandard(h http.Header, body []byte, now time.Time) string {
-	id, ts, sigs := h.Get(standardIDHeader), h.Get(standardTimestampHeader), h.Get(standardSignatureHeader)
+	f, reason := standardFamilyOf(h)
+	if reason != "" {
+		return reason
+	}
+	id, idRep := singleHeader(h, f.id)
+	ts, tsRep := singleHeader(h, f.timestamp)
+	sigs, sigRep := singleHeader(h, f.signature)
 	switch {
+	case idRep || tsRep || sigRep:
+		return VerifyRepeatedHeader
 	case sigs == "":
 		return VerifyMissingSignature
 	case id == "":

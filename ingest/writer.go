@@ -53,6 +53,10 @@ func writerOn(pool *pgxpool.Pool, h HandOff) (inboxWriter, error) {
 	return pgWriter{pool: pool, handOff: h}, nil
 }
 
+// dbPool is the pool w writes through: a source that needs statements of
+// its own (the webhook source's replay window) runs them there.
+func (w pgWriter) dbPool() *pgxpool.Pool { return w.pool }
+
 // WriteBatch implements inboxWriter.
 func (w pgWriter) WriteBatch(ctx context.Context, rows []Row) (int, error) {
 	nr := newRows(rows)

@@ -41,6 +41,10 @@
 //     medians recorded. Then -outbox-latency-seconds of a writer committing
 //     one row per transaction at -latency-load of the relay's median rate,
 //     with a consumer of the topic measuring commit → consumed;
+//   - outbox-codecs: the same relay once per INBOXD_OUTBOX_KAFKA_COMPRESSION
+//     (none, gzip, snappy), -outbox-events rows of 1 KiB JSON events that
+//     vary as real ones do; its rate, and the bytes on the wire per message
+//     (the record batches as produced, read back through a fetch hook);
 //   - webhook: the daemon with a standard-webhooks source only
 //     (INBOXD_WEBHOOK_ADDR, INBOXD_WEBHOOK_SOURCES), warm, taking
 //     -webhook-events requests signed beforehand from -webhook-senders
@@ -117,10 +121,10 @@ func main() {
 }
 
 // parts are the measurements, in the order they run.
-var parts = []string{"raw", "river", "pool", "e2e", "e2e-claimed", "retained", "rabbitmq", "nats", "outbox", "webhook", "latency", "memory", "explain", "long"}
+var parts = []string{"raw", "river", "pool", "e2e", "e2e-claimed", "retained", "rabbitmq", "nats", "outbox", "outbox-codecs", "webhook", "latency", "memory", "explain", "long"}
 
 // defaultParts is what runs without -run: everything but the long run.
-const defaultParts = "raw,river,pool,e2e,e2e-claimed,retained,rabbitmq,nats,outbox,webhook,latency,memory,explain"
+const defaultParts = "raw,river,pool,e2e,e2e-claimed,retained,rabbitmq,nats,outbox,outbox-codecs,webhook,latency,memory,explain"
 
 // options are the parsed flags.
 type options struct {
@@ -374,6 +378,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if len(res.Rates) == len(rs) {
 			res.Events = o.outboxEvents // the charts' title: the outbox's are the only rates
 		}
+	}
+	if o.parts["outbox-codecs"] {
+		logf("… outbox codecs (%s: %d rows of %d-byte JSON events over %d keys, one run each)",
+			strings.Join(outboxCodecs, ", "), o.outboxEvents, outboxPayloadBytes, o.outboxKeys)
+		runs, err := benchOutboxCodecs(ctx, env, o.outboxEvents, o.outboxKeys, logf)
+		if err != nil {
+			return fmt.Errorf("outbox codecs: %w", err)
+		}
+		res.OutboxCodecs = runs
 	}
 	if o.parts["webhook"] {
 		logf("… webhook (%d signed requests, %d senders, beside the same rows from Kafka)", o.webhookEvents, o.webhookSenders)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
@@ -74,26 +75,26 @@ func newOutboxCluster() (*kfake.Cluster, error) {
 }
 
 // outboxDaemonEnv is the environment of a daemon that only relays the
-// outbox to the brokers: no source topics, no routes.
-func outboxDaemonEnv(db *database, brokers []string) []string {
+// outbox to the brokers: no source topics, no routes; extra is appended.
+func outboxDaemonEnv(db *database, brokers []string, extra ...string) []string {
 	env := []string{"INBOXD_LOG_LEVEL=warn", "INBOXD_SHUTDOWN_TIMEOUT=5s"}
 	env = append(env, daemonOverrides()...)
-	return append(env,
+	return append(append(env,
 		"INBOXD_DATABASE_URL="+db.url,
 		"INBOXD_HTTP_ADDR=",
 		"INBOXD_OUTBOX=true",
 		"INBOXD_KAFKA_BROKERS="+brokers[0],
-	)
+	), extra...)
 }
 
 // fillOutbox inserts n pending rows (event ids ob-0 … ob-(n-1), keys over
-// keys keys, 1 KiB payloads) with COPY, in one transaction committed before
-// the measurement, then vacuums and analyzes the table as autovacuum would
-// (the server here runs without it).
-func fillOutbox(ctx context.Context, pool *pgxpool.Pool, n, keys int) error {
+// keys keys, payload(i) each) with COPY, in one transaction committed
+// before the measurement, then vacuums and analyzes the table as autovacuum
+// would (the server here runs without it).
+func fillOutbox(ctx context.Context, pool *pgxpool.Pool, n, keys int, payload func(i int) []byte) error {
 	rows := make([][]any, n)
 	for i := range rows {
-		rows[i] = []any{outboxDestination, outboxEventID(i), outboxEventType, outboxKey(i, keys), outboxPayload}
+		rows[i] = []any{outboxDestination, outboxEventID(i), outboxEventType, outboxKey(i, keys), payload(i)}
 	}
 	if _, err := pool.CopyFrom(ctx, pgx.Identifier{"outbox"}, []string{"destination", "event_id", "event_type", "key", "payload"},
 		pgx.CopyFromRows(rows)); err != nil {
@@ -132,17 +133,26 @@ func waitOutboxDrained(ctx context.Context, pool *pgxpool.Pool, d *daemon, limit
 	}
 }
 
-// benchOutbox measures the relay once: n rows committed to the outbox of a
-// fresh database, then the clock runs from app.Main (relay start and shard
-// leases included) until no row is pending; it checks that all n are
-// published and that the topic holds n records.
+// benchOutbox measures the relay once: n rows of outboxPayload committed
+// to the outbox of a fresh database, then the clock runs from app.Main
+// (relay start and shard leases included) until no row is pending; it
+// checks that all n are published and that the topic holds n records.
 func benchOutbox(ctx context.Context, env *environment, n, keys int) (Rate, error) {
+	return benchOutboxWith(ctx, env, n, keys, func(int) []byte { return outboxPayload }, nil, nil)
+}
+
+// benchOutboxWith is benchOutbox with the payload of row i payload(i), the
+// daemon's environment extended by extra, and wire, when not nil, called
+// with the cluster's brokers once the rows are published, before the
+// cluster stops.
+func benchOutboxWith(ctx context.Context, env *environment, n, keys int, payload func(i int) []byte, extra []string,
+	wire func(brokers []string) error) (Rate, error) {
 	db, pool, done, err := env.open(ctx, 0)
 	if err != nil {
 		return Rate{}, err
 	}
 	defer done()
-	if err := fillOutbox(ctx, pool, n, keys); err != nil {
+	if err := fillOutbox(ctx, pool, n, keys, payload); err != nil {
 		return Rate{}, err
 	}
 	cluster, err := newOutboxCluster()
@@ -156,7 +166,7 @@ func benchOutbox(ctx context.Context, env *environment, n, keys int) (Rate, erro
 		return Rate{}, err
 	}
 	start := time.Now()
-	d := startDaemon(ctx, outboxDaemonEnv(db, cluster.ListenAddrs()))
+	d := startDaemon(ctx, outboxDaemonEnv(db, cluster.ListenAddrs(), extra...))
 	err = waitOutboxDrained(ctx, pool, d, 10*time.Minute)
 	elapsed := time.Since(start)
 	var cpu *CPUUse
@@ -183,6 +193,11 @@ func benchOutbox(ctx context.Context, env *environment, n, keys int) (Rate, erro
 	} else if got < int64(n) {
 		return Rate{}, fmt.Errorf("the topic holds %d records, want at least %d", got, n)
 	}
+	if wire != nil {
+		if err := wire(cluster.ListenAddrs()); err != nil {
+			return Rate{}, err
+		}
+	}
 	r := newRate("outbox", "inboxd outbox relay → Kafka", n, elapsed)
 	r.StartupSeconds = max(first.Sub(start).Seconds(), 0)
 	r.CPU = cpu
@@ -207,14 +222,16 @@ func topicRecords(ctx context.Context, brokers []string) (int64, error) {
 }
 
 // outboxProducer is a franz-go producer with the relay's settings:
-// acks=all, idempotent (franz-go's default), a 1 ms linger and 1 MiB
-// batches.
+// acks=all, idempotent (franz-go's default), a 1 ms linger, 1 MiB
+// batches and the relay's default codec (outbox.DefaultKafkaCompression,
+// gzip).
 func outboxProducer(brokers []string) (*kgo.Client, error) {
 	return kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(outboxRelayLinger),
 		kgo.ProducerBatchMaxBytes(outboxRelayBatchMax),
+		kgo.ProducerBatchCompression(kgo.GzipCompression()),
 	)
 }
 
@@ -587,4 +604,129 @@ func outboxWriterCapacity(ctx context.Context, pool *pgxpool.Pool, keys int, d t
 		return 0, fmt.Errorf("writer capacity: %w", err)
 	}
 	return float64(n.Load()) / time.Since(start).Seconds(), nil
+}
+
+// The codec measurement (-run outbox-codecs): the relay of benchOutbox
+// publishing the same table once with each INBOXD_OUTBOX_KAFKA_COMPRESSION
+// of outboxCodecs, in turn, one run each, the rows' payloads
+// outboxEventPayload (1 KiB JSON events whose fields vary as real ones do,
+// so that they compress as real ones do, not as the padding of
+// outboxPayload), and the bytes on the wire: the record batches as the
+// relay produced them (kfake stores them so), read back by a consumer
+// whose fetch hook adds up each batch's bytes.
+var outboxCodecs = []string{"none", "gzip", "snappy"}
+
+// kafkaBatchOverhead is a v2 record batch's header, which the fetch hook's
+// sizes leave out.
+const kafkaBatchOverhead = 61
+
+// OutboxCodecRun is one relay run of the codec measurement.
+type OutboxCodecRun struct {
+	// Codec is the INBOXD_OUTBOX_KAFKA_COMPRESSION of the run.
+	Codec string `json:"codec"`
+	// Rate is the relay's rate, as benchOutbox measures it.
+	Rate Rate `json:"rate"`
+	// Batches is how many record batches the topic holds.
+	Batches int `json:"batches"`
+	// WireBytes is the batches' bytes as produced: their records,
+	// compressed when the codec made them smaller, and their headers.
+	WireBytes int64 `json:"wire_bytes"`
+	// RecordBytes is the records' bytes uncompressed.
+	RecordBytes int64 `json:"record_bytes"`
+	// BytesPerMessage is WireBytes per message.
+	BytesPerMessage float64 `json:"bytes_per_message"`
+}
+
+// outboxEventPayload is message i's payload for the codec measurement: an
+// order event of about 1 KiB in JSON, its ids, amounts, lines and note
+// drawn from i.
+func outboxEventPayload(i int) []byte {
+	r := rand.New(rand.NewPCG(uint64(i), 7))
+	words := []string{"gift", "wrap", "leave", "at", "door", "ring", "twice", "fragile", "express", "weekend",
+		"office", "reception", "invoice", "attached", "call", "before", "delivery", "back", "garden"}
+	b := fmt.Appendf(nil, `{"order_id":"%016x","customer_id":"c-%08x","created_at":"2026-%02d-%02dT%02d:%02d:%02dZ","currency":"EUR","lines":[`,
+		r.Uint64(), r.Uint32(), 1+r.IntN(12), 1+r.IntN(28), r.IntN(24), r.IntN(60), r.IntN(60))
+	for j := range 1 + r.IntN(6) {
+		if j > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, `{"sku":"SKU-%05d","qty":%d,"unit_price":"%d.%02d"}`, r.IntN(100000), 1+r.IntN(9), r.IntN(500), r.IntN(100))
+	}
+	b = fmt.Appendf(b, `],"shipping":{"street":"%d %s street","city":"city-%04d","zip":"%05d"},"note":"`,
+		1+r.IntN(300), words[r.IntN(len(words))], r.IntN(10000), r.IntN(100000))
+	for len(b) < outboxPayloadBytes-2 {
+		b = append(b, words[r.IntN(len(words))]...)
+		b = append(b, ' ')
+	}
+	return append(b[:outboxPayloadBytes-2], '"', '}')
+}
+
+// benchOutboxCodecs runs the codec measurement: n rows over keys keys per
+// run.
+func benchOutboxCodecs(ctx context.Context, env *environment, n, keys int, logf func(string, ...any)) ([]OutboxCodecRun, error) {
+	var out []OutboxCodecRun
+	for _, codec := range outboxCodecs {
+		run := OutboxCodecRun{Codec: codec}
+		r, err := benchOutboxWith(ctx, env, n, keys, outboxEventPayload, []string{"INBOXD_OUTBOX_KAFKA_COMPRESSION=" + codec},
+			func(brokers []string) error { return outboxWireBytes(ctx, brokers, n, &run) })
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", codec, err)
+		}
+		r.Name, r.Label = "outbox-"+codec, "inboxd outbox relay → Kafka, "+codec
+		run.Rate = r
+		run.BytesPerMessage = float64(run.WireBytes) / float64(n)
+		out = append(out, run)
+		cpu := ""
+		if r.CPU != nil {
+			cpu = fmt.Sprintf(", CPU %.1f + %.1f µs/message (process + PostgreSQL)", r.CPU.Process/float64(n)*1e6, r.CPU.Postgres/float64(n)*1e6)
+		}
+		logf("  %-7s relay %9.0f msg/s (%.2fs%s): %d batches, %.0f bytes/message on the wire (records %.0f uncompressed)",
+			codec, r.PerSecond, r.Seconds, cpu, run.Batches, run.BytesPerMessage, float64(run.RecordBytes)/float64(n))
+	}
+	return out, nil
+}
+
+// outboxWireBytes reads the outbox topic's n records from its start and
+// fills run's batch count and sizes from the fetch hook.
+func outboxWireBytes(ctx context.Context, brokers []string, n int, run *OutboxCodecRun) error {
+	h := &batchSizes{}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(outboxTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(h))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for read := 0; read < n; {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("read %d of %d records back: %w", read, n, err)
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			return fmt.Errorf("read back: %w", errs[0].Err)
+		}
+		read += fs.NumRecords()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	run.Batches, run.RecordBytes = h.batches, h.uncompressed
+	run.WireBytes = h.compressed + int64(h.batches)*kafkaBatchOverhead
+	return nil
+}
+
+// batchSizes adds up the sizes of the batches a consumer fetches.
+type batchSizes struct {
+	mu                       sync.Mutex
+	batches                  int
+	compressed, uncompressed int64
+}
+
+// OnFetchBatchRead implements kgo.HookFetchBatchRead.
+func (h *batchSizes) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.batches++
+	h.compressed += int64(m.CompressedBytes)
+	h.uncompressed += int64(m.UncompressedBytes)
 }

@@ -30,6 +30,9 @@ type Results struct {
 	// Outbox is the outbox measurement's detail (every run, the latency),
 	// when it ran; its medians are the rates outbox and outbox-publish.
 	Outbox *OutboxResults `json:"outbox,omitempty"`
+	// OutboxCodecs are the relay's runs with each Kafka codec, when the
+	// codec measurement ran.
+	OutboxCodecs []OutboxCodecRun `json:"outbox_codecs,omitempty"`
 	// Webhook is the webhook measurement's detail (the ratio, the latency
 	// run), when it ran; its rates are webhook and webhook-kafka.
 	Webhook *WebhookResults `json:"webhook,omitempty"`
@@ -633,7 +636,7 @@ func writeResults(dir string, r *Results, long *LongResults) error {
 		}
 		return os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644)
 	}
-	if len(r.Rates) > 0 || r.Latency != nil || len(r.Memory) > 0 {
+	if len(r.Rates) > 0 || r.Latency != nil || len(r.Memory) > 0 || len(r.OutboxCodecs) > 0 {
 		if err := write("results.json", r); err != nil {
 			return err
 		}

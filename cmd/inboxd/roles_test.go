@@ -103,7 +103,8 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		"outbox_relays:DELETE", "outbox_relays:INSERT", "outbox_relays:SELECT", "outbox_relays:UPDATE",
 		"outbox_shards:DELETE", "outbox_shards:INSERT", "outbox_shards:SELECT", "outbox_shards:UPDATE",
 		"route_controls:DELETE", "route_controls:INSERT", "route_controls:SELECT", "route_controls:UPDATE",
-		"route_tokens:DELETE", "route_tokens:INSERT", "route_tokens:SELECT", "route_tokens:UPDATE"}
+		"route_tokens:DELETE", "route_tokens:INSERT", "route_tokens:SELECT", "route_tokens:UPDATE",
+		"webhook_replays:DELETE", "webhook_replays:INSERT", "webhook_replays:SELECT", "webhook_replays:UPDATE"}
 	if !slices.Equal(got, want) {
 		t.Errorf("runtime role's privileges:\n%q\nwant:\n%q", got, want)
 	}

@@ -16,12 +16,16 @@ import (
 // destination, and created_at (a dead row keeps no time of death).
 var outboxColumns = filterColumns{Source: "destination", Time: "created_at"}
 
+// The statuses `inboxd outbox requeue` and `discard` select rows by: dead
+// rows, and pending ones for `discard --pending`.
+var outboxAdminStatuses = []string{OutboxDead, OutboxPending}
+
 var (
-	outboxRangeSQL        = load("outbox_admin_range.sql")
-	outboxMatchSQL        = renderOutboxAdmin("outbox_admin_match.sql")
-	outboxDeadSQL         = renderOutboxAdmin("outbox_admin_dead.sql")
-	outboxRequeueSQL      = renderOutboxAdmin("outbox_admin_requeue.sql")
-	outboxDiscardSQL      = renderOutboxAdmin("outbox_admin_discard.sql")
+	outboxRangeSQL        = renderOutboxAdminEach("outbox_admin_range.sql")
+	outboxMatchSQL        = renderOutboxAdminEach("outbox_admin_match.sql")
+	outboxDeadSQL         = renderOutboxAdmin("outbox_admin_dead.sql", OutboxDead)
+	outboxRequeueSQL      = renderOutboxAdmin("outbox_admin_requeue.sql", OutboxDead)
+	outboxDiscardSQL      = renderOutboxAdminEach("outbox_admin_discard.sql")
 	outboxRowsByIDSQL     = load("outbox_admin_rows_by_id.sql")
 	outboxShowSQL         = load("outbox_admin_show.sql")
 	outboxShowEventSQL    = load("outbox_admin_show_event.sql")
@@ -31,14 +35,43 @@ var (
 	outboxRelaysSQL       = load("outbox_admin_relays.sql")
 )
 
-// renderOutboxAdmin renders the outbox template sql/name with the filter
-// on the outbox's columns and the CTE of the batch statements
-// (sql/outbox_admin_batch.sql).
-func renderOutboxAdmin(name string) string {
-	return render(name, outboxColumns, "failed_filter.sql", "outbox_admin_batch.sql")
+// outboxAdminData is what the outbox's admin templates take: the filter's
+// columns and the status of the rows selected.
+type outboxAdminData struct {
+	filterColumns
+	Status string
 }
 
-// OutboxDeadRow is one dead outbox row, without its payload and headers.
+// renderOutboxAdmin renders the outbox template sql/name for the rows of
+// status st, with the filter on the outbox's columns and the CTE of the
+// batch statements (sql/outbox_admin_batch.sql).
+func renderOutboxAdmin(name, st string) string {
+	return render(name, outboxAdminData{outboxColumns, st}, "failed_filter.sql", "outbox_admin_batch.sql")
+}
+
+// renderOutboxAdminEach is renderOutboxAdmin for each of
+// outboxAdminStatuses, by status: the status is written into the
+// statement, so that the planner reads its partial index.
+func renderOutboxAdminEach(name string) map[string]string {
+	m := make(map[string]string, len(outboxAdminStatuses))
+	for _, st := range outboxAdminStatuses {
+		m[st] = renderOutboxAdmin(name, st)
+	}
+	return m
+}
+
+// outboxAdminSQL is the statement of m for status st, or a panic for a
+// status the admin statements do not select (a caller's bug).
+func outboxAdminSQL(m map[string]string, st string) string {
+	q, ok := m[st]
+	if !ok {
+		panic("driver: no outbox admin statement for status " + st)
+	}
+	return q
+}
+
+// OutboxDeadRow is one dead outbox row (or, for `discard --pending`, a
+// pending one), without its payload and headers.
 type OutboxDeadRow struct {
 	ID          int64
 	Destination string
@@ -61,19 +94,20 @@ func ListOutboxDead(ctx context.Context, db DB, f FailedFilter, limit int) ([]Ou
 	return queryAll(ctx, db, outboxDeadSQL, args, pgx.RowToStructByPos[OutboxDeadRow])
 }
 
-// OutboxDeadRangeEnd returns the end of the next range of at most limit
-// dead outbox rows after the id after (only f.IDs when not nil); ok is
-// false when none is left (sql/outbox_admin_range.sql). As for
-// FailedRangeEnd, the other conditions of f do not count.
-func OutboxDeadRangeEnd(ctx context.Context, db DB, f FailedFilter, after int64, limit int) (upto int64, ok bool, err error) {
-	return queryRangeEnd(ctx, db, outboxRangeSQL, pgx.NamedArgs{"after": after, "ids": f.IDs, "limit": limit})
+// OutboxRangeEnd returns the end of the next range of at most limit outbox
+// rows of status st (OutboxDead, or OutboxPending) after the id after
+// (only f.IDs when not nil); ok is false when none is left
+// (sql/outbox_admin_range.sql). As for FailedRangeEnd, the other
+// conditions of f do not count.
+func OutboxRangeEnd(ctx context.Context, db DB, st string, f FailedFilter, after int64, limit int) (upto int64, ok bool, err error) {
+	return queryRangeEnd(ctx, db, outboxAdminSQL(outboxRangeSQL, st), pgx.NamedArgs{"after": after, "ids": f.IDs, "limit": limit})
 }
 
-// MatchOutboxDead returns the dead outbox rows f matches among the ids
-// (after, upto], oldest id first, locking nothing
-// (sql/outbox_admin_match.sql).
-func MatchOutboxDead(ctx context.Context, db DB, f FailedFilter, after, upto int64) ([]OutboxDeadRow, error) {
-	return queryAll(ctx, db, outboxMatchSQL, f.args(after, upto), pgx.RowToStructByPos[OutboxDeadRow])
+// MatchOutbox returns the outbox rows of status st (OutboxDead, or
+// OutboxPending) f matches among the ids (after, upto], oldest id first,
+// locking nothing (sql/outbox_admin_match.sql).
+func MatchOutbox(ctx context.Context, db DB, st string, f FailedFilter, after, upto int64) ([]OutboxDeadRow, error) {
+	return queryAll(ctx, db, outboxAdminSQL(outboxMatchSQL, st), f.args(after, upto), pgx.RowToStructByPos[OutboxDeadRow])
 }
 
 // RequeueOutboxDead hands the dead outbox rows f matches among the ids
@@ -84,11 +118,12 @@ func RequeueOutboxDead(ctx context.Context, db DB, f FailedFilter, after, upto i
 	return queryAll(ctx, db, outboxRequeueSQL, f.args(after, upto), pgx.RowTo[int64])
 }
 
-// DiscardOutboxDead deletes the dead outbox rows f matches among the ids
-// (after, upto], skipping the rows another statement holds, and returns
-// their ids (sql/outbox_admin_discard.sql).
-func DiscardOutboxDead(ctx context.Context, db DB, f FailedFilter, after, upto int64) ([]int64, error) {
-	return queryAll(ctx, db, outboxDiscardSQL, f.args(after, upto), pgx.RowTo[int64])
+// DiscardOutbox deletes the outbox rows of status st (OutboxDead, or
+// OutboxPending) f matches among the ids (after, upto], skipping the rows
+// another statement holds, and returns their ids
+// (sql/outbox_admin_discard.sql).
+func DiscardOutbox(ctx context.Context, db DB, st string, f FailedFilter, after, upto int64) ([]int64, error) {
+	return queryAll(ctx, db, outboxAdminSQL(outboxDiscardSQL, st), f.args(after, upto), pgx.RowTo[int64])
 }
 
 // OutboxRowState is what an outbox row is now, for explaining why a filter

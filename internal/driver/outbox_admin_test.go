@@ -43,11 +43,14 @@ func TestOutboxAdminStatementsReadThePartialIndexes(t *testing.T) {
 	}{
 		{"destinations", outboxDestinationsSQL, nil, "outbox_pending_idx"},
 		{"destinations", outboxDestinationsSQL, nil, "outbox_dead_idx"},
-		{"range", outboxRangeSQL, pgx.NamedArgs{"after": 0, "ids": nil, "limit": 1000}, "outbox_dead_idx"},
-		{"match", outboxMatchSQL, f.args(0, 1000), "outbox_dead_idx"},
+		{"range", outboxRangeSQL[OutboxDead], pgx.NamedArgs{"after": 0, "ids": nil, "limit": 1000}, "outbox_dead_idx"},
+		{"range pending", outboxRangeSQL[OutboxPending], pgx.NamedArgs{"after": 0, "ids": nil, "limit": 1000}, "outbox_pending_idx"},
+		{"match", outboxMatchSQL[OutboxDead], f.args(0, 1000), "outbox_dead_idx"},
+		{"match pending", outboxMatchSQL[OutboxPending], f.args(0, 1000), "outbox_pending_idx"},
 		{"dead", outboxDeadSQL, withLimit(f.args(0, math.MaxInt64), 50), "outbox_dead_idx"},
 		{"requeue", outboxRequeueSQL, f.args(0, 1000), "outbox_dead_idx"},
-		{"discard", outboxDiscardSQL, f.args(0, 1000), "outbox_dead_idx"},
+		{"discard", outboxDiscardSQL[OutboxDead], f.args(0, 1000), "outbox_dead_idx"},
+		{"discard pending", outboxDiscardSQL[OutboxPending], f.args(0, 1000), "outbox_pending_idx"},
 		{"show", outboxShowSQL, pgx.NamedArgs{"id": 1}, "outbox_pkey"},
 		{"rows by id", outboxRowsByIDSQL, pgx.NamedArgs{"ids": []int64{1, 2}}, "outbox_pkey"},
 	} {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -97,18 +98,45 @@ func NewAMQP(cfg AMQPConfig, log zerolog.Logger) (*AMQPPublisher, error) {
 		log: log.With().Str("component", "outbox").Str("broker", KindAMQP).Str("url", ingest.RedactAMQPURL(cfg.URL)).Logger()}, nil
 }
 
-// Check refuses a message whose payload exceeds MaxMessageBytes.
+// Check refuses a message amqp091-go cannot send as it is (amqpEncodable:
+// ErrUnencodable) or whose payload exceeds MaxMessageBytes.
 func (p *AMQPPublisher) Check(m Message) error {
+	if err := unencodableError(amqpEncodable(m, p.frameSize())); err != nil {
+		return err
+	}
 	if len(m.Payload) > p.cfg.MaxMessageBytes {
 		return Refused("amqp: payload of %d bytes exceeds the limit of %d bytes", len(m.Payload), p.cfg.MaxMessageBytes)
 	}
 	return nil
 }
 
+// PipelinesKeys is false: RabbitMQ confirms each message on its own, and
+// may take a message of a key after nacking the one before it (a queue
+// over its length limit, room made between the two).
+func (p *AMQPPublisher) PipelinesKeys() bool { return false }
+
+// DefaultAMQPFrameSize is the largest frame assumed before the first
+// connection tells the one negotiated: RabbitMQ's default frame_max, and
+// amqp091-go's.
+const DefaultAMQPFrameSize = 131072
+
+// frameSize is the connection's negotiated frame_max once connected, else
+// DefaultAMQPFrameSize.
+func (p *AMQPPublisher) frameSize() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conn != nil && p.conn.Config.FrameSize > 0 {
+		return p.conn.Config.FrameSize
+	}
+	return DefaultAMQPFrameSize
+}
+
 // Publish publishes msgs on the channel in their order, mandatory and
-// persistent, with message_id = EventID, type = EventType and the headers
-// table of Message.Headers plus KeyHeader = Key, then waits for every
+// persistent, as amqpMessage makes them (message_id = EventID, type =
+// EventType, the standard properties from their headers, the other
+// headers and KeyHeader = Key in the headers table), then waits for every
 // confirmation. Per message:
+//   - one amqp091-go cannot encode (amqpMessage): refused, not sent;
 //   - confirmed (basic.ack) without a basic.return: nil;
 //   - returned (no queue bound for its routing key): refused;
 //   - nacked: not refused. RabbitMQ nacks only when it could not take
@@ -158,8 +186,15 @@ func (p *AMQPPublisher) Publish(ctx context.Context, msgs []Message) []error {
 			errs[i] = fmt.Errorf("amqp: destination %s is not a RabbitMQ exchange", m.Destination)
 			continue
 		}
+		pub, why := amqpMessage(m, p.frameSize())
+		if len(why) > 0 {
+			// amqp091-go would close the connection on it, every
+			// message on it failing: refused here, never sent.
+			errs[i] = unencodableError(why)
+			continue
+		}
 		dc, err := ch.ch.PublishWithDeferredConfirmWithContext(ctx, m.Destination.Name, m.Destination.RoutingKey,
-			true, false, amqpPublishing(m))
+			true, false, pub)
 		if err != nil {
 			failAll(i, fmt.Errorf("amqp: not sent: %w", err))
 			break
@@ -243,16 +278,30 @@ func (p *AMQPPublisher) Publish(ctx context.Context, msgs []Message) []error {
 // 134217728".
 var amqpTooLarge = regexp.MustCompile(`message size (\d+) is larger than`)
 
+// amqpBadHeader reads the header RabbitMQ refused from its reason:
+// "invalid message: {unacceptable_type_in_header,\"CC\",longstr}".
+var amqpBadHeader = regexp.MustCompile(`unacceptable_type_in_header,\\?"([^"\\]*)`)
+
 // closedError is the error of message m, not confirmed when its channel
 // closed for reason (nil: the connection closed without one). Only the
 // first message unconfirmed at the close (culprit) can be the one the
-// server closed it for.
+// server closed it for. A 406 (PRECONDITION_FAILED) on publishing is the
+// server's verdict on that message (too large, a header of a type it
+// refuses, an expiration or a user_id it does not take): a refusal,
+// never an outage of its exchange. When the reason names the size or the
+// header, m must be the message it names.
 func (p *AMQPPublisher) closedError(m Message, reason *amqp.Error, culprit bool) error {
 	if reason == nil {
 		return fmt.Errorf("amqp: exchange %q: not confirmed: the channel closed", m.Destination.Name)
 	}
 	if culprit && reason.Code == amqp.PreconditionFailed {
-		if sm := amqpTooLarge.FindStringSubmatch(reason.Reason); sm != nil && sm[1] == strconv.Itoa(len(m.Payload)) {
+		its := true
+		if sm := amqpTooLarge.FindStringSubmatch(reason.Reason); sm != nil {
+			its = sm[1] == strconv.Itoa(len(m.Payload))
+		} else if sm := amqpBadHeader.FindStringSubmatch(reason.Reason); sm != nil {
+			its = slices.ContainsFunc(m.Headers, func(h Header) bool { return h.Key == sm[1] })
+		}
+		if its {
 			return Refused("amqp: exchange %q: %s", m.Destination.Name, reason.Reason)
 		}
 	}
@@ -264,20 +313,104 @@ func (p *AMQPPublisher) closedError(m Message, reason *amqp.Error, culprit bool)
 	return fmt.Errorf("amqp: exchange %q: not confirmed, the channel closed: %w", m.Destination.Name, reason)
 }
 
-// amqpPublishing is m as RabbitMQ receives it.
-func amqpPublishing(m Message) amqp.Publishing {
-	hs := make(amqp.Table, len(m.Headers)+1)
-	for _, h := range m.Headers {
-		hs[h.Key] = h.Value
+// amqpMaxTableEntries is the most entries amqp091-go reads in a headers
+// table: a message with more closes its consumer's connection (inboxd's
+// own RabbitMQ source uses amqp091-go).
+const amqpMaxTableEntries = 8192
+
+// amqpProperties are ingest.AMQPProperties by header name.
+var amqpProperties = func() map[string]ingest.AMQPProperty {
+	m := make(map[string]ingest.AMQPProperty, len(ingest.AMQPProperties))
+	for _, p := range ingest.AMQPProperties {
+		m[p.Header] = p
 	}
-	if m.Key != "" {
-		hs[KeyHeader] = m.Key
-	}
+	return m
+}()
+
+// amqpMessage is m as RabbitMQ receives it, persistent: message_id =
+// EventID, type = EventType, the properties of ingest.AMQPProperties from
+// the headers of their names, the other headers and KeyHeader = Key in the
+// headers table. It also returns why amqp091-go could not send it within
+// frames of frameMax bytes, or a consumer on amqp091-go read it (none
+// when it can): a shortstr over 255 bytes (message_id, type, a property, a
+// header's name), a property's value it cannot be, a CC or BCC header
+// (RabbitMQ closes the channel on one that is not an array), a headers
+// table of more than 8,192 entries, properties too large for one frame.
+func amqpMessage(m Message, frameMax int) (amqp.Publishing, []string) {
 	body := m.Payload
 	if body == nil {
 		body = []byte{}
 	}
-	return amqp.Publishing{Headers: hs, DeliveryMode: amqp.Persistent, MessageId: m.EventID, Type: m.EventType, Body: body}
+	pub := amqp.Publishing{Headers: make(amqp.Table, len(m.Headers)+1), DeliveryMode: amqp.Persistent,
+		MessageId: m.EventID, Type: m.EventType, Body: body}
+	var why []string
+	shortstr := func(what, v string) {
+		if len(v) > ingest.MaxAMQPShortstr {
+			why = append(why, fmt.Sprintf("amqp: %s of %d bytes, over the %d of an AMQP shortstr", what, len(v), ingest.MaxAMQPShortstr))
+		}
+	}
+	shortstr("message_id (the event id)", m.EventID)
+	shortstr("type (the event type)", m.EventType)
+	for _, h := range m.Headers {
+		if prop, ok := amqpProperties[h.Key]; ok {
+			if err := prop.Set(&pub, h.Value); err != nil {
+				why = append(why, "amqp: "+err.Error())
+			}
+			continue
+		}
+		switch {
+		case len(h.Key) > ingest.MaxAMQPShortstr:
+			shortstr(fmt.Sprintf("header name %.40q…", h.Key), h.Key)
+		case h.Key == "CC" || h.Key == "BCC":
+			// RabbitMQ's sender-selected routing: it closes the channel on
+			// one that is not an array of routing keys, and a header here
+			// is a string.
+			why = append(why, fmt.Sprintf("amqp: header %s: RabbitMQ takes it as an array of routing keys, never a string", h.Key))
+		}
+		pub.Headers[h.Key] = h.Value
+	}
+	if m.Key != "" {
+		pub.Headers[KeyHeader] = m.Key
+	}
+	if n := len(pub.Headers); n > amqpMaxTableEntries {
+		why = append(why, fmt.Sprintf("amqp: %d headers, over the %d a consumer on amqp091-go reads", n, amqpMaxTableEntries))
+	}
+	if n := amqpHeaderFrameSize(pub); n > frameMax {
+		why = append(why, fmt.Sprintf("amqp: properties and headers of %d bytes, over the frame size of %d bytes (they travel in one frame)", n, frameMax))
+	}
+	return pub, why
+}
+
+// amqpEncodable returns why amqp091-go cannot send m within frames of
+// frameMax bytes (amqpMessage).
+func amqpEncodable(m Message, frameMax int) []string {
+	_, why := amqpMessage(m, frameMax)
+	return why
+}
+
+// amqpHeaderFrameSize is the size of pub's content header frame as
+// amqp091-go writes it: the frame's 8 bytes, the content header's 14 and
+// the properties set (shortstrs with their length byte, the headers table
+// of long strings, the delivery mode, the timestamp).
+func amqpHeaderFrameSize(pub amqp.Publishing) int {
+	n := 8 + 14 + 1 // frame, content header, delivery mode
+	for _, s := range []string{pub.ContentType, pub.ContentEncoding, pub.CorrelationId, pub.ReplyTo, pub.Expiration,
+		pub.MessageId, pub.Type, pub.UserId, pub.AppId} {
+		if s != "" {
+			n += 1 + len(s)
+		}
+	}
+	if !pub.Timestamp.IsZero() {
+		n += 8
+	}
+	if len(pub.Headers) > 0 {
+		n += 4
+		for k, v := range pub.Headers {
+			s, _ := v.(string)
+			n += 1 + len(k) + 1 + 4 + len(s)
+		}
+	}
+	return n
 }
 
 // channel returns the open channel, opening the connection and the channel

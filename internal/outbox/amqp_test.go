@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -242,4 +243,70 @@ func TestAMQPBlackHoleReturnsWithinCtx(t *testing.T) {
 		_, err := publishOne(p, testMessage(b.dest(), "after", "t", "k", []byte("{}")), deadline)
 		return err == nil, "a Publish succeeds after the network heals (last: " + errString(err) + ")"
 	})
+}
+
+// What amqp091-go cannot encode, or RabbitMQ closes the channel for, is
+// refused by Check as unencodable, with the reason; Publish, given one
+// anyway, refuses it without sending it, and the message after it in the
+// same call is confirmed on the same connection.
+func TestAMQPRefusesWhatItCannotEncode(t *testing.T) {
+	t.Parallel()
+	b := setupAMQPPub(t)
+	p := newAMQPPub(t, AMQPConfig{})
+	many := testMessage(b.dest(), "many", "t", "k", nil)
+	for i := range amqpMaxTableEntries + 1 {
+		many.Headers = append(many.Headers, Header{Key: fmt.Sprintf("h%05d", i), Value: "v"})
+	}
+	big := testMessage(b.dest(), "big-headers", "t", "k", nil)
+	big.Headers = append(big.Headers, Header{Key: "blob", Value: strings.Repeat("x", DefaultAMQPFrameSize)})
+	withHeader := func(id, k, v string) Message {
+		m := testMessage(b.dest(), id, "t", "k", []byte("{}"))
+		m.Headers = append(m.Headers, Header{Key: k, Value: v})
+		return m
+	}
+	for _, c := range []struct {
+		m    Message
+		want string
+	}{
+		{testMessage(b.dest(), strings.Repeat("x", 256), "t", "k", nil), "message_id"},
+		{testMessage(b.dest(), "long-type", strings.Repeat("t", 256), "k", nil), "type"},
+		{withHeader("long-name", strings.Repeat("n", 256), "v"), "header name"},
+		{withHeader("cc", "CC", "other-queue"), "header CC"},
+		{withHeader("expiration", ingest.AMQPExpirationHeader, "soon"), "header expiration"},
+		{withHeader("timestamp", ingest.AMQPTimestampHeader, "yesterday"), "header timestamp"},
+		{withHeader("content-type", ingest.AMQPContentTypeHeader, strings.Repeat("c", 256)), "header content-type"},
+		{many, "over the 8192"},
+		{big, "frame size"},
+	} {
+		err := p.Check(c.m)
+		if !errors.Is(err, ErrUnencodable) || !errors.Is(err, ErrRefused) || !strings.Contains(errString(err), c.want) {
+			t.Errorf("Check of %.20s: %v, want unencodable, saying %q", c.m.EventID, err, c.want)
+		}
+	}
+	wantUnencodableThenNext(t, p, withHeader("cc", "CC", "other-queue"), testMessage(b.dest(), "after", "t", "k", []byte("{}")))
+	if got := b.consume(t, 1); got[0].headers[EventIDHeader] != "after" {
+		t.Errorf("read back %v", got[0].headers)
+	}
+
+	// A 406 RabbitMQ closes the channel with is a refusal of the message
+	// it names, not of another.
+	m := testMessage(b.dest(), "m", "t", "k", make([]byte, 10))
+	m.Headers = append(m.Headers, Header{Key: "X-Odd", Value: "v"})
+	for _, c := range []struct {
+		reason  string
+		culprit bool
+		refused bool
+	}{
+		{`PRECONDITION_FAILED - invalid message: {unacceptable_type_in_header,"X-Odd",longstr}`, true, true},
+		{`PRECONDITION_FAILED - invalid message: {unacceptable_type_in_header,"CC",longstr}`, true, false},
+		{`PRECONDITION_FAILED - message size 10 is larger than configured max size 5`, true, true},
+		{`PRECONDITION_FAILED - message size 11 is larger than configured max size 5`, true, false},
+		{`PRECONDITION_FAILED - user_id property set to 'x' but authenticated user was 'guest'`, true, true},
+		{`PRECONDITION_FAILED - user_id property set to 'x' but authenticated user was 'guest'`, false, false},
+	} {
+		err := p.closedError(m, &amqp.Error{Code: amqp.PreconditionFailed, Reason: c.reason}, c.culprit)
+		if errors.Is(err, ErrRefused) != c.refused {
+			t.Errorf("closed with %q (culprit %v): %v, refused %v", c.reason, c.culprit, err, c.refused)
+		}
+	}
 }

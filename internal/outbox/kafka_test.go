@@ -47,6 +47,30 @@ func setupKafkaPub(t *testing.T, cfg KafkaConfig) *kafkaBundle {
 	return b
 }
 
+// seededCluster starts a one-broker kfake cluster with the topic "t" of
+// one partition, stopped when the test ends: for tests that control its
+// answers.
+func seededCluster(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	return cluster
+}
+
+// kafkaPub is a KafkaPublisher of cfg, closed when the test ends.
+func kafkaPub(t *testing.T, cfg KafkaConfig) *KafkaPublisher {
+	t.Helper()
+	p, err := NewKafka(cfg, pubLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
 // topic creates a topic of the test's own with partitions and configs, and
 // deletes it when the test ends.
 func (b *kafkaBundle) topic(t *testing.T, partitions int32, configs map[string]*string) string {
@@ -171,21 +195,13 @@ func TestKafkaMissingTopicIsNotRefused(t *testing.T) {
 // messages failing with the ctx's error (not a refusal).
 func TestKafkaPublishReturnsWithinCtx(t *testing.T) {
 	t.Parallel()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
+	cluster := seededCluster(t)
 	// Every produce request is held unanswered.
 	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()
 		return nil, nil, true
 	})
-	p, err := NewKafka(KafkaConfig{Brokers: cluster.ListenAddrs()}, pubLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	p := kafkaPub(t, KafkaConfig{Brokers: cluster.ListenAddrs()})
 	const deadline = 2 * time.Second
 	took, err := publishOne(p, testMessage(Destination{Kind: KindKafka, Name: "t"}, "held", "t", "k", []byte("{}")), deadline)
 	wantTransient(t, "a produce never answered", err, took, deadline)

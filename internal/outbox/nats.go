@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/textproto"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -141,25 +143,78 @@ func (p *NATSPublisher) maxPayload() int {
 	return DefaultNATSMaxPayload
 }
 
-// Check refuses a message whose data and headers exceed the server's
+// natsHeaderForbidden are the printable ASCII characters nats.go refuses
+// in a header name (ErrBadHeaderMsg), beside spaces and control
+// characters: its rule, ADR-4's printable ASCII without ':', a little
+// stricter.
+const natsHeaderForbidden = `"()/,:;<=>?@[\]{}`
+
+// natsHeaderName reports whether nats.go sends a header of this name.
+func natsHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c < 33 || c > 126 || strings.IndexByte(natsHeaderForbidden, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// natsEncodable returns why nats.go cannot send m as it is, a reason per
+// header: a name it refuses (the whole publication fails), or a value it
+// would change (it replaces a line break with a space and trims white
+// space off the ends), the event id, type and key included, which travel
+// as headers.
+func natsEncodable(m Message) []string {
+	var why []string
+	check := func(k, v string) {
+		if !natsHeaderName(k) {
+			why = append(why, fmt.Sprintf("nats: header name %.60q is not printable ASCII without spaces and %s", k, natsHeaderForbidden))
+			return
+		}
+		if strings.ContainsAny(v, "\r\n") || textproto.TrimString(v) != v {
+			why = append(why, fmt.Sprintf("nats: header %s: its value %.60q has a line break or white space at an end, which NATS headers do not keep", k, v))
+		}
+	}
+	for _, h := range m.Headers {
+		check(h.Key, h.Value)
+	}
+	if m.Key != "" {
+		check(KeyHeader, m.Key)
+	}
+	return why
+}
+
+// Check refuses a message nats.go cannot send as it is (natsEncodable:
+// ErrUnencodable), or whose data and headers exceed the server's
 // max_payload (DefaultNATSMaxPayload before the first connection). A
 // stream's own max_msg_size, lower, is enforced by the server: Publish
 // refuses the message then.
 func (p *NATSPublisher) Check(m Message) error {
+	if err := unencodableError(natsEncodable(m)); err != nil {
+		return err
+	}
 	if n, limit := natsSize(natsMsg(m)), p.maxPayload(); n > limit {
 		return Refused("nats: message of %d bytes (data and headers) exceeds the server's max_payload of %d bytes", n, limit)
 	}
 	return nil
 }
 
+// PipelinesKeys is false: JetStream answers each message on its own, and
+// may store a message of a key after refusing the one before it.
+func (p *NATSPublisher) PipelinesKeys() bool { return false }
+
 // Publish publishes msgs asynchronously on one connection, in their order,
 // then waits for every PubAck. Per message: stored, or recognised by the
 // stream as a duplicate of its Nats-Msg-Id (already stored): nil; over
-// the server's max_payload or the stream's max_msg_size: refused; no
-// stream for the subject (no responders: JetStream's client does not retry
-// it here, a retry would come after later messages), a lost connection, a
-// server error: not refused. A message not sent because an earlier one
-// could not be (disconnected) fails without being sent.
+// the server's max_payload, a header nats.go cannot encode, or an error
+// of the stream with code 400 (natsError): refused; no stream for the
+// subject (no responders: JetStream's client does not retry it here, a
+// retry would come after later messages), a lost connection, a server
+// error: not refused. A message not sent because an earlier one could not
+// be (disconnected) fails without being sent.
 //
 // When ctx ends, Publish returns at once, the messages not acknowledged
 // failing with ctx's error. What was written to the socket may still be
@@ -213,14 +268,26 @@ func (p *NATSPublisher) Publish(ctx context.Context, msgs []Message) []error {
 	return errs
 }
 
-// natsError classifies a publication's error.
+// natsAccountResourcesExceeded is JetStream's error code for an account
+// over its limits: a 400, but a state of the account that passes, not a
+// verdict on the message.
+const natsAccountResourcesExceeded jetstream.ErrorCode = 10002
+
+// natsError classifies a publication's error. JetStream's errors carry an
+// HTTP-like code: a 400 is the stream's verdict on the message (10054 over
+// its max_msg_size, 10060 a Nats-Expected-Stream naming another stream,
+// 10071 a wrong expected last sequence, a sealed stream, …) and a refusal,
+// but for an account over its limits; a 503 or 500 (no leader, storage
+// unavailable, a stream full with discard new) is not.
 func natsError(m Message, err error) error {
 	var apiErr *jetstream.APIError
 	switch {
+	case errors.Is(err, nats.ErrBadHeaderMsg):
+		return Unencodable("nats: subject %s: %v", m.Destination.Name, err)
 	case errors.Is(err, nats.ErrMaxPayload):
 		return Refused("nats: subject %s: %v", m.Destination.Name, err)
-	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
-		return Refused("nats: subject %s: %v", m.Destination.Name, err)
+	case errors.As(err, &apiErr) && apiErr.Code == 400 && apiErr.ErrorCode != natsAccountResourcesExceeded:
+		return Refused("nats: subject %s: %v (JetStream error %d)", m.Destination.Name, err, apiErr.ErrorCode)
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
 		return fmt.Errorf("nats: no JetStream stream stores subject %s: %w", m.Destination.Name, err)
 	}

@@ -259,3 +259,42 @@ func TestNATSBlackHoleReturnsWithinCtx(t *testing.T) {
 		return err == nil, "a Publish succeeds after the network heals (last: " + errString(err) + ")"
 	})
 }
+
+// What nats.go cannot send as it is (a header name it refuses, a value it
+// would change) is refused by Check as unencodable, with the reason;
+// Publish, given a header name nats.go refuses, refuses that message and
+// publishes the one after it.
+func TestNATSRefusesWhatItCannotEncode(t *testing.T) {
+	t.Parallel()
+	b := setupNATSPub(t)
+	p := newNATSPub(t, testkit.NATSURL())
+	withHeader := func(id, k, v string) Message {
+		m := testMessage(b.dest("orders"), id, "t", "k", []byte("{}"))
+		m.Headers = append(m.Headers, Header{Key: k, Value: v})
+		return m
+	}
+	for _, c := range []struct {
+		m    Message
+		want string
+	}{
+		{withHeader("space", "bad name", "v"), `header name "bad name"`},
+		{withHeader("colon", "a:b", "v"), `header name "a:b"`},
+		{withHeader("empty", "", "v"), `header name ""`},
+		{withHeader("newline", "note", "two\nlines"), "header note"},
+		{withHeader("trailing", "note", "v "), "header note"},
+		{testMessage(b.dest("orders"), "id ", "t", "k", nil), "header event_id"},
+		{testMessage(b.dest("orders"), "key", "t", "k\r\n", nil), "header key"},
+	} {
+		err := p.Check(c.m)
+		if !errors.Is(err, ErrUnencodable) || !errors.Is(err, ErrRefused) || !strings.Contains(errString(err), c.want) {
+			t.Errorf("Check of %q: %v, want unencodable, saying %q", c.m.EventID, err, c.want)
+		}
+	}
+	if err := p.Check(withHeader("fine", "Tenant-ID_2", "acme, déjà vu")); err != nil {
+		t.Errorf("Check of a header NATS carries: %v", err)
+	}
+	wantUnencodableThenNext(t, p, withHeader("space", "bad name", "v"), testMessage(b.dest("orders"), "after", "t", "k", []byte("{}")))
+	if got := b.consume(t, 1); got[0].headers[EventIDHeader] != "after" {
+		t.Errorf("read back %v", got[0].headers)
+	}
+}

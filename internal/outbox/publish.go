@@ -57,6 +57,27 @@ func Refused(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrRefused, fmt.Sprintf(format, args...))
 }
 
+// ErrUnencodable is wrapped, beside ErrRefused, by the refusals of a
+// message its broker's client cannot encode as it is (a header name NATS
+// does not allow, an AMQP property over a shortstr's 255 bytes): it would
+// be refused every time, so the row goes dead at its first attempt, and
+// its key's later rows move on.
+var ErrUnencodable = errors.New("cannot be encoded for its broker")
+
+// Unencodable returns an error that is both ErrRefused and ErrUnencodable
+// (errors.Is), with the reason.
+func Unencodable(format string, args ...any) error {
+	return unencodable(fmt.Sprintf(format, args...))
+}
+
+// unencodable is the error of Unencodable, its reason.
+type unencodable string
+
+func (e unencodable) Error() string { return ErrUnencodable.Error() + ": " + string(e) }
+
+// Is reports whether target is ErrRefused or ErrUnencodable.
+func (e unencodable) Is(target error) bool { return target == ErrRefused || target == ErrUnencodable }
+
 // Publisher sends messages to one kind of broker.
 type Publisher interface {
 	// Publish sends msgs, all of the publisher's kind, in their order, and
@@ -69,9 +90,16 @@ type Publisher interface {
 	// the messages not acknowledged by then failing with ctx's error.
 	Publish(ctx context.Context, msgs []Message) []error
 	// Check reports, before anything is sent, a refusal known in advance
-	// (a message over the broker's size limit): an error wrapping
-	// ErrRefused, or nil.
+	// (a message over the broker's size limit, or one its client cannot
+	// encode: ErrUnencodable): an error wrapping ErrRefused, or nil.
 	Check(m Message) error
+	// PipelinesKeys reports whether Publish may be given several messages
+	// of one destination and key at once: whether, when one of them fails
+	// after it was sent, the publisher sees to it that none after it (of
+	// its destination and key, in that call) is stored. The relay then
+	// hands a key's messages over together; otherwise one per call, each
+	// once the one before it was acknowledged.
+	PipelinesKeys() bool
 	// Ready reports whether the broker is reachable now.
 	Ready() bool
 	// Close releases the connections; Publish must not be called after.

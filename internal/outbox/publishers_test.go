@@ -166,6 +166,21 @@ func wantRefused(t testing.TB, what string, err error) {
 	}
 }
 
+// wantUnencodableThenNext publishes bad and next in one call and fails t
+// unless bad is refused as unencodable and next is acknowledged.
+func wantUnencodableThenNext(t testing.TB, p Publisher, bad, next Message) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs := p.Publish(ctx, []Message{bad, next})
+	if !errors.Is(errs[0], ErrUnencodable) {
+		t.Errorf("Publish of %.20s: %v, want unencodable", bad.EventID, errs[0])
+	}
+	if errs[1] != nil {
+		t.Errorf("the message after it: %v", errs[1])
+	}
+}
+
 // wantTransient fails t unless err is an error that does not wrap
 // ErrRefused, returned within the deadline (plus a little).
 func wantTransient(t testing.TB, what string, err error, took, deadline time.Duration) {

@@ -370,58 +370,129 @@ func (r *Relay) publishOnce(ctx context.Context, loop int) (int, error) {
 type result struct {
 	row     *driver.OutboxRow
 	err     error // nil: acknowledged
-	skipped bool  // not sent: an earlier row of its key failed first
+	skipped bool  // not sent: an earlier row of its key failed first, or the batch's time ran out
 }
 
 // publish sends rows through their publishers, the kinds at once, and
-// returns the outcomes to write. Rows are checked first: a row the broker
-// would refuse in any case is refused without sending, and the later rows
-// of its key in the batch are not sent.
+// returns the outcomes to write. It is the one place that decides what a
+// batch publishes: a key's rows are sent in id order, and after any
+// failure of one of them (refused, before or after it was sent, or not
+// reached) none after it is sent in this batch (publishKind).
 func (r *Relay) publish(ctx context.Context, rows []driver.OutboxRow, leaseEnd time.Time) []driver.OutboxOutcome {
 	results := make([]result, len(rows))
-	msgs := make([]Message, len(rows))
-	byKind := map[string][]int{} // indexes into rows
-	stopped := map[string]bool{} // keys (destination, key) not sent further
+	dests := make([]Destination, len(rows))
+	byKind := map[string][]int{} // indexes into rows, in id order
 	for i := range rows {
-		row := &rows[i]
-		results[i].row = row
-		k := keyOf(row)
-		if k != "" && stopped[k] {
-			results[i].skipped = true
-			continue
-		}
-		if results[i].err = r.prepare(row, &msgs[i]); results[i].err == nil {
-			byKind[msgs[i].Destination.Kind] = append(byKind[msgs[i].Destination.Kind], i)
-			continue
-		}
-		if k != "" {
-			stopped[k] = true
+		results[i].row = &rows[i]
+		dest, err := ParseDestination(rows[i].Destination)
+		switch {
+		case err != nil:
+			// Every row of its key has the same destination: refused alike.
+			results[i].err = Refused("%v", err)
+		case r.pubs[dest.Kind] == nil:
+			results[i].err = errNoPublisher{kind: dest.Kind}
+		default:
+			dests[i] = dest
+			byKind[dest.Kind] = append(byKind[dest.Kind], i)
 		}
 	}
 
-	pctx, cancel := context.WithDeadline(ctx, earliest(leaseEnd, time.Now().Add(r.cfg.PublishTimeout)))
+	start := time.Now()
+	deadline := earliest(leaseEnd, start.Add(r.cfg.PublishTimeout))
+	pctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	// No round starts past half the batch's time: a long batch (one key's
+	// many rows, one round trip each) leaves its rest for the next batch
+	// rather than running into the deadline, whose failures would hold
+	// the destination back as not reached.
+	lastRound := start.Add(deadline.Sub(start) / 2)
 	var wg sync.WaitGroup
 	for kind, idx := range byKind {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			batch := make([]Message, len(idx))
-			for j, i := range idx {
-				batch[j] = msgs[i]
-			}
-			errs := r.pubs[kind].Publish(pctx, batch)
-			for j, i := range idx {
-				if j < len(errs) {
-					results[i].err = errs[j]
-				} else {
-					results[i].err = errors.New("publisher returned no result")
-				}
-			}
+			r.publishKind(pctx, lastRound, r.pubs[kind], rows, dests, idx, results)
 		}()
 	}
 	wg.Wait()
 	return r.outcomes(results)
+}
+
+// publishKind publishes the rows idx (indexes into rows, in id order, all
+// of p's kind) in rounds, writing each row's result. A round sends, of
+// every key not stopped, its next row (its next rows, up to the first that
+// Check refuses, when p.PipelinesKeys), and every row without a key in the
+// first; a key whose row failed in a round, or was refused by Check, is
+// stopped: its later rows are skipped, pending as they were, and read
+// again with it in a later batch. Rounds go on until every row is sent or
+// skipped; none starts after lastRound (but the first) or once ctx ended:
+// the rows not sent then are skipped.
+func (r *Relay) publishKind(ctx context.Context, lastRound time.Time, p Publisher, rows []driver.OutboxRow, dests []Destination,
+	idx []int, results []result) {
+	type queue struct{ rows []int }
+	var queues []*queue
+	byKey := map[string]*queue{}
+	for _, i := range idx {
+		k := keyOf(&rows[i])
+		q := byKey[k]
+		if q == nil || k == "" {
+			q = &queue{}
+			queues = append(queues, q)
+			if k != "" {
+				byKey[k] = q
+			}
+		}
+		q.rows = append(q.rows, i)
+	}
+	pipelined := p.PipelinesKeys()
+	stop := func(q *queue) {
+		for _, i := range q.rows {
+			results[i].skipped = true
+		}
+		q.rows = nil
+	}
+	for round := 0; ctx.Err() == nil && (round == 0 || time.Now().Before(lastRound)); round++ {
+		var batch []int // indexes into rows
+		var msgs []Message
+		for _, q := range queues {
+			for len(q.rows) > 0 {
+				i := q.rows[0]
+				q.rows = q.rows[1:]
+				m := r.message(&rows[i], dests[i])
+				if results[i].err = p.Check(m); results[i].err != nil {
+					stop(q)
+					break
+				}
+				batch, msgs = append(batch, i), append(msgs, m)
+				if !pipelined {
+					break
+				}
+			}
+		}
+		if len(batch) == 0 {
+			return
+		}
+		errs := p.Publish(ctx, msgs)
+		failed := map[string]bool{}
+		for j, i := range batch {
+			if j < len(errs) {
+				results[i].err = errs[j]
+			} else {
+				results[i].err = errors.New("publisher returned no result")
+			}
+			if results[i].err != nil {
+				failed[keyOf(&rows[i])] = true
+			}
+		}
+		for k := range failed {
+			if q := byKey[k]; q != nil {
+				stop(q)
+			}
+		}
+	}
+	for _, q := range queues {
+		stop(q)
+	}
 }
 
 // earliest returns the earlier of a and b.
@@ -430,22 +501,6 @@ func earliest(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// prepare builds row's message into m, or says why it cannot be sent: a
-// destination that does not parse or a message its broker would refuse
-// (errors wrapping ErrRefused), or a kind without a publisher.
-func (r *Relay) prepare(row *driver.OutboxRow, m *Message) error {
-	dest, err := ParseDestination(row.Destination)
-	if err != nil {
-		return Refused("%v", err)
-	}
-	p, ok := r.pubs[dest.Kind]
-	if !ok {
-		return errNoPublisher{kind: dest.Kind}
-	}
-	*m = r.message(row, dest)
-	return p.Check(*m)
 }
 
 // noPublisherHold is how long the rows of a kind without a publisher are
@@ -467,30 +522,9 @@ func keyOf(row *driver.OutboxRow) string {
 	return row.Destination + "\x1f" + row.Key
 }
 
-// message is what a publisher sends of row: its headers sorted by name,
-// with the event id and type set.
+// message is what a publisher sends of row (newMessage).
 func (r *Relay) message(row *driver.OutboxRow, dest Destination) Message {
-	hs := make([]Header, 0, len(row.Headers)+2)
-	for k, v := range row.Headers {
-		if k == EventIDHeader || k == EventTypeHeader {
-			continue
-		}
-		hs = append(hs, Header{Key: k, Value: v})
-	}
-	hs = append(hs, Header{Key: EventIDHeader, Value: row.EventID}, Header{Key: EventTypeHeader, Value: row.EventType})
-	slices.SortFunc(hs, func(a, b Header) int {
-		if a.Key < b.Key {
-			return -1
-		}
-		if a.Key > b.Key {
-			return 1
-		}
-		return 0
-	})
-	return Message{
-		ID: row.ID, Destination: dest, EventID: row.EventID, EventType: row.EventType,
-		Key: row.Key, Headers: hs, Payload: row.Payload,
-	}
+	return newMessage(row.ID, dest, row.EventID, row.EventType, row.Key, row.Headers, row.Payload)
 }
 
 // outcomes turns a batch's results into the rows' outcomes, counts them,
@@ -518,7 +552,7 @@ func (r *Relay) outcomes(results []result) []driver.OutboxOutcome {
 			o := driver.OutboxOutcome{ID: row.ID, Status: driver.OutboxPending, Error: res.err.Error(),
 				Delay: r.retry.Delay(attempt)}
 			ev := r.log.Warn()
-			if attempt >= r.cfg.MaxAttempts {
+			if attempt >= r.cfg.MaxAttempts || errors.Is(res.err, ErrUnencodable) {
 				o.Status = driver.OutboxDead
 				r.metrics.deadTotal.WithLabelValues(label).Inc()
 				ev = r.log.Error()
@@ -581,7 +615,7 @@ func (r *Relay) record(ctx context.Context, leases []driver.ShardLease, leaseEnd
 		if err == nil {
 			if n := len(outcomes) - len(written); n > 0 {
 				r.metrics.fenced.Add(float64(n))
-				r.log.Warn().Int("rows", n).Msg("outbox outcomes fenced: a shard's lease is no longer this relay's; its new holder publishes them again")
+				r.log.Warn().Int("rows", n).Msg("outbox outcomes fenced: a shard's lease is no longer this relay's, and its new holder publishes them again (or the rows were discarded while in flight)")
 			}
 			return
 		}

@@ -31,9 +31,21 @@ type recorder struct {
 	check func(m Message) error
 	// block, when set, is waited on inside Publish (a paused relay).
 	block chan struct{}
+	// pipelines is PipelinesKeys.
+	pipelines bool
+	// delay, when set, is how long each Publish takes (a broker far away).
+	delay time.Duration
 }
 
 func (p *recorder) Publish(ctx context.Context, msgs []Message) []error {
+	if p.delay > 0 {
+		t := time.NewTimer(p.delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
 	if p.block != nil {
 		select {
 		case <-p.block:
@@ -64,8 +76,9 @@ func (p *recorder) Check(m Message) error {
 	}
 	return nil
 }
-func (p *recorder) Ready() bool  { return true }
-func (p *recorder) Close() error { return nil }
+func (p *recorder) PipelinesKeys() bool { return p.pipelines }
+func (p *recorder) Ready() bool         { return true }
+func (p *recorder) Close() error        { return nil }
 
 func (p *recorder) messages() []Message {
 	p.mu.Lock()
@@ -575,4 +588,76 @@ func TestRetentionDeletesOnlyOldPublishedRows(t *testing.T) {
 		return testutil.ToFloat64(r.metrics.pending) == 4 && testutil.ToFloat64(r.metrics.dead) == 3 &&
 			testutil.ToFloat64(r.metrics.oldest) >= 90
 	})
+}
+
+// After a row of a key fails, no later row of that key is sent in the same
+// round, whether the failure is a refusal or a destination not reached:
+// the key's rows are published in their order once the first one goes
+// through. Rows of the other keys go on.
+func TestFailedRowStopsItsKeyInTheRound(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"refused", Refused("rejected by the stream")},
+		{"not reached", errors.New("no acknowledgement in time")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db := pgtest.New(t)
+			for i := range 3 {
+				insert(t, db.Pool, "nats:orders", fmt.Sprintf("k%d", i), "k")
+				insert(t, db.Pool, "nats:orders", fmt.Sprintf("o%d", i), "o")
+			}
+			failed := false
+			pub := &recorder{kind: KindNATS, fail: func(m Message) error {
+				if m.EventID == "k0" && !failed { // under the recorder's lock
+					failed = true
+					return tc.err
+				}
+				return nil
+			}}
+			runTunedRelay(t, db, testConfig(), map[string]Publisher{KindNATS: pub}, zerolog.Nop(), func(r *Relay) {
+				r.retry.Base, r.retry.Max = 20*time.Millisecond, 20*time.Millisecond
+				r.hold.Base, r.hold.Max = 20*time.Millisecond, 20*time.Millisecond
+			})
+			testkit.WaitFor(t, 20*time.Second, "every row published", func() bool { return count(t, db, "status = 'published'") == 6 })
+			pos := map[string]int{}
+			for i, id := range pub.firsts() {
+				pos[id] = i
+			}
+			if pos["k0"] > pos["k1"] || pos["k1"] > pos["k2"] {
+				t.Errorf("key k published in the order %v, want k0, k1, k2", pub.firsts())
+			}
+		})
+	}
+}
+
+// One key's many rows on a broker that answers each message on its own
+// (one round trip per row, here 40 ms) take more rounds than a batch's
+// publish timeout holds: the batch starts no round past half of it and
+// leaves the rest pending for the next batch, so no row fails on the
+// deadline and the destination is never held as not reached; the key's
+// rows go out in order.
+func TestLongKeyLeavesTheRestToTheNextBatch(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	for i := range 40 {
+		insert(t, db.Pool, "amqp:x/rk", fmt.Sprintf("k%02d", i), "k")
+	}
+	pub := &recorder{kind: KindAMQP, delay: 40 * time.Millisecond}
+	cfg := testConfig()
+	cfg.PublishTimeout = 400 * time.Millisecond
+	r, _ := startRelay(t, db, cfg, map[string]Publisher{KindAMQP: pub})
+	testkit.WaitFor(t, 60*time.Second, "every row published", func() bool { return count(t, db, "status = 'published'") == 40 })
+	if v := testutil.ToFloat64(r.metrics.failed.WithLabelValues(r.metrics.destination("amqp:x/rk"), "unavailable")); v != 0 {
+		t.Errorf("%v publications failed as not reached, want none", v)
+	}
+	got := pub.firsts()
+	for i := 1; i < len(got); i++ {
+		if got[i-1] > got[i] {
+			t.Fatalf("key k published out of order: %v", got)
+		}
+	}
 }

@@ -56,7 +56,7 @@ func (i Interop) Run(t testing.TB, timeout time.Duration, script string, env []s
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("node %s: %v\nstderr:\n%s\nstdout:\n%s", script, err, Tail(stderr.String(), 40), Tail(string(out), 40))
+		t.Fatalf("node %s: %v\nstderr:\n%s\nstdout:\n%s", script, err, Tail(stderr.String(), logTail), Tail(string(out), logTail))
 	}
 	return string(out)
 }

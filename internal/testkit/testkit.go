@@ -6,8 +6,9 @@
 //
 // It is for tests only, in any of the repository's modules (the main one,
 // deploy, the fault suite, the benchmarks). Besides the standard library it
-// imports only handlers (the names of the headers the http handler sets)
-// and internal/syncbuf, so it adds nothing to an embedder's module graph;
+// imports only handlers (the names of the headers the http handler sets),
+// internal/syncbuf and internal/netfault (ProxyTo), so it adds nothing to an
+// embedder's module graph;
 // the handlers package's own tests cannot use it (an import cycle).
 package testkit
 

@@ -45,35 +45,50 @@ func outboxCommands() []command {
 				return func(cfg config.Config) error { return runOutboxShow(a.ctx, cfg, a.stdout, a.args, f) }
 			}},
 		outboxChangeCommand("outbox requeue", "return dead outbox rows to pending for the relay (attempts 0, due now); each is published after the rows of its key that went out while it was dead",
-			"list what would be requeued; change nothing", runOutboxRequeue),
-		outboxChangeCommand("outbox discard", "delete dead outbox rows; logs what it deleted",
-			"list what would be deleted; delete nothing", runOutboxDiscard),
+			"list what would be requeued; change nothing", false, runOutboxRequeue),
+		outboxChangeCommand("outbox discard", "delete dead outbox rows (with --pending, pending ones named by --id: never published, their key's later rows go on); logs what it deleted",
+			"list what would be deleted; delete nothing", true, runOutboxDiscard),
 	}
 }
 
 // outboxChangeCommand is outbox requeue or discard: the filter's flags with
-// --id and --all, --dry-run (its usage dryRunUsage), and run.
-func outboxChangeCommand(name, summary, dryRunUsage string,
+// --id and --all, --dry-run (its usage dryRunUsage), --pending when
+// pending (discard), and run.
+func outboxChangeCommand(name, summary, dryRunUsage string, pending bool,
 	run func(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, f outboxChangeFlags) error) command {
 	return command{name: name, summary: summary,
 		setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
 			var f outboxChangeFlags
 			f.filter.register(fs, true)
+			if pending {
+				fs.BoolVar(&f.filter.pending, "pending", false,
+					"pending rows instead of dead ones, each named by --id (the other filters narrow it): deleted before the relay publishes them; one a relay is sending at that moment may still reach its broker once")
+			}
 			fs.BoolVar(&f.dryRun, "dry-run", false, dryRunUsage)
 			return func(cfg config.Config) error { return run(a.ctx, cfg, a.stdout, a.stderr, f) }
 		}}
 }
 
 // outboxFilter selects dead outbox rows for outbox dead, requeue and
-// discard (driver.FailedFilter on the outbox's columns). Its conditions
-// combine with AND; for requeue and discard, --all selects every dead row
-// when no other condition is given.
+// discard (driver.FailedFilter on the outbox's columns), or for discard
+// --pending pending ones, by --id. Its conditions combine with AND; for
+// requeue and discard, --all selects every dead row when no other
+// condition is given.
 type outboxFilter struct {
 	rowSelection
 	destination string
 	eventType   string
 	errorPart   string
 	all         bool
+	pending     bool
+}
+
+// rowStatus is the status of the rows the filter selects.
+func (f *outboxFilter) rowStatus() string {
+	if f.pending {
+		return driver.OutboxPending
+	}
+	return driver.OutboxDead
 }
 
 // register adds the filter's flags to fs; selecting (requeue, discard) adds
@@ -95,6 +110,11 @@ func (f *outboxFilter) register(fs *flag.FlagSet, selecting bool) {
 // parse checks the flags and resolves ids and times; now anchors durations.
 // selecting commands (requeue, discard) must say which rows.
 func (f *outboxFilter) parse(cmd string, now time.Time, selecting bool) error {
+	if f.pending && (f.ids == "" || f.all) {
+		// A pending row is one the relay is about to publish: deleting
+		// it is a decision about that row, never a sweep.
+		return usageError{fmt.Errorf("%s: --pending needs --id 1,2,3 (and not --all): name the pending rows to delete (inboxd outbox stats and show find them)", cmd)}
+	}
 	if selecting && f.ids == "" && f.destination == "" && f.eventType == "" && f.since == "" && f.until == "" &&
 		f.errorPart == "" && !f.all {
 		return usageError{fmt.Errorf("%s: say which dead rows: --id 1,2,3, --destination D, --type T, --since/--until, --error TEXT, or --all", cmd)}
@@ -131,25 +151,27 @@ func (f *outboxFilter) logFields(ev *zerolog.Event) *zerolog.Event {
 	return f.logWith(ev, own, more)
 }
 
-// eachRange calls fn with each range of ids (after, upto] of the dead
-// outbox rows, failedBatch of them at a time, as failedFilter.eachRange
-// does for the inbox (eachBatch: progress on log, resumable).
+// eachRange calls fn with each range of ids (after, upto] of the dead (or
+// pending) outbox rows, failedBatch of them at a time, as
+// failedFilter.eachRange does for the inbox (eachBatch: progress on log,
+// resumable).
 func (f *outboxFilter) eachRange(ctx context.Context, conn *pgx.Conn, log zerolog.Logger, kept string,
 	fn func(after, upto int64) (int64, error)) (int64, error) {
-	return eachBatch(f.parsedFrom, string(status.Dead), log, kept, func(after int64) (int64, bool, error) {
-		return driver.OutboxDeadRangeEnd(ctx, conn, f.query(), after, failedBatch)
+	return eachBatch(f.parsedFrom, f.rowStatus(), log, kept, func(after int64) (int64, bool, error) {
+		return driver.OutboxRangeEnd(ctx, conn, f.rowStatus(), f.query(), after, failedBatch)
 	}, fn)
 }
 
 // unmatched explains, for every id given with --id that is not in matched,
 // why the filter did not select it, in the order the ids were given:
-// "id 1: published, not dead", "id 9999: no such row".
+// "id 1: published, not dead", "id 9999: no such row" ("…, not pending"
+// with --pending).
 func (f *outboxFilter) unmatched(ctx context.Context, conn *pgx.Conn, matched map[int64]bool) ([]string, error) {
 	lookup := func(ids []int64) ([]driver.OutboxRowState, error) { return driver.OutboxRowStates(ctx, conn, ids) }
 	return explainUnmatched(&f.rowSelection, matched, lookup, func(r driver.OutboxRowState) int64 { return r.ID },
 		func(r driver.OutboxRowState) string {
-			if r.Status != string(status.Dead) {
-				return fmt.Sprintf("%s, not dead", r.Status)
+			if r.Status != f.rowStatus() {
+				return fmt.Sprintf("%s, not %s", r.Status, f.rowStatus())
 			}
 			not := append(mismatch("destination", r.Destination, f.destination), mismatch("type", r.EventType, f.eventType)...)
 			not = append(not, f.outside(r.CreatedAt, "it was created")...)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/internal/driver"
-	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
 // outboxChangeFlags are the outbox requeue and discard commands' flags.
@@ -33,14 +32,19 @@ func runOutboxRequeue(ctx context.Context, cfg config.Config, stdout, stderr io.
 		would: "would requeue", kept: "requeued"}, "requeue", driver.RequeueOutboxDead)
 }
 
-// runOutboxDiscard deletes the dead outbox rows the filter selects, says
-// what matched and what did not, and logs one line with the filter and the
-// count (never a payload). It fails (exit 1) when nothing matched. Batched
-// and resumable as runOutboxRequeue. A dead row holds no key back, so
-// nothing else changes.
+// runOutboxDiscard deletes the dead outbox rows the filter selects (with
+// --pending, the pending rows named by --id), says what matched and what
+// did not, and logs one line with the filter, the status and the count
+// (never a payload). It fails (exit 1) when nothing matched. Batched and
+// resumable as runOutboxRequeue. A dead row holds no key back, so nothing
+// else changes; once a pending row is deleted, its key's later rows are
+// published without it.
 func runOutboxDiscard(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, f outboxChangeFlags) error {
 	return runOutboxChange(ctx, cfg, stdout, stderr, f, changeRun{cmd: "outbox discard", done: "discarded",
-		would: "would discard", kept: "deleted", discardLog: "outbox rows"}, "discard", driver.DiscardOutboxDead)
+		would: "would discard", kept: "deleted", discardLog: "outbox rows"}, "discard",
+		func(ctx context.Context, db driver.DB, df driver.FailedFilter, after, upto int64) ([]int64, error) {
+			return driver.DiscardOutbox(ctx, db, f.filter.rowStatus(), df, after, upto)
+		})
 }
 
 // runOutboxChange runs r, the outbox requeue or discard (verb, for the dry
@@ -57,7 +61,7 @@ func runOutboxChange(ctx context.Context, cfg config.Config, stdout, stderr io.W
 	defer conn.Close(context.WithoutCancel(ctx))
 	log := adminLog(cfg, stderr, r.cmd)
 
-	r.noun, r.status, r.dryRun, r.filter = "dead outbox row", string(status.Dead), f.dryRun, &f.filter
+	r.noun, r.status, r.dryRun, r.filter = f.filter.rowStatus()+" outbox row", f.filter.rowStatus(), f.dryRun, &f.filter
 	r.list = func(matched map[int64]bool) (int64, error) {
 		return f.filter.dryRun(ctx, conn, log, stdout, verb, matched)
 	}
@@ -67,16 +71,16 @@ func runOutboxChange(ctx context.Context, cfg config.Config, stdout, stderr io.W
 	return r.run(ctx, conn, log, stdout)
 }
 
-// dryRun lists the matching dead outbox rows batch after batch, each as
-// "would VERB id N: destination event_id event_type, key K, N attempts,
-// last error: …", noting in matched the --id rows that matched, and counts
-// them.
+// dryRun lists the matching dead (or pending) outbox rows batch after
+// batch, each as "would VERB id N: destination event_id event_type, key K,
+// N attempts, last error: …", noting in matched the --id rows that
+// matched, and counts them.
 func (f *outboxFilter) dryRun(ctx context.Context, conn *pgx.Conn, log zerolog.Logger, stdout io.Writer,
 	verb string, matched map[int64]bool) (int64, error) {
 	match := func(after, upto int64) ([]driver.OutboxDeadRow, error) {
-		list, err := driver.MatchOutboxDead(ctx, conn, f.query(), after, upto)
+		list, err := driver.MatchOutbox(ctx, conn, f.rowStatus(), f.query(), after, upto)
 		if err != nil {
-			return nil, fmt.Errorf("select dead outbox rows: %w", err)
+			return nil, fmt.Errorf("select %s outbox rows: %w", f.rowStatus(), err)
 		}
 		return list, nil
 	}

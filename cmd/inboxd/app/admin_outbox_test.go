@@ -365,3 +365,44 @@ func TestOutboxRequeueAndDiscardWorkInBatches(t *testing.T) {
 		t.Fatalf("discard: %d\n%s%s", code, out, stderr)
 	}
 }
+
+// A pending row that must never be published (one the relay keeps
+// failing on, one written by mistake) is discarded with --pending, named
+// by --id, which it needs; --dry-run lists it; a dead row given with it is
+// said not to be pending. The key's later rows are then free to go.
+func TestOutboxDiscardPending(t *testing.T) {
+	t.Parallel()
+	db, ids, env := setupOutbox(t, outboxFixture+`;
+		INSERT INTO outbox (destination, event_id, event_type, key, status, attempts, last_error, payload) VALUES
+		  ('nats:audit', 'p2', 'order.shipped', 'order-9', 'pending', 3, 'nats: header name "bad name"', 'SECRET-PAYLOAD')`)
+	for _, args := range [][]string{{"--pending"}, {"--pending", "--all"}, {"--pending", "--destination", "nats:audit"}} {
+		code, _, stderr := runMain(t, env, append([]string{"outbox", "discard"}, args...)...)
+		if code != ExitUsage || !strings.Contains(stderr, "--pending needs --id") {
+			t.Errorf("outbox discard %v: %d %s, want a usage error asking for --id", args, code, stderr)
+		}
+	}
+	p2 := itoa(ids["p2"])
+	code, out, stderr := runMain(t, env, "outbox", "discard", "--pending", "--id", p2, "--dry-run")
+	if code != 0 || !strings.Contains(out, "would discard id "+p2+": nats:audit p2 order.shipped, key order-9, 3 attempts") ||
+		!strings.Contains(out, "would discard 1 pending outbox row\n") || outboxCount(t, db, "event_id = 'p2'") != 1 {
+		t.Fatalf("dry run: %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = runMain(t, env, "outbox", "discard", "--pending", "--id", p2+","+itoa(ids["d1"]))
+	if code != 0 || !strings.Contains(out, "id "+itoa(ids["d1"])+": dead, not pending") || !strings.Contains(out, "discarded 1 pending outbox row\n") {
+		t.Fatalf("discard --pending: %d\n%s%s", code, out, stderr)
+	}
+	var line map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(stderr)), &line); err != nil {
+		t.Fatalf("discard logged %q: %v", stderr, err)
+	}
+	if line["command"] != "outbox discard" || line["status"] != "pending" || line["discarded"] != float64(1) {
+		t.Errorf("discard log line: %v", line)
+	}
+	if strings.Contains(stderr+out, "SECRET-PAYLOAD") {
+		t.Error("discard showed a payload")
+	}
+	if outboxCount(t, db, "event_id = 'p2'") != 0 || outboxCount(t, db, "event_id IN ('p1', 'd1')") != 2 {
+		t.Errorf("after discard --pending: p2 %d rows, p1 and d1 %d rows; want 0 and 2",
+			outboxCount(t, db, "event_id = 'p2'"), outboxCount(t, db, "event_id IN ('p1', 'd1')"))
+	}
+}

@@ -101,11 +101,36 @@ const (
 	outcomeGone
 )
 
+// remapRules are the rules a rejected row is mapped again by: the
+// brokers' mapping settings, and the webhook sources' own (nil without
+// INBOXD_WEBHOOK_SOURCES: a webhook source's row then stays rejected).
+type remapRules struct {
+	mapping  ingest.MapOptions
+	webhooks []ingest.WebhookSourceConfig
+}
+
+// rejectedRules reads the rules of cfg that rejected rows are mapped
+// again by, the webhook sources file included (its secret files are not
+// read: mapping a stored row needs no secret).
+func rejectedRules(cfg config.Config) (remapRules, error) {
+	r := remapRules{mapping: ingestConfig(cfg).Mapping}
+	if cfg.WebhookSources != "" {
+		var err error
+		if r.webhooks, err = ingest.LoadWebhookMapping(cfg.WebhookSources); err != nil {
+			return remapRules{}, usageError{err}
+		}
+	}
+	return r, nil
+}
+
 // requeueRejected re-maps every matching rejected row with the current
 // mapping configuration, one row at a time (a row that clashes must not
 // stop the others), reading them a batch at a time.
 func requeueRejected(ctx context.Context, cfg config.Config, conn *pgx.Conn, stdout io.Writer, log zerolog.Logger, f requeueFlags) error {
-	mapping := ingestConfig(cfg).Mapping
+	rules, err := rejectedRules(cfg)
+	if err != nil {
+		return err
+	}
 	matched := make(map[int64]bool)
 	counts := make(map[rejectedOutcome]int64)
 	kept := "as re-mapped above"
@@ -119,7 +144,7 @@ func requeueRejected(ctx context.Context, cfg config.Config, conn *pgx.Conn, std
 		}
 		for i, r := range list {
 			f.filter.mark(matched, r.ID)
-			outcome, line, err := requeueOneRejected(ctx, conn, r.ID, mapping, f.dryRun, f.dropDuplicates)
+			outcome, line, err := requeueOneRejected(ctx, conn, r.ID, rules, f.dryRun, f.dropDuplicates)
 			if err != nil {
 				return int64(i), err
 			}
@@ -180,7 +205,7 @@ func requeueRejected(ctx context.Context, cfg config.Config, conn *pgx.Conn, std
 // requeueOneRejected re-maps the rejected row id and, unless dryRun, hands
 // it to the workers under its new event id. It returns the outcome and a
 // line for the operator.
-func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping ingest.MapOptions, dryRun, dropDuplicates bool) (rejectedOutcome, string, error) {
+func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, rules remapRules, dryRun, dropDuplicates bool) (rejectedOutcome, string, error) {
 	s, ok, err := driver.ReadRejected(ctx, conn, id)
 	if err != nil {
 		return 0, "", fmt.Errorf("read rejected row %d: %w", id, err)
@@ -200,7 +225,7 @@ func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, mapping i
 	if err != nil {
 		return outcomeStillRejected, fmt.Sprintf("still rejected: %v", err), nil
 	}
-	row := ingest.RemapRejected(s.EventID, msg, mapping) // by the rules of the row's own source
+	row := ingest.RemapRejectedRow(s.EventID, msg, rules.mapping, rules.webhooks) // by the rules of the row's own source
 	if row.Status != ingest.StatusReceived {
 		return outcomeStillRejected, "still rejected with the current configuration: " + oneLine(row.LastError, 200), nil
 	}

@@ -38,14 +38,9 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	if opts.Logger != nil {
 		log = *opts.Logger
 	}
+	defer captureStdlog(log, stderr)()
+	logStarting(log, cfg)
 	engineConns, txConns := cfg.PoolSizes()
-	log.Info().Str("version", versionString()).Str("database", cfg.Redacted()).
-		Bool("ingest", cfg.IngestEnabled()).Strs("topics", cfg.KafkaTopics).Str("group", cfg.KafkaGroup).
-		Strs("amqp_queues", cfg.AMQPQueues).
-		Strs("nats_streams", cfg.NATSStreams).Str("webhook_addr", cfg.WebhookAddr).
-		Int("workers", cfg.Workers).Dur("lease", cfg.Lease).Int("max_attempts", cfg.MaxAttempts).
-		Int("engine_conns", engineConns).Int("tx_conns", txConns).Dur("retention", cfg.Retention).
-		Msg("starting")
 
 	// Everything that can fail at start-up fails before any goroutine runs.
 	var err error
@@ -81,7 +76,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	if err != nil {
 		return usageError{err}
 	}
-	publishOnly := cfg.Outbox && !cfg.IngestEnabled() && !cfg.AMQPEnabled() && !cfg.NATSEnabled() && !cfg.WebhookEnabled()
+	publishOnly := cfg.Outbox && len(sourcesOf(cfg)) == 0
 	if cfg.Routes == "" && reg.Types() == 0 && publishOnly {
 		log.Warn().Msg("no routes and no source: this replica relays the outbox; rows written to the inbox table would go dead")
 	} else if cfg.Routes == "" && reg.Types() == 0 {
@@ -223,9 +218,8 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		notify.stopping()
 		return nil
 	})
-	err = g.Wait()
-	if err != nil {
-		log.Error().Err(err).Msg("stopped with an error")
+	// An error is logged by Main, as every error of a daemon command is.
+	if err = g.Wait(); err != nil {
 		return err
 	}
 	log.Info().Msg("stopped")

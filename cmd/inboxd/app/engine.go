@@ -151,6 +151,8 @@ func outboxConfig(c config.Config) *inboxd.OutboxConfig {
 		PublishTimeout: c.OutboxPublishTimeout,
 		MaxAttempts:    c.OutboxMaxAttempts,
 		Retention:      c.OutboxRetention,
+
+		KafkaCompression: c.OutboxKafkaCompression,
 	}
 	if len(c.KafkaBrokers) > 0 {
 		k := ingestConfig(c)

@@ -71,22 +71,26 @@ func openConsole(ctx context.Context, cfg config.Config, local console.Local, ad
 			Msg("the console (/ui/) is not served: INBOXD_UI_TOKEN_FILE is not set and the address is not a loopback address")
 		return nil, func() {}, nil
 	}
+	rules, err := rejectedRules(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
 	db, err := openPool(ctx, cfg, "inboxd-console", consoleConns)
 	if err != nil {
 		return nil, nil, err
 	}
-	mapping := ingestConfig(cfg).Mapping
 	h, err := console.New(console.Config{DB: db, Token: token, ShowPayloads: cfg.UIShowPayloads,
 		StaleAfter: cfg.StaleAfter, Local: local, Logger: log,
 		// A rejected row is re-mapped by the rules `inboxd requeue
-		// --status rejected` applies, with this process's mapping settings.
+		// --status rejected` applies, with this process's mapping settings
+		// and webhook sources.
 		RequeueRejected: func(ctx context.Context, id int64, dryRun bool) (bool, error) {
 			conn, err := db.Acquire(ctx)
 			if err != nil {
 				return false, err
 			}
 			defer conn.Release()
-			outcome, _, err := requeueOneRejected(ctx, conn.Conn(), id, mapping, dryRun, false)
+			outcome, _, err := requeueOneRejected(ctx, conn.Conn(), id, rules, dryRun, false)
 			return outcome == outcomeRequeued, err
 		}})
 	if err != nil {

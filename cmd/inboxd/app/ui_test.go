@@ -93,6 +93,52 @@ func TestUITokenFileErrors(t *testing.T) {
 	}
 }
 
+// startConsole serves the console of the configuration env (with a token
+// of its own) until t ends, and returns a function that POSTs a form to
+// its /ui/requeue and returns the answer's body (an answer other than 200
+// fails t).
+func startConsole(t *testing.T, env []string) (requeue func(url.Values) string) {
+	t.Helper()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	const token = "console-test-token-0123456789"
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(append(env[:len(env):len(env)], "INBOXD_UI_TOKEN_FILE="+tokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, closeDB, err := openConsole(context.Background(), cfg, nil, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		srv.Close()
+		closeDB()
+	})
+	return func(form url.Values) string { return consolePost(t, srv.URL+"/ui/requeue", token, form) }
+}
+
+// consolePost POSTs form to the console's url with the bearer token and
+// returns the answer's body; an answer other than 200 fails t.
+func consolePost(t *testing.T, url, token string, form url.Values) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %v: %d\n%s", form, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
 // The console re-maps a rejected row with this process's mapping settings,
 // by the rules `inboxd requeue --status rejected` applies: with the type
 // header the producer used now configured, the dry run counts the row and
@@ -107,38 +153,8 @@ func TestConsoleRequeuesRejectedRowsWithTheConfiguration(t *testing.T) {
 	if row.Status != ingest.StatusRejected {
 		t.Fatalf("setup: %+v", row)
 	}
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	const token = "console-test-token-0123456789"
-	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load([]string{"INBOXD_DATABASE_URL=" + db.URL, "INBOXD_EVENT_TYPE_HEADERS=event_type,kind",
-		"INBOXD_MAX_PAYLOAD=1024", "INBOXD_UI_TOKEN_FILE=" + tokenFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, closeDB, err := openConsole(context.Background(), cfg, nil, nil, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeDB()
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	do := func(form url.Values) string {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/ui/requeue", strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("POST %v: %d\n%s", form, resp.StatusCode, b)
-		}
-		return string(b)
-	}
+	do := startConsole(t, []string{"INBOXD_DATABASE_URL=" + db.URL, "INBOXD_EVENT_TYPE_HEADERS=event_type,kind",
+		"INBOXD_MAX_PAYLOAD=1024"})
 	form := url.Values{"status": {"rejected"}, "id": {itoa(id)}}
 	if body := do(form); !strings.Contains(body, `id="count">1<`) {
 		t.Fatalf("dry run does not count the row:\n%s", body)

@@ -8,7 +8,7 @@
 -- Index and locks: sql/outbox_admin_batch.sql (outbox_dead_idx, FOR UPDATE
 -- SKIP LOCKED). The relay writes no dead row, so no lease or fencing token
 -- is involved.
-{{template "outbox_dead_batch" .}}
+{{template "outbox_batch" .}}
 UPDATE outbox AS o
 SET status = 'pending', attempts = 0, available_at = now()
 FROM batch

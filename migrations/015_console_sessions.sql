@@ -1,4 +1,4 @@
--- 014: the operator console's sessions, server-side. A sign-in writes a
+-- 015: the operator console's sessions, server-side. A sign-in writes a
 -- row; the browser's cookie holds a random session id whose SHA-256 is the
 -- row's key (the id itself is never stored, so a read of this table signs
 -- nobody in). Every page and action looks the session up: a sign-out ends
@@ -10,7 +10,7 @@
 -- Built to grow: operator is the name given at sign-in; named operators
 -- with roles (and an audit trail) key on it later.
 --
--- Expand only: binaries of schemas 1 to 13 do not know the table (their
+-- Expand only: binaries of schemas 1 to 14 do not know the table (their
 -- consoles sign in with a signed cookie of their own).
 -- inboxd:oldest-compatible-schema 1
 CREATE TABLE IF NOT EXISTS console_sessions (
