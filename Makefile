@@ -19,7 +19,7 @@ MODULES     := . deploy internal/faultsuite cmd/inboxd-bench
 # Tests and benchmarks use this server; each test creates its own database.
 export INBOXD_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all build print-ldflags test lint docs screenshots linkcheck bench bench-long bench-go demo clean image image-check docker-image release-check alerts fuzz-short fault fault-long
+.PHONY: all build print-ldflags test model lint docs screenshots linkcheck bench bench-long bench-go demo clean image image-check docker-image release-check alerts fuzz-short fault fault-long
 
 all: lint test build
 
@@ -31,15 +31,22 @@ build:
 print-ldflags:
 	@echo '$(LDFLAGS)'
 
-## test: every test of every module, with the race detector, against the local PostgreSQL
+## test: every test of every module, with the race detector, against the local PostgreSQL,
+## then the models (make model; the loop leaves their run to it)
 ## (the fault suite's scenarios are skipped without INBOXD_FAULT=1, its other tests run;
 ## needs promtool for the alert rule tests: deploy/prometheus/install-promtool.sh)
 test:
 	@failed=; for m in $(MODULES); do \
 	  echo "== go test $$m"; \
-	  (cd $$m && $(GO) test -race -count=1 -timeout 12m ./...) || failed="$$failed $$m"; \
+	  (cd $$m && $(GO) test -race -count=1 -timeout 12m -skip '^TestModels$$' ./...) || failed="$$failed $$m"; \
 	done; \
+	echo "== make model"; $(MAKE) --no-print-directory model || failed="$$failed model"; \
 	if [ -n "$$failed" ]; then echo "make test: tests failed in:$$failed" >&2; exit 1; fi
+
+## model: the protocols' Promela models (internal/model) checked exhaustively by SPIN, each mutation
+## caught by the property it breaks, each named statement and function still there (needs spin and gcc)
+model:
+	$(GO) test -count=1 -timeout 10m ./internal/model/
 
 ## lint: go vet, staticcheck, the documentation's links, and the systemd unit's verification and security score
 lint: linkcheck
@@ -53,9 +60,11 @@ lint: linkcheck
 linkcheck:
 	$(GO) test -count=1 -timeout 60s -run '^(TestRelativeLinksResolve|TestREADMELinksIntoDocs)$$' ./internal/doccheck/
 
-## docs: rewrite what the code writes in docs/: the variable table of docs/configuration.md
+## docs: rewrite what the code writes in docs/: the variable table of docs/configuration.md,
+## and what SPIN explored of the models in docs/guarantees.md (needs spin and gcc)
 docs:
 	$(GO) test -count=1 -timeout 60s -run '^TestConfigurationPageIsWrittenByTheCode$$' ./config/ -update
+	$(GO) test -count=1 -timeout 10m -run '^TestModels$$' ./internal/model/ -update
 
 ## screenshots: rewrite docs/images/console-*.png, the console's main pages in chromium (TestScreenshots)
 screenshots:
