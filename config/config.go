@@ -147,8 +147,14 @@ type Config struct {
 	// WebhookWriteTimeout bounds a webhook request's wait for its batch's
 	// commit; after it the request is answered 503 with Retry-After.
 	WebhookWriteTimeout time.Duration `env:"INBOXD_WEBHOOK_WRITE_TIMEOUT" envDefault:"10s" help:"longest a webhook request waits for the commit of its row before a 503 with Retry-After"`
-	// WebhookMaxRequests caps the webhook requests served at once.
-	WebhookMaxRequests int `env:"INBOXD_WEBHOOK_MAX_REQUESTS" envDefault:"1024" help:"webhook requests served at once; more are answered 503 with Retry-After"`
+	// WebhookMaxRequests caps the verified webhook requests waiting for
+	// their commits at once.
+	WebhookMaxRequests int `env:"INBOXD_WEBHOOK_MAX_REQUESTS" envDefault:"1024" help:"verified webhook requests waiting for their commits at once; more are answered 503 with Retry-After (a request takes its place once its body is read and verified)"`
+	// WebhookBodyBudget is the memory the bodies of the webhook requests
+	// in hand may hold at once.
+	WebhookBodyBudget int64 `env:"INBOXD_WEBHOOK_BODY_BUDGET" help:"bytes the bodies of the webhook requests in hand may hold at once, verified or not; a request whose body does not fit in what is left is answered 503 with Retry-After before its body is read (at least about twice the largest max_body)"`
+	// WebhookMinBodyRate is the slowest a webhook body may arrive.
+	WebhookMinBodyRate int `env:"INBOXD_WEBHOOK_MIN_BODY_RATE" help:"bytes per second a webhook body must keep up on average, after a short grace and with short pauses only (docs/webhooks.md, Budgets): a slower one is cut with a 408"`
 
 	// IngestHandOff lets ingest hand the rows it stores to this replica's
 	// idle handlers, reserved for them, with no claim (inboxd.Config.NoHandOff).
@@ -405,6 +411,9 @@ func engineDefaults() Config {
 		StaleAfter:          worker.DefaultStaleAfter,
 		StatsInterval:       worker.DefaultStatsInterval,
 
+		WebhookBodyBudget:  ingest.DefaultWebhookBodyBudget,
+		WebhookMinBodyRate: ingest.DefaultWebhookMinBodyRate,
+
 		OutboxBatchSize:    outbox.DefaultBatchSize,
 		OutboxPollInterval: outbox.DefaultPollInterval,
 		OutboxLease:        outbox.DefaultLease,
@@ -558,6 +567,12 @@ func (c Config) Validate() error {
 	minDur(&errs, "INBOXD_WEBHOOK_WRITE_TIMEOUT", c.WebhookWriteTimeout, 100*time.Millisecond)
 	if c.WebhookMaxRequests < 1 {
 		bad("INBOXD_WEBHOOK_MAX_REQUESTS", "must be at least 1, got %d", c.WebhookMaxRequests)
+	}
+	if c.WebhookBodyBudget < 1 { // how much the sources' max_body needs, the webhook source says
+		bad("INBOXD_WEBHOOK_BODY_BUDGET", "must be a positive number of bytes, got %d", c.WebhookBodyBudget)
+	}
+	if c.WebhookMinBodyRate < 1 {
+		bad("INBOXD_WEBHOOK_MIN_BODY_RATE", "must be at least 1 byte per second, got %d", c.WebhookMinBodyRate)
 	}
 
 	if c.IngestBatchSize < 1 || c.IngestBatchSize > ingest.MaxBatchSize {

@@ -22,6 +22,7 @@ import (
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/console"
+	"github.com/inboxd/inboxd/internal/httpserve"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -131,14 +132,18 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	h := &health{engine: ib}
 	var ui http.Handler
 	if opts.Mux != nil || ln != nil {
-		c, closeConsole, err := openConsole(ctx, cfg, console.GathererLocal(gather), log)
+		var addr net.Addr // an embedder's mux: not known
+		if ln != nil {
+			addr = ln.Addr()
+		}
+		c, closeConsole, err := openConsole(ctx, cfg, console.GathererLocal(gather), addr, log)
 		if err != nil {
 			return err
 		}
 		defer closeConsole()
 		ui = c
 	}
-	var srv *http.Server
+	var srv *httpserve.Server
 	serveDone := make(chan error, 1)
 	switch {
 	case opts.Mux != nil:
@@ -148,10 +153,9 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		mux := http.NewServeMux()
 		h.register(mux, gather)
 		mountConsole(mux, ui)
-		var sln net.Listener
-		srv, sln = newHTTPServer(ln, mux, defaultHTTPServerLimits())
+		srv = httpserve.New(mux, defaultHTTPServerLimits(), log.With().Str("component", "http").Logger())
 		log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics, /healthz, /readyz and the console under /ui/")
-		go func() { serveDone <- srv.Serve(sln) }()
+		go func() { serveDone <- srv.Serve(ln) }()
 		defer func() {
 			// Bounded like the rest of the shutdown: a scrape in progress may
 			// finish, nothing may hold the exit.
