@@ -15,6 +15,9 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/engine"
+	"github.com/inboxd/inboxd/internal/maintenance"
+	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -67,9 +70,9 @@ type Config struct {
 	// or alone.
 	Webhook *ingest.WebhookConfig
 	// NoHandOff keeps the sources from handing the rows they store to this
-	// engine's idle handlers (the hand-off at ingest: see worker.Pool's
-	// Reserve). With it, every row waits for a claim, as rows written by
-	// other writers do.
+	// engine's idle handlers (the hand-off at ingest, docs/performance.md).
+	// With it, every row waits for a claim, as rows written by other
+	// writers do.
 	NoHandOff bool
 
 	// Outbox runs the outbox relay: the outbox table's rows (written with
@@ -88,8 +91,8 @@ type Inboxd struct {
 	db        *pgxpool.Pool
 	log       zerolog.Logger
 	migrate   bool
-	pool      *worker.Pool
-	retention *worker.Retention
+	pool      *engine.Pool
+	retention *maintenance.Retention
 	consumer  *ingest.Consumer      // nil without ingest
 	amqp      *ingest.AMQPSource    // nil without a RabbitMQ source
 	nats      *ingest.NATSSource    // nil without a NATS source
@@ -133,10 +136,10 @@ func New(cfg Config) (*Inboxd, error) {
 	// A dry run without metrics first: each engine part validates its
 	// configuration in its constructor, and none may register a metric
 	// unless all of them can be built.
-	if _, err := worker.New(cfg.DB, cfg.Registry, wcfg, cfg.Logger, nil); err != nil {
+	if _, err := engine.New(cfg.DB, cfg.Registry, wcfg, cfg.Logger, nil); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := worker.NewRetention(cfg.DB, cfg.Retention, cfg.Logger, nil); err != nil {
+	if _, err := maintenance.NewRetention(cfg.DB, cfg.Retention, cfg.Logger, nil); err != nil {
 		errs = append(errs, err)
 	}
 	if cfg.Ingest != nil {
@@ -178,12 +181,12 @@ func New(cfg Config) (*Inboxd, error) {
 		running: make(chan struct{}),
 	}
 	var err error
-	if ib.pool, err = worker.New(cfg.DB, cfg.Registry.Clone(), wcfg, cfg.Logger, cfg.Registerer); err != nil {
+	if ib.pool, err = engine.New(cfg.DB, cfg.Registry.Clone(), wcfg, cfg.Logger, cfg.Registerer); err != nil {
 		return nil, err
 	}
 	rcfg := cfg.Retention
 	rcfg.BlockingTypes = ib.pool.BlockingTypes // dead rows that block a key are kept, as the routes are now
-	if ib.retention, err = worker.NewRetention(cfg.DB, rcfg, cfg.Logger, cfg.Registerer); err != nil {
+	if ib.retention, err = maintenance.NewRetention(cfg.DB, rcfg, cfg.Logger, cfg.Registerer); err != nil {
 		return nil, err
 	}
 	// The sources hand the rows they store to this engine's idle handlers
@@ -282,12 +285,12 @@ func (ib *Inboxd) Run(ctx context.Context) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		if err := ib.pool.Run(gctx); err != nil {
+		if err := startstop.Run(gctx, ib.pool); err != nil {
 			return fmt.Errorf("workers: %w", err)
 		}
 		return nil
 	})
-	g.Go(func() error { return ib.retention.Run(gctx) })
+	g.Go(func() error { return startstop.Run(gctx, ib.retention) })
 	if ib.consumer != nil {
 		g.Go(func() error {
 			if err := ib.consumer.Run(gctx); err != nil {

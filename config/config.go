@@ -147,8 +147,14 @@ type Config struct {
 	// WebhookWriteTimeout bounds a webhook request's wait for its batch's
 	// commit; after it the request is answered 503 with Retry-After.
 	WebhookWriteTimeout time.Duration `env:"INBOXD_WEBHOOK_WRITE_TIMEOUT" envDefault:"10s" help:"longest a webhook request waits for the commit of its row before a 503 with Retry-After"`
-	// WebhookMaxRequests caps the webhook requests served at once.
-	WebhookMaxRequests int `env:"INBOXD_WEBHOOK_MAX_REQUESTS" envDefault:"1024" help:"webhook requests served at once; more are answered 503 with Retry-After"`
+	// WebhookMaxRequests caps the verified webhook requests waiting for
+	// their commits at once.
+	WebhookMaxRequests int `env:"INBOXD_WEBHOOK_MAX_REQUESTS" envDefault:"1024" help:"verified webhook requests waiting for their commits at once; more are answered 503 with Retry-After (a request takes its place once its body is read and verified)"`
+	// WebhookBodyBudget is the memory the bodies of the webhook requests
+	// in hand may hold at once.
+	WebhookBodyBudget int64 `env:"INBOXD_WEBHOOK_BODY_BUDGET" help:"bytes the bodies of the webhook requests in hand may hold at once, verified or not; a request whose body does not fit in what is left is answered 503 with Retry-After before its body is read (at least about twice the largest max_body)"`
+	// WebhookMinBodyRate is the slowest a webhook body may arrive.
+	WebhookMinBodyRate int `env:"INBOXD_WEBHOOK_MIN_BODY_RATE" help:"bytes per second a webhook body must keep up on average, after a short grace and with short pauses only (docs/webhooks.md, Budgets): a slower one is cut with a 408"`
 
 	// IngestHandOff lets ingest hand the rows it stores to this replica's
 	// idle handlers, reserved for them, with no claim (inboxd.Config.NoHandOff).
@@ -263,8 +269,9 @@ type Config struct {
 	UIShowPayloads bool `env:"INBOXD_UI_SHOW_PAYLOADS" envDefault:"false" help:"show rows' payloads in the console (/ui/); hidden by default, since they may hold personal data"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"INBOXD_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
-	// LogFormat is json or console.
-	LogFormat string `env:"INBOXD_LOG_FORMAT" envDefault:"json" help:"json or console"`
+	// LogFormat is json, text, or auto: text when the logs go to a
+	// terminal, else json (see LogText).
+	LogFormat string `env:"INBOXD_LOG_FORMAT" envDefault:"auto" help:"json (a JSON object a line), text (for people; console is its old name), or auto: text when stderr is a terminal, else json"`
 }
 
 // Load reads the configuration from environ (a list of KEY=value pairs as
@@ -403,6 +410,9 @@ func engineDefaults() Config {
 		RetentionInterval:   worker.DefaultRetentionInterval,
 		StaleAfter:          worker.DefaultStaleAfter,
 		StatsInterval:       worker.DefaultStatsInterval,
+
+		WebhookBodyBudget:  ingest.DefaultWebhookBodyBudget,
+		WebhookMinBodyRate: ingest.DefaultWebhookMinBodyRate,
 
 		OutboxBatchSize:    outbox.DefaultBatchSize,
 		OutboxPollInterval: outbox.DefaultPollInterval,
@@ -558,6 +568,12 @@ func (c Config) Validate() error {
 	if c.WebhookMaxRequests < 1 {
 		bad("INBOXD_WEBHOOK_MAX_REQUESTS", "must be at least 1, got %d", c.WebhookMaxRequests)
 	}
+	if c.WebhookBodyBudget < 1 { // how much the sources' max_body needs, the webhook source says
+		bad("INBOXD_WEBHOOK_BODY_BUDGET", "must be a positive number of bytes, got %d", c.WebhookBodyBudget)
+	}
+	if c.WebhookMinBodyRate < 1 {
+		bad("INBOXD_WEBHOOK_MIN_BODY_RATE", "must be at least 1 byte per second, got %d", c.WebhookMinBodyRate)
+	}
 
 	if c.IngestBatchSize < 1 || c.IngestBatchSize > ingest.MaxBatchSize {
 		bad("INBOXD_INGEST_BATCH_SIZE", "must be between 1 and %d, got %d", ingest.MaxBatchSize, c.IngestBatchSize)
@@ -631,8 +647,10 @@ func (c Config) Validate() error {
 	default:
 		bad("INBOXD_LOG_LEVEL", "must be debug, info, warn or error, got %q", c.LogLevel)
 	}
-	if c.LogFormat != "json" && c.LogFormat != "console" {
-		bad("INBOXD_LOG_FORMAT", "must be json or console, got %q", c.LogFormat)
+	switch c.LogFormat {
+	case "json", "text", "console", "auto":
+	default:
+		bad("INBOXD_LOG_FORMAT", "must be json, text or auto, got %q", c.LogFormat)
 	}
 	return errors.Join(errs...)
 }
@@ -641,6 +659,20 @@ func minDur(errs *[]error, name string, d, lowest time.Duration) {
 	if d < lowest {
 		*errs = append(*errs, fmt.Errorf("%s: must be at least %s, got %q", name, lowest, d))
 	}
+}
+
+// LogText reports whether logs in format (INBOXD_LOG_FORMAT's value) are
+// written for people rather than as JSON lines, terminal saying whether
+// they go to a terminal: text (or console) always, json never, auto (or a
+// value Validate refuses) on a terminal.
+func LogText(format string, terminal bool) bool {
+	switch format {
+	case "text", "console":
+		return true
+	case "json":
+		return false
+	}
+	return terminal
 }
 
 // IngestEnabled reports whether Kafka ingest runs (INBOXD_KAFKA_BROKERS set).

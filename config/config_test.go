@@ -84,7 +84,7 @@ func TestValidationNamesTheVariable(t *testing.T) {
 		{"INBOXD_INGEST_BATCH_SIZE=0", "INBOXD_INGEST_BATCH_SIZE: must be between 1 and 10000"},
 		{"INBOXD_EVENT_ID_HEADERS=,", "INBOXD_EVENT_ID_HEADERS: must name at least one header"},
 		{"INBOXD_LOG_LEVEL=loud", "INBOXD_LOG_LEVEL: must be debug, info, warn or error"},
-		{"INBOXD_LOG_FORMAT=xml", "INBOXD_LOG_FORMAT: must be json or console"},
+		{"INBOXD_LOG_FORMAT=xml", "INBOXD_LOG_FORMAT: must be json, text or auto"},
 		{"INBOXD_STATEMENT_TIMEOUT=0s", "INBOXD_STATEMENT_TIMEOUT: must be at least 100ms"},
 	}
 	for _, tt := range tests {

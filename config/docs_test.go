@@ -37,7 +37,10 @@ func TestConfigurationPageIsWrittenByTheCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	head, table, tail := splitConfigurationPage(t, string(data))
-	want := MarkdownTable()
+	want, err := MarkdownTable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if *update {
 		if table != want {
 			if err := os.WriteFile(configurationPage, []byte(head+want+tail), 0o644); err != nil {
@@ -54,5 +57,32 @@ func TestConfigurationPageIsWrittenByTheCode(t *testing.T) {
 		if !strings.Contains(table, "| `"+v.Name+"` |") {
 			t.Errorf("%s does not document %s", configurationPage, v.Name)
 		}
+	}
+}
+
+// Every variable is in exactly one section, and a section takes only
+// variables that exist.
+func TestSectionsTakeEveryVariableOnce(t *testing.T) {
+	sections, err := Sections()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, s := range sections {
+		if len(s.Variables) == 0 {
+			t.Errorf("section %s takes no variable", s.Title)
+		}
+		for _, v := range s.Variables {
+			if prev, ok := seen[v.Name]; ok {
+				t.Errorf("%s is in %s and %s", v.Name, prev, s.Title)
+			}
+			seen[v.Name] = s.Title
+		}
+	}
+	if n := len(Variables()); len(seen) != n {
+		t.Errorf("the sections hold %d variables, Variables %d", len(seen), n)
+	}
+	if matches("INBOXD_KAFKA", []string{"INBOXD_KAFKA_"}) || !matches("INBOXD_UI_TOKEN_FILE", []string{"INBOXD_UI_"}) || matches("INBOXD_RETENTION_X", []string{"INBOXD_RETENTION"}) {
+		t.Error("matches: a prefix is a name ending in _, anything else the exact name")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,6 +84,7 @@ func k8sScheme() *runtime.Scheme {
 	s.AddKnownTypes(corev1.SchemeGroupVersion,
 		&corev1.Service{}, &corev1.ConfigMap{}, &corev1.Secret{}, &corev1.ServiceAccount{})
 	s.AddKnownTypes(policyv1.SchemeGroupVersion, &policyv1.PodDisruptionBudget{})
+	s.AddKnownTypes(networkingv1.SchemeGroupVersion, &networkingv1.NetworkPolicy{})
 	s.AddKnownTypes(monitoringv1.SchemeGroupVersion,
 		&monitoringv1.ServiceMonitor{}, &monitoringv1.PrometheusRule{})
 	return s
@@ -172,6 +174,18 @@ func k8sLoad(t *testing.T) []k8sDoc {
 	return all
 }
 
+// k8sHas reports whether docs hold an object of type T named name.
+func k8sHas[T runtime.Object](docs []k8sDoc, name string) bool {
+	for _, d := range docs {
+		if _, ok := d.obj.(T); ok {
+			if m, _ := metaOf(d.obj); m.GetName() == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // k8sOne returns the only object of type T named name.
 func k8sOne[T runtime.Object](t *testing.T, docs []k8sDoc, name string) T {
 	t.Helper()
@@ -206,7 +220,7 @@ func TestK8sManifestsDecodeStrictly(t *testing.T) {
 	}
 	for _, want := range []string{
 		"ServiceAccount/inboxd", "ConfigMap/inboxd-routes", "Deployment/inboxd",
-		"Service/inboxd", "PodDisruptionBudget/inboxd", "ServiceMonitor/inboxd",
+		"Service/inboxd", "PodDisruptionBudget/inboxd", "ServiceMonitor/inboxd", "NetworkPolicy/inboxd",
 	} {
 		if _, ok := seen[want]; !ok {
 			t.Errorf("no %s in %s", want, k8sDir)
@@ -285,16 +299,39 @@ func k8sPodTemplates(docs []k8sDoc) map[string]corev1.PodTemplateSpec {
 	return out
 }
 
+// The pods of the plain manifests and of the chart, rendered with its
+// defaults and with every source on, pass Pod Security "restricted".
 func TestK8sPodSecurityRestricted(t *testing.T) {
-	templates := k8sPodTemplates(k8sLoad(t))
-	if len(templates) == 0 {
-		t.Fatal("no pod template in the manifests")
+	for _, set := range k8sSets(t) {
+		t.Run(set.name, func(t *testing.T) {
+			templates := k8sPodTemplates(set.docs)
+			if len(templates) == 0 {
+				t.Fatal("no pod template in the manifests")
+			}
+			for name, tpl := range templates {
+				for _, v := range k8sPodSecurity(t, tpl.ObjectMeta, tpl.Spec) {
+					t.Errorf("%s: Pod Security restricted: %s", name, v)
+				}
+			}
+		})
 	}
-	for name, tpl := range templates {
-		for _, v := range k8sPodSecurity(t, tpl.ObjectMeta, tpl.Spec) {
-			t.Errorf("%s: Pod Security restricted: %s", name, v)
-		}
+}
+
+// k8sSet is one set of manifests the checks apply to.
+type k8sSet struct {
+	name string
+	docs []k8sDoc
+}
+
+// k8sSets are the plain manifests of deploy/kubernetes and the chart's
+// renderings (chart_test.go): every check of this file runs on each.
+func k8sSets(t *testing.T) []k8sSet {
+	t.Helper()
+	sets := []k8sSet{{"plain manifests", k8sLoad(t)}}
+	for _, r := range chartRenderings {
+		sets = append(sets, k8sSet{"chart " + r.name, chartRender(t, r.values...)})
 	}
+	return sets
 }
 
 // TestK8sPodSecurityCatchesViolations weakens the shipped pod spec in the
@@ -431,6 +468,12 @@ func k8sReadDockerfile(t *testing.T) k8sDockerfileInfo {
 	if err != nil {
 		t.Fatalf("%s: %v", k8sDockerfile, err)
 	}
+	// The label names the build argument VERSION: the image is the
+	// repository's VERSION.
+	if want := "ghcr.io/inboxd/inboxd:${VERSION}"; info.image != want {
+		t.Fatalf("%s: LABEL %s=%q, want %q", k8sDockerfile, k8sImageLabel, info.image, want)
+	}
+	info.image = strings.ReplaceAll(info.image, "${VERSION}", readVersion(t))
 	return info
 }
 
@@ -566,8 +609,18 @@ func k8sPortNumber(c corev1.Container, p intstr.IntOrString) (int32, bool) {
 	return 0, false
 }
 
+// The plain manifests and the chart's renderings agree with the image and
+// the daemon: the image reference (VERSION), the port, the user, the
+// hardening, the variables, the shutdown timing, the probes, the
+// resources, the secrets and routes, the Service, ServiceMonitor and
+// PodDisruptionBudget.
 func TestK8sConsistency(t *testing.T) {
-	docs := k8sLoad(t)
+	for _, set := range k8sSets(t) {
+		t.Run(set.name, func(t *testing.T) { k8sCheckConsistency(t, set.docs) })
+	}
+}
+
+func k8sCheckConsistency(t *testing.T, docs []k8sDoc) {
 	df := k8sReadDockerfile(t)
 	dep := k8sOne[*appsv1.Deployment](t, docs, "inboxd")
 	pod := dep.Spec.Template.Spec
@@ -792,24 +845,31 @@ func TestK8sConsistency(t *testing.T) {
 			t.Errorf("Service port http targets %s, want the container's http port %d", svcPort.TargetPort.String(), k8sHTTPPort)
 		}
 
-		sm := k8sOne[*monitoringv1.ServiceMonitor](t, docs, "inboxd")
-		smSel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
-		if err != nil || smSel.Empty() || !smSel.Matches(labels.Set(svc.Labels)) {
-			t.Errorf("ServiceMonitor selector %v does not select Service inboxd %v (%v)", sm.Spec.Selector, svc.Labels, err)
+		// The chart installs the ServiceMonitor only when asked (it needs
+		// the Prometheus Operator's CRDs); the plain manifests have one
+		// (TestK8sManifestsDecodeStrictly).
+		if k8sHas[*monitoringv1.ServiceMonitor](docs, "inboxd") {
+			sm := k8sOne[*monitoringv1.ServiceMonitor](t, docs, "inboxd")
+			smSel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
+			if err != nil || smSel.Empty() || !smSel.Matches(labels.Set(svc.Labels)) {
+				t.Errorf("ServiceMonitor selector %v does not select Service inboxd %v (%v)", sm.Spec.Selector, svc.Labels, err)
+			}
+			job := svc.Name
+			if sm.Spec.JobLabel != "" {
+				job = svc.Labels[sm.Spec.JobLabel]
+			}
+			if job != k8sJob {
+				t.Errorf("ServiceMonitor scrapes as job %q, want %q (the alert rules select it)", job, k8sJob)
+			}
+			if len(sm.Spec.Endpoints) != 1 {
+				t.Fatalf("ServiceMonitor: want one endpoint, got %d", len(sm.Spec.Endpoints))
+			}
+			if ep := sm.Spec.Endpoints[0]; ep.Port != svcPort.Name || ep.Path != "/metrics" {
+				t.Errorf("ServiceMonitor endpoint port %q path %q, want port %q path /metrics", ep.Port, ep.Path, svcPort.Name)
+			}
 		}
-		job := svc.Name
-		if sm.Spec.JobLabel != "" {
-			job = svc.Labels[sm.Spec.JobLabel]
-		}
-		if job != k8sJob {
-			t.Errorf("ServiceMonitor scrapes as job %q, want %q (the alert rules select it)", job, k8sJob)
-		}
-		if len(sm.Spec.Endpoints) != 1 {
-			t.Fatalf("ServiceMonitor: want one endpoint, got %d", len(sm.Spec.Endpoints))
-		}
-		if ep := sm.Spec.Endpoints[0]; ep.Port != svcPort.Name || ep.Path != "/metrics" {
-			t.Errorf("ServiceMonitor endpoint port %q path %q, want port %q path /metrics", ep.Port, ep.Path, svcPort.Name)
-		}
+
+		k8sCheckNetworkPolicy(t, docs, daemon, podLabels)
 
 		pdb := k8sOne[*policyv1.PodDisruptionBudget](t, docs, "inboxd")
 		pdbSel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
@@ -833,7 +893,7 @@ var k8sImageRe = regexp.MustCompile(`ghcr\.io/inboxd/inboxd(:[^\s"'` + "`" + `,;
 
 // TestK8sImageReferenceEverywhere checks that every tagged mention of
 // ghcr.io/inboxd/inboxd in the repository's docs (README.md and docs/),
-// Makefile and deployment files is the Dockerfile's reference.
+// Makefile and deployment files is ghcr.io/inboxd/inboxd:<VERSION>.
 func TestK8sImageReferenceEverywhere(t *testing.T) {
 	want := k8sReadDockerfile(t).image
 	files := []string{"../README.md", "../Makefile"}
@@ -865,16 +925,94 @@ func TestK8sImageReferenceEverywhere(t *testing.T) {
 		for i, line := range strings.Split(string(data), "\n") {
 			for _, m := range k8sImageRe.FindAllStringSubmatch(line, -1) {
 				found++
-				if m[1] == "" || m[1] == ":" {
-					continue // the repository alone, no tag
+				if m[1] == "" || m[1] == ":" || strings.HasPrefix(m[1], ":$") || strings.HasPrefix(m[1], ":<") {
+					continue // the repository alone, no tag, or a tag from a variable or placeholder (VERSION)
 				}
 				if ref := strings.TrimRight(m[0], ".:)"); ref != want {
-					t.Errorf("%s:%d: image %s, want %s (deploy/Dockerfile's %s)", f, i+1, ref, want, k8sImageLabel)
+					t.Errorf("%s:%d: image %s, want %s (VERSION)", f, i+1, ref, want)
 				}
 			}
 		}
 	}
 	if found == 0 {
 		t.Fatal("no image reference found at all")
+	}
+}
+
+// k8sCheckNetworkPolicy checks that NetworkPolicy inboxd selects the pods
+// and admits traffic to each port of the daemon only by a rule of that
+// port: every rule names its ports, every port a rule names is one the
+// container serves, and every port the container serves has a rule.
+func k8sCheckNetworkPolicy(t *testing.T, docs []k8sDoc, daemon corev1.Container, podLabels labels.Set) {
+	t.Helper()
+	for _, p := range k8sNetworkPolicyProblems(k8sOne[*networkingv1.NetworkPolicy](t, docs, "inboxd"), daemon, podLabels) {
+		t.Error(p)
+	}
+}
+
+// k8sNetworkPolicyProblems lists what k8sCheckNetworkPolicy finds wrong.
+func k8sNetworkPolicyProblems(np *networkingv1.NetworkPolicy, daemon corev1.Container, podLabels labels.Set) []string {
+	var out []string
+	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil || sel.Empty() || !sel.Matches(podLabels) {
+		bad("NetworkPolicy selector %v does not select the pods %v (%v)", np.Spec.PodSelector, podLabels, err)
+	}
+	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+		bad("NetworkPolicy policyTypes %v: want Ingress", np.Spec.PolicyTypes)
+	}
+	admitted := map[int32]bool{}
+	for i, rule := range np.Spec.Ingress {
+		if len(rule.Ports) == 0 {
+			bad("NetworkPolicy ingress rule %d names no port: it admits every port", i)
+		}
+		for _, p := range rule.Ports {
+			if p.Port == nil {
+				bad("NetworkPolicy ingress rule %d admits every port", i)
+				continue
+			}
+			n, ok := k8sPortNumber(daemon, *p.Port)
+			if !ok {
+				bad("NetworkPolicy ingress rule %d admits port %s, which container %q does not serve", i, p.Port.String(), daemon.Name)
+			}
+			admitted[n] = true
+		}
+	}
+	for _, cp := range daemon.Ports {
+		if !admitted[cp.ContainerPort] {
+			bad("NetworkPolicy admits nothing to port %s (%d): its clients cannot reach it", cp.Name, cp.ContainerPort)
+		}
+	}
+	return out
+}
+
+// The NetworkPolicy check fails a policy that opens every port, one that
+// forgets a port, and one that names a port nobody serves.
+func TestK8sNetworkPolicyCatches(t *testing.T) {
+	docs := chartRender(t, chartRenderings[1].values...) // with the webhook port
+	dep := k8sOne[*appsv1.Deployment](t, docs, "inboxd")
+	daemon, podLabels := dep.Spec.Template.Spec.Containers[0], labels.Set(dep.Spec.Template.Labels)
+	shipped := k8sOne[*networkingv1.NetworkPolicy](t, docs, "inboxd")
+	if p := k8sNetworkPolicyProblems(shipped, daemon, podLabels); len(p) > 0 {
+		t.Fatalf("as rendered: %q", p)
+	}
+	for _, c := range []struct {
+		name   string
+		weaken func(*networkingv1.NetworkPolicy)
+		want   string
+	}{
+		{"every port", func(np *networkingv1.NetworkPolicy) { np.Spec.Ingress[0].Ports = nil }, "names no port"},
+		{"webhook port forgotten", func(np *networkingv1.NetworkPolicy) { np.Spec.Ingress = np.Spec.Ingress[:1] }, "admits nothing to port webhooks"},
+		{"a port nobody serves", func(np *networkingv1.NetworkPolicy) {
+			p := intstr.FromString("debug")
+			np.Spec.Ingress[0].Ports[0].Port = &p
+		}, "which container \"inboxd\" does not serve"},
+	} {
+		np := shipped.DeepCopy()
+		c.weaken(np)
+		got := k8sNetworkPolicyProblems(np, daemon, podLabels)
+		if !slices.ContainsFunc(got, func(g string) bool { return strings.Contains(g, c.want) }) {
+			t.Errorf("%s: problems %q, want one with %q", c.name, got, c.want)
+		}
 	}
 }

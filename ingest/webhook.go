@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	stdlog "log"
 	"net"
 	"net/http"
 	"slices"
@@ -25,6 +24,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/httpserve"
 	"github.com/inboxd/inboxd/internal/sensitive"
 )
 
@@ -69,7 +69,8 @@ type WebhookSource struct {
 
 	replays  replayStore       // nil when no source has a replay window
 	in       chan *webhookItem // requests' rows, to fetch
-	sem      chan struct{}     // a token per request served
+	sem      chan struct{}     // a token per verified request waiting for its commit
+	budget   *bodyBudget       // the bytes the bodies in hand may hold
 	stopping chan struct{}     // closed when the pipeline takes no more rows
 	addr     atomic.Pointer[string]
 
@@ -154,7 +155,8 @@ func newWebhook(cfg WebhookConfig, w inboxWriter, logger zerolog.Logger, reg pro
 		return nil, fmt.Errorf("ingest: register metrics: %w", err)
 	}
 	s := &WebhookSource{cfg: cfg, tls: tc, wm: wm, endpoints: map[string]*webhookEndpoint{},
-		in: make(chan *webhookItem), sem: make(chan struct{}, cfg.MaxRequests), stopping: make(chan struct{})}
+		in: make(chan *webhookItem), sem: make(chan struct{}, cfg.MaxRequests), stopping: make(chan struct{}),
+		budget: newBodyBudget(cfg.Admission.BodyBudget, wm.bodyBytes, wm.bodyBudget)}
 	base := cfg.Pipeline.Mapping.withDefaults()
 	for _, sc := range cfg.Sources {
 		s.endpoints[sc.Name] = newWebhookEndpoint(sc, base, wm)
@@ -277,18 +279,14 @@ func (s *WebhookSource) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("INBOXD_WEBHOOK_ADDR: cannot listen on %s: %w", s.cfg.Addr, err)
 	}
-	if s.tls != nil {
-		ln = tls.NewListener(ln, s.tls)
-	}
-	srv := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
-		ReadTimeout:       s.cfg.ReadTimeout,
-		WriteTimeout:      s.cfg.ReadTimeout + s.cfg.WriteTimeout + 5*time.Second,
-		IdleTimeout:       s.cfg.IdleTimeout,
-		MaxHeaderBytes:    s.cfg.Pipeline.Mapping.withDefaults().MaxHeaders + 8<<10,
-		ErrorLog:          stdlog.New(httpErrorLog{s.log}, "", 0),
-	}
+	srv := httpserve.New(s, httpserve.Limits{
+		ReadHeader:     s.cfg.ReadHeaderTimeout,
+		Read:           s.cfg.ReadTimeout,
+		Write:          s.cfg.ReadTimeout + s.cfg.WriteTimeout + 5*time.Second,
+		Idle:           s.cfg.IdleTimeout,
+		MaxHeaderBytes: s.cfg.Pipeline.Mapping.withDefaults().MaxHeaders + 8<<10,
+		MaxConns:       webhookMaxConns(s.cfg.MaxRequests),
+	}, s.log)
 
 	pctx, stopPipeline := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPipeline()
@@ -305,11 +303,13 @@ func (s *WebhookSource) Run(ctx context.Context) error {
 			slices.Sort(names)
 			s.log.Info().Str("addr", a).Bool("tls", s.tls != nil).Strs("sources", names).
 				Int("max_requests", s.cfg.MaxRequests).Dur("write_timeout", s.cfg.WriteTimeout).
+				Int64("body_budget", s.cfg.Admission.BodyBudget).Int("min_body_rate", s.cfg.Admission.MinBodyRate).
+				Int("max_conns", webhookMaxConns(s.cfg.MaxRequests)).
 				Int("batch_size", s.cfg.Pipeline.BatchSize).Msg("ingest starting: serving webhooks")
 		}, func() {})
 	}()
 	serveDone := make(chan error, 1)
-	go func() { serveDone <- srv.Serve(ln) }()
+	go func() { serveDone <- srv.ServeTLSConfig(ln, s.tls) }()
 	pruneCtx, stopPruning := context.WithCancel(ctx)
 	pruned := make(chan struct{})
 	go func() {
@@ -385,15 +385,6 @@ func (s *WebhookSource) pruneReplays(ctx context.Context) {
 	}
 }
 
-// httpErrorLog sends the server's own errors (TLS handshakes, bad
-// requests) to the logger at debug level: a client can cause them at will.
-type httpErrorLog struct{ log zerolog.Logger }
-
-func (l httpErrorLog) Write(p []byte) (int, error) {
-	l.log.Debug().Msg(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
 // ServeHTTP serves POST /webhooks/<name>.
 func (s *WebhookSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name, ok := strings.CutPrefix(r.URL.Path, WebhookPathPrefix)
@@ -408,7 +399,7 @@ func (s *WebhookSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // webhookCodes are the answers' codes: the code label's values.
-var webhookCodes = []string{"200", "400", "401", "405", "413", "415", "499", "503"}
+var webhookCodes = []string{"200", "400", "401", "405", "408", "413", "415", "499", "503"}
 
 // serve answers one request to e and returns the answer's code.
 func (s *WebhookSource) serve(w http.ResponseWriter, r *http.Request, e *webhookEndpoint) int {
@@ -416,25 +407,32 @@ func (s *WebhookSource) serve(w http.ResponseWriter, r *http.Request, e *webhook
 		w.Header().Set("Allow", http.MethodPost)
 		return answer(w, http.StatusMethodNotAllowed, `{"error":"only POST"}`)
 	}
+	if r.ContentLength > int64(e.cfg.MaxBody) {
+		return answer(w, http.StatusRequestEntityTooLarge, `{"error":"body larger than max_body"}`)
+	}
+	// Nothing is held before the body is read but the connection; the
+	// body is read under the budget and the pace, and only a verified
+	// request takes a place of the cap (a slow or forged body never does).
+	body, release, refused := s.readBody(w, r, e.cfg.MaxBody)
+	if refused != nil {
+		if refused.reason != "" {
+			s.wm.bodyRefusals.WithLabelValues(refused.reason).Inc()
+		}
+		if refused.code == http.StatusServiceUnavailable {
+			return unavailable(w, refused.why)
+		}
+		b, _ := json.Marshal(map[string]string{"error": refused.why})
+		return answer(w, refused.code, string(b))
+	}
+	defer release()
+	if code := s.admit(w, r, e, body); code != 0 {
+		return code
+	}
 	select {
 	case s.sem <- struct{}{}:
 		defer func() { <-s.sem }()
 	default:
 		return unavailable(w, "too many requests at once")
-	}
-	if r.ContentLength > int64(e.cfg.MaxBody) {
-		return answer(w, http.StatusRequestEntityTooLarge, `{"error":"body larger than max_body"}`)
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(e.cfg.MaxBody)))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return answer(w, http.StatusRequestEntityTooLarge, `{"error":"body larger than max_body"}`)
-		}
-		return answer(w, http.StatusBadRequest, `{"error":"cannot read the body"}`)
-	}
-	if code := s.admit(w, r, e, body); code != 0 {
-		return code
 	}
 	it := &webhookItem{row: e.mapRequest(r.Header, body), done: make(chan struct{})}
 
@@ -680,6 +678,9 @@ type webhookMetrics struct {
 	verifyFailures *prometheus.CounterVec
 	replays        *prometheus.CounterVec
 	commitWait     *prometheus.HistogramVec
+	bodyBytes      prometheus.Gauge
+	bodyBudget     prometheus.Gauge
+	bodyRefusals   *prometheus.CounterVec
 }
 
 // newWebhookMetrics creates and registers (with reg; nil: none)
@@ -688,6 +689,8 @@ type webhookMetrics struct {
 //	inboxd_webhook_verify_failures_total{source, reason}
 //	inboxd_webhook_replays_total{source}
 //	inboxd_webhook_commit_wait_seconds{source} (histogram)
+//	inboxd_webhook_body_bytes, inboxd_webhook_body_budget_bytes
+//	inboxd_webhook_body_refusals_total{reason}
 //
 // source is a configured name, or _unknown for a 404.
 func newWebhookMetrics(reg prometheus.Registerer) (*webhookMetrics, error) {
@@ -702,6 +705,15 @@ func newWebhookMetrics(reg prometheus.Registerer) (*webhookMetrics, error) {
 		commitWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "commit_wait_seconds",
 			Help:    "Time a webhook request waited for the commit of the batch holding its row (answered 200).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"source"}),
+		bodyBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "body_bytes",
+			Help: "Memory held now by the bodies of the webhook requests in hand, in bytes (at most the budget)."}),
+		bodyBudget: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "body_budget_bytes",
+			Help: "The bodies' budget (INBOXD_WEBHOOK_BODY_BUDGET), in bytes."}),
+		bodyRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "body_refusals_total",
+			Help: "Webhook bodies refused before their signature was checked, by reason: budget (503: the bodies' budget is spent), too_slow, stalled, too_long (408)."}, []string{"reason"}),
+	}
+	for _, r := range bodyRefusalReasons {
+		m.bodyRefusals.WithLabelValues(r)
 	}
 	if reg != nil {
 		var err error
@@ -709,6 +721,9 @@ func newWebhookMetrics(reg prometheus.Registerer) (*webhookMetrics, error) {
 		m.verifyFailures = register(reg, m.verifyFailures, &err)
 		m.replays = register(reg, m.replays, &err)
 		m.commitWait = register(reg, m.commitWait, &err)
+		m.bodyBytes = register(reg, m.bodyBytes, &err)
+		m.bodyBudget = register(reg, m.bodyBudget, &err)
+		m.bodyRefusals = register(reg, m.bodyRefusals, &err)
 		if err != nil {
 			return nil, err
 		}

@@ -161,6 +161,8 @@ type WebhookConfig struct {
 	// (defaults DefaultWebhookReadHeaderTimeout, DefaultWebhookReadTimeout,
 	// DefaultWebhookIdleTimeout).
 	ReadHeaderTimeout, ReadTimeout, IdleTimeout time.Duration
+	// Admission bounds what requests hold before they are authenticated.
+	Admission WebhookAdmission
 	// Now is the clock of timestamp checks (nil: time.Now).
 	Now func() time.Time
 	// Pipeline configures batching, mapping and writes.
@@ -184,6 +186,7 @@ func (c WebhookConfig) withDefaults() WebhookConfig {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	c.Admission = c.Admission.withDefaults()
 	c.Sources = append([]WebhookSourceConfig(nil), c.Sources...)
 	for i := range c.Sources {
 		c.Sources[i] = c.Sources[i].withDefaults()
@@ -243,6 +246,13 @@ func (c WebhookConfig) Validate() error {
 	}
 	if c.MaxRequests < 1 {
 		bad("ingest: the webhook request cap must be at least 1, got %d", c.MaxRequests)
+	}
+	largest := 0
+	for _, s := range c.Sources {
+		largest = max(largest, s.MaxBody)
+	}
+	for _, e := range c.Admission.problems(largest) {
+		bad("ingest: %s", e)
 	}
 	seen := map[string]bool{}
 	for i, s := range c.Sources {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/lease"
 )
 
 // Defaults of the Config fields left zero (Config.WithDefaults). They are
@@ -47,8 +48,9 @@ const (
 	DefaultRetentionInterval = time.Minute
 )
 
-// Config configures a Pool. Zero values take the defaults documented on
-// each field (the Default* constants).
+// Config configures the engine's worker pool (inboxd.Config.Worker). Zero
+// values take the defaults documented on each field (the Default*
+// constants).
 type Config struct {
 	// Workers is the number of handlers run concurrently (default
 	// DefaultWorkers, at most handlers.MaxConcurrency).
@@ -65,7 +67,7 @@ type Config struct {
 	// claims are large and handlers never wait for one (negative: none).
 	// 0, the default, adapts it to the handlers: min(ClaimBatch, 4·Workers)
 	// to begin with, growing for a route whose handlers finish fast to
-	// about prefetchHorizon of its work, up to 2·ClaimBatch (fast handlers
+	// about 250ms of its work, up to 2·ClaimBatch (fast handlers
 	// then get full claims, and a replica never holds more waiting rows
 	// than it works off in that time). Waiting rows hold their lease
 	// (renewed like running ones); at shutdown they are released at once.
@@ -103,54 +105,53 @@ type Config struct {
 	// as stale in the inboxd_inbox_stale_rows gauge (default
 	// DefaultStaleAfter, at least MinStaleAfter).
 	StaleAfter time.Duration
-	// ShutdownTimeout is how long in-flight handlers may run after Run's
-	// context is cancelled before they are cancelled too (default
-	// DefaultShutdownTimeout). Run returns within ShutdownTimeout +
-	// ShutdownMargin.
+	// ShutdownTimeout is how long in-flight handlers may run after the
+	// engine is told to stop (inboxd.Inboxd.Run's context cancelled, or
+	// Stop) before they are cancelled too (default DefaultShutdownTimeout).
+	// The pool stops within ShutdownTimeout + ShutdownMargin.
 	ShutdownTimeout time.Duration
 	// TxDB is the pool transactional handlers take their connections from,
 	// apart from the engine's own, so that handlers holding transactions
-	// open can never starve claims, renewals and completions. Nil: Run
-	// opens one on the engine pool's configuration with TxConns
-	// connections, and closes it when it returns.
+	// open can never starve claims, renewals and completions. Nil: the
+	// pool opens one at start on the engine pool's configuration with
+	// TxConns connections, and closes it when it stops.
 	TxDB *pgxpool.Pool
 	// HandOff says that the ingest of this process hands rows to the pool
-	// as it stores them (Pool.Reserve; inboxd.New sets it when a source
-	// does). Claims then take at most half of the byte budget left
+	// as it stores them (the hand-off at ingest; inboxd.New sets it when a
+	// source does). Claims then take at most half of the byte budget left
 	// (ClaimBytes less the bytes held), and the hand-off never takes the
 	// half a claim in flight may fill: the bytes held stay within
 	// ClaimBytes whichever path brought the rows.
 	HandOff bool
-	// TxConns is the size of the pool Run opens when TxDB is nil (default
+	// TxConns is the size of the pool opened at start when TxDB is nil (default
 	// max(2, Workers/4)). Transactional handlers beyond it wait for a
 	// connection; their leases are renewed meanwhile.
 	TxConns int
 	// ID names this worker in the locked_by column (default host-pid).
 	ID string
-
-	adaptivePrefetch bool // Prefetch was left to the pool (set by withDefaults)
 }
 
-// ShutdownMargin is how long Run may take, beyond Config.ShutdownTimeout,
-// to cancel handlers that overran the budget and write the final row states.
-// Run returns within ShutdownTimeout + ShutdownMargin of its context's
-// cancellation, whatever the database does: its own last writes end
-// ShutdownReserve earlier, so that a process that exits when Run returns
-// is gone by that bound too.
+// ShutdownMargin is how long the pool may take to stop, beyond
+// Config.ShutdownTimeout, to cancel handlers that overran the budget and
+// write the final row states. It stops within ShutdownTimeout +
+// ShutdownMargin of being told to, whatever the database does: its own
+// last writes end ShutdownReserve earlier, so that a process that exits
+// once it stopped is gone by that bound too.
 const ShutdownMargin = 5 * time.Second
 
 // ShutdownReserve is the part of ShutdownMargin left, at the end, for what
-// comes after Run returns (closing pools, the process's exit).
+// comes after the pool stopped (closing pools, the process's exit).
 const ShutdownReserve = time.Second
 
-// cancelGrace is how long cancelled handlers get to return at shutdown
-// before their rows are released anyway; the rest of ShutdownMargin is for
-// writing outcomes.
-const cancelGrace = 2 * time.Second
-
-// WithDefaults returns c with every zero field set to its default, as New
-// applies them: what a Pool made from c runs with.
+// WithDefaults returns c with every zero field set to its default, as the
+// engine applies them: what a pool made from c runs with. Prefetch is kept
+// as it is: 0 (adaptive) and negative (none) are what the pool runs with.
 func (c Config) WithDefaults() Config { return c.withDefaults() }
+
+// Validate reports every setting of c, with its defaults (WithDefaults),
+// that is out of its bounds: one error per setting, joined. The engine
+// refuses to start on such a Config.
+func (c Config) Validate() error { return c.withDefaults().validate() }
 
 func (c Config) withDefaults() Config {
 	if c.Workers == 0 {
@@ -161,13 +162,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ClaimBytes == 0 {
 		c.ClaimBytes = DefaultClaimBytes
-	}
-	switch {
-	case c.Prefetch == 0:
-		c.Prefetch = min(c.ClaimBatch, 4*c.Workers)
-		c.adaptivePrefetch = true
-	case c.Prefetch < 0:
-		c.Prefetch = 0
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = DefaultMaxAttempts
@@ -188,7 +182,7 @@ func (c Config) withDefaults() Config {
 		c.PollInterval = DefaultPollInterval
 	}
 	if c.RescueInterval == 0 {
-		c.RescueInterval = c.defaultRescueInterval()
+		c.RescueInterval = lease.RescueInterval(c.Lease)
 	}
 	if c.StatsInterval == 0 {
 		c.StatsInterval = DefaultStatsInterval
@@ -253,7 +247,8 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// Bounds of the Config fields, checked by New; the daemon's INBOXD_*
+// Bounds of the Config fields, checked by Validate (and by the engine at
+// start); the daemon's INBOXD_*
 // variables are checked against the same constants (package config). The
 // bounds of the attempts and of the handlers run at once are
 // handlers.MaxAttemptsLimit and handlers.MaxConcurrency, shared with the
@@ -289,16 +284,3 @@ const (
 	// MinRetention is the shortest RetentionConfig.Processed.
 	MinRetention = time.Second
 )
-
-// WithDefaults returns c with every zero field set to its default, as
-// NewRetention applies them.
-func (c RetentionConfig) WithDefaults() RetentionConfig { return c.withDefaults() }
-
-// maxCapacity is the most rows a route of the default concurrency holds
-// at once, running and waiting (its prefetch at its largest).
-func (c Config) maxCapacity() int {
-	if c.adaptivePrefetch {
-		return c.Workers + max(c.Prefetch, 2*c.ClaimBatch)
-	}
-	return c.Workers + c.Prefetch
-}

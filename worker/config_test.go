@@ -69,4 +69,27 @@ func TestConfigBounds(t *testing.T) {
 	if err := (RetentionConfig{Processed: MinRetention - 1}).withDefaults().validate(); err == nil {
 		t.Error("a retention below MinRetention is accepted")
 	}
+	// Validate checks the config with its defaults, every bad setting at
+	// once.
+	if err := (Config{}).Validate(); err != nil {
+		t.Errorf("a zero Config is not valid: %v", err)
+	}
+	if err := (Config{Workers: -1, Lease: time.Millisecond}).Validate(); err == nil || strings.Count(err.Error(), "\n") != 1 {
+		t.Errorf("Validate = %v, want two lines (workers, lease)", err)
+	}
+	if err := (RetentionConfig{Interval: time.Nanosecond}).Validate(); err == nil {
+		t.Error("a retention interval below MinRetentionInterval is accepted")
+	}
+}
+
+// WithDefaults keeps Prefetch as it was given: 0 (adaptive) and negative
+// (none) are the pool's to resolve, so that a Config with its defaults
+// runs as the Config it came from.
+func TestWithDefaultsKeepsThePrefetch(t *testing.T) {
+	t.Parallel()
+	for _, p := range []int{0, -1, 7} {
+		if got := (Config{Prefetch: p}).WithDefaults().Prefetch; got != p {
+			t.Errorf("Prefetch %d with its defaults = %d", p, got)
+		}
+	}
 }

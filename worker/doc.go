@@ -1,65 +1,16 @@
-// Package worker is inboxd's processing engine: a Pool claims due inbox rows
-// in batches, runs the handler registered for each row's event type, and
-// writes the outcomes back in batches.
+// Package worker holds the settings of inboxd's processing engine: Config
+// (the worker pool: handlers run at once, claims, leases, retries, the
+// shutdown budget) and RetentionConfig (how long rows are kept), the
+// RetryPolicy that spaces a row's attempts, and the defaults and bounds of
+// every setting (the Default*, Min* and Max* constants), which the
+// daemon's INBOXD_* variables take theirs from (package config).
 //
-// Life of a row:
-//
-//   - Claim: one short statement (UPDATE … FROM (SELECT … FOR UPDATE SKIP
-//     LOCKED)) moves up to a batch of due `received` rows to `processing`,
-//     increments attempts and stamps them with a fresh lease token and expiry.
-//     No transaction stays open while a plain handler runs.
-//   - Handle: plain handlers run concurrently, up to Config.Workers at once.
-//     The lease of a row handled for longer than a third of the lease is
-//     renewed; if renewal finds the row fenced, the handler's context is
-//     cancelled. A transactional handler runs inside the transaction that
-//     marks its row processed.
-//   - Complete: outcomes are written in batches, each row fenced by its lease
-//     token (WHERE id = … AND lease_token = …). A completion that finds the
-//     token changed is counted as fenced and not applied.
-//   - Retry: a failed attempt returns the row to `received` with available_at
-//     pushed back by the RetryPolicy (exponential backoff with jitter); after
-//     MaxAttempts, or for errors made with handlers.Permanent, the row goes
-//     `dead` with the reason in last_error. Handler panics are recovered and
-//     count as a failed attempt.
-//   - Rescue: rows whose lease expired (their worker died) go back to
-//     `received`, or to `dead` when out of attempts. Every replica runs the
-//     rescuer; SKIP LOCKED keeps them out of each other's way.
-//
-// Workers wake on the inboxd_received notification, which the inbox table's
-// trigger sends once per INSERT statement, and poll every PollInterval as a
-// fallback, so a row inserted by plain SQL is picked up within a second.
-//
-// The engine's parts, each its own type and file, with the start/stop
-// contract of service.go where it has goroutines:
-//
-//   - the claimer (claimer.go): the claim loop, the claim plan (what the
-//     next claim may take from the routes' room and the bytes held), and
-//     the poison search (the row whose data makes claims fail);
-//   - the executor (executor.go): runs each dispatched job's handler on a
-//     reused goroutine and turns its error into an outcome by the route's
-//     policy (resolved once per route, route.go);
-//   - the completer (completer.go): writes the outcomes in fenced batches;
-//   - the hand-off at ingest (handoff.go): the Pool's Reserve, Deliver and
-//     Cancel, through which the ingest of the same process stores rows
-//     already reserved for the idle handlers and hands them over with no
-//     claim (ingest.HandOff);
-//   - the route controls (controls.go): the paused routes, read by every
-//     replica every 500 ms, and each route's circuit breaker take its room
-//     out of the claim plan; a rate-limited route's room is cut to the
-//     tokens its fleet-wide bucket grants the claim;
-//   - the leaser (lease.go, start.go): renews the leases and records the
-//     handlers' starts;
-//   - the Pool (pool.go, job.go, route.go): wires them, runs Run and the
-//     shutdown, and keeps the books they share: every job state change
-//     goes through Pool.moveLocked, which keeps the route counts, the bytes
-//     held and the gauges.
-//
-// The lease's fractions (when to renew, how often to look, the margin a
-// row needs to start) are in lease_fractions.go. The SQL is the inbox
-// driver's (internal/driver).
-//
-// Run stops in two steps: on cancellation it stops claiming and lets
-// in-flight handlers finish within ShutdownTimeout, then cancels the rest and
-// releases their rows (back to `received`, attempt not counted) so another
-// worker takes them at once.
+// The engine itself runs inside inboxd.Inboxd (inboxd.New with
+// inboxd.Config.Worker and inboxd.Config.Retention): a pool claims due
+// inbox rows in batches under fenced leases, runs the handler registered
+// for each row's event type, writes the outcomes back in batches, retries
+// failed rows after the RetryPolicy's delay and dead-letters them after
+// MaxAttempts; every replica rescues the rows of expired leases and
+// deletes expired rows. What each setting changes: docs/configuration.md
+// (the INBOXD_* variable of each) and docs/guarantees.md.
 package worker

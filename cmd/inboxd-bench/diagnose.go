@@ -9,7 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxd/inboxd/handlers"
-	"github.com/inboxd/inboxd/internal/workerdiag"
+	"github.com/inboxd/inboxd/internal/engine"
+	"github.com/inboxd/inboxd/worker"
 )
 
 // Statement is one statement's share of a measurement, from
@@ -134,7 +135,7 @@ func explainClaim(ctx context.Context, env *environment, n int) (string, error) 
 	if err := reg.Handle(eventType, handlers.Ignore()); err != nil {
 		return "", err
 	}
-	return workerdiag.ExplainClaim(ctx, pool, reg)
+	return engine.ExplainClaim(ctx, pool, reg, worker.Config{}) // the default config
 }
 
 // printDiagnosis writes d's statements and claim plan.

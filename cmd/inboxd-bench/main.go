@@ -5,7 +5,7 @@
 // server of INBOXD_TEST_DATABASE_URL (default
 // postgres://postgres@127.0.0.1:5432/postgres) and dropped afterwards:
 //
-//   - raw: the yardstick of worker's BenchmarkRawPipeline (500-row unnest
+//   - raw: the yardstick of the engine's BenchmarkRawPipeline (500-row unnest
 //     inserts by a concurrent producer, two consumers making 500-row SKIP
 //     LOCKED claims and batched completions, in raw SQL on the inbox table);
 //   - river: River (riverqueue/river) tuned for throughput: a no-op worker,

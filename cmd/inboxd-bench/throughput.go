@@ -18,6 +18,8 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/handlers/riverjob"
+	"github.com/inboxd/inboxd/internal/engine"
+	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/internal/yardstick"
 	"github.com/inboxd/inboxd/worker"
 )
@@ -30,7 +32,7 @@ const insertBatch = yardstick.Batch
 var benchPayload = yardstick.Payload
 
 // insertRows inserts n received rows of the benchmark's event type in
-// 500-row unnest statements, as worker's BenchmarkPool does.
+// 500-row unnest statements, as internal/engine's BenchmarkPool does.
 func insertRows(ctx context.Context, db *pgxpool.Pool, prefix string, n int) error {
 	return yardstick.InsertRows(ctx, db, prefix, eventType, n)
 }
@@ -94,13 +96,13 @@ func benchPool(ctx context.Context, env *environment, n int) (Rate, error) {
 	}); err != nil {
 		return Rate{}, err
 	}
-	p, err := worker.New(pool, reg, worker.Config{}, zerolog.Nop(), prometheus.NewRegistry())
+	p, err := engine.New(pool, reg, worker.Config{}, zerolog.Nop(), prometheus.NewRegistry())
 	if err != nil {
 		return Rate{}, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
-	go func() { stopped <- p.Run(runCtx) }()
+	go func() { stopped <- startstop.Run(runCtx, p) }()
 	stopPool := sync.OnceValue(func() error { cancel(); return <-stopped })
 	defer stopPool()
 	select {

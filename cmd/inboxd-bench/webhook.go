@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -19,6 +17,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/inboxd/inboxd/internal/stdwebhooks"
 )
 
 // webhookSource is the webhook runs' source: POST /webhooks/bench, and the
@@ -83,10 +83,7 @@ type signedRequest struct {
 // signWebhook signs a request per the Standard Webhooks specification:
 // "v1," + base64(HMAC-SHA256(key, id + "." + timestamp + "." + body)).
 func signWebhook(key []byte, id, timestamp string, body []byte) string {
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(id + "." + timestamp + "."))
-	mac.Write(body)
-	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	return stdwebhooks.Sign(key, id, timestamp, body)
 }
 
 // newSignedRequest prepares the request of event id, signed now (the daemon

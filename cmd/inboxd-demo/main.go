@@ -11,15 +11,25 @@
 // the NATS JetStream server of INBOXD_DEMO_NATS_URL (default
 // nats://127.0.0.1:4222), deleted at the end.
 //
-// Run it with `make demo` (`make demo SOURCE=rabbitmq`, `SOURCE=nats`). The
-// PostgreSQL server is taken from INBOXD_DEMO_DATABASE_URL (default
-// postgres://postgres@127.0.0.1:5432/postgres); the demo database
-// (inboxd_demo, or --database) on it is dropped and recreated.
+// Run it with `make demo` (`make demo SOURCE=rabbitmq`, `SOURCE=nats`;
+// `KEEP=1` keeps it running with the console open). The PostgreSQL server
+// is taken from INBOXD_DEMO_DATABASE_URL (default
+// postgres://postgres@127.0.0.1:5432/postgres). The demo database
+// (inboxd_demo, or --database) is created and marked as the demo's with a
+// comment; the next run drops and recreates a database so marked, and
+// refuses to touch one that is not.
+//
+// Two more commands help a real run along (docs/getting-started.md):
+//
+//	inboxd-demo send --source kafka|rabbitmq|nats|webhook …   test events to a running inboxd
+//	inboxd-demo kafka [--port 9092]                            an embedded Kafka-protocol broker, until Ctrl-C
 package main
 
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -73,10 +83,20 @@ func (p plan) sent() int   { return p.orders + p.duplicates + p.audits + 2 } // 
 func (p plan) unique() int { return p.orders + p.audits + 2 }
 
 func run(ctx context.Context, args []string, out io.Writer) (err error) {
+	if len(args) > 0 {
+		switch args[0] {
+		case "send":
+			return runSend(ctx, args[1:], out)
+		case "kafka":
+			return runKafka(ctx, args[1:], out)
+		}
+	}
 	fs := flag.NewFlagSet("inboxd-demo", flag.ContinueOnError)
 	nEvents := fs.Int("events", 3000, "unique order events to send")
 	kind := fs.String("source", "kafka", "broker the events go through: "+strings.Join(sources, ", "))
-	dbName := fs.String("database", defaultDatabase, "demo database to (re)create")
+	dbName := fs.String("database", defaultDatabase, "demo database to create (a database of that name is dropped first only if an earlier demo run created it)")
+	keep := fs.Bool("keep", false, "after the summary, keep the daemon running with the console open until Ctrl-C")
+	httpAddr := fs.String("http", "127.0.0.1:8080", "where the daemon serves the console and /metrics (another free port on 127.0.0.1 when this one is taken)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,11 +115,10 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	if !validName.MatchString(*dbName) {
 		return fmt.Errorf("--database %q: use lower-case letters, digits and _", *dbName)
 	}
-	dbURL, err := createDatabase(ctx, adminURL, *dbName)
+	dbURL, err := createDatabase(ctx, adminURL, *dbName, out)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "database   %s recreated on %s\n", *dbName, hostOf(adminURL))
 
 	src, err := openSource(ctx, *kind, out)
 	if err != nil {
@@ -134,6 +153,16 @@ default: dead
 `, snk.url)), 0o600); err != nil {
 		return err
 	}
+	tokenPath := filepath.Join(dir, "ui.token")
+	token := make([]byte, 12)
+	_, _ = rand.Read(token)
+	if err := os.WriteFile(tokenPath, []byte(hex.EncodeToString(token)+"\n"), 0o600); err != nil {
+		return err
+	}
+	addr, err := freeAddr(*httpAddr)
+	if err != nil {
+		return err
+	}
 	logPath := filepath.Join(dir, "inboxd.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -145,7 +174,9 @@ default: dead
 	env = append(env,
 		"INBOXD_DATABASE_URL="+dbURL,
 		"INBOXD_ROUTES="+routes,
-		"INBOXD_HTTP_ADDR=127.0.0.1:0",
+		"INBOXD_HTTP_ADDR="+addr,
+		"INBOXD_UI_TOKEN_FILE="+tokenPath,
+		"INBOXD_LOG_FORMAT=json",
 		"INBOXD_WORKERS=64",
 		"INBOXD_BACKOFF_BASE=100ms",
 		"INBOXD_BACKOFF_MAX=2s",
@@ -211,11 +242,6 @@ default: dead
 	elapsed := time.Since(start)
 	fmt.Fprintln(out)
 
-	stopDaemon()
-	if code := <-daemonDone; code != 0 {
-		return fmt.Errorf("inboxd exited %d on shutdown; see %s", code, logPath)
-	}
-
 	deliveries, keys := snk.counts()
 	fmt.Fprintf(out, `
 summary (%.1fs)
@@ -235,7 +261,7 @@ summary (%.1fs)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "dead and rejected rows (inspect with `inboxd dead`, requeue with `inboxd requeue`):")
+	fmt.Fprintln(out, "dead and rejected rows:")
 	for _, f := range failed {
 		fmt.Fprintf(out, "  %-8s %-18s %-18q %s\n", f.Status, f.EventID, f.EventType, f.LastError)
 	}
@@ -245,7 +271,46 @@ summary (%.1fs)
 		return fmt.Errorf("unexpected outcome: got %+v, want %+v", st, want)
 	}
 	fmt.Fprintln(out, "\nall as expected: every unique event handled once in the inbox, duplicates absorbed, bad input kept with a reason.")
+
+	cli := fmt.Sprintf("INBOXD_DATABASE_URL='%s' bin/inboxd", dbURL)
+	fmt.Fprintf(out, "\nthe database %s stays until the next demo run; look at it with the CLI (make build: bin/inboxd):\n", *dbName)
+	fmt.Fprintf(out, "  %s stats\n  %s dead\n  %s requeue --type order.teleported --dry-run\n", cli, cli, cli)
+	if !*keep {
+		fmt.Fprintln(out, "make demo KEEP=1 (or --keep) keeps the daemon running with its console open.")
+		return stopAndWait(stopDaemon, daemonDone, logPath)
+	}
+	fmt.Fprintf(out, "\nthe daemon keeps running (Ctrl-C stops it; the database stays):\n")
+	fmt.Fprintf(out, "  console  http://%s/ui/   token %s (its file: %s)\n", addr, hex.EncodeToString(token), tokenPath)
+	fmt.Fprintf(out, "  metrics  http://%s/metrics\n  logs     %s\n", addr, logPath)
+	select {
+	case <-ctx.Done():
+	case code := <-daemonDone:
+		return fmt.Errorf("inboxd stopped unexpectedly (exit %d); see %s", code, logPath)
+	}
+	fmt.Fprintln(out, "\nstopping")
+	return stopAndWait(stopDaemon, daemonDone, logPath)
+}
+
+// stopAndWait stops the demo's daemon and waits for it to exit cleanly.
+func stopAndWait(stop func(), done <-chan int, logPath string) error {
+	stop()
+	if code := <-done; code != 0 {
+		return fmt.Errorf("inboxd exited %d on shutdown; see %s", code, logPath)
+	}
 	return nil
+}
+
+// freeAddr returns preferred when it can be listened on, else a free port
+// on 127.0.0.1.
+func freeAddr(preferred string) (string, error) {
+	ln, err := net.Listen("tcp", preferred)
+	if err != nil {
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return "", err
+		}
+	}
+	addr := ln.Addr().String()
+	return addr, ln.Close()
 }
 
 var validName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -285,19 +350,42 @@ func readStats(ctx context.Context, db *pgxpool.Pool) (stats, error) {
 	return s, nil
 }
 
-// createDatabase drops and recreates the demo database and returns its URL.
-func createDatabase(ctx context.Context, adminURL, name string) (string, error) {
+// demoMarker is the comment the demo puts on the database it creates: the
+// only kind of database it ever drops.
+const demoMarker = "created by inboxd-demo: the next demo run drops and recreates it"
+
+// createDatabase creates the demo database, marked as the demo's, and
+// returns its URL. A database of that name that an earlier demo run
+// created (marked) is dropped first; one that is not marked is left alone,
+// and the demo stops, saying why.
+func createDatabase(ctx context.Context, adminURL, name string, out io.Writer) (string, error) {
 	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
 		return "", fmt.Errorf("connect to PostgreSQL at %s (is it running? set INBOXD_DEMO_DATABASE_URL): %w", hostOf(adminURL), err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-		return "", fmt.Errorf("drop demo database: %w", err)
+	var comment *string
+	err = conn.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1`, name).Scan(&comment)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return "", fmt.Errorf("look for database %s: %w", name, err)
+	case comment == nil || *comment != demoMarker:
+		return "", fmt.Errorf("database %s exists and no demo run created it (it lacks the comment %q): "+
+			"the demo drops only databases it created; give another name with --database, or drop %s yourself", name, demoMarker, name)
+	default:
+		if _, err := conn.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+			return "", fmt.Errorf("drop the demo database of an earlier run: %w", err)
+		}
+		fmt.Fprintf(out, "database   dropped %s, which an earlier demo run created\n", name)
 	}
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return "", fmt.Errorf("create demo database: %w", err)
 	}
+	if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+name+" IS '"+demoMarker+"'"); err != nil {
+		return "", fmt.Errorf("mark the demo database: %w", err)
+	}
+	fmt.Fprintf(out, "database   %s created on %s, marked as the demo's (only a database so marked is ever dropped)\n", name, hostOf(adminURL))
 	u, err := url.Parse(adminURL)
 	if err != nil {
 		return "", fmt.Errorf("INBOXD_DEMO_DATABASE_URL must be a postgres:// URL: %w", err)

@@ -20,7 +20,7 @@ import (
 	"github.com/inboxd/inboxd/ingest"
 )
 
-// sources are the demo's --source values.
+// sources are the demo's --source values (send also takes webhook).
 var sources = []string{"kafka", "rabbitmq", "nats"}
 
 // event is one message the demo sends. malformed marks the one each source
@@ -75,12 +75,18 @@ func openSource(ctx context.Context, kind string, out io.Writer) (source, error)
 	case "kafka":
 		return openKafka(out)
 	case "rabbitmq":
-		return openRabbitMQ(envOr("INBOXD_DEMO_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), out)
+		return openRabbitMQ(envOr("INBOXD_DEMO_AMQP_URL", defaultAMQPURL), demoName("inboxd-demo-"), true, out)
 	case "nats":
-		return openNATS(ctx, envOr("INBOXD_DEMO_NATS_URL", "nats://127.0.0.1:4222"), out)
+		return openNATS(ctx, envOr("INBOXD_DEMO_NATS_URL", defaultNATSURL), demoName("inboxd_demo_"), true, out)
 	}
 	return nil, fmt.Errorf("--source %q: use one of %s", kind, strings.Join(sources, ", "))
 }
+
+// The local servers' URLs, as the machine's RabbitMQ and NATS listen.
+const (
+	defaultAMQPURL = "amqp://guest:guest@127.0.0.1:5672/"
+	defaultNATSURL = "nats://127.0.0.1:4222"
+)
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
@@ -100,8 +106,9 @@ func demoName(prefix string) string {
 // kafkaSource is an embedded Kafka-protocol broker (franz-go's kfake) with
 // the topic in four partitions.
 type kafkaSource struct {
-	cluster *kfake.Cluster
+	cluster *kfake.Cluster // nil when sending to brokers of someone else's
 	brokers []string
+	topic   string
 }
 
 func openKafka(out io.Writer) (*kafkaSource, error) {
@@ -109,7 +116,7 @@ func openKafka(out io.Writer) (*kafkaSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start embedded Kafka: %w", err)
 	}
-	k := &kafkaSource{cluster: cluster, brokers: cluster.ListenAddrs()}
+	k := &kafkaSource{cluster: cluster, brokers: cluster.ListenAddrs(), topic: topic}
 	fmt.Fprintf(out, "kafka      embedded broker (kfake) at %s, topic %q with 4 partitions\n", k.brokers[0], topic)
 	return k, nil
 }
@@ -117,14 +124,19 @@ func openKafka(out io.Writer) (*kafkaSource, error) {
 func (k *kafkaSource) name() string      { return "Kafka" }
 func (k *kafkaSource) malformed() string { return "without event id" }
 func (k *kafkaSource) env() []string {
-	return []string{"INBOXD_KAFKA_BROKERS=" + k.brokers[0], "INBOXD_KAFKA_TOPICS=" + topic, "INBOXD_KAFKA_GROUP=inboxd-demo"}
+	return []string{"INBOXD_KAFKA_BROKERS=" + k.brokers[0], "INBOXD_KAFKA_TOPICS=" + k.topic, "INBOXD_KAFKA_GROUP=inboxd-demo"}
 }
-func (k *kafkaSource) close() error { k.cluster.Close(); return nil }
+func (k *kafkaSource) close() error {
+	if k.cluster != nil {
+		k.cluster.Close()
+	}
+	return nil
+}
 
 // publish produces evs synchronously, in chunks: event_id and event_type
 // headers, the event id as the key; the malformed one has no event_id.
 func (k *kafkaSource) publish(ctx context.Context, evs []event, sent *counter) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.brokers...), kgo.DefaultProduceTopic(topic))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.brokers...), kgo.DefaultProduceTopic(k.topic))
 	if err != nil {
 		return err
 	}
@@ -150,15 +162,17 @@ func (k *kafkaSource) publish(ctx context.Context, evs []event, sent *counter) e
 	return nil
 }
 
-// rabbitSource is a queue of the demo's own on a RabbitMQ server.
+// rabbitSource is a queue on a RabbitMQ server: the demo's own, deleted at
+// the end, or (send) one a real run consumes, declared if missing and kept.
 type rabbitSource struct {
 	url   string
 	conn  *amqp.Connection
 	ch    *amqp.Channel
 	queue string
+	own   bool
 }
 
-func openRabbitMQ(url string, out io.Writer) (*rabbitSource, error) {
+func openRabbitMQ(url, queue string, own bool, out io.Writer) (*rabbitSource, error) {
 	conn, err := amqp.Dial(url)
 	if err != nil {
 		return nil, fmt.Errorf("connect to RabbitMQ at %s (is it running? `rabbitmq-server -detached`; set INBOXD_DEMO_AMQP_URL): %w", ingest.RedactAMQPURL(url), err)
@@ -171,12 +185,14 @@ func openRabbitMQ(url string, out io.Writer) (*rabbitSource, error) {
 		_ = conn.Close()
 		return nil, err
 	}
-	r := &rabbitSource{url: url, conn: conn, ch: ch, queue: demoName("inboxd-demo-")}
+	r := &rabbitSource{url: url, conn: conn, ch: ch, queue: queue, own: own}
 	if _, err := ch.QueueDeclare(r.queue, true, false, false, false, nil); err != nil {
 		_ = conn.Close()
 		return nil, fmt.Errorf("declare queue %s: %w", r.queue, err)
 	}
-	fmt.Fprintf(out, "rabbitmq   server at %s, queue %q (deleted at the end)\n", ingest.RedactAMQPURL(url), r.queue)
+	if own {
+		fmt.Fprintf(out, "rabbitmq   server at %s, queue %q (deleted at the end)\n", ingest.RedactAMQPURL(url), r.queue)
+	}
 	return r, nil
 }
 
@@ -223,6 +239,9 @@ func (r *rabbitSource) publish(ctx context.Context, evs []event, sent *counter) 
 // have been closed by an error).
 func (r *rabbitSource) close() error {
 	defer r.conn.Close()
+	if !r.own {
+		return nil
+	}
 	ch, err := r.conn.Channel()
 	if err == nil {
 		_, err = ch.QueueDelete(r.queue, false, false, false)
@@ -242,9 +261,10 @@ type natsSource struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	stream string
+	own    bool // the demo's own stream, deleted at the end; else (send) created if missing and kept
 }
 
-func openNATS(ctx context.Context, url string, out io.Writer) (*natsSource, error) {
+func openNATS(ctx context.Context, url, stream string, own bool, out io.Writer) (*natsSource, error) {
 	nc, err := nats.Connect(url)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s (is nats-server running with -js? set INBOXD_DEMO_NATS_URL): %w", ingest.RedactNATSURL(url), err)
@@ -254,14 +274,24 @@ func openNATS(ctx context.Context, url string, out io.Writer) (*natsSource, erro
 		nc.Close()
 		return nil, err
 	}
-	n := &natsSource{url: url, nc: nc, js: js, stream: demoName("inboxd_demo_")}
+	n := &natsSource{url: url, nc: nc, js: js, stream: stream, own: own}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := js.CreateStream(cctx, jetstream.StreamConfig{Name: n.stream, Subjects: []string{n.stream + ".>"}, Storage: jetstream.MemoryStorage}); err != nil {
+	cfg := jetstream.StreamConfig{Name: n.stream, Subjects: []string{n.stream + ".>"}, Storage: jetstream.MemoryStorage}
+	if own {
+		_, err = js.CreateStream(cctx, cfg)
+	} else if _, err = js.Stream(cctx, n.stream); errors.Is(err, jetstream.ErrStreamNotFound) {
+		// A stream of a real run's: used as it is, created only when missing.
+		cfg.Storage = jetstream.FileStorage
+		_, err = js.CreateStream(cctx, cfg)
+	}
+	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("create stream %s: %w", n.stream, err)
 	}
-	fmt.Fprintf(out, "nats       JetStream server at %s, stream %q (deleted at the end)\n", ingest.RedactNATSURL(url), n.stream)
+	if own {
+		fmt.Fprintf(out, "nats       JetStream server at %s, stream %q (deleted at the end)\n", ingest.RedactNATSURL(url), n.stream)
+	}
 	return n, nil
 }
 
@@ -317,6 +347,9 @@ func (n *natsSource) publish(ctx context.Context, evs []event, sent *counter) er
 // close deletes the stream, and with it the daemon's consumer.
 func (n *natsSource) close() error {
 	defer n.nc.Close()
+	if !n.own {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := n.js.DeleteStream(ctx, n.stream); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -124,9 +125,9 @@ func TestRunWithoutRoutesRefuses(t *testing.T) {
 		t.Fatalf("exit code %d, want 2; output:\n%s", code, out)
 	}
 	var errLines []string
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if strings.HasPrefix(l, "inboxd: ") && !strings.HasPrefix(l, "inboxd: warning:") {
-			errLines = append(errLines, l)
+	for _, l := range logLines(t, "run without routes", string(out)) {
+		if l["level"] == "error" {
+			errLines = append(errLines, fmt.Sprint(l["error"]))
 		}
 	}
 	if len(errLines) != 1 || !strings.Contains(errLines[0], "INBOXD_ROUTES") {

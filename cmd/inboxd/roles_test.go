@@ -95,7 +95,8 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"inbox:DELETE", "inbox:INSERT", "inbox:SELECT", "inbox:UPDATE", "inbox_id_seq:USAGE",
+	want := []string{"console_sessions:DELETE", "console_sessions:INSERT", "console_sessions:SELECT", "console_sessions:UPDATE",
+		"inbox:DELETE", "inbox:INSERT", "inbox:SELECT", "inbox:UPDATE", "inbox_id_seq:USAGE",
 		"inbox_starts:DELETE", "inbox_starts:INSERT", "inbox_starts:SELECT", "inbox_starts:UPDATE",
 		"inboxd_schema_compat:SELECT", "inboxd_schema_version:SELECT",
 		"outbox:DELETE", "outbox:INSERT", "outbox:SELECT", "outbox:UPDATE", "outbox_id_seq:USAGE",

@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"net/url"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/syncbuf"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // SIGHUP reloads the routes file: a type that went dead goes to its new
@@ -63,13 +64,8 @@ func TestSIGHUPReloadsRoutes(t *testing.T) {
 // be retried for ever as "database not reachable yet".
 func TestPermanentDatabaseErrorExits(t *testing.T) {
 	t.Parallel()
-	u, err := url.Parse(pgtest.AdminURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/inboxd_no_such_db"
 	cmd := exec.Command(binary, "run")
-	cmd.Env = append(os.Environ(), "INBOXD_DATABASE_URL="+u.String(), "INBOXD_HTTP_ADDR=",
+	cmd.Env = append(testkit.CleanEnv(), "INBOXD_DATABASE_URL="+pgtest.WithDatabase(pgtest.AdminURL(), "inboxd_no_such_db"), "INBOXD_HTTP_ADDR=",
 		"INBOXD_ROUTES="+writeRoutes(t, "default: ignore\n"))
 	var logs syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -89,8 +85,21 @@ func TestPermanentDatabaseErrorExits(t *testing.T) {
 		t.Errorf("exit code %d, want 1", code)
 	}
 	out := logs.String()
-	if !strings.Contains(out, "3D000") || !strings.Contains(out, `database "inboxd_no_such_db" does not exist`) {
+	if !strings.Contains(out, "3D000") || !strings.Contains(out, `database \"inboxd_no_such_db\" does not exist`) || !strings.Contains(out, "create the database first") {
 		t.Errorf("the error is not named as it is:\n%s", out)
+	}
+	// Every line of the crash loop is structured: the retries, with their
+	// delay's unit, and the last line, the cause.
+	lines := logLines(t, "a crash loop", out)
+	retries := withMessage(lines, "database refuses the connection")
+	if len(retries) == 0 {
+		t.Fatalf("no retry line:\n%s", out)
+	}
+	if d, err := time.ParseDuration(fmt.Sprint(retries[0]["retry_in"])); err != nil || d <= 0 {
+		t.Errorf("retry_in %v is not a duration with its unit", retries[0]["retry_in"])
+	}
+	if last := lines[len(lines)-1]; last["level"] != "error" || !strings.Contains(fmt.Sprint(last["error"]), "3D000") {
+		t.Errorf("the last line does not name the cause: %v", last)
 	}
 	t.Logf("exited after %s", time.Since(start).Round(time.Millisecond))
 }

@@ -15,15 +15,15 @@ import (
 )
 
 // action wraps an action's handler: without a token configured it answers
-// 403, without a credential 401, and a cookie session's POST without its
-// CSRF token 403.
+// 403, without a credential 401 (the console's gate has checked it), and
+// a cookie session's POST without its CSRF token 403.
 func (h *Handler) action(fn func(w http.ResponseWriter, r *http.Request, c who)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !h.auth.enabled() {
-			h.fail(w, r, http.StatusForbidden, "the console is read-only: INBOXD_UI_TOKEN_FILE is not set")
+			h.fail(w, r, http.StatusForbidden, readOnly)
 			return
 		}
-		c := h.auth.check(r)
+		c := whoOf(r)
 		if !c.ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="inboxd"`)
 			h.fail(w, r, http.StatusUnauthorized, "sign in first: this action needs the console's token")

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,9 +9,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/inboxd/inboxd/internal/driver"
 )
 
 // The session cookie's name and its lifetime.
@@ -23,7 +25,7 @@ const (
 
 // who is the credential a request carries.
 type who struct {
-	// ok is true when the request is authorised to act.
+	// ok is true when the request is authenticated.
 	ok bool
 	// user names the operator in logs and route pauses: the sign-in
 	// name, or "token" for a bearer request or a sign-in without a name.
@@ -35,32 +37,45 @@ type who struct {
 	bearer bool
 }
 
-// auth checks tokens and signs sessions. Its key derives from the token,
-// so that every replica with the same token accepts the others' sessions
-// and a new token ends every session.
+// auth checks tokens and keeps sessions. A session lives in the
+// database's console_sessions table (server-side: a sign-out ends it on
+// every replica sharing the database); the cookie holds a random session
+// id, the table its SHA-256. The CSRF token of a session is an HMAC of its
+// id under a key derived from the console token, and every session
+// records which token signed it in, so that a new token ends every
+// session.
 type auth struct {
-	token []byte // nil: read-only
-	key   []byte
+	token []byte // nil: no credential, a read-only console
+	key   []byte // the CSRF tokens' key
+	tag   []byte // which token: stored with each session
 	ttl   time.Duration
 	now   func() time.Time
+	db    driver.DB
 }
 
-// newAuth returns the auth of token ("" = read-only).
-func newAuth(token string, ttl time.Duration, now func() time.Time) *auth {
-	a := &auth{ttl: ttl, now: now}
+// newAuth returns the auth of token ("" = read-only), its sessions in db.
+func newAuth(token string, ttl time.Duration, now func() time.Time, db driver.DB) *auth {
+	a := &auth{ttl: ttl, now: now, db: db}
 	if ttl <= 0 {
 		a.ttl = DefaultSessionTTL
 	}
 	if token != "" {
 		a.token = []byte(token)
-		m := hmac.New(sha256.New, a.token)
-		m.Write([]byte("inboxd console session key"))
-		a.key = m.Sum(nil)
+		a.key = derive(a.token, "inboxd console csrf key")
+		a.tag = derive(a.token, "inboxd console session tag")[:16]
 	}
 	return a
 }
 
-// enabled reports whether actions are possible at all.
+// derive is the HMAC-SHA256 of label under key.
+func derive(key []byte, label string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(label))
+	return m.Sum(nil)
+}
+
+// enabled reports whether a credential is configured: every page and
+// action needs it.
 func (a *auth) enabled() bool { return a.token != nil }
 
 // tokenOK compares a presented token with the token in constant time
@@ -74,74 +89,78 @@ func (a *auth) tokenOK(got string) bool {
 	return subtle.ConstantTimeCompare(x[:], y[:]) == 1
 }
 
-// sign returns the MAC of msg.
-func (a *auth) sign(msg string) string {
+// idHash is the table's key of a cookie's session id.
+func idHash(id string) []byte {
+	h := sha256.Sum256([]byte(id))
+	return h[:]
+}
+
+// newSession signs user in: it records a session and returns the
+// cookie's value, its id.
+func (a *auth) newSession(ctx context.Context, user string) (string, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	id := base64.RawURLEncoding.EncodeToString(raw)
+	now := a.now()
+	// Sessions that expired a while ago go first: the table stays a few
+	// rows per recent sign-in.
+	if _, err := driver.PruneConsoleSessions(ctx, a.db, now.Add(-time.Hour)); err != nil {
+		return "", err
+	}
+	err := driver.CreateConsoleSession(ctx, a.db, driver.ConsoleSession{IDHash: idHash(id), Operator: user,
+		TokenTag: a.tag, ExpiresAt: now.Add(a.ttl)})
+	return id, err
+}
+
+// session returns the user of the live session id; ok is false for no
+// such session, an ended one, one of another token, or an expired one.
+func (a *auth) session(ctx context.Context, id string) (user string, ok bool, err error) {
+	if a.token == nil || id == "" || len(id) > 64 {
+		return "", false, nil
+	}
+	s, found, err := driver.GetConsoleSession(ctx, a.db, idHash(id), a.tag)
+	if err != nil || !found || !a.now().Before(s.ExpiresAt) {
+		return "", false, err
+	}
+	return s.Operator, true, nil
+}
+
+// endSession signs the session id out, on every replica.
+func (a *auth) endSession(ctx context.Context, id string) (bool, error) {
+	if id == "" || len(id) > 64 {
+		return false, nil
+	}
+	return driver.EndConsoleSession(ctx, a.db, idHash(id))
+}
+
+// csrfFor is the CSRF token of the session id.
+func (a *auth) csrfFor(id string) string {
 	m := hmac.New(sha256.New, a.key)
-	m.Write([]byte(msg))
+	m.Write([]byte("csrf|" + id))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// newSession returns a session cookie's value for user: the user, the
-// expiry and a random nonce, then their MAC.
-func (a *auth) newSession(user string) (string, error) {
-	nonce := make([]byte, 16)
-	if _, err := rand.Read(nonce); err != nil {
-		return "", err
-	}
-	payload := base64.RawURLEncoding.EncodeToString([]byte(user)) + "." +
-		strconv.FormatInt(a.now().Add(a.ttl).Unix(), 10) + "." + hex.EncodeToString(nonce)
-	return payload + "." + a.sign("session|"+payload), nil
-}
-
-// session checks a session cookie's value and returns its user and nonce.
-func (a *auth) session(v string) (user, nonce string, ok bool) {
-	if a.token == nil {
-		return "", "", false
-	}
-	i := strings.LastIndexByte(v, '.')
-	if i < 0 {
-		return "", "", false
-	}
-	payload, mac := v[:i], v[i+1:]
-	if !hmac.Equal([]byte(mac), []byte(a.sign("session|"+payload))) {
-		return "", "", false
-	}
-	parts := strings.Split(payload, ".")
-	if len(parts) != 3 {
-		return "", "", false
-	}
-	exp, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || !a.now().Before(time.Unix(exp, 0)) {
-		return "", "", false
-	}
-	u, err := base64.RawURLEncoding.DecodeString(parts[0])
-	if err != nil {
-		return "", "", false
-	}
-	return string(u), parts[2], true
-}
-
-// csrfFor is the CSRF token of the session with nonce.
-func (a *auth) csrfFor(nonce string) string { return a.sign("csrf|" + nonce) }
-
-// check returns the credential r carries: a valid bearer token, or a
-// valid session cookie.
-func (a *auth) check(r *http.Request) who {
+// check returns the credential r carries: a valid bearer token, or the
+// cookie of a live session. An error is the database's: the session could
+// not be looked up.
+func (a *auth) check(r *http.Request) (who, error) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		if t, ok := strings.CutPrefix(h, "Bearer "); ok && a.tokenOK(t) {
-			return who{ok: true, user: "token", bearer: true}
+			return who{ok: true, user: "token", bearer: true}, nil
 		}
-		return who{}
+		return who{}, nil
 	}
 	c, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return who{}
+		return who{}, nil
 	}
-	user, nonce, ok := a.session(c.Value)
-	if !ok {
-		return who{}
+	user, ok, err := a.session(r.Context(), c.Value)
+	if err != nil || !ok {
+		return who{}, err
 	}
-	return who{ok: true, user: user, csrf: a.csrfFor(nonce)}
+	return who{ok: true, user: user, csrf: a.csrfFor(c.Value)}, nil
 }
 
 // csrfOK reports whether a POST of w carries its CSRF token: always for a
@@ -152,4 +171,13 @@ func (w who) csrfOK(r *http.Request) bool {
 	}
 	got := r.PostFormValue("csrf")
 	return w.csrf != "" && hmac.Equal([]byte(got), []byte(w.csrf))
+}
+
+// whoKey is the request context's key of its who.
+type whoKey struct{}
+
+// whoOf returns the credential the console's gate found on r.
+func whoOf(r *http.Request) who {
+	c, _ := r.Context().Value(whoKey{}).(who)
+	return c
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/httpserve"
 )
 
 // Prefix is the path the console is served under.
@@ -30,8 +31,10 @@ type DB interface {
 type Config struct {
 	// DB is the inbox's database.
 	DB DB
-	// Token is the token that authorises actions; "" makes the console
-	// read-only.
+	// Token is the console's credential: with it every page and action
+	// needs it (a bearer header, or a session from the sign-in form); ""
+	// makes the console read-only and open to whoever reaches it, which
+	// the daemon allows on a loopback address only.
 	Token string
 	// ShowPayloads shows the payloads of rows; they are hidden otherwise
 	// (they may hold personal data).
@@ -51,6 +54,7 @@ type Config struct {
 	// Logger takes the console's lines (every action at info).
 	Logger zerolog.Logger
 	// SessionTTL is how long a sign-in lasts; zero is DefaultSessionTTL.
+	// Sessions are kept in DB (the console_sessions table).
 	SessionTTL time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
@@ -64,12 +68,26 @@ var staticFiles embed.FS
 
 // Handler is the console: an http.Handler for the paths under Prefix.
 type Handler struct {
-	cfg   Config
-	auth  *auth
-	log   zerolog.Logger
-	pages map[string]*template.Template
-	mux   *http.ServeMux
+	cfg     Config
+	auth    *auth
+	log     zerolog.Logger
+	pages   map[string]*template.Template
+	mux     *http.ServeMux
+	signins chan struct{} // a token per sign-in form being read
 }
+
+// Bounds of what the console reads before a request is authenticated.
+const (
+	// maxFormBytes caps a form's body: the console's forms are a few
+	// fields.
+	maxFormBytes = 64 << 10
+	// maxSignins caps the sign-in forms read at once (their bodies come
+	// before any credential); more are answered 503 at once.
+	maxSignins = 4
+)
+
+// formPace is how fast a form's body must arrive (see httpserve.Pace).
+var formPace = httpserve.Pace{Grace: httpserve.DefaultGrace, Rate: httpserve.DefaultMinRate, Stall: httpserve.DefaultStall}
 
 // New returns the console of cfg.
 func New(cfg Config) (*Handler, error) {
@@ -79,8 +97,9 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	h := &Handler{cfg: cfg, auth: newAuth(cfg.Token, cfg.SessionTTL, cfg.Now),
-		log: cfg.Logger.With().Str("component", "console").Logger(), pages: map[string]*template.Template{}}
+	h := &Handler{cfg: cfg, auth: newAuth(cfg.Token, cfg.SessionTTL, cfg.Now, cfg.DB),
+		log: cfg.Logger.With().Str("component", "console").Logger(), pages: map[string]*template.Template{},
+		signins: make(chan struct{}, maxSignins)}
 	names, err := fs.Glob(templateFiles, "templates/*.html")
 	if err != nil {
 		return nil, err
@@ -119,7 +138,10 @@ func New(cfg Config) (*Handler, error) {
 }
 
 // ServeHTTP implements http.Handler: every response carries the security
-// headers, and pages are never stored by a cache.
+// headers, pages are never stored by a cache, and, with a token
+// configured, every path but the sign-in form, the sign-out and the style
+// sheet needs the credential: without it the answer is 401 with the
+// sign-in form, and nothing of the inbox.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -129,13 +151,46 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.Path, "/ui/static/") {
 		hd.Set("Cache-Control", "no-store")
 	}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = http.MaxBytesReader(w, httpserve.PacedBody(w, r, formPace), maxFormBytes)
+	}
+	if h.auth.enabled() && !public(r.URL.Path) {
+		c, err := h.auth.check(r)
+		if err != nil {
+			h.dbFail(w, r, "check the session", err)
+			return
+		}
+		if !c.ok {
+			h.askSignIn(w, r)
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), whoKey{}, c))
+	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// public reports whether path is served without a credential: the
+// sign-in form, the sign-out and the style sheet.
+func public(path string) bool {
+	return path == "/ui/signin" || path == "/ui/signout" || strings.HasPrefix(path, "/ui/static/")
+}
+
+// askSignIn answers a request without the credential: 401 with the
+// sign-in form, which returns to the page asked for.
+func (h *Handler) askSignIn(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="inboxd"`)
+	next := ""
+	if r.Method == http.MethodGet {
+		next = r.URL.RequestURI()
+	}
+	h.render(w, r, http.StatusUnauthorized, "signin", "Sign in", signinData{Error: "sign in first: every page of this console needs its token", Next: next})
 }
 
 // page is what every page's layout reads.
 type page struct {
 	Title string
-	// Enabled is true when a token is configured (actions are possible).
+	// Enabled is true when a token is configured (every page needs it,
+	// actions are possible).
 	Enabled bool
 	// CanAct is true when the request may act; User names who.
 	CanAct bool
@@ -150,7 +205,7 @@ type page struct {
 
 // render writes the page name with data, status code.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
-	c := h.auth.check(r)
+	c := whoOf(r)
 	p := page{Title: title, Enabled: h.auth.enabled(), CanAct: c.ok, User: c.user, CSRF: c.csrf,
 		Remaps: h.cfg.RequeueRejected != nil, Data: data}
 	var b strings.Builder

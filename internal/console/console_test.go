@@ -326,7 +326,7 @@ func TestDryRunCountThenAction(t *testing.T) {
 	if _, body := post(t, c, b.srv.URL+"/ui/discard", one, ""); idText(t, body, "count") != "1" {
 		t.Fatalf("discard:\n%s", body)
 	}
-	if code, _ := get(t, nil, fmt.Sprintf("%s/ui/rows/%d", b.srv.URL, id)); code != http.StatusNotFound {
+	if code, _ := get(t, c, fmt.Sprintf("%s/ui/rows/%d", b.srv.URL, id)); code != http.StatusNotFound {
 		t.Errorf("discarded row still there: %d", code)
 	}
 }

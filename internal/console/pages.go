@@ -14,6 +14,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
+	"github.com/inboxd/inboxd/internal/sensitive"
 )
 
 // pageSize is how many rows a list page shows.
@@ -287,6 +288,8 @@ func (h *Handler) row(w http.ResponseWriter, r *http.Request) {
 			d.HasKey = c.Value != nil
 		case "lease_token":
 			continue // the worker's fence: of no use to an operator
+		case "headers":
+			c.Value = sensitive.MaskHeaders(c.Value)
 		}
 		d.Fields = append(d.Fields, showValue(c))
 	}
@@ -369,45 +372,97 @@ func (h *Handler) blocked(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "blocked", "Blocked keys", d)
 }
 
+// signinData is the sign-in page's: an error to show, and where to go
+// once signed in.
+type signinData struct {
+	Error, Next string
+}
+
+// readOnly is what a read-only console answers to sign-ins and actions.
+const readOnly = "the console is read-only: INBOXD_UI_TOKEN_FILE is not set"
+
 // signinForm renders the sign-in form.
 func (h *Handler) signinForm(w http.ResponseWriter, r *http.Request) {
 	if !h.auth.enabled() {
-		h.fail(w, r, http.StatusForbidden, "the console is read-only: INBOXD_UI_TOKEN_FILE is not set")
+		h.fail(w, r, http.StatusForbidden, readOnly)
 		return
 	}
-	h.render(w, r, http.StatusOK, "signin", "Sign in", "")
+	h.render(w, r, http.StatusOK, "signin", "Sign in", signinData{Next: safeNext(r.URL.Query().Get("next"))})
 }
 
-// signin checks the token of the sign-in form and sets the session
-// cookie.
+// safeNext returns next when it is a path of the console, else "": the
+// sign-in form never sends a browser elsewhere.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, Prefix) || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return ""
+	}
+	return next
+}
+
+// signin checks the token of the sign-in form and starts a session: a row
+// of console_sessions, its id in the cookie. At most maxSignins forms are
+// read at once (their bodies come before any credential); more are
+// answered 503 before theirs is read.
 func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 	if !h.auth.enabled() {
-		h.fail(w, r, http.StatusForbidden, "the console is read-only: INBOXD_UI_TOKEN_FILE is not set")
+		h.fail(w, r, http.StatusForbidden, readOnly)
+		return
+	}
+	select {
+	case h.signins <- struct{}{}:
+		defer func() { <-h.signins }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		h.fail(w, r, http.StatusServiceUnavailable, "too many sign-ins at once: try again in a second")
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		h.fail(w, r, http.StatusBadRequest, "the sign-in form could not be read")
 		return
 	}
 	user := strings.TrimSpace(r.PostFormValue("user"))
+	next := safeNext(r.PostFormValue("next"))
 	if !h.auth.tokenOK(r.PostFormValue("token")) {
 		h.log.Warn().Str("user", user).Str("remote", r.RemoteAddr).Msg("console sign-in refused: wrong token")
-		h.render(w, r, http.StatusUnauthorized, "signin", "Sign in", "wrong token")
+		h.render(w, r, http.StatusUnauthorized, "signin", "Sign in", signinData{Error: "wrong token", Next: next})
 		return
 	}
 	if user == "" {
 		user = "token"
 	}
-	v, err := h.auth.newSession(user)
+	id, err := h.auth.newSession(r.Context(), user)
 	if err != nil {
 		h.dbFail(w, r, "start a session", err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: v, Path: Prefix, HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: Prefix, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(h.auth.ttl.Seconds())})
 	h.log.Info().Str("user", user).Str("remote", r.RemoteAddr).Msg("console sign-in")
-	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+	if next == "" {
+		next = Prefix
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-// signout ends the session.
+// signout ends the cookie's session on the server (on every replica: the
+// row is marked ended) and drops the cookie.
 func (h *Handler) signout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(sessionCookie); err == nil && h.auth.enabled() {
+		user, _, _ := h.auth.session(r.Context(), c.Value)
+		ended, err := h.auth.endSession(r.Context(), c.Value)
+		if err != nil {
+			h.dbFail(w, r, "end the session", err)
+			return
+		}
+		if ended {
+			h.log.Info().Str("user", user).Str("remote", r.RemoteAddr).Msg("console sign-out")
+		}
+	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})
-	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+	to := Prefix
+	if h.auth.enabled() {
+		to = "/ui/signin"
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
 }

@@ -3,9 +3,7 @@ package faultsuite
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -18,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/inboxd/inboxd/internal/stdwebhooks"
 )
 
 // WebhookSecret is a Standard Webhooks signing secret: the raw key and its
@@ -42,13 +42,7 @@ func NewWebhookSecret(t testing.TB) WebhookSecret {
 // Sign returns the webhook-signature value of a Standard Webhooks request:
 // "v1," + base64(HMAC-SHA256(key, id + "." + timestamp + "." + body)).
 func (s WebhookSecret) Sign(id, timestamp string, body []byte) string {
-	mac := hmac.New(sha256.New, s.Key)
-	mac.Write([]byte(id))
-	mac.Write([]byte{'.'})
-	mac.Write([]byte(timestamp))
-	mac.Write([]byte{'.'})
-	mac.Write(body)
-	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	return stdwebhooks.Sign(s.Key, id, timestamp, body)
 }
 
 // writeWebhookSources writes the daemon's INBOXD_WEBHOOK_SOURCES file with

@@ -28,3 +28,24 @@ func TestMask(t *testing.T) {
 		t.Errorf("Mask(content-type) = %q, want it unchanged", got)
 	}
 }
+
+func TestMaskHeaders(t *testing.T) {
+	in := map[string]any{"x-api-key": "sk_live_123", "Authorization": map[string]any{"base64": "AAE="},
+		"content-type": "application/json", "x-session-id": ""}
+	got, ok := MaskHeaders(in).(map[string]any)
+	if !ok {
+		t.Fatalf("MaskHeaders returned %T", MaskHeaders(in))
+	}
+	want := map[string]any{"x-api-key": Masked, "Authorization": Masked, "content-type": "application/json", "x-session-id": ""}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("MaskHeaders: %s = %v, want %v", k, got[k], v)
+		}
+	}
+	if in["x-api-key"] != "sk_live_123" {
+		t.Error("MaskHeaders changed its argument")
+	}
+	if s := MaskHeaders("not an object"); s != "not an object" {
+		t.Errorf("MaskHeaders of a string = %v", s)
+	}
+}

@@ -1,5 +1,6 @@
 // Package testkit is inboxd's test infrastructure written once: waiting for
-// a condition, writing a routes file, a free loopback address, building a
+// a condition, writing a routes file, a free loopback address, a raw
+// connection that sends what a hand-written client sends, building a
 // program (with the race detector) for a test to run, an HTTP sink standing
 // in for the service behind the daemon, and a daemon process harness.
 //
@@ -12,6 +13,7 @@
 package testkit
 
 import (
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -69,4 +71,20 @@ func FreeAddr(t testing.TB) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// RawConn opens a TCP connection to addr and writes head on it (bytes as a
+// hand-written client sends them: part of a request, a request without its
+// body); the connection is closed when t ends.
+func RawConn(t testing.TB, addr, head string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := io.WriteString(c, head); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -17,11 +17,10 @@ import (
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 	"github.com/inboxd/inboxd/migrations"
-	"github.com/inboxd/inboxd/worker"
 )
 
 // statsReport is the stats command's output: the figures of the inbox
-// gauges (worker.ReadStats, through the partial indexes on the live
+// gauges (driver.ReadStats, through the partial indexes on the live
 // statuses; processed rows are not counted) and the schema version.
 type statsReport struct {
 	// Rows counts the rows of each live status: received, processing,
@@ -67,7 +66,7 @@ func runStats(ctx context.Context, cfg config.Config, stdout io.Writer, asJSON b
 	if st.Current == 0 {
 		return st.Err()
 	}
-	s, err := worker.ReadStats(ctx, conn, cfg.StaleAfter)
+	s, err := driver.ReadStats(ctx, conn, cfg.StaleAfter)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/internal/maintenance"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -43,10 +44,10 @@ func runPrune(ctx context.Context, cfg config.Config, opts Options, stdout, stde
 		if err != nil {
 			return usageError{fmt.Errorf("prune: the routes say which dead rows block their key: %w", err)}
 		}
-		blocking := worker.RegistryBlockingTypes(reg)
+		blocking := maintenance.RegistryBlockingTypes(reg)
 		rcfg.BlockingTypes = func() []string { return blocking }
 	}
-	r, err := worker.NewRetention(pool, rcfg, log, nil)
+	r, err := maintenance.NewRetention(pool, rcfg, log, nil)
 	if err != nil {
 		return usageError{fmt.Errorf("prune: %w", err)}
 	}

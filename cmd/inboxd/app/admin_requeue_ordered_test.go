@@ -10,7 +10,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/engine"
 	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -64,7 +66,7 @@ func TestRequeueOnSkipRouteWaitsForTheRunningSuccessor(t *testing.T) {
 		INSERT INTO inbox (source, event_id, event_type, key, status, attempts, last_error)
 		VALUES ('s', 'D', 'skp', 'k', 'dead', 3, 'boom');
 		INSERT INTO inbox (source, event_id, event_type, key) VALUES ('s', 'E', 'skp', 'k')`)
-	pool, err := worker.New(db.Pool, reg, worker.Config{
+	pool, err := engine.New(db.Pool, reg, worker.Config{
 		Workers: 4, MaxAttempts: 3, Lease: 5 * time.Second, PollInterval: 50 * time.Millisecond,
 		ShutdownTimeout: 5 * time.Second,
 	}, zerolog.Nop(), nil)
@@ -73,7 +75,7 @@ func TestRequeueOnSkipRouteWaitsForTheRunningSuccessor(t *testing.T) {
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- pool.Run(runCtx) }()
+	go func() { done <- startstop.Run(runCtx, pool) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

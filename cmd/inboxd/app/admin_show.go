@@ -17,6 +17,7 @@ import (
 
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/sensitive"
 )
 
 // showFlags are the show command's flags.
@@ -63,11 +64,12 @@ func runShow(ctx context.Context, cfg config.Config, stdout io.Writer, args []st
 }
 
 // showJSON prints the row as one JSON object, columns in table order:
-// bytea (key, payload) in base64, jsonb (headers) as JSON, times in RFC 3339.
+// bytea (key, payload) in base64, jsonb (headers) as JSON, times in RFC 3339;
+// credential-like headers masked (maskHeaders).
 func showJSON(w io.Writer, cols []driver.Column) error {
 	var b bytes.Buffer
 	b.WriteByte('{')
-	for i, c := range cols {
+	for i, c := range maskHeaders(cols) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -86,14 +88,14 @@ func showJSON(w io.Writer, cols []driver.Column) error {
 }
 
 // showText prints the row for a person: one column a line, then the key,
-// the headers and the payload.
+// the headers (credential-like ones masked: maskHeaders) and the payload.
 func showText(w io.Writer, cols []driver.Column, full bool) error {
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	var key, payload []byte
 	var haveKey bool
 	var headers any
-	for _, c := range cols {
+	for _, c := range maskHeaders(cols) {
 		switch c.Name {
 		case "key": // bytea in the inbox, text in the outbox
 			switch v := c.Value.(type) {
@@ -171,6 +173,21 @@ func showText(w io.Writer, cols []driver.Column, full bool) error {
 	}
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// maskHeaders returns cols with the values of the credential-like headers
+// of the headers column masked (sensitive.MaskHeaders, the rule the
+// console's row page follows): a row shown is often pasted into a ticket.
+// Whoever needs a value reads the table itself.
+func maskHeaders(cols []driver.Column) []driver.Column {
+	out := make([]driver.Column, len(cols))
+	for i, c := range cols {
+		if c.Name == "headers" {
+			c.Value = sensitive.MaskHeaders(c.Value)
+		}
+		out[i] = c
+	}
+	return out
 }
 
 // textValue renders a column value on one line.

@@ -34,19 +34,19 @@ func TestBadConfigurationNamesTheVariable(t *testing.T) {
 	tests := []struct {
 		name string
 		env  []string
-		want []string // one line each
+		want []string // one error line each, the error field of a JSON line
 	}{
-		{"missing database", nil, []string{"inboxd: INBOXD_DATABASE_URL: is required"}},
+		{"missing database", nil, []string{"INBOXD_DATABASE_URL: is required"}},
 		{"bad duration", []string{"INBOXD_DATABASE_URL=postgres://x@h/db", "INBOXD_LEASE=5"},
-			[]string{"inboxd: INBOXD_LEASE: not a duration"}},
+			[]string{"INBOXD_LEASE: not a duration"}},
 		{"several bad values", []string{"INBOXD_DATABASE_URL=postgres://x@h/db", "INBOXD_WORKERS=0", "INBOXD_BACKOFF_BASE=2s", "INBOXD_BACKOFF_MAX=1s"},
-			[]string{"inboxd: INBOXD_WORKERS: must be between 1 and 10000, got 0", "inboxd: INBOXD_BACKOFF_MAX: must be at least INBOXD_BACKOFF_BASE"}},
+			[]string{"INBOXD_WORKERS: must be between 1 and 10000, got 0", "INBOXD_BACKOFF_MAX: must be at least INBOXD_BACKOFF_BASE"}},
 		{"brokers without topics", []string{"INBOXD_DATABASE_URL=postgres://x@h/db", "INBOXD_KAFKA_BROKERS=k:9092"},
-			[]string{"inboxd: INBOXD_KAFKA_TOPICS: is required when INBOXD_KAFKA_BROKERS is set"}},
+			[]string{"INBOXD_KAFKA_TOPICS: is required when INBOXD_KAFKA_BROKERS is set"}},
 		{"secret not echoed", []string{"INBOXD_DATABASE_URL=postgres://u:hunter2@h:notaport/db"},
-			[]string{"inboxd: INBOXD_DATABASE_URL: is not a valid PostgreSQL connection string"}},
+			[]string{"INBOXD_DATABASE_URL: is not a valid PostgreSQL connection string"}},
 		{"bad routes file", []string{"INBOXD_DATABASE_URL=postgres://x@127.0.0.1:1/db", "INBOXD_ROUTES=/nonexistent/routes.yaml"},
-			[]string{"inboxd: INBOXD_ROUTES:"}},
+			[]string{"INBOXD_ROUTES:"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,7 +55,7 @@ func TestBadConfigurationNamesTheVariable(t *testing.T) {
 			if code != ExitUsage {
 				t.Fatalf("exit code = %d, want %d; stderr:\n%s", code, ExitUsage, stderr)
 			}
-			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			lines := errorLines(stderr)
 			for _, want := range tt.want {
 				found := false
 				for _, l := range lines {

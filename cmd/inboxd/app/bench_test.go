@@ -26,7 +26,7 @@ import (
 // and not the service behind it.
 //
 // The topic is filled before the clock starts: the timed run then holds what
-// worker's BenchmarkRawPipeline does — rows inserted in batches while workers
+// the engine's BenchmarkRawPipeline does — rows inserted in batches while workers
 // claim and complete them — plus Kafka fetches and offset commits, but not
 // the producer, which would take CPU from the daemon and PostgreSQL on these
 // two cores. (The broker, kfake, runs in this process and serves the
@@ -38,7 +38,7 @@ import (
 // in the environment (INBOXD_WORKERS, INBOXD_CLAIM_BATCH, …) override the
 // daemon's defaults, to compare settings.
 //
-// `make bench` runs these and worker's BenchmarkRawPipeline and BenchmarkPool
+// `make bench` runs these and the engine's BenchmarkRawPipeline and BenchmarkPool
 // in one invocation (benchmarks of different packages run one after
 // another), so their events/s can be compared. The target is end to end
 // ≥ 0.7× the raw pipeline, with and without millions of retained rows.

@@ -39,19 +39,26 @@ func writeHelp(w io.Writer) error {
 	}
 	b.WriteString("\nExit codes: 0 success, 1 failure (requeue and discard: also when no row matched), 2 bad usage or configuration.\n")
 	b.WriteString("\nenvironment (durations in Go syntax such as 250ms, 30s, 5m; *_FILE variables read a secret from a file):\n")
+	sections, err := config.Sections()
+	if err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  VARIABLE\tDEFAULT\tMEANING")
-	for _, v := range config.Variables() {
-		def := v.Default
-		if def == "" {
-			def = "-"
+	for _, s := range sections {
+		fmt.Fprintf(tw, "\t\t\n  %s:\t\t\n", strings.ToLower(s.Title))
+		for _, v := range s.Variables {
+			def := v.Default
+			if def == "" {
+				def = "-"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", v.Name, def, v.Help)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", v.Name, def, v.Help)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := w.Write(b.Bytes())
+	_, err = w.Write(b.Bytes())
 	return err
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/console"
+	"github.com/inboxd/inboxd/internal/httpserve"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -37,14 +38,9 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	if opts.Logger != nil {
 		log = *opts.Logger
 	}
+	defer captureStdlog(log, stderr)()
+	logStarting(log, cfg)
 	engineConns, txConns := cfg.PoolSizes()
-	log.Info().Str("version", versionString()).Str("database", cfg.Redacted()).
-		Bool("ingest", cfg.IngestEnabled()).Strs("topics", cfg.KafkaTopics).Str("group", cfg.KafkaGroup).
-		Strs("amqp_queues", cfg.AMQPQueues).
-		Strs("nats_streams", cfg.NATSStreams).Str("webhook_addr", cfg.WebhookAddr).
-		Int("workers", cfg.Workers).Dur("lease", cfg.Lease).Int("max_attempts", cfg.MaxAttempts).
-		Int("engine_conns", engineConns).Int("tx_conns", txConns).Dur("retention", cfg.Retention).
-		Msg("starting")
 
 	// Everything that can fail at start-up fails before any goroutine runs.
 	var err error
@@ -80,7 +76,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	if err != nil {
 		return usageError{err}
 	}
-	publishOnly := cfg.Outbox && !cfg.IngestEnabled() && !cfg.AMQPEnabled() && !cfg.NATSEnabled() && !cfg.WebhookEnabled()
+	publishOnly := cfg.Outbox && len(sourcesOf(cfg)) == 0
 	if cfg.Routes == "" && reg.Types() == 0 && publishOnly {
 		log.Warn().Msg("no routes and no source: this replica relays the outbox; rows written to the inbox table would go dead")
 	} else if cfg.Routes == "" && reg.Types() == 0 {
@@ -136,14 +132,18 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	h := &health{engine: ib}
 	var ui http.Handler
 	if opts.Mux != nil || ln != nil {
-		c, closeConsole, err := openConsole(ctx, cfg, console.GathererLocal(gather), log)
+		var addr net.Addr // an embedder's mux: not known
+		if ln != nil {
+			addr = ln.Addr()
+		}
+		c, closeConsole, err := openConsole(ctx, cfg, console.GathererLocal(gather), addr, log)
 		if err != nil {
 			return err
 		}
 		defer closeConsole()
 		ui = c
 	}
-	var srv *http.Server
+	var srv *httpserve.Server
 	serveDone := make(chan error, 1)
 	switch {
 	case opts.Mux != nil:
@@ -153,10 +153,9 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		mux := http.NewServeMux()
 		h.register(mux, gather)
 		mountConsole(mux, ui)
-		var sln net.Listener
-		srv, sln = newHTTPServer(ln, mux, defaultHTTPServerLimits())
+		srv = httpserve.New(mux, defaultHTTPServerLimits(), log.With().Str("component", "http").Logger())
 		log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics, /healthz, /readyz and the console under /ui/")
-		go func() { serveDone <- srv.Serve(sln) }()
+		go func() { serveDone <- srv.Serve(ln) }()
 		defer func() {
 			// Bounded like the rest of the shutdown: a scrape in progress may
 			// finish, nothing may hold the exit.
@@ -219,9 +218,8 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		notify.stopping()
 		return nil
 	})
-	err = g.Wait()
-	if err != nil {
-		log.Error().Err(err).Msg("stopped with an error")
+	// An error is logged by Main, as every error of a daemon command is.
+	if err = g.Wait(); err != nil {
 		return err
 	}
 	log.Info().Msg("stopped")

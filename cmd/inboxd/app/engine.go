@@ -130,6 +130,7 @@ func webhookConfig(c config.Config) (*ingest.WebhookConfig, error) {
 		TLSKeyFile:   c.WebhookTLSKeyFile,
 		WriteTimeout: c.WebhookWriteTimeout,
 		MaxRequests:  c.WebhookMaxRequests,
+		Admission:    ingest.WebhookAdmission{BodyBudget: c.WebhookBodyBudget, MinBodyRate: c.WebhookMinBodyRate},
 		Pipeline: ingest.PipelineConfig{BatchSize: k.BatchSize, BatchTimeout: k.BatchTimeout, BatchBytes: k.BatchBytes,
 			Mapping: k.Mapping},
 	}, nil

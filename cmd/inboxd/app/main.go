@@ -6,17 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"slices"
 	"strings"
+
+	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/internal/driver/status"
 )
-
-// Version is the release version, set at build time with
-// -ldflags "-X github.com/inboxd/inboxd/cmd/inboxd/app.Version=v1.2.3".
-var Version = "dev"
 
 // Exit codes returned by Main.
 const (
@@ -125,10 +122,10 @@ func init() {
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
 				return func(config.Config) error { return writeHelp(a.stdout) }
 			}},
-		{name: "version", summary: "print the version", noConfig: true,
+		{name: "version", summary: "print the version, the commit and the date of the build", noConfig: true,
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
 				return func(config.Config) error {
-					_, err := fmt.Fprintln(a.stdout, "inboxd", versionString())
+					_, err := fmt.Fprintln(a.stdout, "inboxd", currentBuild())
 					return err
 				}
 			}},
@@ -146,25 +143,46 @@ func init() {
 // and the environment environ, and returns the process exit code. Command
 // output goes to stdout; logs and errors go to stderr. Every command first
 // warns, on stderr, about INBOXD_* variables that inboxd does not read (a
-// misspelling, most likely), naming the closest known one.
+// misspelling, most likely), naming the closest known one. The daemons
+// (run, ui) write every line through their logger (JSON, or text for
+// people: INBOXD_LOG_FORMAT), their warnings and errors included; the
+// other commands write them as lines for people, prefixed "inboxd: ".
 func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer, opts Options) int {
+	var log *zerolog.Logger
+	if len(args) > 0 && daemonCommands[args[0]] {
+		l := environLogger(environ, stderr)
+		if opts.Logger != nil {
+			l = *opts.Logger
+		}
+		log = &l
+	}
 	for _, w := range config.Warnings(environ) {
-		fmt.Fprintf(stderr, "inboxd: warning: %s\n", w)
+		if log != nil {
+			log.Warn().Str("variable", variableOf(w)).Msg(w)
+		} else {
+			fmt.Fprintf(stderr, "inboxd: warning: %s\n", w)
+		}
 	}
 	err := dispatch(ctx, args, environ, stdout, stderr, opts)
+	usage := errors.As(err, new(usageError))
 	switch {
 	case err == nil:
 		return ExitOK
 	case errors.Is(err, flag.ErrHelp):
 		return ExitOK
-	case errors.As(err, new(usageError)):
-		printError(stderr, err)
-		return ExitUsage
+	case log != nil:
+		logError(*log, err, usage)
 	default:
 		printError(stderr, err)
-		return ExitFailure
 	}
+	if usage {
+		return ExitUsage
+	}
+	return ExitFailure
 }
+
+// daemonCommands are the commands that serve until stopped, and log.
+var daemonCommands = map[string]bool{"run": true, "ui": true}
 
 // printError writes err one line per problem, each prefixed, so every bad
 // setting gets a line of its own that names it.
@@ -270,19 +288,4 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
-}
-
-func versionString() string {
-	v := Version
-	if info, ok := debug.ReadBuildInfo(); ok {
-		if v == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
-			v = info.Main.Version
-		}
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " (" + s.Value[:12] + ")"
-			}
-		}
-	}
-	return v
 }

@@ -32,7 +32,7 @@ type Options struct {
 	TxDB *pgxpool.Pool
 
 	// Logger receives the daemon's logs (each component adds its own
-	// component field); nil logs JSON to stderr as INBOXD_LOG_LEVEL and
+	// component field); nil logs to stderr as INBOXD_LOG_LEVEL and
 	// INBOXD_LOG_FORMAT say.
 	Logger *zerolog.Logger
 

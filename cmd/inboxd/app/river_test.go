@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,12 +30,14 @@ func writeRiverRoutes(t *testing.T, body string) string {
 	return p
 }
 
-// errorLines returns the lines of stderr that are errors (not warnings).
+// errorLines returns the errors a daemon command logged on stderr (the
+// error field of its JSON lines at level error), one per line.
 func errorLines(stderr string) []string {
 	var out []string
 	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
-		if strings.HasPrefix(l, "inboxd: ") && !strings.HasPrefix(l, "inboxd: warning:") {
-			out = append(out, l)
+		var e struct{ Level, Error string }
+		if json.Unmarshal([]byte(l), &e) == nil && e.Level == "error" {
+			out = append(out, e.Error)
 		}
 	}
 	return out
@@ -114,7 +117,7 @@ func TestRunRefusesRiverRoutesRiverCannotTake(t *testing.T) {
 	env := []string{"INBOXD_DATABASE_URL=postgres://nobody@127.0.0.1:1/nowhere", "INBOXD_HTTP_ADDR=", "INBOXD_ROUTES=" + routes}
 	code, _, stderr := runMain(t, env, "run")
 	lines := errorLines(stderr)
-	want := fmt.Sprintf(`inboxd: INBOXD_ROUTES: %s: route 2 (type "refund.issued"): queue: "Refunds Queue" is not a River queue name`, routes)
+	want := fmt.Sprintf(`INBOXD_ROUTES: %s: route 2 (type "refund.issued"): queue: "Refunds Queue" is not a River queue name`, routes)
 	if code != ExitUsage || len(lines) != 1 || !strings.HasPrefix(lines[0], want) {
 		t.Fatalf("exit %d, want %d and one line starting %q; stderr:\n%s", code, ExitUsage, want, stderr)
 	}

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -15,8 +14,11 @@ import (
 // SIGTERM exits the process at once, with status 128 + the signal's number:
 // rows still held are returned by the rescuer when their leases expire.
 // SIGHUP is not a stop: `inboxd run` reloads its routes file on it. Call
-// stop to release the signal handlers.
+// stop to release the signal handlers. Each signal is logged on stderr as
+// the daemon logs (INBOXD_LOG_FORMAT, INBOXD_LOG_LEVEL of the process's
+// environment).
 func SignalContext(parent context.Context, stderr io.Writer) (ctx context.Context, stop func()) {
+	log := environLogger(os.Environ(), stderr)
 	ctx, cancel := context.WithCancel(parent)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -28,14 +30,14 @@ func SignalContext(parent context.Context, stderr io.Writer) (ctx context.Contex
 	go func() {
 		select {
 		case sig := <-sigs:
-			fmt.Fprintf(stderr, "inboxd: %s: stopping (send it again to exit at once)\n", sig)
+			log.Info().Str("signal", sig.String()).Msg("stopping (send the signal again to exit at once)")
 			cancel()
 		case <-done:
 			return
 		}
 		select {
 		case sig := <-sigs:
-			fmt.Fprintf(stderr, "inboxd: second %s: exiting at once\n", sig)
+			log.Warn().Str("signal", sig.String()).Msg("second signal: exiting at once, rows still held return when their leases expire")
 			os.Exit(128 + int(sig.(syscall.Signal)))
 		case <-done:
 		}

@@ -2,14 +2,15 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -50,7 +51,7 @@ func waitForDatabase(ctx context.Context, db *pgxpool.Pool, log zerolog.Logger) 
 		case permanentSince.IsZero():
 			permanentSince = time.Now()
 		case time.Since(permanentSince) >= permanentStartupGrace:
-			return fmt.Errorf("database: %s (giving up after %s: retrying cannot fix this)", reason, permanentStartupGrace)
+			return fmt.Errorf("database: %s (giving up after %s: retrying cannot fix this)%s", reason, permanentStartupGrace, missingDatabaseHint(err))
 		}
 		delay := retry.Failed()
 		msg := "database not reachable yet"
@@ -119,19 +120,102 @@ func connect(ctx context.Context, cfg config.Config) (*pgx.Conn, error) {
 	}
 	conn, err := pgx.ConnectConfig(ctx, pc.ConnConfig)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", cfg.Redacted(), err)
+		return nil, fmt.Errorf("connect to %s: %w%s", cfg.Redacted(), err, missingDatabaseHint(err))
 	}
 	return conn, nil
 }
 
-func newLogger(cfg config.Config, w io.Writer) zerolog.Logger {
-	level, err := zerolog.ParseLevel(cfg.LogLevel)
-	if err != nil {
-		level = zerolog.InfoLevel
+// missingDatabaseHint is what to do about a connection error on a database
+// that does not exist (SQLSTATE 3D000, invalid_catalog_name), for the
+// error's end; "" for any other error. inboxd creates its tables, never
+// the database.
+func missingDatabaseHint(err error) string {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "3D000" {
+		return ""
 	}
-	if cfg.LogFormat == "console" {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	return "; create the database first (createdb NAME, or CREATE DATABASE NAME as a role allowed to): " +
+		"inboxd migrate creates inboxd's tables in an existing database, not the database"
+}
+
+// runningSource is one source `inboxd run` starts, as the start-up line
+// names it: its kind and what it consumes.
+type runningSource struct {
+	kind   string
+	fields func(e *zerolog.Event)
+}
+
+// MarshalZerologObject writes the source as an object of the start-up line.
+func (s runningSource) MarshalZerologObject(e *zerolog.Event) {
+	e.Str("kind", s.kind)
+	s.fields(e)
+}
+
+// sourceList is the start-up line's sources array.
+type sourceList []runningSource
+
+// MarshalZerologArray writes every source.
+func (l sourceList) MarshalZerologArray(a *zerolog.Array) {
+	for _, s := range l {
+		a.Object(s)
 	}
-	host, _ := os.Hostname()
-	return zerolog.New(w).Level(level).With().Timestamp().Str("host", host).Logger()
+}
+
+// sourcesOf lists the sources cfg runs, in the order they are configured
+// in: the start-up line, the warning of a daemon with no source, and the
+// check for a publish-only replica read this one list.
+func sourcesOf(cfg config.Config) sourceList {
+	var out sourceList
+	add := func(on bool, kind string, fields func(e *zerolog.Event)) {
+		if on {
+			out = append(out, runningSource{kind: kind, fields: fields})
+		}
+	}
+	add(cfg.IngestEnabled(), "kafka", func(e *zerolog.Event) { e.Strs("topics", cfg.KafkaTopics).Str("group", cfg.KafkaGroup) })
+	add(cfg.AMQPEnabled(), "rabbitmq", func(e *zerolog.Event) { e.Strs("queues", cfg.AMQPQueues) })
+	add(cfg.NATSEnabled(), "nats", func(e *zerolog.Event) { e.Strs("streams", cfg.NATSStreams).Str("consumer", cfg.NATSConsumer) })
+	add(cfg.WebhookEnabled(), "webhook", func(e *zerolog.Event) { e.Str("listener", cfg.WebhookAddr) })
+	return out
+}
+
+// outboxBrokers are the brokers the outbox relay of cfg publishes to; nil
+// when the relay does not run.
+func outboxBrokers(cfg config.Config) []string {
+	if !cfg.Outbox {
+		return nil
+	}
+	var out []string
+	for _, b := range []struct {
+		on   bool
+		kind string
+	}{{len(cfg.KafkaBrokers) > 0, "kafka"}, {cfg.AMQPURL != "", "rabbitmq"}, {cfg.NATSURL != "", "nats"}} {
+		if b.on {
+			out = append(out, b.kind)
+		}
+	}
+	return out
+}
+
+// logStarting writes the start-up line: the version, the database (its URL
+// without the password), each source, the outbox, the console and the
+// workers, as configured; and, once, a warning when nothing feeds the
+// inbox but other writers' inserts.
+func logStarting(log zerolog.Logger, cfg config.Config) {
+	engineConns, txConns := cfg.PoolSizes()
+	srcs := sourcesOf(cfg)
+	console := "off"
+	if cfg.HTTPAddr != "" {
+		console = cfg.HTTPAddr + "/ui/"
+	}
+	log.Info().Str("version", versionString()).Str("database", cfg.Redacted()).
+		Array("sources", srcs).
+		Bool("outbox", cfg.Outbox).Strs("outbox_brokers", outboxBrokers(cfg)).
+		Str("console", console).Bool("console_token", cfg.UITokenFile != "").
+		Int("workers", cfg.Workers).Dur("lease", cfg.Lease).Int("max_attempts", cfg.MaxAttempts).
+		Int("engine_conns", engineConns).Int("tx_conns", txConns).Dur("retention", cfg.Retention).
+		Msg("starting")
+	if len(srcs) == 0 && !cfg.Outbox {
+		log.Warn().Msg("no source (Kafka, RabbitMQ, NATS, webhooks) and no outbox configured: " +
+			"this replica only works the rows other writers insert into the inbox table")
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/internal/console"
+	"github.com/inboxd/inboxd/internal/httpserve"
 )
 
 // consoleConns is the size of the console's own pool: a page or an action
@@ -24,19 +25,51 @@ const consoleConns = 3
 
 // uiCommand is `inboxd ui`: the console alone, without workers.
 func uiCommand() command {
-	return command{name: "ui", summary: "serve the operator console alone on INBOXD_HTTP_ADDR under /ui/ (no workers; INBOXD_UI_TOKEN_FILE allows actions)",
+	return command{name: "ui", summary: "serve the operator console alone on INBOXD_HTTP_ADDR under /ui/ (no workers; with INBOXD_UI_TOKEN_FILE every page asks for the token, without it only a loopback address serves it, read-only)",
 		setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
 			return func(cfg config.Config) error { return runUI(a.ctx, cfg, a.stderr) }
 		}}
 }
 
-// openConsole opens the console's pool and returns the console of cfg,
-// local the replica's own figures (nil for `inboxd ui`), and a function
-// that closes the pool.
-func openConsole(ctx context.Context, cfg config.Config, local console.Local, log zerolog.Logger) (*console.Handler, func(), error) {
+// consoleEnable says how to serve a console that is not served.
+const consoleEnable = "set INBOXD_UI_TOKEN_FILE (every page then asks for the token), or serve on a loopback address " +
+	"(INBOXD_HTTP_ADDR=127.0.0.1:8080) for a read-only console without sign-in"
+
+// consoleServed reports whether the console may be served on addr (nil:
+// an embedder's mux, whose address is not known) with token: with a
+// token always, since every page needs it; without one only on a
+// loopback address, where only this machine reaches it.
+func consoleServed(token string, addr net.Addr) bool {
+	if token != "" {
+		return true
+	}
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+// addrString is addr as a log line shows it ("mux": an embedder's mux).
+func addrString(addr net.Addr) string {
+	if addr == nil {
+		return "mux"
+	}
+	return addr.String()
+}
+
+// openConsole opens the console's pool and returns the console of cfg to
+// serve on addr (nil: an embedder's mux), local the replica's own figures
+// (nil for `inboxd ui`), and a function that closes the pool. Where the
+// console may not be served (no token on a non-loopback address), it
+// logs how to serve it and returns a nil handler, opening no pool.
+func openConsole(ctx context.Context, cfg config.Config, local console.Local, addr net.Addr, log zerolog.Logger) (http.Handler, func(), error) {
 	token, err := cfg.UIToken()
 	if err != nil {
 		return nil, nil, usageError{fmt.Errorf("INBOXD_UI_TOKEN_FILE: %w", err)}
+	}
+	clog := log.With().Str("component", "console").Str("addr", addrString(addr)).Logger()
+	if !consoleServed(token, addr) {
+		clog.Warn().Str("enable", consoleEnable).
+			Msg("the console (/ui/) is not served: INBOXD_UI_TOKEN_FILE is not set and the address is not a loopback address")
+		return nil, func() {}, nil
 	}
 	rules, err := rejectedRules(cfg)
 	if err != nil {
@@ -65,13 +98,21 @@ func openConsole(ctx context.Context, cfg config.Config, local console.Local, lo
 		return nil, nil, err
 	}
 	if token == "" {
-		log.Info().Str("component", "console").Msg("the console (/ui/) is read-only: INBOXD_UI_TOKEN_FILE is not set")
+		clog.Info().Msg("the console (/ui/) is read-only and asks for no sign-in: INBOXD_UI_TOKEN_FILE is not set, and only this machine reaches the loopback address")
+	} else {
+		clog.Info().Msg("the console (/ui/) asks for the token (INBOXD_UI_TOKEN_FILE) on every page")
 	}
 	return h, db.Close, nil
 }
 
-// mountConsole adds the console to mux under /ui/.
+// mountConsole adds the console h to mux under /ui/; with h nil (not
+// served), a 404 that says where to look.
 func mountConsole(mux *http.ServeMux, h http.Handler) {
+	if h == nil {
+		h = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "the console is not served on this address: see the daemon's start-up log (component=console)", http.StatusNotFound)
+		})
+	}
 	mux.Handle(console.Prefix, h)
 }
 
@@ -91,11 +132,14 @@ func runUI(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 		return usageError{fmt.Errorf("INBOXD_HTTP_ADDR: cannot listen on %s: %w", cfg.HTTPAddr, err)}
 	}
 	defer ln.Close()
-	h, closeDB, err := openConsole(ctx, cfg, nil, log)
+	h, closeDB, err := openConsole(ctx, cfg, nil, ln.Addr(), log)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
+	if h == nil {
+		return usageError{fmt.Errorf("ui: the console is not served on %s without INBOXD_UI_TOKEN_FILE (not a loopback address): %s", ln.Addr(), consoleEnable)}
+	}
 	return serveConsole(ctx, ln, h, log)
 }
 
@@ -105,10 +149,10 @@ func serveConsole(ctx context.Context, ln net.Listener, h http.Handler, log zero
 	mux := http.NewServeMux()
 	mountConsole(mux, h)
 	mux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusSeeOther))
-	srv, sln := newHTTPServer(ln, mux, defaultHTTPServerLimits())
+	srv := httpserve.New(mux, defaultHTTPServerLimits(), log.With().Str("component", "http").Logger())
 	log.Info().Str("addr", ln.Addr().String()).Msg("serving the console under /ui/")
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sln) }()
+	go func() { done <- srv.Serve(ln) }()
 	select {
 	case err := <-done:
 		return fmt.Errorf("http server: %w", err)

@@ -107,15 +107,14 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		}
 	}
 
-	// The overview's numbers are the database's.
-	run("overview", chromedp.Navigate(url+"/ui/"), chromedp.WaitVisible(chromedp.ID("n-dead")))
-	for sel, sql := range map[string]string{
-		"#n-dead":     "SELECT count(*) FROM inbox WHERE status = 'dead'",
-		"#n-rejected": "SELECT count(*) FROM inbox WHERE status = 'rejected'",
-	} {
-		if got, want := text(sel), count(sql); got != want {
-			t.Errorf("overview %s = %s, the database holds %s", sel, got, want)
-		}
+	// Without the credential, the console shows the sign-in form and
+	// nothing of the inbox.
+	run("overview without sign-in", chromedp.Navigate(url+"/ui/"), chromedp.WaitVisible(chromedp.ID("token")))
+	if got := text("#error"); !strings.Contains(got, "sign in") {
+		t.Errorf("a page without the credential says %q", got)
+	}
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#n-dead').length`)); err != nil || n != 0 {
+		t.Errorf("a page without the credential shows the overview's numbers (%d, %v)", n, err)
 	}
 
 	// An action without the credential: refused (401), nothing changes.
@@ -127,10 +126,24 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		t.Errorf("an action without the credential says %q", got)
 	}
 
-	// Sign in.
-	run("sign in", chromedp.Navigate(url+"/ui/signin"), chromedp.WaitVisible(chromedp.ID("token")),
+	// Sign in from a page asked for: the form returns to it.
+	run("sign in", chromedp.Navigate(url+"/ui/rows?status=rejected"), chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("user"), "alice"), chromedp.SendKeys(chromedp.ID("token"), token),
-		chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("n-dead")))
+		chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.CSS(`a[href="/ui/rows/4"], a[href="/ui/rows/5"]`)))
+	if loc, err := chromedp.Run(ctx, chromedp.Location()); err != nil || !strings.HasSuffix(loc, "/ui/rows?status=rejected") {
+		t.Errorf("signed in at %q (%v), want back at the rejected rows", loc, err)
+	}
+
+	// The overview's numbers are the database's.
+	run("overview", chromedp.Navigate(url+"/ui/"), chromedp.WaitVisible(chromedp.ID("n-dead")))
+	for sel, sql := range map[string]string{
+		"#n-dead":     "SELECT count(*) FROM inbox WHERE status = 'dead'",
+		"#n-rejected": "SELECT count(*) FROM inbox WHERE status = 'rejected'",
+	} {
+		if got, want := text(sel), count(sql); got != want {
+			t.Errorf("overview %s = %s, the database holds %s", sel, got, want)
+		}
+	}
 
 	// Find the dead row by its event id: one match opens the row.
 	run("search", chromedp.SendKeys(chromedp.CSS(`header input[name="event_id"]`), "evt-dead-2"),
@@ -175,5 +188,12 @@ func TestConsoleInTheBrowser(t *testing.T) {
 	}
 	if l := logs.String(); !strings.Contains(l, `"action":"requeue"`) || !strings.Contains(l, `"user":"alice"`) || strings.Contains(l, token) {
 		t.Errorf("the action's log line is missing or holds the token:\n%s", l)
+	}
+
+	// Sign out: the session ends, the next page asks for the token again.
+	run("sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("token")))
+	run("after sign-out", chromedp.Navigate(rowURL), chromedp.WaitVisible(chromedp.ID("token")))
+	if n := count("SELECT count(*) FROM console_sessions WHERE ended_at IS NOT NULL"); n != "1" {
+		t.Errorf("%s sessions ended after the sign-out, want 1", n)
 	}
 }

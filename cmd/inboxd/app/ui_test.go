@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -107,7 +108,7 @@ func startConsole(t *testing.T, env []string) (requeue func(url.Values) string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, closeDB, err := openConsole(context.Background(), cfg, nil, zerolog.Nop())
+	h, closeDB, err := openConsole(context.Background(), cfg, nil, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,5 +171,54 @@ func TestConsoleRequeuesRejectedRowsWithTheConfiguration(t *testing.T) {
 	}
 	if status != "received" || eventID != "ev-7" || eventType != "order.created" {
 		t.Fatalf("after the requeue: %s %s %s, want received ev-7 order.created", status, eventID, eventType)
+	}
+}
+
+// The reported case (issue 25, item 11): INBOXD_HTTP_ADDR defaults to
+// :8080, every interface, and the console was served there to anyone
+// without a token configured. Without INBOXD_UI_TOKEN_FILE on an address
+// that is not loopback, `inboxd run` serves /healthz and /metrics but not
+// the console, and says in a structured start-up line how to serve it;
+// `inboxd ui` refuses to start; with a token, every page asks for it.
+func TestConsoleNotServedOffLoopbackWithoutToken(t *testing.T) {
+	t.Parallel()
+	addr, logs := runHTTPDaemon(t, "INBOXD_HTTP_ADDR=0.0.0.0:0")
+	_, port, _ := net.SplitHostPort(addr)
+	local := "http://127.0.0.1:" + port
+	for path, want := range map[string]int{"/ui/": http.StatusNotFound, "/ui/rows?status=dead": http.StatusNotFound,
+		"/healthz": http.StatusOK, "/metrics": http.StatusOK} {
+		resp, err := http.Get(local + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || strings.Contains(string(body), "Overview") {
+			t.Errorf("GET %s on 0.0.0.0 without a token: %d, want %d\n%s", path, resp.StatusCode, want, body)
+		}
+	}
+	line := regexp.MustCompile(`\{[^\n]*"component":"console"[^\n]*"enable":"set INBOXD_UI_TOKEN_FILE[^\n]*\}`).FindString(logs.String())
+	if line == "" || !strings.Contains(line, `"level":"warn"`) || !strings.Contains(line, "not served") {
+		t.Errorf("no structured start-up line saying the console is not served and how to serve it:\n%s", logs.String())
+	}
+
+	code, _, stderr := runMain(t, []string{"INBOXD_DATABASE_URL=" + pgtest.New(t).URL, "INBOXD_HTTP_ADDR=0.0.0.0:0"}, "ui")
+	if code != ExitUsage || !strings.Contains(stderr, "INBOXD_UI_TOKEN_FILE") || !strings.Contains(stderr, "loopback") {
+		t.Errorf("inboxd ui on 0.0.0.0 without a token: exit %d, want %d naming INBOXD_UI_TOKEN_FILE and loopback:\n%s", code, ExitUsage, stderr)
+	}
+
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("off-loopback-token-0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, _ = runHTTPDaemon(t, "INBOXD_HTTP_ADDR=0.0.0.0:0", "INBOXD_UI_TOKEN_FILE="+tokenFile)
+	_, port, _ = net.SplitHostPort(addr)
+	resp, err := http.Get("http://127.0.0.1:" + port + "/ui/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /ui/ on 0.0.0.0 with a token and no credential: %d, want 401", resp.StatusCode)
 	}
 }
