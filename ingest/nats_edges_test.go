@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/inboxd/inboxd/internal/netfault"
@@ -278,6 +277,9 @@ func (b *natsBundle) cutOff(t *testing.T, s *NATSSource, proxy *netfault.Proxy) 
 	})
 }
 
+// shortPulls makes each pull request of s wait 1 s on the server.
+func shortPulls(s *NATSSource) { s.pullWait = time.Second }
+
 // A pull request sent while the connection is cut waits in nats.go's
 // buffer and goes out with the reconnection, and the server answers it at
 // once with what was published meanwhile. The reconnection must not end
@@ -287,17 +289,9 @@ func TestNATSPullSentWhileCutOff(t *testing.T) {
 	t.Parallel()
 	b := setupNATS(t)
 	cfg, proxy := b.proxied(t)
-	s, err := newNATS(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.pullWait = time.Second // a pull request expires during the cut
-	startNATS(t, s)
-	b.publish(t, natsEvent("x", "before", "t", "1"))
-	waitFor(t, 20*time.Second, func() (bool, string) { return len(readRows(t, b.db)) == 1 && s.Ready(), "first row, ready" })
-	s.mu.Lock()
-	nc := s.session.nc
-	s.mu.Unlock()
+	s, _ := b.start(t, cfg, shortPulls) // a pull request expires during the cut
+	b.storesFirst(t, s)
+	nc := s.conn()
 
 	b.cutOff(t, s, proxy)
 	b.publish(t, natsEvent("x", "during", "t", "2"))
@@ -326,14 +320,8 @@ func TestNATSDeliveryLateForItsPull(t *testing.T) {
 	t.Parallel()
 	b := setupNATS(t)
 	cfg, proxy := b.proxied(t)
-	s, err := newNATS(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.pullWait = time.Second
-	startNATS(t, s)
-	b.publish(t, natsEvent("x", "before", "t", "1"))
-	waitFor(t, 20*time.Second, func() (bool, string) { return len(readRows(t, b.db)) == 1 && s.Ready(), "first row, ready" })
+	s, _ := b.start(t, cfg, shortPulls)
+	b.storesFirst(t, s)
 
 	if err := proxy.Latency(3 * time.Second); err != nil {
 		t.Fatal(err)
@@ -362,8 +350,7 @@ func TestNATSDeliveryIntoADeadConnection(t *testing.T) {
 	cfg.AckWait = 3 * time.Second
 	cfg.Pipeline.WriteTimeout = time.Second
 	s, _ := b.start(t, cfg)
-	b.publish(t, natsEvent("x", "before", "t", "1"))
-	waitFor(t, 20*time.Second, func() (bool, string) { return len(readRows(t, b.db)) == 1 && s.Ready(), "first row, ready" })
+	b.storesFirst(t, s)
 
 	if err := proxy.BlackHole(); err != nil {
 		t.Fatal(err)
