@@ -49,6 +49,9 @@ const (
 	// natsPullGrace is how long after natsPullWait a pull request whose
 	// end the server has not signalled is given up.
 	natsPullGrace = time.Second
+	// natsCloseFlush bounds, when a session ends, each wait for the
+	// server to have read what was sent: an unsubscription, the Naks.
+	natsCloseFlush = time.Second
 	// natsPullSlack is room, in a pull's inbox beyond its batch, for the
 	// server's status messages: nats.go drops a message that finds its
 	// subscription's channel full.
@@ -183,6 +186,10 @@ type NATSSource struct {
 	opts    []nats.Option // without the connection's handlers
 	mapping MapOptions    // cfg's, NATSMsgIDHeader first among the id headers
 
+	// pullWait is how long a pull request waits on the server
+	// (natsPullWait; tests shorten it).
+	pullWait time.Duration
+
 	mu      sync.Mutex
 	session *natsSession // nil while no consumer is bound
 	pending []*nats.Msg
@@ -209,7 +216,7 @@ func newNATS(cfg NATSConfig, w inboxWriter, logger zerolog.Logger, reg prometheu
 	if err != nil {
 		return nil, err
 	}
-	s := &NATSSource{cfg: cfg, opts: opts, mapping: natsMapOptions(cfg.Pipeline.Mapping)}
+	s := &NATSSource{cfg: cfg, opts: opts, mapping: natsMapOptions(cfg.Pipeline.Mapping), pullWait: natsPullWait}
 	s.pipeline, err = newPipeline(SourceNATS, cfg.Pipeline, w, logger, reg, s.Reachable)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: register metrics: %w", err)
@@ -491,13 +498,13 @@ func (s *NATSSource) pull(ctx context.Context, ss *natsSession, stream string, c
 	defer ss.pulls.Done()
 	log := s.log.With().Str("stream", stream).Logger()
 	subject := jetstream.DefaultAPIPrefix + "CONSUMER.MSG.NEXT." + stream + "." + s.cfg.Consumer
-	req, err := json.Marshal(natsPullRequest{Batch: s.cfg.Pipeline.BatchSize, Expires: natsPullWait, MaxBytes: pullBytes})
+	req, err := json.Marshal(natsPullRequest{Batch: s.cfg.Pipeline.BatchSize, Expires: s.pullWait, MaxBytes: pullBytes})
 	if err != nil {
 		panic(fmt.Sprintf("ingest: encode a pull request: %v", err)) // two numbers always encode
 	}
 	failures := 0
 	for ctx.Err() == nil {
-		err := s.pullOnce(ss, stream, subject, req, pullBytes)
+		err := s.pullOnce(ctx, ss, stream, subject, req, pullBytes)
 		if errors.Is(err, errSessionOver) {
 			return
 		}
@@ -524,10 +531,12 @@ func (s *NATSSource) pull(ctx context.Context, ss *natsSession, stream string, c
 
 // pullOnce sends one pull request, on an inbox of its own, and hands every
 // message JetStream delivers to it to the pipeline, until the request is
-// over: its batch or its bytes delivered, or a status of the server ending
-// it (expired: nil). A reconnection ends it too (the request may be lost
-// with the old connection), as does a server status that never comes
-// (natsPullWait + natsPullGrace), after what has arrived is handed on.
+// over. The server ends it: its batch or its bytes delivered, or a status
+// saying so (expired: nil). Or the source gives up on it: at a
+// reconnection (the request may be lost with the old connection, or sent
+// with the new one), when the server's end never comes (natsPullWait +
+// natsPullGrace), when the session ends; then abandonPull reads what the
+// server has sent to it meanwhile, and nothing on its way is dropped.
 //
 // A delivery is told from the server's status messages by its reply
 // subject: JetStream delivers every stored message with its ack subject
@@ -538,79 +547,134 @@ func (s *NATSSource) pull(ctx context.Context, ss *natsSession, stream string, c
 // like any other, was skipped (Status: 100, never acknowledged) or ended
 // the pull with an error and dropped the messages after it (Status: 400):
 // here it is a message like any other.
-func (s *NATSSource) pullOnce(ss *natsSession, stream, subject string, req []byte, pullBytes int) error {
+func (s *NATSSource) pullOnce(ctx context.Context, ss *natsSession, stream, subject string, req []byte, pullBytes int) error {
 	batch := s.cfg.Pipeline.BatchSize
 	ch := make(chan *nats.Msg, batch+natsPullSlack)
 	sub, err := ss.nc.ChanSubscribe(ss.nc.NewInbox(), ch)
 	if err != nil {
 		return fmt.Errorf("subscribe to a pull request's inbox: %w", err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
 	reconnected := ss.reconnected()
 	if err := ss.nc.PublishRequest(subject, sub.Subject, req); err != nil {
+		_ = sub.Unsubscribe()
 		return fmt.Errorf("send a pull request: %w", err)
 	}
-	expired := time.NewTimer(natsPullWait + natsPullGrace)
+	expired := time.NewTimer(s.pullWait + natsPullGrace)
 	defer expired.Stop()
 	var n, size int
-	// take handles one message of the inbox; over reports the request over.
-	take := func(m *nats.Msg) (over bool, err error) {
-		if m.Reply == "" {
-			return natsPullStatus(m)
-		}
+	var unreadable error
+	// deliver hands one delivery to the pipeline; false: the session is
+	// over, and the delivery was handed back.
+	deliver := func(m *nats.Msg) bool {
 		md, err := m.Metadata()
 		if err != nil { // left unacknowledged: delivered again after AckWait
-			return true, fmt.Errorf("a delivery whose ack subject cannot be read: %w", err)
+			if unreadable == nil {
+				unreadable = fmt.Errorf("a delivery whose ack subject cannot be read: %w", err)
+			}
+			return true
 		}
 		select {
 		case ss.msgs <- natsMsg{stream: stream, m: m, md: md}:
 		case <-ss.dead:
 			_ = m.Nak()
-			nakAll(ch)
-			return true, errSessionOver
+			return false
 		}
 		n++
 		size += m.Size() // as the server counts a pull's bytes
-		return n >= batch || size >= pullBytes, nil
+		return true
+	}
+	// giveUp ends the request from this side, what is on its way read.
+	giveUp := func() error {
+		fctx, cancel := context.WithTimeout(ctx, natsAPITimeout)
+		defer cancel()
+		if !abandonPull(fctx, ss.nc, sub, ch, deliver) {
+			return errSessionOver
+		}
+		return unreadable
+	}
+	// handBack ends the request of a session that is over, what is on its
+	// way handed back.
+	handBack := func() error {
+		fctx, cancel := context.WithTimeout(context.Background(), natsCloseFlush)
+		defer cancel()
+		abandonPull(fctx, ss.nc, sub, ch, natsNak)
+		return errSessionOver
 	}
 	for {
 		select {
 		case m := <-ch:
-			if over, err := take(m); over {
-				return err
-			}
-			continue
-		case <-reconnected:
-		case <-expired.C:
-		case <-ss.dead:
-			nakAll(ch)
-			return errSessionOver
-		}
-		for { // what has arrived first, in order
-			select {
-			case m := <-ch:
-				if over, err := take(m); over {
+			if m.Reply == "" {
+				over, err := natsPullStatus(m)
+				if over { // the server is done with the request
+					_ = sub.Unsubscribe()
 					return err
 				}
-			default:
-				return nil
+				continue
 			}
+			if !deliver(m) {
+				return handBack()
+			}
+			if n >= batch || size >= pullBytes { // the server is done with it too
+				_ = sub.Unsubscribe()
+				return unreadable
+			}
+			if unreadable != nil {
+				return giveUp()
+			}
+		case <-reconnected:
+			return giveUp()
+		case <-expired.C:
+			return giveUp()
+		case <-ss.dead:
+			return handBack()
 		}
 	}
 }
 
-// nakAll hands back to JetStream, at once, the deliveries waiting in ch.
-func nakAll(ch <-chan *nats.Msg) {
+// abandonPull ends a pull request that the server may still be answering:
+// its inbox unsubscribed, then read until the server has answered a ping
+// sent after the unsubscription (or ctx is over). The server reads a
+// connection in order: by the pong it has sent to the inbox all it ever
+// will for that request, and every delivery it sent is handed to give, in
+// order, rather than dropped with the inbox and left to the consumer's
+// AckWait (a delivery sent into a connection that broke is lost all the
+// same: no client can read it). Statuses read meanwhile are left: the
+// request is over. It reports false when give did (the session is over),
+// after handing back the rest.
+func abandonPull(ctx context.Context, nc *nats.Conn, sub *nats.Subscription, ch <-chan *nats.Msg, give func(*nats.Msg) bool) bool {
+	if err := sub.Drain(); err == nil {
+		if nc.IsConnected() {
+			_ = nc.FlushWithContext(ctx)
+		} else {
+			// Drained while nats.go reconnects: the unsubscription was not
+			// sent, and the subscription would be sent again with the
+			// others at the reconnection. The server forgot it with the
+			// old connection, so it goes at once.
+			_ = sub.Unsubscribe()
+		}
+	}
+	going := true
 	for {
 		select {
 		case m := <-ch:
-			if m.Reply != "" {
+			if m.Reply == "" {
+				continue
+			}
+			if going {
+				going = give(m) // false: handed back, and so is the rest
+			} else {
 				_ = m.Nak()
 			}
 		default:
-			return
+			return going
 		}
 	}
+}
+
+// natsNak hands a delivery back to JetStream, to be delivered again at once.
+func natsNak(m *nats.Msg) bool {
+	_ = m.Nak()
+	return true
 }
 
 // natsPullEnded are the descriptions of the 409 statuses that end a pull
@@ -657,7 +721,7 @@ func (s *NATSSource) closeSession() {
 	if ss != nil {
 		ss.fail(errors.New("closed"))
 		ss.pulls.Wait()
-		_ = ss.nc.FlushTimeout(time.Second) // the Naks
+		_ = ss.nc.FlushTimeout(natsCloseFlush) // the Naks
 		ss.nc.Close()
 	}
 }

@@ -10,6 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/inboxd/inboxd/internal/netfault"
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // statusMsg is a message shaped like a NATS control message: no payload,
@@ -243,5 +246,135 @@ func TestNATSPullStatus(t *testing.T) {
 		if over != tt.over || (err == nil) != tt.ok {
 			t.Errorf("%s: over %v, error %v; want over %v, error %v", tt.line, over, err, tt.over, !tt.ok)
 		}
+	}
+}
+
+// proxied returns a NATS configuration of the bundle's that reaches the
+// server through a proxy of the test's own.
+func (b *natsBundle) proxied(t *testing.T) (NATSConfig, *netfault.Proxy) {
+	t.Helper()
+	proxy, err := netfault.New(strings.TrimPrefix(testkit.NATSURL(), "nats://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	cfg := b.config()
+	cfg.URL = "nats://" + proxy.Addr()
+	return cfg, proxy
+}
+
+// cutOff cuts the proxy between s and the server and waits until s is not
+// ready and the server has dropped the cut connection's pull request (a
+// consumer's info counts only the requests someone still listens to), so
+// that the server sends nothing next into the connection that was cut.
+func (b *natsBundle) cutOff(t *testing.T, s *NATSSource, proxy *netfault.Proxy) {
+	t.Helper()
+	proxy.Cut()
+	waitFor(t, 20*time.Second, func() (bool, string) { return !s.Ready(), "not ready while cut off" })
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		n := b.consumerInfo(t, DefaultNATSConsumer).NumWaiting
+		return n == 0, fmt.Sprintf("%d pull requests still waiting on the server", n)
+	})
+}
+
+// shortPulls makes each pull request of s wait 1 s on the server.
+func shortPulls(s *NATSSource) { s.pullWait = time.Second }
+
+// A pull request sent while the connection is cut waits in nats.go's
+// buffer and goes out with the reconnection, and the server answers it at
+// once with what was published meanwhile. The reconnection must not end
+// that request before its answer is read: the message would wait for
+// AckWait (60 s here) to come back.
+func TestNATSPullSentWhileCutOff(t *testing.T) {
+	t.Parallel()
+	b := setupNATS(t)
+	cfg, proxy := b.proxied(t)
+	s, _ := b.start(t, cfg, shortPulls) // a pull request expires during the cut
+	b.storesFirst(t, s)
+	nc := s.conn()
+
+	b.cutOff(t, s, proxy)
+	b.publish(t, natsEvent("x", "during", "t", "2"))
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		n, err := nc.Buffered()
+		return n > 0, fmt.Sprintf("a pull request sent while cut off (%d bytes buffered, %v)", n, err)
+	})
+	if err := proxy.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		info := b.consumerInfo(t, DefaultNATSConsumer)
+		rows := len(readRows(t, b.db))
+		return rows == 2, fmt.Sprintf("%d rows, want 2 (%d pending, %d waiting for their ack, %v reconnects)",
+			rows, info.NumPending, info.NumAckPending, testutil.ToFloat64(s.metrics.Reconnects))
+	})
+	b.drained(t, DefaultNATSConsumer)
+}
+
+// A delivery still on its way when the source gives up on its pull
+// request (no end from the server within natsPullGrace: here every answer
+// takes 3 s to come back, longer than a request's wait and grace) is
+// stored all the same, not dropped with the request's inbox and left to
+// AckWait (60 s here) to come back.
+func TestNATSDeliveryLateForItsPull(t *testing.T) {
+	t.Parallel()
+	b := setupNATS(t)
+	cfg, proxy := b.proxied(t)
+	s, _ := b.start(t, cfg, shortPulls)
+	b.storesFirst(t, s)
+
+	if err := proxy.Latency(3 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	b.publish(t, natsEvent("x", "late", "t", "2"))
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		info := b.consumerInfo(t, DefaultNATSConsumer)
+		_, ok := readRows(t, b.db)[b.stream+" late"]
+		return ok, fmt.Sprintf("row of the late delivery (%d pending, %d waiting for their ack)", info.NumPending, info.NumAckPending)
+	})
+	if err := proxy.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	b.drained(t, DefaultNATSConsumer)
+}
+
+// A message the server sends into a connection that is dead without its
+// knowing (here a black hole, then the connection closed; so is a message
+// published at the very moment of a cut, before the server has noticed)
+// counts for JetStream as delivered: no client can read it. It comes back
+// after the consumer's AckWait, not before, and is stored once.
+func TestNATSDeliveryIntoADeadConnection(t *testing.T) {
+	t.Parallel()
+	b := setupNATS(t)
+	cfg, proxy := b.proxied(t)
+	cfg.AckWait = 3 * time.Second
+	cfg.Pipeline.WriteTimeout = time.Second
+	s, _ := b.start(t, cfg)
+	b.storesFirst(t, s)
+
+	if err := proxy.BlackHole(); err != nil {
+		t.Fatal(err)
+	}
+	published := time.Now()
+	b.publish(t, natsEvent("x", "lost", "t", "2"))
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		info := b.consumerInfo(t, DefaultNATSConsumer)
+		return info.NumAckPending == 1, fmt.Sprintf("%d waiting for their ack, want the one sent into the black hole", info.NumAckPending)
+	})
+	if err := proxy.Restore(); err != nil { // closes the connection that lived through the black hole
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		_, ok := readRows(t, b.db)[b.stream+" lost"]
+		return ok, fmt.Sprintf("row of the message sent into the dead connection (%v reconnects)", testutil.ToFloat64(s.metrics.Reconnects))
+	})
+	// The server's clock for AckWait starts when it sends the message,
+	// which may be a little before the publication's acknowledgement.
+	if took := time.Since(published); took < cfg.AckWait-500*time.Millisecond {
+		t.Errorf("stored %s after its publication, before the consumer's AckWait (%s) could bring it back", took, cfg.AckWait)
+	}
+	b.drained(t, DefaultNATSConsumer)
+	if got := testutil.ToFloat64(s.metrics.Duplicates); got != 0 {
+		t.Errorf("duplicates = %v, want 0: the first delivery never reached the source", got)
 	}
 }
