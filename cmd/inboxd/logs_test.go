@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strings"
@@ -138,7 +140,20 @@ func TestEveryLineOfRunIsJSON(t *testing.T) {
 func TestSecondSignalLineIsJSON(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	d := startDaemon(t, "INBOXD_DATABASE_URL="+db.URL, "INBOXD_ROUTES="+writeRoutes(t, "default: ignore\n"))
+	// A handler that holds its row until the test ends keeps the first
+	// shutdown waiting (for INBOXD_SHUTDOWN_TIMEOUT), so the second signal
+	// always arrives while it does.
+	sink := newSink(t)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	sink.SetHook(func(http.ResponseWriter, *http.Request, testkit.Delivery) bool { <-release; return false })
+	routes := writeRoutes(t, "routes:\n  - type: slow\n    handler: http\n    url: "+sink.URL+"\n    timeout: 5m\ndefault: ignore\n")
+	d := startDaemon(t, "INBOXD_DATABASE_URL="+db.URL, "INBOXD_ROUTES="+routes, "INBOXD_SHUTDOWN_TIMEOUT=2m")
+	if _, err := db.Pool.Exec(context.Background(),
+		`INSERT INTO inbox (source, event_id, event_type, payload) VALUES ('t', 'held', 'slow', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the held row's handler running", func() bool { return len(sink.Deliveries()) == 1 })
 	d.Signal(syscall.SIGINT)
 	testkit.WaitFor(t, 10*time.Second, "the first signal logged", func() bool { return strings.Contains(d.Logs(), `"signal":"interrupt"`) })
 	d.Signal(syscall.SIGINT)
