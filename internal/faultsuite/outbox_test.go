@@ -10,18 +10,22 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/inboxd/inboxd/internal/outbox"
 )
 
 // The outbox scenarios: consume → process → produce with SIGKILLs, and a
 // relay paused past its lease. Their relays run with a small batch
-// (outboxBatch) so that the duplicate bound is tight: a relay reads,
-// publishes and writes the outcomes of one batch at a time, so a relay that
-// dies (or loses its leases) leaves at most that one batch published with
-// its outcomes unwritten, and its successor publishes those rows again,
-// with the same event ids.
+// (outboxBatch) so that the duplicate bound is tight: each of a relay's
+// loops (outbox.DefaultLoops) reads, publishes and writes the outcomes of
+// one batch at a time, so a relay that dies (or loses its leases) leaves at
+// most one batch per loop published with its outcomes unwritten, and its
+// successor publishes those rows again, with the same event ids.
 const (
 	outboxBatch = 50
 	outboxLease = 3 * time.Second
+	// outboxInFlight is the most a relay has published and not recorded.
+	outboxInFlight = outboxBatch * outbox.DefaultLoops
 )
 
 // outboxEnv is the relay's configuration in the outbox scenarios (the
@@ -39,7 +43,7 @@ func outboxEnv() []string {
 // database of its own) consumes out. Checks: nothing lost and no effect
 // twice (the Run's checks); one outbox row per input, all published; every
 // input exactly one distinct output event id; wire duplicates at most
-// outboxBatch per kill; per key, first occurrences in input order; the
+// outboxInFlight per kill; per key, first occurrences in input order; the
 // second inbox ends with exactly one processed row per input. It returns
 // what the destination holds and the wire duplicates.
 func outboxChain(t *testing.T, k *Kafka, out OutDest) OutReport {
@@ -122,10 +126,10 @@ func outboxChain(t *testing.T, k *Kafka, out OutDest) OutReport {
 
 	msgs := out.Collect(t)
 	rep := CheckOutMessages(t, msgs, acked)
-	bound := outboxBatch * run.Ledger.Count()
+	bound := outboxInFlight * run.Ledger.Count()
 	if rep.Duplicates > bound {
-		t.Errorf("WIRE DUPLICATES: %d re-publications, bound %d (INBOXD_OUTBOX_BATCH_SIZE %d × %d kills: each kill leaves at most the batch in flight unrecorded)",
-			rep.Duplicates, bound, outboxBatch, run.Ledger.Count())
+		t.Errorf("WIRE DUPLICATES: %d re-publications, bound %d (INBOXD_OUTBOX_BATCH_SIZE %d × %d loops × %d kills: each kill leaves at most each loop's batch in flight unrecorded)",
+			rep.Duplicates, bound, outboxBatch, outbox.DefaultLoops, run.Ledger.Count())
 	}
 	t.Logf("%s: %d messages on the wire, %d distinct, %d duplicates (bound %d)", out.Kind(), rep.Wire, rep.Distinct, rep.Duplicates, bound)
 
@@ -274,7 +278,7 @@ func TestOutboxPausedRelayIsFenced(t *testing.T) {
 	})
 	a.Pause()
 	stoppedAt := time.Now()
-	run.Ledger.Record("SIGSTOP", Fault{InFlight: outboxBatch})
+	run.Ledger.Record("SIGSTOP", Fault{InFlight: outboxInFlight})
 	WaitFor(t, 30*time.Second, "b holding all 32 shards", func() bool { return metric(b, "inboxd_outbox_shards_owned") == 32 })
 	before := count()
 	WaitFor(t, 30*time.Second, "more rows written while a is stopped", func() bool { return count() >= before+200 })
@@ -295,8 +299,8 @@ func TestOutboxPausedRelayIsFenced(t *testing.T) {
 	})
 	run.Check()
 	rep := CheckOutMessages(t, out.Collect(t), written)
-	if rep.Duplicates > outboxBatch {
-		t.Errorf("WIRE DUPLICATES: %d re-publications after one pause, bound %d (the batch a had in flight)", rep.Duplicates, outboxBatch)
+	if rep.Duplicates > outboxInFlight {
+		t.Errorf("WIRE DUPLICATES: %d re-publications after one pause, bound %d (the batches a's loops had in flight)", rep.Duplicates, outboxInFlight)
 	}
 	lost, fenced := metric(a, "inboxd_outbox_lease_lost_total"), metric(a, "inboxd_outbox_fenced_total")
 	logged := a.LogCount("lease lost")
@@ -305,5 +309,5 @@ func TestOutboxPausedRelayIsFenced(t *testing.T) {
 	}
 	t.Logf("rows=%d wire=%d dups=%d a: lease_lost=%.0f fenced=%.0f", len(written), rep.Wire, rep.Duplicates, lost, fenced)
 	run.Note("rows=%d stopped=%s wire=%d dups=%d bound=%d a_lease_lost=%.0f a_fenced=%.0f a_lease_lost_lines=%d",
-		len(written), resumedAt.Sub(stoppedAt).Round(100*time.Millisecond), rep.Wire, rep.Duplicates, outboxBatch, lost, fenced, logged)
+		len(written), resumedAt.Sub(stoppedAt).Round(100*time.Millisecond), rep.Wire, rep.Duplicates, outboxInFlight, lost, fenced, logged)
 }
