@@ -192,3 +192,32 @@ func TestNoInternalTypeInAPI(t *testing.T) {
 		}
 	}
 }
+
+// initAllowed lists the files whose init() is allowed, each with why: an
+// init() runs on import, so a package an embedder imports must not have
+// one (issue 26: a global set from worker/diag.go's init hid ExplainClaim).
+var initAllowed = map[string]string{
+	// The command table refers to the help command, which lists the table:
+	// a var initializer would be an initialization cycle. It sets nothing
+	// outside the package.
+	"cmd/inboxd/app/main.go": "the command table",
+	// zerolog's encoding settings are process-wide; the daemon's package
+	// is the one place that sets them (never imported by an embedder).
+	"cmd/inboxd/app/logging.go": "zerolog's duration and time formats",
+}
+
+// TestNoInit fails on a func init() in non-test code (nested modules
+// included) outside initAllowed.
+func TestNoInit(t *testing.T) {
+	t.Parallel()
+	dir, own := root(t)
+	files, err := Inits(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if _, ok := initAllowed[f]; !ok && own {
+			t.Errorf("%s: func init(): initialise explicitly (a constructor, a var), or say why in initAllowed", f)
+		}
+	}
+}
