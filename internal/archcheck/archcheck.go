@@ -12,6 +12,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -273,4 +274,97 @@ func Inits(root string) ([]string, error) {
 	})
 	sort.Strings(out)
 	return out, err
+}
+
+// Service is a type of non-test code that declares a method Start or Run
+// taking a context first (the two start/stop contracts issue 26 found),
+// and whether it embeds startstop.Base.
+type Service struct {
+	// Type is the type, as its package directory (relative to the root)
+	// and its name: "internal/engine.Pool".
+	Type string
+	// Method is Start or Run.
+	Method string
+	// Base is whether the type's struct embeds startstop.Base.
+	Base bool
+}
+
+// Services lists the types of root's module (nested modules left out)
+// whose non-test code declares Start(ctx context.Context, ...) or
+// Run(ctx context.Context, ...), in order of Type.
+func Services(root string) ([]Service, error) {
+	methods := map[string]string{} // type → Start or Run
+	based := map[string]bool{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (name == "testdata" || name == "node_modules" || strings.HasPrefix(name, ".")) {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != root {
+				return filepath.SkipDir // a module of its own: tools, not services
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(path))
+		if err != nil {
+			return err
+		}
+		pkg := filepath.ToSlash(rel) + "."
+		if rel == "." {
+			pkg = "inboxd."
+		}
+		for _, decl := range f.Decls {
+			switch d := decl.(type) {
+			case *ast.FuncDecl:
+				name := d.Name.Name
+				if d.Recv == nil || len(d.Recv.List) != 1 || (name != "Start" && name != "Run") || len(d.Type.Params.List) == 0 {
+					continue
+				}
+				if sel, ok := d.Type.Params.List[0].Type.(*ast.SelectorExpr); !ok || sel.Sel.Name != "Context" {
+					continue
+				}
+				if t := receiverName(d.Recv.List[0].Type); t != "" && methods[pkg+t] != "Start" {
+					methods[pkg+t] = name
+				}
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					ts, ok := s.(*ast.TypeSpec)
+					if !ok {
+						continue
+					}
+					st, ok := ts.Type.(*ast.StructType)
+					if !ok {
+						continue
+					}
+					for _, fld := range st.Fields.List {
+						if sel, ok := fld.Type.(*ast.SelectorExpr); ok && len(fld.Names) == 0 && sel.Sel.Name == "Base" {
+							if id, ok := sel.X.(*ast.Ident); ok && id.Name == "startstop" {
+								based[pkg+ts.Name.Name] = true
+							}
+						}
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Service, 0, len(methods))
+	for t, m := range methods {
+		out = append(out, Service{Type: t, Method: m, Base: based[t]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out, nil
 }

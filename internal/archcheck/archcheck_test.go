@@ -221,3 +221,39 @@ func TestNoInit(t *testing.T) {
 		}
 	}
 }
+
+// composites are services whose Start starts services of their own
+// (startstop.StartAll) rather than goroutines: they keep the contract
+// without the base, and their tests run startstoptest.Contract too.
+var composites = map[string]bool{
+	"internal/maintenance.Services": true, // the rescuer, the sweeper, the stats
+}
+
+// TestServicesShareTheBase fails when a type of non-test code declares
+// Start(ctx, ...) without embedding startstop.Base (the one start/stop
+// base; its shared test is startstoptest.Contract): a service that writes
+// its own cancel and WaitGroup. Types with the other contract, Run(ctx),
+// are listed with -v.
+func TestServicesShareTheBase(t *testing.T) {
+	t.Parallel()
+	dir, own := root(t)
+	services, err := Services(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := 0
+	for _, s := range services {
+		switch {
+		case s.Method == "Run":
+			t.Logf("%-40s Run(ctx)", s.Type)
+		case !s.Base && !composites[s.Type] && own:
+			t.Errorf("%s declares Start without embedding startstop.Base", s.Type)
+		default:
+			starts++
+		}
+	}
+	t.Logf("%d services on startstop.Base (composites included)", starts)
+	if own && starts == 0 {
+		t.Error("no service found: the check no longer sees them")
+	}
+}
