@@ -5,6 +5,7 @@
 package archcheck
 
 import (
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/build"
@@ -367,4 +368,100 @@ func Services(root string) ([]Service, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
 	return out, nil
+}
+
+// Import is one import of a package of the module by another, both named
+// by their directory relative to the module's root ("." for the root
+// package).
+type Import struct {
+	From, To string
+}
+
+// Imports lists the imports between the packages of the module at root
+// (nested modules, testdata, node_modules and hidden directories left
+// out) made by their non-test code: the layering the code has. modPath is
+// the module's path.
+func Imports(root, modPath string) ([]Import, error) {
+	var out []Import
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		if name := d.Name(); path != root && (name == "testdata" || name == "node_modules" || strings.HasPrefix(name, ".")) {
+			return filepath.SkipDir
+		}
+		if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != root {
+			return filepath.SkipDir
+		}
+		bp, err := build.ImportDir(path, 0)
+		if err != nil {
+			var none *build.NoGoError
+			if errors.As(err, &none) {
+				return nil
+			}
+			return err
+		}
+		from, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		for _, imp := range bp.Imports {
+			switch {
+			case imp == modPath:
+				out = append(out, Import{From: filepath.ToSlash(from), To: "."})
+			case strings.HasPrefix(imp, modPath+"/"):
+				out = append(out, Import{From: filepath.ToSlash(from), To: strings.TrimPrefix(imp, modPath+"/")})
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// EnvReads lists the calls of os.Getenv, os.LookupEnv, os.Environ and
+// os.ExpandEnv in the non-test code of root's module (nested modules
+// left out), as "file:line" relative to root.
+func EnvReads(root string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (name == "testdata" || name == "node_modules" || strings.HasPrefix(name, ".")) {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != root {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if id, ok := sel.X.(*ast.Ident); ok && id.Name == "os" {
+				switch sel.Sel.Name {
+				case "Getenv", "LookupEnv", "Environ", "ExpandEnv":
+					out = append(out, fmt.Sprintf("%s:%d", filepath.ToSlash(rel), fset.Position(sel.Pos()).Line))
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	return out, err
 }

@@ -122,41 +122,37 @@ func (r *Relay) Ready() bool {
 // Loops publish at once, each the shards s with s % Loops its own, so that a
 // key (one shard) is published by one loop, in order, while the others go
 // on: a relay is several database sessions, not one queued behind the
-// writers'. The lease loop renews and shares the shards; the maintenance
-// loop reads the gauges and deletes published rows.
+// writers'. The lease loop, here, renews and shares the shards; the
+// maintenance loop reads the gauges and deletes published rows.
 func (r *Relay) Start(ctx context.Context) error {
 	return r.StartWith(ctx, func(ctx context.Context) error {
 		r.Go(func() { r.maintain(ctx) })
-		r.Go(func() { r.leaseLoop(ctx) })
+		r.Go(func() {
+			r.log.Info().Int("batch_size", r.cfg.BatchSize).Int("loops", r.cfg.Loops).Dur("lease", r.cfg.Lease).
+				Strs("kinds", kinds(r.pubs)).Msg("outbox relay started")
+			r.leaseTick(ctx) // the loops start with shards to publish
+			var loops sync.WaitGroup
+			for i := range r.cfg.Loops {
+				loops.Add(1)
+				r.Go(func() { defer loops.Done(); r.publishLoop(ctx, i) })
+			}
+			t := time.NewTicker(r.cfg.Lease / 3)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					// The loops finish their batches; then the shards go back.
+					loops.Wait()
+					r.releaseAll()
+					r.log.Info().Msg("outbox relay stopped")
+					return
+				case <-t.C:
+					r.leaseTick(ctx)
+				}
+			}
+		})
 		return nil
 	})
-}
-
-// leaseLoop takes the first shards, starts the publish loops, and renews
-// and shares the shards until ctx is done; then, once the loops have
-// finished their batches, it gives the shards back.
-func (r *Relay) leaseLoop(ctx context.Context) {
-	r.log.Info().Int("batch_size", r.cfg.BatchSize).Int("loops", r.cfg.Loops).Dur("lease", r.cfg.Lease).
-		Strs("kinds", r.kinds()).Msg("outbox relay started")
-	r.leaseTick(ctx) // the loops start with shards to publish
-	var loops sync.WaitGroup
-	for i := range r.cfg.Loops {
-		loops.Add(1)
-		r.Go(func() { defer loops.Done(); r.publishLoop(ctx, i) })
-	}
-	t := time.NewTicker(r.cfg.Lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			loops.Wait()
-			r.releaseAll()
-			r.log.Info().Msg("outbox relay stopped")
-			return
-		case <-t.C:
-			r.leaseTick(ctx)
-		}
-	}
 }
 
 // publishLoop publishes loop's shards until ctx is done.
@@ -182,9 +178,10 @@ func (r *Relay) publishLoop(ctx context.Context, loop int) {
 	}
 }
 
-func (r *Relay) kinds() []string {
-	ks := make([]string, 0, len(r.pubs))
-	for k := range r.pubs {
+// kinds lists the kinds of pubs, sorted.
+func kinds(pubs map[string]Publisher) []string {
+	ks := make([]string, 0, len(pubs))
+	for k := range pubs {
 		ks = append(ks, k)
 	}
 	sort.Strings(ks)
