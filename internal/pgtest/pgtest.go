@@ -268,3 +268,36 @@ func UniqueName(prefix string) string {
 	_, _ = rand.Read(b)
 	return prefix + hex.EncodeToString(b)
 }
+
+// TestingM is what a TestMain runs: *testing.M, or a wrapper of it.
+type TestingM interface{ Run() int }
+
+// MainWithDatabase wraps m (a TestMain's *testing.M) so that its Run runs the
+// tests and Examples with a migrated database of their own named by the
+// environment variable env (DATABASE_URL, as a service's configuration
+// would name its database), dropped after; for the Examples, which have no
+// t to call New with. Hand the result to goleak.VerifyTestMain.
+func MainWithDatabase(m TestingM, env string) TestingM { return withDatabase{m, env} }
+
+type withDatabase struct {
+	m   TestingM
+	env string
+}
+
+func (w withDatabase) Run() int {
+	db, drop, err := Open()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := os.Setenv(w.env, db.URL); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := w.m.Run()
+	if err := drop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	return code
+}
