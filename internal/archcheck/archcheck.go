@@ -61,31 +61,11 @@ type TypeMethods struct {
 // out), widest first.
 func Methods(root string) ([]TypeMethods, error) {
 	counts := map[string]int{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != root && (name == "testdata" || name == "node_modules" || strings.HasPrefix(name, ".")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, filepath.Dir(path))
-		if err != nil {
-			return err
-		}
+	err := goFiles(root, false, func(rel string, _ *token.FileSet, f *ast.File) error {
 		for _, decl := range f.Decls {
 			if fd, ok := decl.(*ast.FuncDecl); ok && fd.Recv != nil && len(fd.Recv.List) == 1 {
 				if name := receiverName(fd.Recv.List[0].Type); name != "" {
-					counts[filepath.ToSlash(rel)+"."+name]++
+					counts[pkgOf(rel)+"."+name]++
 				}
 			}
 		}
@@ -244,30 +224,10 @@ func checkTypeExpr(decl string, e ast.Expr, check func(string, ast.Node)) {
 // directories.
 func Inits(root string) ([]string, error) {
 	var out []string
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != root && (name == "testdata" || name == "node_modules" || strings.HasPrefix(name, ".")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	err := goFiles(root, false, func(rel string, _ *token.FileSet, f *ast.File) error {
 		for _, decl := range f.Decls {
 			if fd, ok := decl.(*ast.FuncDecl); ok && fd.Recv == nil && fd.Name.Name == "init" {
-				rel, err := filepath.Rel(root, path)
-				if err != nil {
-					return err
-				}
-				out = append(out, filepath.ToSlash(rel))
+				out = append(out, rel)
 				break
 			}
 		}
@@ -296,32 +256,9 @@ type Service struct {
 func Services(root string) ([]Service, error) {
 	methods := map[string]string{} // type → Start or Run
 	based := map[string]bool{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != root && (name == "testdata" || name == "node_modules" || strings.HasPrefix(name, ".")) {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != root {
-				return filepath.SkipDir // a module of its own: tools, not services
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, filepath.Dir(path))
-		if err != nil {
-			return err
-		}
-		pkg := filepath.ToSlash(rel) + "."
-		if rel == "." {
+	err := goFiles(root, true, func(rel string, _ *token.FileSet, f *ast.File) error {
+		pkg := pkgOf(rel) + "."
+		if pkg == ".." {
 			pkg = "inboxd."
 		}
 		for _, decl := range f.Decls {
@@ -387,10 +324,7 @@ func Imports(root, modPath string) ([]Import, error) {
 		if err != nil || !d.IsDir() {
 			return err
 		}
-		if name := d.Name(); path != root && (name == "testdata" || name == "node_modules" || strings.HasPrefix(name, ".")) {
-			return filepath.SkipDir
-		}
-		if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != root {
+		if skipDir(root, path, true) {
 			return filepath.SkipDir
 		}
 		bp, err := build.ImportDir(path, 0)
@@ -423,15 +357,53 @@ func Imports(root, modPath string) ([]Import, error) {
 // left out), as "file:line" relative to root.
 func EnvReads(root string) ([]string, error) {
 	var out []string
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := goFiles(root, true, func(rel string, fset *token.FileSet, f *ast.File) error {
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if id, ok := sel.X.(*ast.Ident); ok && id.Name == "os" {
+				switch sel.Sel.Name {
+				case "Getenv", "LookupEnv", "Environ", "ExpandEnv":
+					out = append(out, fmt.Sprintf("%s:%d", rel, fset.Position(sel.Pos()).Line))
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	return out, err
+}
+
+// skipDir reports whether a walk of root leaves out the directory path:
+// testdata, node_modules and hidden directories, and nested modules when
+// ownModule is set.
+func skipDir(root, path string, ownModule bool) bool {
+	if path == root {
+		return false
+	}
+	if name := filepath.Base(path); name == "testdata" || name == "node_modules" || strings.HasPrefix(name, ".") {
+		return true
+	}
+	if ownModule {
+		if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// goFiles calls fn with every non-test Go file below root (skipDir's
+// directories left out), parsed, with its path relative to root in
+// slashes.
+func goFiles(root string, ownModule bool, fn func(rel string, fset *token.FileSet, f *ast.File) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
-			if name := d.Name(); path != root && (name == "testdata" || name == "node_modules" || strings.HasPrefix(name, ".")) {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != root {
+			if skipDir(root, path, ownModule) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -448,20 +420,9 @@ func EnvReads(root string) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			sel, ok := n.(*ast.SelectorExpr)
-			if !ok {
-				return true
-			}
-			if id, ok := sel.X.(*ast.Ident); ok && id.Name == "os" {
-				switch sel.Sel.Name {
-				case "Getenv", "LookupEnv", "Environ", "ExpandEnv":
-					out = append(out, fmt.Sprintf("%s:%d", filepath.ToSlash(rel), fset.Position(sel.Pos()).Line))
-				}
-			}
-			return true
-		})
-		return nil
+		return fn(filepath.ToSlash(rel), fset, f)
 	})
-	return out, err
 }
+
+// pkgOf is the package directory of the file rel ("." for the root).
+func pkgOf(rel string) string { return filepath.ToSlash(filepath.Dir(rel)) }

@@ -1,12 +1,11 @@
 package outbox
 
 import (
-	"context"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/internal/startstop/startstoptest"
 )
@@ -16,11 +15,7 @@ import (
 // of how it starts and stops.
 func TestStartStopContract(t *testing.T) {
 	t.Parallel()
-	db, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := pgtest.Unreachable(t)
 	startstoptest.Contract(t, func(t *testing.T) startstop.Service {
 		r, err := New(db, map[string]Publisher{KindKafka: &recorder{kind: KindKafka}}, testConfig(), zerolog.Nop(), nil)
 		if err != nil {

@@ -301,3 +301,16 @@ func (w withDatabase) Run() int {
 	}
 	return code
 }
+
+// Unreachable returns a pool on a database that never answers (nothing
+// listens on its port), closed when t ends: for the parts that decide, or
+// start and stop, without a database. The pool connects only when used.
+func Unreachable(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	db, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db
+}
