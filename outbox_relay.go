@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/inboxd/inboxd/internal/brokers"
 	"github.com/inboxd/inboxd/internal/outbox"
 )
 
@@ -44,7 +45,7 @@ func newPublishers(cfg OutboxConfig, log zerolog.Logger) (map[string]outbox.Publ
 	pubs := map[string]outbox.Publisher{}
 	var errs []error
 	if k := cfg.Kafka; k != nil {
-		p, err := outbox.NewKafka(outbox.KafkaConfig{Brokers: k.Brokers, ClientID: k.ClientID, TLS: k.TLS, SASL: k.SASL,
+		p, err := outbox.NewKafka(outbox.KafkaConfig{Brokers: k.Brokers, ClientID: k.ClientID, TLS: brokers.TLS(k.TLS), SASL: brokers.SASL(k.SASL),
 			Compression: cfg.KafkaCompression}, log)
 		if err != nil {
 			errs = append(errs, err)
@@ -53,7 +54,7 @@ func newPublishers(cfg OutboxConfig, log zerolog.Logger) (map[string]outbox.Publ
 		}
 	}
 	if a := cfg.AMQP; a != nil {
-		p, err := outbox.NewAMQP(outbox.AMQPConfig{URL: a.URL, TLS: a.TLS}, log)
+		p, err := outbox.NewAMQP(outbox.AMQPConfig{URL: a.URL, TLS: brokers.TLS(a.TLS)}, log)
 		if err != nil {
 			errs = append(errs, err)
 		} else {
@@ -61,7 +62,7 @@ func newPublishers(cfg OutboxConfig, log zerolog.Logger) (map[string]outbox.Publ
 		}
 	}
 	if n := cfg.NATS; n != nil {
-		p, err := outbox.NewNATS(outbox.NATSConfig{URL: n.URL, CredsFile: n.CredsFile, TLS: n.TLS}, log)
+		p, err := outbox.NewNATS(outbox.NATSConfig{URL: n.URL, CredsFile: n.CredsFile, TLS: brokers.TLS(n.TLS)}, log)
 		if err != nil {
 			errs = append(errs, err)
 		} else {

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
 	"github.com/inboxd/inboxd/internal/netfault"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
@@ -39,7 +40,7 @@ func setupAMQP(t testing.TB) *amqpBundle {
 	t.Helper()
 	conn, err := amqp.Dial(testkit.AMQPURL())
 	if err != nil {
-		t.Fatalf("connect to RabbitMQ at %s (start it with rabbitmq-server -detached): %v", RedactAMQPURL(testkit.AMQPURL()), err)
+		t.Fatalf("connect to RabbitMQ at %s (start it with rabbitmq-server -detached): %v", amqpconn.RedactURL(testkit.AMQPURL()), err)
 	}
 	ch, err := conn.Channel()
 	if err != nil {
@@ -395,7 +396,7 @@ func TestAMQPConfigValidate(t *testing.T) {
 	if strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("error repeats the password: %q", err)
 	}
-	if got := RedactAMQPURL("amqps://u:s3cret@host:5671/vh"); got != "amqps://u@host:5671/vh" {
+	if got := amqpconn.RedactURL("amqps://u:s3cret@host:5671/vh"); got != "amqps://u@host:5671/vh" {
 		t.Errorf("RedactAMQPURL = %q", got)
 	}
 }
@@ -879,7 +880,7 @@ func amqpFramesRefuse(t *testing.T, queue string) (refused, noted bool) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	conn, frames, err := dialAMQP(ctx, testkit.AMQPURL(), TLSConfig{}, true)
+	conn, frames, err := dialAMQP(ctx, testkit.AMQPURL(), TLSConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,11 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inboxd/inboxd/internal/testkit"
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // BenchmarkIngest measures Kafka-to-inbox throughput with the default batch

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/inboxd/inboxd/internal/brokers"
+	"github.com/inboxd/inboxd/internal/brokers/natsconn"
 	"github.com/inboxd/inboxd/internal/natsurl"
 )
 
@@ -38,8 +39,6 @@ const NATSSubjectHeader = "nats-subject"
 const DefaultNATSConsumer = "inboxd"
 
 const (
-	// natsDialTimeout bounds connecting to NATS, handshakes included.
-	natsDialTimeout = 10 * time.Second
 	// natsAPITimeout bounds one JetStream API request (stream and consumer
 	// look-ups, consumer creation).
 	natsAPITimeout = 10 * time.Second
@@ -113,7 +112,7 @@ func (c NATSConfig) withDefaults() NATSConfig {
 	if c.AckWait == 0 {
 		c.AckWait = max(natsMinAckWait, 2*c.Pipeline.WriteTimeout)
 	}
-	c.TLS.Enabled = c.TLS.CAFile != "" || c.TLS.CertFile != "" || c.TLS.KeyFile != "" || natsurl.TLS(c.URL)
+	c.TLS.Enabled = natsconn.TLSWanted(c.URL, brokers.TLS(c.TLS))
 	return c
 }
 
@@ -168,11 +167,6 @@ func (c NATSConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// RedactNATSURL reduces a NATS URL, or a comma list of them, to
-// scheme://user@host:port each, for logs: never a password or token. A URL
-// that does not parse gives "(invalid)".
-func RedactNATSURL(s string) string { return natsurl.Redact(s) }
-
 // NATSSource moves messages of NATS JetStream streams into the inbox table:
 // one durable pull consumer per stream, fetched in batches, each message
 // acknowledged on its own (never AckAll: replicas share the consumer) once
@@ -212,7 +206,7 @@ func newNATS(cfg NATSConfig, w inboxWriter, logger zerolog.Logger, reg prometheu
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	opts, err := NATSOptions(cfg)
+	opts, err := natsconn.Options(cfg.URL, cfg.CredsFile, brokers.TLS(cfg.TLS))
 	if err != nil {
 		return nil, err
 	}
@@ -222,30 +216,6 @@ func newNATS(cfg NATSConfig, w inboxWriter, logger zerolog.Logger, reg prometheu
 		return nil, fmt.Errorf("ingest: register metrics: %w", err)
 	}
 	return s, nil
-}
-
-// NATSOptions returns the nats.go options of a connection to cfg's server,
-// as the NATSSource opens it and the outbox's publisher too: the client
-// name "inboxd", natsDialTimeout, unlimited reconnections, cfg.CredsFile
-// and TLS (enabled by a tls:// URL or any of cfg.TLS's files). It reads
-// only cfg's URL, CredsFile and TLS, and adds no connection handler.
-func NATSOptions(cfg NATSConfig) ([]nats.Option, error) {
-	cfg = cfg.withDefaults()
-	opts := []nats.Option{nats.Name("inboxd"), nats.Timeout(natsDialTimeout), nats.MaxReconnects(-1)}
-	if cfg.CredsFile != "" {
-		if _, err := os.Stat(cfg.CredsFile); err != nil {
-			return nil, errors.New("ingest: INBOXD_NATS_CREDS_FILE: cannot read the file it names")
-		}
-		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
-	}
-	if cfg.TLS.Enabled {
-		tc, err := cfg.TLS.Build("INBOXD_NATS_TLS")
-		if err != nil {
-			return nil, fmt.Errorf("ingest: %w", err)
-		}
-		opts = append(opts, nats.Secure(tc))
-	}
-	return opts, nil
 }
 
 // Ready reports whether the source runs, its last batch write did not fail,
@@ -275,7 +245,7 @@ func (s *NATSSource) LastProgress() time.Time { return s.progress() }
 // fetched but not yet batched are handed back at once).
 func (s *NATSSource) Run(ctx context.Context) error {
 	return s.runSession(ctx, natsFetcher{s}, s.reset, func() {
-		s.log.Info().Str("url", RedactNATSURL(s.cfg.URL)).Strs("streams", s.cfg.Streams).
+		s.log.Info().Str("url", natsurl.Redact(s.cfg.URL)).Strs("streams", s.cfg.Streams).
 			Str("consumer", s.cfg.Consumer).Strs("subjects", s.cfg.Subjects).Dur("ack_wait", s.cfg.AckWait).
 			Int("batch_size", s.cfg.Pipeline.BatchSize).Dur("batch_timeout", s.cfg.Pipeline.BatchTimeout).
 			Msg("ingest starting")
@@ -368,7 +338,7 @@ func (s *NATSSource) connect(ctx context.Context) (*natsSession, error) {
 	)
 	nc, err := nats.Connect(s.cfg.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", RedactNATSURL(s.cfg.URL), err)
+		return nil, fmt.Errorf("connect to NATS at %s: %w", natsurl.Redact(s.cfg.URL), err)
 	}
 	ss.nc = nc
 	fail := func(err error) (*natsSession, error) { ss.fail(err); nc.Close(); return nil, err }

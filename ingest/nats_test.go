@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
+	"github.com/inboxd/inboxd/internal/natsurl"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
@@ -37,7 +38,7 @@ func setupNATS(t *testing.T, opts ...func(*jetstream.StreamConfig)) *natsBundle 
 	t.Helper()
 	nc, err := nats.Connect(testkit.NATSURL())
 	if err != nil {
-		t.Fatalf("connect to NATS at %s (start it with nats-server -js): %v", RedactNATSURL(testkit.NATSURL()), err)
+		t.Fatalf("connect to NATS at %s (start it with nats-server -js): %v", natsurl.Redact(testkit.NATSURL()), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -556,7 +557,7 @@ func TestNATSConfigValidate(t *testing.T) {
 	if strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("error repeats the password: %q", err)
 	}
-	if got := RedactNATSURL("nats://u:s3cret@h1:4222, tls://t0ken@h2:4443"); got != "nats://u@h1:4222,tls://%5Bredacted%5D@h2:4443" {
+	if got := natsurl.Redact("nats://u:s3cret@h1:4222, tls://t0ken@h2:4443"); got != "nats://u@h1:4222,tls://%5Bredacted%5D@h2:4443" {
 		t.Errorf("RedactNATSURL = %q", got)
 	}
 	if c := (NATSConfig{URL: "tls://h:4222"}).withDefaults(); !c.TLS.Enabled || c.Consumer != DefaultNATSConsumer ||

@@ -13,7 +13,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 
-	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/brokers"
+	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
 )
 
 // DefaultAMQPMaxMessageBytes is AMQPConfig.MaxMessageBytes when it is zero:
@@ -32,7 +33,7 @@ type AMQPConfig struct {
 	URL string
 	// TLS configures amqps://: CA bundle and client certificate, as for
 	// the source. Enabled follows the URL's scheme.
-	TLS ingest.TLSConfig
+	TLS brokers.TLS
 	// MaxMessageBytes is the largest payload sent; a larger one is
 	// refused. It must not exceed the server's max_message_size. Zero is
 	// DefaultAMQPMaxMessageBytes.
@@ -95,7 +96,7 @@ func NewAMQP(cfg AMQPConfig, log zerolog.Logger) (*AMQPPublisher, error) {
 		cfg.MaxMessageBytes = DefaultAMQPMaxMessageBytes
 	}
 	return &AMQPPublisher{cfg: cfg, sem: make(chan struct{}, 1),
-		log: log.With().Str("component", "outbox").Str("broker", KindAMQP).Str("url", ingest.RedactAMQPURL(cfg.URL)).Logger()}, nil
+		log: log.With().Str("component", "outbox").Str("broker", KindAMQP).Str("url", amqpconn.RedactURL(cfg.URL)).Logger()}, nil
 }
 
 // Check refuses a message amqp091-go cannot send as it is (amqpEncodable:
@@ -318,17 +319,17 @@ func (p *AMQPPublisher) closedError(m Message, reason *amqp.Error, culprit bool)
 // own RabbitMQ source uses amqp091-go).
 const amqpMaxTableEntries = 8192
 
-// amqpProperties are ingest.AMQPProperties by header name.
-var amqpProperties = func() map[string]ingest.AMQPProperty {
-	m := make(map[string]ingest.AMQPProperty, len(ingest.AMQPProperties))
-	for _, p := range ingest.AMQPProperties {
+// amqpProperties are amqpconn.Properties by header name.
+var amqpProperties = func() map[string]amqpconn.Property {
+	m := make(map[string]amqpconn.Property, len(amqpconn.Properties))
+	for _, p := range amqpconn.Properties {
 		m[p.Header] = p
 	}
 	return m
 }()
 
 // amqpMessage is m as RabbitMQ receives it, persistent: message_id =
-// EventID, type = EventType, the properties of ingest.AMQPProperties from
+// EventID, type = EventType, the properties of amqpconn.Properties from
 // the headers of their names, the other headers and KeyHeader = Key in the
 // headers table. It also returns why amqp091-go could not send it within
 // frames of frameMax bytes, or a consumer on amqp091-go read it (none
@@ -345,8 +346,8 @@ func amqpMessage(m Message, frameMax int) (amqp.Publishing, []string) {
 		MessageId: m.EventID, Type: m.EventType, Body: body}
 	var why []string
 	shortstr := func(what, v string) {
-		if len(v) > ingest.MaxAMQPShortstr {
-			why = append(why, fmt.Sprintf("amqp: %s of %d bytes, over the %d of an AMQP shortstr", what, len(v), ingest.MaxAMQPShortstr))
+		if len(v) > amqpconn.MaxShortstr {
+			why = append(why, fmt.Sprintf("amqp: %s of %d bytes, over the %d of an AMQP shortstr", what, len(v), amqpconn.MaxShortstr))
 		}
 	}
 	shortstr("message_id (the event id)", m.EventID)
@@ -359,7 +360,7 @@ func amqpMessage(m Message, frameMax int) (amqp.Publishing, []string) {
 			continue
 		}
 		switch {
-		case len(h.Key) > ingest.MaxAMQPShortstr:
+		case len(h.Key) > amqpconn.MaxShortstr:
 			shortstr(fmt.Sprintf("header name %.40q…", h.Key), h.Key)
 		case h.Key == "CC" || h.Key == "BCC":
 			// RabbitMQ's sender-selected routing: it closes the channel on
@@ -430,9 +431,9 @@ func (p *AMQPPublisher) channel(ctx context.Context) (*amqpChannel, error) {
 		p.conn = nil
 	}
 	if p.conn == nil {
-		conn, err := ingest.DialAMQP(ctx, p.cfg.URL, p.cfg.TLS)
+		conn, err := amqpconn.Dial(ctx, p.cfg.URL, p.cfg.TLS, nil)
 		if err != nil {
-			return nil, fmt.Errorf("amqp: connect to %s: %w", ingest.RedactAMQPURL(p.cfg.URL), err)
+			return nil, fmt.Errorf("amqp: connect to %s: %w", amqpconn.RedactURL(p.cfg.URL), err)
 		}
 		p.conn = conn
 		p.log.Info().Msg("connected to RabbitMQ")

@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
 
@@ -26,7 +27,7 @@ func setupAMQPPub(t *testing.T) *amqpBundle {
 	t.Helper()
 	conn, err := amqp.Dial(testkit.AMQPURL())
 	if err != nil {
-		t.Fatalf("connect to RabbitMQ at %s: %v", ingest.RedactAMQPURL(testkit.AMQPURL()), err)
+		t.Fatalf("connect to RabbitMQ at %s: %v", amqpconn.RedactURL(testkit.AMQPURL()), err)
 	}
 	ch, err := conn.Channel()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/lease"
 )
 
 // The relay's defaults, the values a zero Config field takes.
@@ -94,7 +95,7 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.PollInterval, DefaultPollInterval)
 	def(&c.Lease, DefaultLease)
-	def(&c.PublishTimeout, min(DefaultPublishTimeout, c.Lease/3))
+	def(&c.PublishTimeout, min(DefaultPublishTimeout, lease.ShardStep(c.Lease)))
 	def(&c.Retention, DefaultRetention)
 	def(&c.RetentionInterval, DefaultRetentionInterval)
 	def(&c.StatsInterval, DefaultStatsInterval)
@@ -120,8 +121,8 @@ func (c Config) Validate() error {
 	if c.Lease < MinLease {
 		bad("outbox: lease must be at least %s, got %s", MinLease, c.Lease)
 	}
-	if c.PublishTimeout <= 0 || c.PublishTimeout > c.Lease/3 {
-		bad("outbox: publish timeout must be positive and at most a third of the lease (%s), got %s", c.Lease/3, c.PublishTimeout)
+	if c.PublishTimeout <= 0 || c.PublishTimeout > lease.ShardStep(c.Lease) {
+		bad("outbox: publish timeout must be positive and at most a third of the lease (%s), got %s", lease.ShardStep(c.Lease), c.PublishTimeout)
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > MaxAttemptsLimit {
 		bad("outbox: max attempts must be between 1 and %d, got %d", MaxAttemptsLimit, c.MaxAttempts)

@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/brokers"
 )
 
 // DefaultKafkaMaxMessageBytes is KafkaConfig.MaxMessageBytes when it is
@@ -46,12 +46,12 @@ type KafkaConfig struct {
 	// Brokers are the seed brokers, host:port.
 	Brokers []string
 	// ClientID identifies the producer to the brokers; empty is
-	// ingest.DefaultClientID.
+	// brokers.DefaultClientID.
 	ClientID string
 	// TLS configures TLS to the brokers, as for the source.
-	TLS ingest.TLSConfig
+	TLS brokers.TLS
 	// SASL configures SASL authentication, as for the source.
-	SASL ingest.SASLConfig
+	SASL brokers.SASL
 	// MaxMessageBytes is the largest batch sent to a partition, and so the
 	// largest message (key, payload and headers with the batch's overhead);
 	// a larger one is refused. It must not exceed the topics'
@@ -126,7 +126,7 @@ func NewKafka(cfg KafkaConfig, log zerolog.Logger) (*KafkaPublisher, error) {
 		cfg.MaxMessageBytes = DefaultKafkaMaxMessageBytes
 	}
 	if cfg.ClientID == "" {
-		cfg.ClientID = ingest.DefaultClientID
+		cfg.ClientID = brokers.DefaultClientID
 	}
 	if cfg.Compression == "" {
 		cfg.Compression = DefaultKafkaCompression
@@ -159,14 +159,14 @@ func NewKafka(cfg KafkaConfig, log zerolog.Logger) (*KafkaPublisher, error) {
 	}
 	switch s := cfg.SASL; s.Mechanism {
 	case "":
-	case "PLAIN":
+	case brokers.SASLPlain:
 		opts = append(opts, kgo.SASL(plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism()))
-	case "SCRAM-SHA-256":
+	case brokers.SASLScramSHA256:
 		opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha256Mechanism()))
-	case "SCRAM-SHA-512":
+	case brokers.SASLScramSHA512:
 		opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism()))
 	default:
-		return nil, fmt.Errorf("outbox: INBOXD_KAFKA_SASL_MECHANISM: must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got %q", s.Mechanism)
+		return nil, fmt.Errorf("outbox: INBOXD_KAFKA_SASL_MECHANISM: must be %s, got %q", brokers.SASLMechanismsText, s.Mechanism)
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

@@ -14,7 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/brokers"
+	"github.com/inboxd/inboxd/internal/brokers/natsconn"
+	"github.com/inboxd/inboxd/internal/natsurl"
 )
 
 // DefaultNATSMaxPayload is the size limit Check applies before the first
@@ -33,7 +35,7 @@ const (
 
 // NATSConfig configures a NATSPublisher: the connection settings of the
 // NATS source (INBOXD_NATS_URL, INBOXD_NATS_CREDS_FILE, INBOXD_NATS_TLS_*),
-// the same fields as ingest.NATSConfig's, passed to ingest.NATSOptions.
+// the same fields as the NATS source's, passed to natsconn.Options.
 type NATSConfig struct {
 	// URL is the server's nats:// or tls:// URL, or a comma list of them.
 	// A password in it is never logged.
@@ -43,7 +45,7 @@ type NATSConfig struct {
 	CredsFile string
 	// TLS configures TLS, as for the source: enabled by a tls:// URL or
 	// any file set.
-	TLS ingest.TLSConfig
+	TLS brokers.TLS
 }
 
 // NATSPublisher publishes to NATS JetStream: every message with
@@ -72,12 +74,12 @@ func NewNATS(cfg NATSConfig, log zerolog.Logger) (*NATSPublisher, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("outbox: no NATS URL (INBOXD_NATS_URL)")
 	}
-	opts, err := ingest.NATSOptions(ingest.NATSConfig{URL: cfg.URL, CredsFile: cfg.CredsFile, TLS: cfg.TLS})
+	opts, err := natsconn.Options(cfg.URL, cfg.CredsFile, cfg.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
 	p := &NATSPublisher{cfg: cfg,
-		log: log.With().Str("component", "outbox").Str("broker", KindNATS).Str("url", ingest.RedactNATSURL(cfg.URL)).Logger()}
+		log: log.With().Str("component", "outbox").Str("broker", KindNATS).Str("url", natsurl.Redact(cfg.URL)).Logger()}
 	p.opts = append(opts,
 		// No buffering while reconnecting: a publication then fails at
 		// once, rather than waiting in the client to be sent after its
@@ -321,7 +323,7 @@ func (p *NATSPublisher) connect(ctx context.Context) (jetstream.JetStream, error
 	}
 	nc, err := nats.Connect(p.cfg.URL, append(slices.Clip(p.opts), nats.Timeout(timeout))...)
 	if err != nil {
-		return nil, fmt.Errorf("nats: connect to %s: %w", ingest.RedactNATSURL(p.cfg.URL), err)
+		return nil, fmt.Errorf("nats: connect to %s: %w", natsurl.Redact(p.cfg.URL), err)
 	}
 	js, err = jetstream.New(nc, jetstream.WithPublishAsyncTimeout(natsAckTimeout))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/natsurl"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
 
@@ -27,7 +28,7 @@ func setupNATSPub(t *testing.T, opts ...func(*jetstream.StreamConfig)) *natsBund
 	t.Helper()
 	nc, err := nats.Connect(testkit.NATSURL())
 	if err != nil {
-		t.Fatalf("connect to NATS at %s: %v", ingest.RedactNATSURL(testkit.NATSURL()), err)
+		t.Fatalf("connect to NATS at %s: %v", natsurl.Redact(testkit.NATSURL()), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
