@@ -132,14 +132,14 @@ func dialAMQP(ctx context.Context, url string, tlsc TLSConfig) (*amqp.Connection
 	return conn, f, nil
 }
 
-// AMQPSource moves messages of RabbitMQ queues into the inbox table: each
+// amqpSource moves messages of RabbitMQ queues into the inbox table: each
 // queue on a connection and a channel of its own, with its QoS, one
 // Ack(multiple=true) per channel up to a batch's highest delivery tag once
 // its rows are committed, and a new connection, with backoff, whenever a
 // queue's is lost: one queue failing never stops the others. Create it
-// with NewAMQP and start it with Run; Ready and LastProgress may be called
+// with openAMQP (NewAMQPSource opens it) and start it with Run; Ready and LastProgress may be called
 // from any goroutine.
-type AMQPSource struct {
+type amqpSource struct {
 	*pipeline
 
 	cfg  AMQPConfig
@@ -158,10 +158,10 @@ type AMQPSource struct {
 	pending map[amqp.Acknowledger]uint64
 }
 
-// NewAMQP validates cfg (after applying defaults) and returns an
-// AMQPSource writing to pool. It does not connect: Run does. Metrics are
+// openAMQP validates cfg (after applying defaults) and returns an
+// amqpSource writing to pool. It does not connect: Run does. Metrics are
 // registered with reg (nil registers none) under source_kind=amqp.
-func NewAMQP(cfg AMQPConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*AMQPSource, error) {
+func openAMQP(cfg AMQPConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*amqpSource, error) {
 	w, err := writerOn(pool, cfg.Pipeline.HandOff)
 	if err != nil {
 		return nil, err
@@ -169,7 +169,7 @@ func NewAMQP(cfg AMQPConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prom
 	return newAMQP(cfg, w, logger, reg)
 }
 
-func newAMQP(cfg AMQPConfig, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*AMQPSource, error) {
+func newAMQP(cfg AMQPConfig, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*amqpSource, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -181,7 +181,7 @@ func newAMQP(cfg AMQPConfig, w inboxWriter, logger zerolog.Logger, reg prometheu
 			return nil, fmt.Errorf("ingest: %w", err)
 		}
 	}
-	s := &AMQPSource{cfg: cfg, pending: make(map[amqp.Acknowledger]uint64)}
+	s := &amqpSource{cfg: cfg, pending: make(map[amqp.Acknowledger]uint64)}
 	s.dial = func(ctx context.Context) (*amqp.Connection, *amqpFrames, error) {
 		return dialAMQP(ctx, cfg.URL, cfg.TLS)
 	}
@@ -198,24 +198,24 @@ func newAMQP(cfg AMQPConfig, w inboxWriter, logger zerolog.Logger, reg prometheu
 
 // Ready reports whether the source runs, its last batch write did not fail,
 // it consumes every queue and the server blocks none of its connections.
-func (s *AMQPSource) Ready() bool { return s.ready() }
+func (s *amqpSource) Ready() bool { return s.ready() }
 
 // Reachable reports whether every queue is consumed, on a connection the
 // server does not block.
-func (s *AMQPSource) Reachable() bool {
+func (s *amqpSource) Reachable() bool {
 	return int(s.consuming.Load()) == len(s.queues) && s.blocked.Load() == 0
 }
 
 // LastProgress returns when a message was last fetched or a batch last
 // written; zero before the first.
-func (s *AMQPSource) LastProgress() time.Time { return s.progress() }
+func (s *amqpSource) LastProgress() time.Time { return s.progress() }
 
 // Run consumes until ctx is cancelled and returns nil then; it returns an
 // error when a queue is missing at its first connection (a start-up error
 // naming it). Before returning it writes and acknowledges the batch in
 // hand within CloseTimeout, then closes the connections: deliveries not
 // acknowledged go back to their queues.
-func (s *AMQPSource) Run(ctx context.Context) error {
+func (s *amqpSource) Run(ctx context.Context) error {
 	return s.runSession(ctx, amqpFetcher{s}, func() {}, func() {
 		s.log.Info().Str("url", amqpconn.RedactURL(s.cfg.URL)).Strs("queues", s.cfg.Queues).
 			Int("prefetch", s.cfg.Prefetch).Int("batch_size", s.cfg.Pipeline.BatchSize).
@@ -229,7 +229,7 @@ func (s *AMQPSource) Run(ctx context.Context) error {
 // startConsumers starts one consumer per queue. They outlive ctx: the
 // batch in hand at shutdown is still acknowledged on their channels, and
 // stopConsumers ends them.
-func (s *AMQPSource) startConsumers(ctx context.Context) {
+func (s *amqpSource) startConsumers(ctx context.Context) {
 	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = stop
 	s.deliveries = make(chan amqpDelivery)
@@ -245,7 +245,7 @@ func (s *AMQPSource) startConsumers(ctx context.Context) {
 
 // stopConsumers ends every consumer and closes its connection: the server
 // puts every delivery not acknowledged back in its queue.
-func (s *AMQPSource) stopConsumers() {
+func (s *amqpSource) stopConsumers() {
 	if s.stop != nil {
 		s.stop()
 	}
@@ -259,7 +259,7 @@ func (s *AMQPSource) stopConsumers() {
 // amqpQueue is one queue's consumer: a connection with one consuming
 // channel, opened again with backoff whenever it is lost.
 type amqpQueue struct {
-	s       *AMQPSource
+	s       *amqpSource
 	name    string
 	blocked atomic.Bool
 
@@ -513,12 +513,12 @@ func (q *amqpQueue) onBlocked(b amqp.Blocking) {
 // closeConn closes conn, waiting for the server's answer CloseTimeout at
 // most (a server cut off the network would hold a plain Close until the
 // heartbeats time out).
-func (s *AMQPSource) closeConn(conn *amqp.Connection) {
+func (s *amqpSource) closeConn(conn *amqp.Connection) {
 	_ = conn.CloseDeadline(time.Now().Add(s.cfg.Pipeline.CloseTimeout))
 }
 
 // amqpFetcher is the AMQPSource as the pipeline's source.
-type amqpFetcher struct{ s *AMQPSource }
+type amqpFetcher struct{ s *amqpSource }
 
 func (f amqpFetcher) fetch(ctx context.Context) (Row, error) {
 	s := f.s

@@ -100,14 +100,14 @@ func (b *amqpBundle) config() AMQPConfig {
 }
 
 // startAMQP runs s until the test ends (or stop is called).
-func startAMQP(t testing.TB, s *AMQPSource) (stop func() error) {
+func startAMQP(t testing.TB, s *amqpSource) (stop func() error) {
 	t.Helper()
 	return startSource(t, s.Run)
 }
 
 // queueConn is the connection consuming the i-th queue of s, nil while
 // it is not consumed.
-func (s *AMQPSource) queueConn(i int) *amqp.Connection {
+func (s *amqpSource) queueConn(i int) *amqp.Connection {
 	q := s.queues[i]
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -214,7 +214,7 @@ func TestAMQPMissingQueue(t *testing.T) {
 // acknowledge it: the broker must deliver the batch again.
 type killWriter struct {
 	inner  inboxWriter
-	s      atomic.Pointer[AMQPSource]
+	s      atomic.Pointer[amqpSource]
 	killed atomic.Bool
 }
 
@@ -408,7 +408,7 @@ func TestAMQPTwoReplicasOnOneQueue(t *testing.T) {
 	b := setupAMQP(t)
 	cfg := b.config()
 	cfg.Prefetch = 20 // so that both replicas get deliveries
-	var replicas []*AMQPSource
+	var replicas []*amqpSource
 	for range 2 {
 		s, err := newAMQP(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
 		if err != nil {

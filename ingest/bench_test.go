@@ -116,7 +116,7 @@ func ingestAMQPOnce(b *testing.B, n int) (publish, ingest time.Duration) {
 	publish = time.Since(start)
 
 	pf, _ := strconv.Atoi(os.Getenv("INBOXD_BENCH_PREFETCH"))
-	s, err := NewAMQP(AMQPConfig{URL: testkit.AMQPURL(), Queues: []string{q.queue}, Prefetch: pf}, q.db.Pool, zerolog.Nop(), prometheus.NewRegistry())
+	s, err := openAMQP(AMQPConfig{URL: testkit.AMQPURL(), Queues: []string{q.queue}, Prefetch: pf}, q.db.Pool, zerolog.Nop(), prometheus.NewRegistry())
 	if err != nil {
 		b.Fatal(err)
 	}

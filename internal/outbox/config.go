@@ -138,3 +138,16 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// KafkaCompressions are the codecs the Kafka publisher's compression takes. gzip is
+// read by every mainstream client as it is; snappy, lz4 and zstd need a
+// codec plug-in in some (kafkajs reads none of them without one).
+var KafkaCompressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+
+// DefaultKafkaCompression is the Kafka publisher's compression when it is empty:
+// gzip, which every mainstream client reads without a plug-in. Measured
+// with the relay (cmd/inboxd-bench -run outbox-codecs, 1 KiB JSON events):
+// the same rate as none, the relay being bound by PostgreSQL, for about 5
+// µs more of its CPU per message, and a fifth of the bytes on the wire
+// and on the brokers' disks (docs/outbox.md#configuration).
+const DefaultKafkaCompression = "gzip"

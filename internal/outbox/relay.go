@@ -699,3 +699,18 @@ func (r *Relay) deletePublished(ctx context.Context) {
 		}
 	}
 }
+
+// SetBackoffs replaces the delays before a refused row is tried again
+// (retry) and before a destination not reached is tried again (hold), for
+// the tests that run a relay on real publishers (package publishers): call
+// it before Run.
+func (r *Relay) SetBackoffs(retry, hold backoff.Exponential) { r.retry, r.hold = retry, hold }
+
+// Backoffs returns the delays SetBackoffs sets.
+func (r *Relay) Backoffs() (retry, hold backoff.Exponential) { return r.retry, r.hold }
+
+// FailedCount is the outbox_failed_total counter of dest and reason: how
+// many publications to it failed so, for the same tests.
+func (r *Relay) FailedCount(dest, reason string) prometheus.Counter {
+	return r.metrics.failed.WithLabelValues(r.metrics.destination(dest), reason)
+}

@@ -157,9 +157,6 @@ func RedactURL(s string) string {
 	return out.String()
 }
 
-// MaxPrefetch is the largest prefetch (a channel's QoS) RabbitMQ takes.
-const MaxPrefetch = 65535
-
 // DefaultPrefetch is the prefetch of a queue left at zero: twice
 // batchSize, capped so that the deliveries held stay within 4 x batchBytes
 // of messages of largest bytes.

@@ -2,35 +2,26 @@ package amqpconn
 
 import (
 	"fmt"
-	"regexp"
-	"strconv"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/inboxd/inboxd/internal/brokers/amqpwire"
 )
 
-// The row headers that hold AMQP properties: those of Properties, and
-// message_id and type, which are a row's event id and type but are kept
-// too, so that a rejected row keeps them and `inboxd requeue` can map it
-// again by RabbitMQ's rules.
+// The row headers that hold AMQP properties, and their bounds, are
+// amqpwire's (the rules without the client).
 const (
-	// ContentTypeHeader holds the content-type property.
-	ContentTypeHeader = "content-type"
-	// ContentEncodingHeader holds the content-encoding property.
-	ContentEncodingHeader = "content-encoding"
-	// CorrelationIDHeader holds the correlation-id property.
-	CorrelationIDHeader = "correlation-id"
-	// ReplyToHeader holds the reply-to property.
-	ReplyToHeader = "reply-to"
-	// ExpirationHeader holds the expiration property: the message's
-	// time to live in a queue, in milliseconds.
-	ExpirationHeader = "expiration"
-	// TimestampHeader holds the timestamp property (RFC 3339, UTC).
-	TimestampHeader = "timestamp"
-	// MessageIDHeader holds the message_id property.
-	MessageIDHeader = "amqp-message-id"
-	// TypeHeader holds the type property.
-	TypeHeader = "amqp-type"
+	ContentTypeHeader     = amqpwire.ContentTypeHeader
+	ContentEncodingHeader = amqpwire.ContentEncodingHeader
+	CorrelationIDHeader   = amqpwire.CorrelationIDHeader
+	ReplyToHeader         = amqpwire.ReplyToHeader
+	ExpirationHeader      = amqpwire.ExpirationHeader
+	TimestampHeader       = amqpwire.TimestampHeader
+	MessageIDHeader       = amqpwire.MessageIDHeader
+	TypeHeader            = amqpwire.TypeHeader
+	MaxShortstr           = amqpwire.MaxShortstr
+	MaxPrefetch           = amqpwire.MaxPrefetch
 )
 
 // Property is one of the AMQP basic properties that inboxd carries as a
@@ -80,10 +71,8 @@ var Properties = []Property{
 		Header: ExpirationHeader,
 		get:    func(d *amqp.Delivery) string { return d.Expiration },
 		set: func(p *amqp.Publishing, v string) error {
-			// RabbitMQ closes the channel (406) on any other value.
-			n, err := strconv.ParseUint(v, 10, 64)
-			if !expirationForm.MatchString(v) || err != nil || n > MaxExpiration {
-				return fmt.Errorf("not a number of milliseconds from 0 to %d, as RabbitMQ takes an expiration", MaxExpiration)
+			if err := amqpwire.Expiration(v); err != nil {
+				return err
 			}
 			p.Expiration = v
 			return nil
@@ -98,27 +87,15 @@ var Properties = []Property{
 			return d.Timestamp.UTC().Format(time.RFC3339Nano)
 		},
 		set: func(p *amqp.Publishing, v string) error {
-			t, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil || t.Unix() < 0 {
-				return fmt.Errorf("not an RFC 3339 time from 1970 on (the timestamp property is seconds since then)")
+			t, err := amqpwire.Timestamp(v)
+			if err != nil {
+				return err
 			}
-			p.Timestamp = t.Truncate(time.Second) // the property holds whole seconds
+			p.Timestamp = t
 			return nil
 		},
 	},
 }
-
-// MaxExpiration is the largest expiration RabbitMQ takes, in
-// milliseconds (its maximum timer, about 49 days).
-const MaxExpiration = 1<<32 - 1
-
-// expirationForm is the form of an expiration: decimal digits.
-var expirationForm = regexp.MustCompile(`^[0-9]{1,10}$`)
-
-// MaxShortstr is the longest AMQP shortstr, in bytes: the most a
-// string property, a headers table's field name, an exchange or a routing
-// key can hold.
-const MaxShortstr = 255
 
 // shortstrProperty is a string property, a shortstr on the wire.
 func shortstrProperty(header string, ofDelivery func(*amqp.Delivery) *string, ofPublishing func(*amqp.Publishing) *string) Property {
@@ -126,8 +103,8 @@ func shortstrProperty(header string, ofDelivery func(*amqp.Delivery) *string, of
 		Header: header,
 		get:    func(d *amqp.Delivery) string { return *ofDelivery(d) },
 		set: func(p *amqp.Publishing, v string) error {
-			if len(v) > MaxShortstr {
-				return fmt.Errorf("%d bytes, over the %d of an AMQP shortstr", len(v), MaxShortstr)
+			if err := amqpwire.Shortstr(v); err != nil {
+				return err
 			}
 			*ofPublishing(p) = v
 			return nil
