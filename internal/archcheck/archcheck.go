@@ -274,3 +274,17 @@ func Inits(root string) ([]string, error) {
 	sort.Strings(out)
 	return out, err
 }
+
+// LinkedModules lists the modules named in out, the output of `go version
+// -m` on a binary: its main module (path) first, then each dependency (dep),
+// a replaced one under its own path.
+func LinkedModules(out string) []string {
+	var mods []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && (f[0] == "mod" || f[0] == "dep") {
+			mods = append(mods, f[1])
+		}
+	}
+	return mods
+}

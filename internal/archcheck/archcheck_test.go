@@ -67,8 +67,8 @@ func publicPackages(t *testing.T, root string) []string {
 // 19 when issue 26 counted them). The issue's target for the total is 50,
 // which the sources' packages bring it to.
 var (
-	exportedCeilings = map[string]int{"worker": 9, "ingest": 73, "config": 22}
-	exportedTotal    = 104
+	exportedCeilings = map[string]int{"worker": 9, "ingest": 50, "ingest/source": 5, "ingest/outboxpub": 3, "config": 22}
+	exportedTotal    = 89
 )
 
 // handlersCeilings hold the handler API (not in the total: it is the API
