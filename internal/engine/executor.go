@@ -127,6 +127,7 @@ func (e *executor) start(t execTask) {
 // dispatch.
 type execTask struct {
 	j      *job
+	batch  []*job // a batch route's batch (batch.go), instead of j
 	policy routePolicy
 }
 
@@ -143,7 +144,13 @@ func (e *executor) loop(t execTask) {
 	defer idle.Stop()
 	slot := new(execSlot)
 	for {
-		next, ok := e.execute(t.j, t.policy, slot)
+		var next execTask
+		ok := false
+		if t.batch != nil {
+			e.executeBatch(t.batch, t.policy)
+		} else {
+			next, ok = e.execute(t.j, t.policy, slot)
+		}
 		e.running.Done()
 		if ok {
 			t = next // dispatched into this goroutine's slot: run it now
