@@ -128,6 +128,10 @@ type RouteConfig struct {
 	Burst int
 	// Breaker is the route's circuit breaker; see Policy.Breaker.
 	Breaker Breaker
+	// Batch makes an http or river route a batch route (Policy.Batch):
+	// an http route POSTs its rows as one JSON array (NewHTTPBatch), a
+	// river route inserts their jobs with one InsertManyTx.
+	Batch Batch
 }
 
 // Policy returns the engine policy the route asks for.
@@ -135,7 +139,7 @@ func (rc RouteConfig) Policy() Policy {
 	p := Policy{
 		Concurrency: rc.Concurrency, BackoffBase: rc.BackoffBase, BackoffMax: rc.BackoffMax,
 		Timeout: rc.Timeout, Ordered: rc.Ordered, OnDead: OnDead(rc.OnDead),
-		Rate: rc.Rate, Burst: rc.Burst, Breaker: rc.Breaker,
+		Rate: rc.Rate, Burst: rc.Burst, Breaker: rc.Breaker, Batch: rc.Batch,
 	}
 	if rc.Handler != HandlerRiver {
 		p.MaxAttempts = rc.MaxAttempts
@@ -192,7 +196,8 @@ func (rc RouteConfig) problems() []string {
 	default:
 		errs = append(errs, fmt.Sprintf("handler: unknown handler %q (want http, ignore, dead or river)", rc.Handler))
 	}
-	return append(errs, rc.Policy().validate()...)
+	errs = append(errs, rc.Policy().validate()...)
+	return append(errs, rc.Policy().checkBatch(rc.Handler == HandlerHTTP || rc.Handler == HandlerRiver)...)
 }
 
 // RegisterOptions carries the settings that Register passes to the handlers
@@ -398,6 +403,9 @@ func (rc RouteConfig) build(opts RegisterOptions) (*entry, error) {
 			return nil, err
 		}
 		e.handler = h
+		if rc.Batch.MaxRows > 0 {
+			e.handler, e.batch = batchOnly{}, h.(*httpHandler).batch()
+		}
 	case HandlerIgnore:
 		e.handler = Ignore()
 	case HandlerDead:
@@ -406,9 +414,11 @@ func (rc RouteConfig) build(opts RegisterOptions) (*entry, error) {
 		if opts.Jobs == nil {
 			return nil, errors.New("handler: river routes need the daemon's River connection (RegisterOptions.Jobs)")
 		}
-		e.handler, e.tx = txAdapter{NewJobRoute(opts.Jobs, Job{
-			Kind: rc.Kind, Queue: rc.Queue, Priority: rc.Priority, MaxAttempts: rc.MaxAttempts,
-		})}, true
+		job := Job{Kind: rc.Kind, Queue: rc.Queue, Priority: rc.Priority, MaxAttempts: rc.MaxAttempts}
+		e.handler, e.tx = txAdapter{NewJobRoute(opts.Jobs, job)}, true
+		if rc.Batch.MaxRows > 0 {
+			e.handler, e.batch = batchOnly{}, NewJobBatchRoute(opts.Jobs, job)
+		}
 	}
 	return e, nil
 }
@@ -552,7 +562,7 @@ func (p *routesParser) parseList(r *Routes, list *yaml.Node) {
 var routeFields = [...]string{
 	"type", "handler", "url", "timeout", "idempotency_key", "concurrency", "max_attempts",
 	"backoff_base", "backoff_max", "ordered", "on_dead", "kind", "queue", "priority",
-	"rate", "burst", "breaker",
+	"rate", "burst", "breaker", "batch",
 }
 
 // parseRoute parses one route: it reads the fields into a RouteConfig
@@ -584,6 +594,16 @@ func parseRoute(item *yaml.Node) (RouteConfig, []string) {
 		default:
 			if _, dup := values[key.Value]; dup {
 				errs = append(errs, fmt.Sprintf("%s: given twice", key.Value))
+				continue
+			}
+			if key.Value == "batch" {
+				var berrs []string
+				rc.Batch, berrs = parseBatch(val)
+				errs = append(errs, berrs...)
+				values[key.Value] = ""
+				if len(berrs) > 0 {
+					values[key.Value] = "\x00bad"
+				}
 				continue
 			}
 			if key.Value == "breaker" {

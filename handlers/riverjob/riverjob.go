@@ -30,7 +30,7 @@ type Inserter struct {
 	client *river.Client[pgx.Tx]
 }
 
-var _ handlers.JobInserter = (*Inserter)(nil)
+var _ handlers.JobBatchInserter = (*Inserter)(nil)
 
 // New returns an Inserter whose River client runs on pool. Jobs are
 // inserted in the transaction InsertJob is given, so pool is used only for
@@ -66,6 +66,26 @@ func (i *Inserter) InsertJob(ctx context.Context, tx pgx.Tx, job handlers.Job, e
 			return fmt.Errorf("insert river job (River's schema is missing or out of date: run `inboxd migrate --river`): %w", err)
 		}
 		return fmt.Errorf("insert river job: %w", err)
+	}
+	return nil
+}
+
+// InsertJobs inserts job for every event of evs in tx with one River
+// InsertManyTx (a batch route's jobs), as InsertJob does for one.
+func (i *Inserter) InsertJobs(ctx context.Context, tx pgx.Tx, job handlers.Job, evs []*handlers.Event) error {
+	if err := CheckJob(job); err != nil {
+		return handlers.Permanent(fmt.Errorf("river job: %w", err))
+	}
+	opts := &river.InsertOpts{Queue: job.Queue, Priority: job.Priority, MaxAttempts: job.MaxAttempts}
+	params := make([]river.InsertManyParams, len(evs))
+	for n, ev := range evs {
+		params[n] = river.InsertManyParams{Args: jobArgs{kind: job.Kind, EventArgs: NewEventArgs(ev)}, InsertOpts: opts}
+	}
+	if _, err := i.client.InsertManyTx(ctx, tx, params); err != nil {
+		if schemaError(err) {
+			return fmt.Errorf("insert river jobs (River's schema is missing or out of date: run `inboxd migrate --river`): %w", err)
+		}
+		return fmt.Errorf("insert river jobs: %w", err)
 	}
 	return nil
 }
