@@ -65,13 +65,15 @@ import (
 )
 
 // effectsDDL creates the audit table; deliberately without a unique
-// constraint, so a duplicate effect is stored and can be counted.
+// constraint, so a duplicate effect is stored and can be counted. tx is
+// the transaction that wrote the effect: the rows of one batch share it.
 const effectsDDL = `CREATE TABLE IF NOT EXISTS effects (
     event_id text        NOT NULL,
     source   text        NOT NULL,
     attempt  integer     NOT NULL,
     pid      integer     NOT NULL,
-    at       timestamptz NOT NULL DEFAULT clock_timestamp()
+    at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    tx       bigint      NOT NULL DEFAULT txid_current()
 )`
 
 func main() {
