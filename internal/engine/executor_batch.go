@@ -368,4 +368,3 @@ func (o oneByOne) HandleBatchTx(ctx context.Context, tx pgx.Tx, evs []*handlers.
 	}
 	return errs
 }
-

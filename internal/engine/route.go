@@ -26,7 +26,7 @@ type routeState struct {
 	// batchTimer dispatches a batch route's batch that waits for more rows
 	// once its Batch.MaxWait is up (batch.go); nil when none waits.
 	batchTimer *time.Timer
-	gauges   *routeGauges
+	gauges     *routeGauges
 
 	// Route controls (controls.go).
 	paused    bool         // paused by an operator: no claims
