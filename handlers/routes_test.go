@@ -555,3 +555,27 @@ func TestRoutesErrorsAreBounded(t *testing.T) {
 		t.Errorf("Register: error of %d lines, last %q", len(lines), lines[len(lines)-1])
 	}
 }
+
+// A routes file's batch: makes an http route a plain batch route and a
+// river route a transactional one, both with the file's batch settings.
+func TestRoutesRegisterBatch(t *testing.T) {
+	t.Parallel()
+	r, err := handlers.ParseRoutes([]byte("routes:\n  - {type: a, handler: http, url: 'http://h/x', batch: {max_rows: 50, max_wait: 10ms}}\n  - {type: b, handler: river, kind: b_job, batch: {max_rows: 20}}\n  - {type: c, handler: http, url: 'http://h/y'}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := handlers.NewRegistryFromRoutes(r, handlers.RegisterOptions{Jobs: &recordingInserter{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := reg.Lookup("a"), reg.Lookup("b"), reg.Lookup("c")
+	if a.Batch == nil || a.Tx || a.Policy.Batch != (handlers.Batch{MaxRows: 50, MaxWait: 10 * time.Millisecond}) {
+		t.Errorf("http batch route: batch %v, tx %v, policy %+v", a.Batch != nil, a.Tx, a.Policy.Batch)
+	}
+	if b.Batch == nil || !b.Tx || b.Policy.Batch.MaxRows != 20 {
+		t.Errorf("river batch route: batch %v, tx %v, policy %+v", b.Batch != nil, b.Tx, b.Policy.Batch)
+	}
+	if c.Batch != nil || c.Policy.Batch.MaxRows != 0 {
+		t.Errorf("http route without batch: batch %v, policy %+v", c.Batch != nil, c.Policy.Batch)
+	}
+}

@@ -363,3 +363,37 @@ func TestOrderedBatchKeepsArrivalOrder(t *testing.T) {
 		}
 	}
 }
+
+// max_bytes bounds a batch's bytes: rows of 20 bytes under a bound of 70
+// go three at most to a batch.
+func TestBatchMaxBytes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var log batchLog
+	var mu sync.Mutex
+	most := 0
+	if err := b.reg.HandleBatch("bulk.bytes", handlers.BatchHandlerFunc(func(ctx context.Context, evs []*handlers.Event) error {
+		log.add(evs)
+		n := 0
+		for _, ev := range evs {
+			n += len(ev.Payload)
+		}
+		mu.Lock()
+		most = max(most, n)
+		mu.Unlock()
+		return nil
+	}), handlers.Batching(100, 70, 0)); err != nil {
+		t.Fatal(err)
+	}
+	rows := ids("bytes", 60) // payloads {"id":"bytes-000NN"}: 20 bytes
+	b.insert(t, "bulk.bytes", rows...)
+	b.start(t, testConfig())
+	waitFor(t, 60*time.Second, "every row processed", func() bool { return b.countStatus(t, "processed") == len(rows) })
+	sizes := log.sizes()
+	if slices.Max(sizes) > 3 || most > 70 {
+		t.Errorf("batches of %v rows, %d payload bytes at most: max_bytes is 70", sizes, most)
+	}
+	if slices.Max(sizes) < 2 {
+		t.Errorf("no batch held more than one row: %v", sizes)
+	}
+}
