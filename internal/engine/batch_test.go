@@ -397,3 +397,71 @@ func TestBatchMaxBytes(t *testing.T) {
 		t.Errorf("no batch held more than one row: %v", sizes)
 	}
 }
+
+// At shutdown, a running batch whose handler ends with its context has
+// its rows released, their attempts not counted, as rows run alone; a
+// transactional batch's writes are rolled back.
+func TestShutdownReleasesBatchRows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.createEffects(t)
+	entered := make(chan int, 1)
+	if err := b.reg.HandleTxBatch("bulk.stop", handlers.TxBatchHandlerFunc(func(ctx context.Context, tx pgx.Tx, evs []*handlers.Event) error {
+		for _, ev := range evs {
+			if _, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1, $2)`, ev.EventID, ev.Attempt); err != nil {
+				return err
+			}
+		}
+		entered <- len(evs)
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}), handlers.Batching(100, 0, 0), handlers.Concurrency(100)); err != nil {
+		t.Fatal(err)
+	}
+	rows := ids("s", 30)
+	b.insert(t, "bulk.stop", rows...)
+	cfg := testConfig()
+	cfg.ShutdownTimeout = 200 * time.Millisecond
+	p := b.start(t, cfg)
+	if n := <-entered; n != len(rows) {
+		t.Fatalf("the batch held %d rows, want all %d", n, len(rows))
+	}
+	p.stop(t)
+	if n := b.countStatus(t, "received"); n != len(rows) {
+		t.Fatalf("received = %d after shutdown, want all %d", n, len(rows))
+	}
+	for _, id := range rows {
+		if r := b.row(t, id); r.Attempts != 0 || r.LeaseToken != nil {
+			t.Fatalf("row %s not released cleanly: %+v", id, r)
+		}
+	}
+	if n := len(b.effectCounts(t)); n != 0 {
+		t.Errorf("%d effects committed by a batch cut at shutdown", n)
+	}
+}
+
+// In a plain batch, a row whose lease is lost while the batch runs has
+// its outcome fenced (counted, not written) while its batch-mates' are
+// written.
+func TestBatchFencedRowOutcomeNotWritten(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var once sync.Once
+	if err := b.reg.HandleBatch("bulk.pfence", handlers.BatchHandlerFunc(func(ctx context.Context, evs []*handlers.Event) error {
+		var err error
+		once.Do(func() {
+			_, err = b.db.Pool.Exec(ctx, `UPDATE inbox SET lease_token = lease_token + 1000000 WHERE event_id = 'g-00002'`)
+		})
+		return err
+	}), handlers.Batching(100, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	rows := ids("g", 10)
+	b.insert(t, "bulk.pfence", rows...)
+	p := b.start(t, testConfig())
+	waitFor(t, 60*time.Second, "the others processed", func() bool { return b.countStatus(t, "processed") == len(rows)-1 })
+	waitFor(t, 10*time.Second, "the fenced outcome counted", func() bool { return testutil.ToFloat64(p.metrics.fenced) >= 1 })
+	if r := b.row(t, "g-00002"); r.Status != "processing" {
+		t.Errorf("the fenced row is %s: its outcome was written", r.Status)
+	}
+}
