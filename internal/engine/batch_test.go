@@ -346,22 +346,7 @@ func TestOrderedBatchKeepsArrivalOrder(t *testing.T) {
 		t.Errorf("a batch held two rows of one key: %v", twice)
 	}
 	mu.Unlock()
-	order.mu.Lock()
-	defer order.mu.Unlock()
-	for k := range keys {
-		key := fmt.Sprintf("k%04d", k)
-		got := order.done[key]
-		if len(got) != events {
-			t.Errorf("key %s: %d events succeeded, want %d", key, len(got), events)
-			continue
-		}
-		for i, seq := range got {
-			if seq != i {
-				t.Errorf("key %s: successes in order %v, want 0..%d", key, got, events-1)
-				break
-			}
-		}
-	}
+	order.check(t, keys, events)
 }
 
 // max_bytes bounds a batch's bytes: rows of 20 bytes under a bound of 70

@@ -371,14 +371,7 @@ func (h *engineHandler) Handle(ctx context.Context, ev *handlers.Event) error {
 	start := h.e.clock.Now()
 	err := h.recovered(ctx, ev)
 	took := h.e.clock.Since(start)
-	result := "ok"
-	switch {
-	case errors.Is(err, errPanicked):
-		result = "panic"
-	case err != nil:
-		result = "error"
-	}
-	h.e.metrics.handlerObserver(result, h.label).Observe(took.Seconds())
+	h.e.metrics.handlerObserver(handlerResult(err), h.label).Observe(took.Seconds())
 	if l := h.e.log.Debug(); l.Enabled() {
 		if err != nil {
 			l = l.Err(err)
@@ -387,6 +380,18 @@ func (h *engineHandler) Handle(ctx context.Context, ev *handlers.Event) error {
 			Int("attempt", ev.Attempt).Dur("took", took).Msg("handler returned")
 	}
 	return err
+}
+
+// handlerResult is the result label of a handler's (or a batch's) error
+// for the handler duration metric.
+func handlerResult(err error) string {
+	switch {
+	case errors.Is(err, errPanicked):
+		return "panic"
+	case err != nil:
+		return "error"
+	}
+	return "ok"
 }
 
 // recovered runs the handler, turning a panic into an error.

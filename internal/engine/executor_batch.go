@@ -135,14 +135,7 @@ func (e *executor) callBatch(ctx context.Context, h handlers.TxBatchHandler, tx 
 		err = h.HandleBatchTx(ctx, tx, evs)
 	}()
 	took := e.clock.Since(start)
-	res := "ok"
-	switch {
-	case errors.Is(err, errPanicked):
-		res = "panic"
-	case err != nil:
-		res = "error"
-	}
-	e.metrics.handlerObserver(res, label).Observe(took.Seconds())
+	e.metrics.handlerObserver(handlerResult(err), label).Observe(took.Seconds())
 	if l := e.log.Debug(); l.Enabled() {
 		if err != nil {
 			l = l.Err(err)
