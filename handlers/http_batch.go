@@ -72,28 +72,19 @@ const (
 	batchDead      = "dead"
 )
 
-// NewHTTPBatch returns a batch handler that POSTs each batch to cfg.URL as
-// one JSON array of batchElement, with Content-Type application/json and
+// httpBatch is the http handler's batch form (an http route with batch:):
+// it POSTs each batch to the route's URL as one JSON array of batchElement, with Content-Type application/json and
 // HeaderBatchSize. A 2xx makes every row processed unless its body is a
 // batchResponse, whose results give rows their own outcomes; any other
 // answer, or none, is the whole batch's, classified as NewHTTP does for one
 // event (so every row is retried; a batch of one takes the outcome
 // itself).
-func NewHTTPBatch(cfg HTTPConfig) (BatchHandler, error) {
-	h, err := NewHTTP(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return (*httpBatch)(h.(*httpHandler)), nil
-}
-
-// httpBatch is the http handler's batch form.
 type httpBatch httpHandler
 
 // batch returns h's batch form.
 func (h *httpHandler) batch() TxBatchHandler { return plainBatch{(*httpBatch)(h)} }
 
-// HandleBatch POSTs evs as one JSON array; see NewHTTPBatch.
+// HandleBatch POSTs evs as one JSON array; see httpBatch.
 func (b *httpBatch) HandleBatch(ctx context.Context, evs []*Event) error {
 	h := (*httpHandler)(b)
 	body, err := json.Marshal(batchElements(evs, h.bareEventID))

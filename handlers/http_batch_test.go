@@ -44,10 +44,13 @@ func TestHTTPBatch(t *testing.T) {
 		answer(w)
 	}))
 	defer srv.Close()
-	h, err := handlers.NewHTTPBatch(handlers.HTTPConfig{URL: srv.URL, Timeout: 5 * time.Second, MaxRetryAfter: time.Minute})
+	reg, err := handlers.NewRegistryFromRoutes(&handlers.Routes{Routes: []handlers.RouteConfig{
+		{Type: "order.created", Handler: "http", URL: srv.URL, Timeout: 5 * time.Second, Batch: handlers.Batch{MaxRows: 10}},
+	}}, handlers.RegisterOptions{MaxRetryAfter: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
+	h := batchOf(reg.Lookup("order.created"))
 	evs := []*handlers.Event{
 		{Source: "orders", EventID: "e1", EventType: "order.created", Key: []byte("o-1"), Payload: []byte(`{"n":1}`),
 			Headers: map[string]string{"trace": "x"}, Attempt: 1},
@@ -55,7 +58,7 @@ func TestHTTPBatch(t *testing.T) {
 		{Source: "orders", EventID: "e3", EventType: "order.created", Payload: []byte(`[]`), Attempt: 1},
 	}
 	ctx := context.Background()
-	if err := h.HandleBatch(ctx, evs); err != nil {
+	if err := h(ctx, evs); err != nil {
 		t.Fatalf("plain 200: %v", err)
 	}
 	if len(got) != 3 || size != "3" {
@@ -74,7 +77,7 @@ func TestHTTPBatch(t *testing.T) {
 		_, _ = io.WriteString(w, `{"results": [{"id": "e2", "status": "dead", "error": "unknown customer"},
 			{"id": "e3", "status": "retry", "error": "busy", "retry_after": 30}, {"id": "e1", "status": "processed"}]}`)
 	}
-	err = h.HandleBatch(ctx, evs)
+	err = h(ctx, evs)
 	var rows handlers.RowErrors
 	if !errors.As(err, &rows) || len(rows) != 3 {
 		t.Fatalf("per-row results: %v", err)
@@ -90,12 +93,17 @@ func TestHTTPBatch(t *testing.T) {
 	}
 
 	answer = func(w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) }
-	err = h.HandleBatch(ctx, evs)
+	err = h(ctx, evs)
 	if err == nil || errors.As(err, &rows) || handlers.IsPermanent(err) {
 		t.Errorf("503: %v, want one retryable error for the whole batch", err)
 	}
 	answer = func(w http.ResponseWriter) { w.WriteHeader(http.StatusBadRequest) }
-	if err := h.HandleBatch(ctx, evs); !handlers.IsPermanent(err) {
+	if err := h(ctx, evs); !handlers.IsPermanent(err) {
 		t.Errorf("400: %v, want permanent for the whole batch", err)
 	}
+}
+
+// batchOf calls route's plain batch handler (given no transaction).
+func batchOf(route handlers.Route) func(context.Context, []*handlers.Event) error {
+	return func(ctx context.Context, evs []*handlers.Event) error { return route.Batch.HandleBatchTx(ctx, nil, evs) }
 }

@@ -40,21 +40,20 @@ func NewJobRoute(ins JobInserter, job Job) TxHandler {
 	})
 }
 
-// JobBatchInserter is a JobInserter that also enqueues the jobs of many
-// events at once (package handlers/riverjob's, with River's InsertManyTx).
-type JobBatchInserter interface {
-	JobInserter
-	// InsertJobs enqueues job for every event of evs in tx.
+// jobBatchInserter is a JobInserter that also enqueues the jobs of many
+// events at once (package handlers/riverjob's Inserter, with River's
+// InsertManyTx).
+type jobBatchInserter interface {
 	InsertJobs(ctx context.Context, tx pgx.Tx, job Job, evs []*Event) error
 }
 
-// NewJobBatchRoute returns a transactional batch handler that enqueues
-// job for every event of a batch through ins, in the batch's transaction:
-// with one InsertJobs when ins is a JobBatchInserter, else one InsertJob
-// per event. A failed insert fails the whole batch.
-func NewJobBatchRoute(ins JobInserter, job Job) TxBatchHandler {
+// newJobBatchRoute returns the transactional batch handler of a river
+// route with batch: it enqueues job for every event of a batch through
+// ins, in the batch's transaction: with one InsertJobs when ins has it,
+// else one InsertJob per event. A failed insert fails the whole batch.
+func newJobBatchRoute(ins JobInserter, job Job) TxBatchHandler {
 	return TxBatchHandlerFunc(func(ctx context.Context, tx pgx.Tx, evs []*Event) error {
-		if bi, ok := ins.(JobBatchInserter); ok {
+		if bi, ok := ins.(jobBatchInserter); ok {
 			return bi.InsertJobs(ctx, tx, job, evs)
 		}
 		for _, ev := range evs {

@@ -30,7 +30,7 @@ type Inserter struct {
 	client *river.Client[pgx.Tx]
 }
 
-var _ handlers.JobBatchInserter = (*Inserter)(nil)
+var _ handlers.JobInserter = (*Inserter)(nil)
 
 // New returns an Inserter whose River client runs on pool. Jobs are
 // inserted in the transaction InsertJob is given, so pool is used only for
@@ -71,7 +71,8 @@ func (i *Inserter) InsertJob(ctx context.Context, tx pgx.Tx, job handlers.Job, e
 }
 
 // InsertJobs inserts job for every event of evs in tx with one River
-// InsertManyTx (a batch route's jobs), as InsertJob does for one.
+// InsertManyTx, as InsertJob does for one: a river route with batch:
+// calls it for each batch.
 func (i *Inserter) InsertJobs(ctx context.Context, tx pgx.Tx, job handlers.Job, evs []*handlers.Event) error {
 	if err := CheckJob(job); err != nil {
 		return handlers.Permanent(fmt.Errorf("river job: %w", err))

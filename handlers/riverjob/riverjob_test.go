@@ -273,9 +273,9 @@ func TestInsertJobWithoutRiverSchema(t *testing.T) {
 	}
 }
 
-// InsertJobs (a batch route's) inserts one job per event with one
-// InsertManyTx in the caller's transaction: all of them on commit, none on
-// rollback.
+// A river route with batch: inserts one job per event with one
+// InsertJobs (InsertManyTx) in the batch's transaction: all of them on
+// commit, none on rollback.
 func TestInsertJobs(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
@@ -292,8 +292,14 @@ func TestInsertJobs(t *testing.T) {
 		{ID: 2, Source: "payments", EventID: "many-2", EventType: "payment.captured", Payload: []byte{0xff}},
 		{ID: 3, Source: "payments", EventID: "many-3", EventType: "payment.captured", Payload: []byte(`{"n": 3}`)},
 	}
-	job := handlers.Job{Kind: "payment_captured", Queue: "payments", Priority: 2}
-	route := handlers.NewJobBatchRoute(ins, job)
+	reg, err := handlers.NewRegistryFromRoutes(&handlers.Routes{Routes: []handlers.RouteConfig{
+		{Type: "payment.captured", Handler: "river", Kind: "payment_captured", Queue: "payments", Priority: 2,
+			Batch: handlers.Batch{MaxRows: 10}},
+	}}, handlers.RegisterOptions{Jobs: ins})
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := reg.Lookup("payment.captured").Batch
 	for _, commit := range []bool{false, true} {
 		tx, err := db.Pool.Begin(ctx)
 		if err != nil {
