@@ -426,3 +426,17 @@ func goFiles(root string, ownModule bool, fn func(rel string, fset *token.FileSe
 
 // pkgOf is the package directory of the file rel ("." for the root).
 func pkgOf(rel string) string { return filepath.ToSlash(filepath.Dir(rel)) }
+
+// LinkedModules lists the modules named in out, the output of `go version
+// -m` on a binary: its main module (path) first, then each dependency (dep),
+// a replaced one under its own path.
+func LinkedModules(out string) []string {
+	var mods []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && (f[0] == "mod" || f[0] == "dep") {
+			mods = append(mods, f[1])
+		}
+	}
+	return mods
+}

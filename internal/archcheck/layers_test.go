@@ -46,9 +46,9 @@ var layers = []layer{
 // the work that removes them. An entry no longer seen is reported (remove
 // it); any other import up the table fails.
 var allowedUp = map[string]string{
-	// The outbox borrows ingest's broker connections: the sources' split
-	// (issue 26 item 2, internal/brokers) ends it.
-	"internal/outbox -> ingest": "issue 26 item 2",
+	// None: the last, internal/outbox -> ingest (the outbox borrowed the
+	// sources' broker connections), went with internal/brokers (issue 26
+	// item 2).
 }
 
 // layerOf is the index in layers of the package in dir, by the longest
