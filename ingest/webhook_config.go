@@ -19,7 +19,7 @@ import (
 	"github.com/inboxd/inboxd/internal/sensitive"
 )
 
-// SourceWebhook is the source kind of the webhook source (WebhookSource):
+// SourceWebhook is the source kind of the webhook source (NewWebhookSource):
 // the source_kind label of its ingest metrics and readiness.
 const SourceWebhook = "webhook"
 
@@ -467,15 +467,15 @@ func loadWebhookSources(path string, readFile func(string) ([]byte, error)) ([]W
 	if err != nil {
 		return nil, fmt.Errorf("INBOXD_WEBHOOK_SOURCES: %w", err)
 	}
-	return ParseWebhookSources(path, data, readFile)
+	return parseWebhookSources(path, data, readFile)
 }
 
-// ParseWebhookSources parses a webhook sources file (name is used in
+// parseWebhookSources parses a webhook sources file (name is used in
 // errors) as strictly as the routes file: unknown fields, repeated keys,
 // repeated names and bad values are errors, every one reported, one line
 // each. readFile reads the secret files (nil: none are read and each
 // source has no secret).
-func ParseWebhookSources(name string, data []byte, readFile func(string) ([]byte, error)) ([]WebhookSourceConfig, error) {
+func parseWebhookSources(name string, data []byte, readFile func(string) ([]byte, error)) ([]WebhookSourceConfig, error) {
 	if len(data) > MaxWebhookSourcesFileBytes {
 		return nil, opfiles.TooLarge(name, int64(len(data)), MaxWebhookSourcesFileBytes)
 	}
@@ -505,7 +505,7 @@ func ParseWebhookSources(name string, data []byte, readFile func(string) ([]byte
 			EventID: fs.EventID.field(), EventType: fs.EventType.field(), Key: fs.Key.field(), KeepHeaders: fs.KeepHeaders}
 		where := fmt.Sprintf("source %d (%s)", i+1, fs.Name)
 		if fs.MaxBody != "" {
-			n, err := ParseByteSize(fs.MaxBody)
+			n, err := parseByteSize(fs.MaxBody)
 			if err != nil {
 				bad("%s: max_body: %v", where, err)
 			}
@@ -615,9 +615,9 @@ func readSecrets(path string, readFile func(string) ([]byte, error)) ([]string, 
 	return out, nil
 }
 
-// ParseByteSize parses a size in bytes: a number, optionally followed by
+// parseByteSize parses a size in bytes: a number, optionally followed by
 // B, KB, MB, KiB or MiB ("1MiB", "512KiB", "65536").
-func ParseByteSize(s string) (int, error) {
+func parseByteSize(s string) (int, error) {
 	t := strings.TrimSpace(s)
 	units := []struct {
 		suffix string
