@@ -96,7 +96,8 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"console_sessions:DELETE", "console_sessions:INSERT", "console_sessions:SELECT", "console_sessions:UPDATE",
-		"inbox:DELETE", "inbox:INSERT", "inbox:SELECT", "inbox:UPDATE", "inbox_id_seq:USAGE",
+		"inbox:DELETE", "inbox:INSERT", "inbox:SELECT", "inbox:UPDATE",
+		"inbox_attempts:DELETE", "inbox_attempts:INSERT", "inbox_attempts:SELECT", "inbox_attempts:UPDATE", "inbox_id_seq:USAGE",
 		"inbox_starts:DELETE", "inbox_starts:INSERT", "inbox_starts:SELECT", "inbox_starts:UPDATE",
 		"inboxd_schema_compat:SELECT", "inboxd_schema_version:SELECT",
 		"ops_audit:INSERT", "ops_audit:SELECT", "ops_audit_id_seq:USAGE",

@@ -410,7 +410,7 @@ func (e *executor) outcome(ctx context.Context, j *job, ev *handlers.Event, err 
 // execute already has.
 func (e *executor) labeledOutcome(ctx context.Context, j *job, ev *handlers.Event, label string, err error, policy routePolicy) result {
 	r := result{job: j, id: j.row.ID, token: j.token, eventID: ev.EventID, eventType: ev.EventType,
-		typeLabel: label}
+		typeLabel: label, attempt: ev.Attempt}
 	switch {
 	case err == nil:
 		r.status, r.outcome = status.Processed, outcomeProcessed
