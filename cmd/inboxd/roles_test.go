@@ -105,6 +105,7 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		"outbox_relays:DELETE", "outbox_relays:INSERT", "outbox_relays:SELECT", "outbox_relays:UPDATE",
 		"outbox_shards:DELETE", "outbox_shards:INSERT", "outbox_shards:SELECT", "outbox_shards:UPDATE",
 		"route_controls:DELETE", "route_controls:INSERT", "route_controls:SELECT", "route_controls:UPDATE",
+		"route_rollup:DELETE", "route_rollup:INSERT", "route_rollup:SELECT", "route_rollup:UPDATE",
 		"route_tokens:DELETE", "route_tokens:INSERT", "route_tokens:SELECT", "route_tokens:UPDATE",
 		"webhook_replays:DELETE", "webhook_replays:INSERT", "webhook_replays:SELECT", "webhook_replays:UPDATE"}
 	if !slices.Equal(got, want) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/maintenance"
 	"github.com/inboxd/inboxd/internal/startstop"
 )
 
@@ -191,6 +192,7 @@ func (c *completer) flush(stop context.Context, batch []result) {
 
 	now := c.clock.Now()
 	c.recordHistory(stop, batch, applied, now)
+	c.tally(batch, applied, now)
 	c.b.forgetResults(batch)
 	for _, r := range batch {
 		// doneAt was written before the result was submitted, and is not
@@ -297,4 +299,28 @@ func (c *completer) recordHistory(stop context.Context, batch []result, applied 
 	if err := driver.RecordAttempts(ctx, c.db, c.cfg.ID, list); err != nil {
 		c.log.Warn().Err(err).Int("rows", len(list)).Msg("the rows' attempt histories were not written (their outcomes were)")
 	}
+}
+
+// tally counts the applied outcomes of batch for the per-route rollup
+// (maintenance.Tally): one lock for the batch.
+func (c *completer) tally(batch []result, applied []int64, now time.Time) {
+	outcomes := make([]maintenance.Outcome, 0, len(batch))
+	for _, r := range batch {
+		if r.release {
+			continue
+		}
+		if _, ok := slices.BinarySearch(applied, r.id); !ok {
+			continue
+		}
+		o := maintenance.Outcome{Route: r.typeLabel, Processed: r.outcome == outcomeProcessed,
+			Retried: r.outcome == outcomeRetried, Dead: r.outcome == outcomeDead}
+		if o.Route == "" {
+			o.Route = otherEventTypes
+		}
+		if o.Processed && r.job != nil {
+			o.Latency = now.Sub(r.job.row.ReceivedAt)
+		}
+		outcomes = append(outcomes, o)
+	}
+	c.metrics.maintenance.Tally.Add(now, outcomes...)
 }

@@ -72,6 +72,16 @@ func TestAttemptHistory(t *testing.T) {
 	if h := history("never"); len(h) != 3 || h[2].Outcome != "dead" || h[2].Error != "attempt 3 of 3: http 500" {
 		t.Errorf("never: %+v", h)
 	}
+	// The per-route rollup counted the same outcomes (written by the
+	// pool's maintenance, at the latest when it stopped).
+	cells, err := driver.ReadRollup(context.Background(), b.db.Pool, driver.SpanHour, time.Now().Add(-2*time.Hour), "flaky")
+	var processed, retried, dead int64
+	for _, c := range cells {
+		processed, retried, dead = processed+c.Processed, retried+c.Retried, dead+c.Dead
+	}
+	if err != nil || processed != 2 || retried != 4 || dead != 1 {
+		t.Errorf("rollup: %d processed, %d retried, %d dead (%v); want 2, 4, 1", processed, retried, dead, err)
+	}
 }
 
 // A row's history keeps its last driver.KeptAttempts attempts.
