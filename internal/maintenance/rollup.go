@@ -184,11 +184,11 @@ func (r *Rollup) Stop() {
 	r.periodic.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	r.flush(ctx)
+	_ = r.Flush(ctx)
 }
 
 func (r *Rollup) round(ctx context.Context) {
-	r.flush(ctx)
+	_ = r.Flush(ctx)
 	if time.Since(r.lastPrune) < 10*time.Minute {
 		return
 	}
@@ -199,16 +199,19 @@ func (r *Rollup) round(ctx context.Context) {
 	r.lastPrune = time.Now()
 }
 
-// flush adds the tally's cells to the database.
-func (r *Rollup) flush(ctx context.Context) {
+// Flush adds the tally's cells to the database now (a round does it
+// every interval); on an error the counts stay in the tally.
+func (r *Rollup) Flush(ctx context.Context) error {
 	cells := r.tally.drain()
 	if len(cells) == 0 {
-		return
+		return nil
 	}
 	if err := driver.AddRollup(ctx, r.db, cells); err != nil {
 		r.tally.putBack(cells)
 		r.dbError(err, "add the outcomes to the rollup (kept for the next round)")
+		return err
 	}
+	return nil
 }
 
 func (r *Rollup) dbError(err error, msg string) {

@@ -22,8 +22,8 @@ func TestRollupAddsEveryReplicasTally(t *testing.T) {
 	b.Add(at, Outcome{Route: "order.created", Processed: true, Latency: 900 * time.Millisecond},
 		Outcome{Route: "order.created", Processed: true, Latency: 3 * time.Millisecond})
 	ra, rb := NewRollup(db.Pool, a, time.Hour, testLogger(t), nil), NewRollup(db.Pool, b, time.Hour, testLogger(t), nil)
-	ra.flush(ctx)
-	rb.flush(ctx)
+	_ = ra.Flush(ctx)
+	_ = rb.Flush(ctx)
 	for _, span := range []int{driver.SpanMinute, driver.SpanHour} {
 		cells, err := driver.ReadRollup(ctx, db.Pool, span, at.Add(-2*time.Hour), "order.created")
 		if err != nil || len(cells) != 1 {
@@ -42,8 +42,8 @@ func TestRollupAddsEveryReplicasTally(t *testing.T) {
 	a.Add(at, Outcome{Route: "order.paid", Dead: true})
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	ra.flush(cctx)
-	ra.flush(ctx)
+	_ = ra.Flush(cctx)
+	_ = ra.Flush(ctx)
 	cells, err := driver.ReadRollup(ctx, db.Pool, driver.SpanMinute, at.Add(-time.Hour), "order.paid")
 	if err != nil || len(cells) != 1 || cells[0].Dead != 2 {
 		t.Fatalf("after a failed round: %+v %v", cells, err)
