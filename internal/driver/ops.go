@@ -47,7 +47,7 @@ var orderAt = map[status.Status]string{status.Received: "available_at", status.P
 // liveColumnsOf are the inbox's columns for a live status: its time is
 // when it was received.
 func liveColumnsOf(st status.Status, a LiveAction) liveColumns {
-	return liveColumns{filterColumns: filterColumns{Source: "source", Time: "received_at", Key: "key"},
+	return liveColumns{filterColumns: filterColumns{Source: "source", Time: "received_at", Key: "key", NoRange: true},
 		Status: string(st), Action: string(a), OrderAt: orderAt[st]}
 }
 
@@ -253,29 +253,28 @@ type viewSQL struct {
 const parkedMark = "'9999-12-31 00:00:00+00'"
 
 var views = map[ListView]viewSQL{
-	ViewRetrying: {filterColumns{"source", "received_at", "key"},
+	ViewRetrying: {filterColumns{"source", "received_at", "key", true},
 		"i.status = 'received' AND i.lease_token IS NULL AND i.attempts > 0 AND i.available_at <> " + parkedMark, "i.available_at", false},
-	ViewWaiting: {filterColumns{"source", "received_at", "key"},
+	ViewWaiting: {filterColumns{"source", "received_at", "key", true},
 		"i.status = 'received' AND i.lease_token IS NULL AND (i.attempts = 0 OR i.available_at = " + parkedMark + ")", "i.available_at", false},
-	ViewProcessed: {filterColumns{"source", "processed_at", "key"}, "i.status = 'processed'", "i.processed_at", true},
-	ViewDead:      {filterColumns{"source", "updated_at", "key"}, "i.status = 'dead' AND i.status IN ('dead', 'rejected')", "", true},
-	ViewRejected:  {filterColumns{"source", "updated_at", "key"}, "i.status = 'rejected' AND i.status IN ('dead', 'rejected')", "", true},
+	ViewProcessed: {filterColumns{"source", "processed_at", "key", true}, "i.status = 'processed'", "i.processed_at", true},
+	ViewDead:      {filterColumns{"source", "updated_at", "key", true}, "i.status = 'dead' AND i.status IN ('dead', 'rejected')", "", true},
+	ViewRejected:  {filterColumns{"source", "updated_at", "key", true}, "i.status = 'rejected' AND i.status IN ('dead', 'rejected')", "", true},
 }
 
 // processingViews are the two halves of ViewProcessing: processing rows,
 // and received rows reserved at ingest.
 var processingViews = [2]viewSQL{
-	{filterColumns{"source", "received_at", "key"}, "i.status = 'processing'", "i.lease_expires_at", false},
-	// A reservation's available_at is its lease's end: those ending within
-	// reservationWindow are read, not every received row.
-	{filterColumns{"source", "received_at", "key"}, "i.status = 'received' AND i.lease_token IS NOT NULL" +
-		" AND i.available_at > now() AND i.available_at <= now() + interval '" + reservationWindow + "'", "i.available_at", false},
+	{filterColumns{"source", "received_at", "key", true}, "i.status = 'processing'", "i.lease_expires_at", false},
+	// A reservation's available_at is its lease's end (renewals move it to
+	// now + the lease): those ending within the lease (@window_ms) are read,
+	// not every received row.
+	{filterColumns{"source", "received_at", "key", true}, "i.status = 'received' AND i.lease_token IS NOT NULL" +
+		" AND i.available_at > now() AND i.available_at <= now() + @window_ms::bigint * interval '1 millisecond'", "i.available_at", false},
 }
 
-// reservationWindow bounds the reservations ViewProcessing reads: those
-// whose lease ends within it (a lease is far shorter), so that the list
-// reads a slice of the received rows' index, not all of it.
-const reservationWindow = "10 minutes"
+// DefaultReservationWindow is ListQuery.Lease when it is zero.
+const DefaultReservationWindow = time.Minute
 
 var (
 	listSQL           = map[ListView]string{}
@@ -334,12 +333,20 @@ type ListQuery struct {
 	AfterAt time.Time
 	AfterID int64
 	Limit   int
+	// Lease is the workers' lease (INBOXD_LEASE): ViewProcessing reads the
+	// reservations at ingest whose lease ends within it (zero:
+	// DefaultReservationWindow).
+	Lease time.Duration
 }
 
 // ListRows returns one page of q.View (sql/ops_list.sql).
 func ListRows(ctx context.Context, db DB, q ListQuery) ([]ListedRow, error) {
 	args := q.Filter.args(0, math.MaxInt64)
 	args["ids"], args["limit"] = []int64(nil), q.Limit
+	if q.Lease <= 0 {
+		q.Lease = DefaultReservationWindow
+	}
+	args["window_ms"] = q.Lease.Milliseconds()
 	d, ok := views[q.View]
 	switch {
 	case q.View == ViewProcessing:

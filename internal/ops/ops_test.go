@@ -271,12 +271,12 @@ func TestListViews(t *testing.T) {
 	head := b.insert(t, "h", "order.created", dead+", key = 'K'::bytea")
 	pk := b.insert(t, "pk", "order.created", parked+", key = 'K'::bytea")
 	p1 := b.insert(t, "p1", "order.created", processing)
-	res := b.insert(t, "res", "order.created", "lease_token = 9, lease_expires_at = now() + interval '2 minute', available_at = now() + interval '2 minute', attempts = 1")
+	res := b.insert(t, "res", "order.created", "lease_token = 9, lease_expires_at = now() + interval '30 second', available_at = now() + interval '30 second', attempts = 1")
 	done := b.insert(t, "done", "order.paid", "status = 'processed', processed_at = received_at + interval '3 second'")
 	rej := b.insert(t, "rej", "unknown", "status = 'rejected', last_error = 'missing event_type'")
 	o := New(Config{DB: b.pool, MaxAttempts: func(string) int { return 25 }})
 	want := map[View][]int64{
-		ViewRetrying: {r1}, ViewWaiting: {w1, pk}, ViewProcessing: {p1, res},
+		ViewRetrying: {r1}, ViewWaiting: {w1, pk}, ViewProcessing: {res, p1}, // by lease expiry: the reservation's ends first
 		ViewProcessed: {done}, ViewDead: {head}, ViewRejected: {rej},
 	}
 	for v, ids := range want {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/lease"
 )
 
 // Relay publishes the outbox table's pending rows. Several relays (one per
@@ -133,7 +134,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		loops.Add(1)
 		go func() { defer loops.Done(); r.publishLoop(ctx, i) }()
 	}
-	t := time.NewTicker(r.cfg.Lease / 3)
+	t := time.NewTicker(lease.ShardStep(r.cfg.Lease))
 	defer t.Stop()
 	for {
 		select {
@@ -181,7 +182,7 @@ func (r *Relay) kinds() []string {
 }
 
 // statementTimeout bounds the relay's own statements.
-func (r *Relay) statementTimeout() time.Duration { return r.cfg.Lease / 3 }
+func (r *Relay) statementTimeout() time.Duration { return lease.ShardStep(r.cfg.Lease) }
 
 // leaseTick beats, renews the shards held, and takes or gives back shards
 // towards this relay's share: the 32 shards over the relays alive. Its
@@ -317,7 +318,7 @@ func (r *Relay) usable(now time.Time, loop int) ([]driver.ShardLease, time.Time)
 	var out []driver.ShardLease
 	var end time.Time
 	for s, l := range r.shards {
-		if int(s)%r.cfg.Loops != loop || l.deadline.Sub(now) < r.cfg.Lease/3 {
+		if int(s)%r.cfg.Loops != loop || l.deadline.Sub(now) < lease.ShardStep(r.cfg.Lease) {
 			continue
 		}
 		out = append(out, driver.ShardLease{Shard: s, Token: l.token})
@@ -697,4 +698,19 @@ func (r *Relay) deletePublished(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// SetBackoffs replaces the delays before a refused row is tried again
+// (retry) and before a destination not reached is tried again (hold), for
+// the tests that run a relay on real publishers (package publishers): call
+// it before Run.
+func (r *Relay) SetBackoffs(retry, hold backoff.Exponential) { r.retry, r.hold = retry, hold }
+
+// Backoffs returns the delays SetBackoffs sets.
+func (r *Relay) Backoffs() (retry, hold backoff.Exponential) { return r.retry, r.hold }
+
+// FailedCount is the outbox_failed_total counter of dest and reason: how
+// many publications to it failed so, for the same tests.
+func (r *Relay) FailedCount(dest, reason string) prometheus.Counter {
+	return r.metrics.failed.WithLabelValues(r.metrics.destination(dest), reason)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/driver/status"
+	"github.com/inboxd/inboxd/internal/opfiles/routesfile"
 	"github.com/inboxd/inboxd/internal/ops"
 )
 
@@ -132,7 +133,7 @@ func runListView(ctx context.Context, cfg config.Config, stdout, stderr io.Write
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	o := ops.New(ops.Config{DB: conn, MaxAttempts: maxAttemptsOf(cfg)})
+	o := ops.New(ops.Config{DB: conn, MaxAttempts: maxAttemptsOf(cfg), Lease: cfg.Lease})
 	page, err := o.List(ctx, q)
 	if err != nil {
 		return fmt.Errorf("%s: %w", cmd, err)
@@ -210,7 +211,7 @@ func writeListTable(w io.Writer, view ops.View, rows []ops.Row) error {
 func maxAttemptsOf(cfg config.Config) func(string) int {
 	perRoute := map[string]int{}
 	if cfg.Routes != "" {
-		if r, err := handlers.LoadRoutes(cfg.Routes); err == nil {
+		if r, err := routesfile.Load(cfg.Routes); err == nil {
 			for _, rc := range r.Routes {
 				if rc.MaxAttempts > 0 && rc.Handler != handlers.HandlerRiver {
 					perRoute[rc.Type] = rc.MaxAttempts

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/inboxd/inboxd/config"
-	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/opfiles/routesfile"
 	"github.com/inboxd/inboxd/internal/ops"
 )
 
@@ -50,7 +50,7 @@ func routeNames(cfg config.Config) func() ([]string, error) {
 		return nil
 	}
 	return func() ([]string, error) {
-		r, err := handlers.LoadRoutes(cfg.Routes)
+		r, err := routesfile.Load(cfg.Routes)
 		if err != nil {
 			return nil, err
 		}
