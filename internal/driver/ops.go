@@ -60,8 +60,8 @@ type liveKey struct {
 var (
 	liveMatchSQL   = map[liveKey]string{}
 	cancelSQL      = map[status.Status]string{}
-	retryNowSQL    = render("ops_retry_now.sql", liveColumnsOf(status.Received, LiveRetryNow), "failed_filter.sql", "ops_eligible.sql")
-	discardLiveSQL = render("ops_discard_live.sql", liveColumnsOf(status.Received, LiveDiscard), "failed_filter.sql", "ops_eligible.sql")
+	retryNowSQL    = render("ops_retry_now.sql", liveColumnsOf(status.Received, LiveRetryNow), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
+	discardLiveSQL = render("ops_discard_live.sql", liveColumnsOf(status.Received, LiveDiscard), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
 	auditInsertSQL = load("ops_audit_insert.sql")
 	auditListSQL   = load("ops_audit_list.sql")
 )
@@ -69,9 +69,9 @@ var (
 func init() {
 	for _, st := range []status.Status{status.Received, status.Processing} {
 		for _, a := range []LiveAction{LiveCancel, LiveRetryNow, LiveDiscard} {
-			liveMatchSQL[liveKey{st, a}] = render("ops_live_match.sql", liveColumnsOf(st, a), "failed_filter.sql", "ops_eligible.sql")
+			liveMatchSQL[liveKey{st, a}] = render("ops_live_match.sql", liveColumnsOf(st, a), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
 		}
-		cancelSQL[st] = render("ops_cancel.sql", liveColumnsOf(st, LiveCancel), "failed_filter.sql", "ops_eligible.sql")
+		cancelSQL[st] = render("ops_cancel.sql", liveColumnsOf(st, LiveCancel), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
 	}
 }
 
@@ -409,7 +409,8 @@ func sortByOrder(rows []ListedRow) {
 var routeKnownSQL = load("ops_route_known.sql")
 
 // RouteKnown says whether the database knows route: an operator's control
-// of it, or a live or failed row of its type (sql/ops_route_known.sql).
+// of it, an outcome of its rows in the rollup, or a processing row of it
+// (sql/ops_route_known.sql).
 func RouteKnown(ctx context.Context, db DB, route string) (bool, error) {
 	var ok bool
 	if err := db.QueryRow(ctx, routeKnownSQL, pgx.NamedArgs{"route": route}).Scan(&ok); err != nil {

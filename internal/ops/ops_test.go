@@ -226,7 +226,14 @@ func TestRetryNowLeavesParkedRows(t *testing.T) {
 
 func TestPauseChecksTheRoute(t *testing.T) {
 	b := setup(t)
-	b.insert(t, "x", "order.created", "")
+	b.insert(t, "x", "order.created", "") // a row alone does not make a route known: no index reads types
+	if _, err := b.ops.Pause(b.ctx, alice, "order.created", "typo"); !errors.Is(err, ErrUnknownRoute) {
+		t.Fatalf("pause of a route without outcomes: %v", err)
+	}
+	if err := driver.AddRollup(b.ctx, b.pool, []driver.RollupCell{{Span: driver.SpanMinute, At: time.Now().Truncate(time.Minute),
+		Route: "order.created", Processed: 1, Latency: []int64{1}}}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := b.ops.Pause(b.ctx, alice, "order.nonexistent", "typo"); !errors.Is(err, ErrUnknownRoute) {
 		t.Fatalf("pause of an unknown route: %v", err)
 	}
