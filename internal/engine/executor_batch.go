@@ -243,6 +243,7 @@ func (e *executor) runTxBatch(base, ctx context.Context, jobs []*job, evs []*han
 					e.metrics.outcomeWriteDelay.Observe(delay)
 				}
 				e.b.batchReturned(jobs, proceed)
+				tallyResults(e.metrics, e.clock.Now(), rs)
 				for i, j := range jobs {
 					e.b.forget(j)
 					applied(e.metrics, &e.log, rs[i])
