@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/testkit"
 	"github.com/inboxd/inboxd/worker"
 )
@@ -176,6 +177,30 @@ func TestTxBatchRowOutcomes(t *testing.T) {
 	if r := b.row(t, "tx-later"); r.Attempts != 3 {
 		// 1: the whole batch failed; 2: its own retry; 3: processed.
 		t.Errorf("tx-later took %d attempts, want 3", r.Attempts)
+	}
+	// The rows' histories have the attempts the transactions wrote: the
+	// whole batch's failure (through the completer), tx-later's own retry
+	// and its end, and tx-bad's death.
+	for id, want := range map[string][]string{
+		"tx-bad":   {outcomeRetried, outcomeDead},
+		"tx-later": {outcomeRetried, outcomeRetried, outcomeProcessed},
+		"tx-00000": {outcomeRetried, outcomeProcessed},
+	} {
+		var rowID int64
+		if err := b.db.Pool.QueryRow(context.Background(), "SELECT id FROM inbox WHERE event_id = $1", id).Scan(&rowID); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, id+"'s history", func() bool {
+			h, err := driver.History(context.Background(), b.db.Pool, rowID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]string, len(h))
+			for i, a := range h {
+				got[i] = a.Outcome
+			}
+			return slices.Equal(got, want)
+		})
 	}
 	effects := b.effectCounts(t)
 	for _, id := range rows {

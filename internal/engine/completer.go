@@ -276,17 +276,24 @@ func (c *completer) writeOutcomes(ctx context.Context, batch []result) ([]int64,
 }
 
 // recordHistory writes the attempts of batch that the rows' histories
-// keep (migration 017) among the applied ones: failed attempts, and the
-// end of a row that failed before. A batch of first-attempt successes
-// writes nothing. It reads the jobs before they leave the books; a failed
-// write is logged and lost (the rows' outcomes are written already).
+// keep (migration 017) among the applied ones (historyOf). It reads the
+// jobs before they leave the books; a failed write is logged and lost
+// (the rows' outcomes are written already).
 func (c *completer) recordHistory(stop context.Context, batch []result, applied []int64, now time.Time) {
+	writeHistory(stop, c.db, c.archetype, historyOf(batch, applied, now))
+}
+
+// historyOf is the attempts of batch that the rows' histories keep among
+// the applied ones (sorted ids; nil: all of them): failed attempts, and
+// the end of a row that failed before. A batch of first-attempt successes
+// keeps none.
+func historyOf(batch []result, applied []int64, now time.Time) []driver.Attempt {
 	var list []driver.Attempt
 	for _, r := range batch {
 		if r.job == nil || r.attempt == 0 || r.release || (r.outcome == outcomeProcessed && r.attempt <= 1) {
 			continue
 		}
-		if _, ok := slices.BinarySearch(applied, r.id); !ok {
+		if _, ok := slices.BinarySearch(applied, r.id); !ok && applied != nil {
 			continue
 		}
 		a := driver.Attempt{RowID: r.id, Attempt: r.attempt, StartedAt: r.job.runAt, FinishedAt: r.job.doneAt, Outcome: r.outcome}
@@ -301,13 +308,19 @@ func (c *completer) recordHistory(stop context.Context, batch []result, applied 
 		}
 		list = append(list, a)
 	}
+	return list
+}
+
+// writeHistory writes list, attempts for the rows' histories, on db (a
+// failure is logged: the rows' outcomes are written already).
+func writeHistory(stop context.Context, db driver.DB, a archetype, list []driver.Attempt) {
 	if len(list) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(stop, c.cfg.StatementTimeout)
+	ctx, cancel := context.WithTimeout(stop, a.cfg.StatementTimeout)
 	defer cancel()
-	if err := driver.RecordAttempts(ctx, c.db, c.cfg.ID, list); err != nil {
-		c.log.Warn().Err(err).Int("rows", len(list)).Msg("the rows' attempt histories were not written (their outcomes were)")
+	if err := driver.RecordAttempts(ctx, db, a.cfg.ID, list); err != nil {
+		a.log.Warn().Err(err).Int("rows", len(list)).Msg("the rows' attempt histories were not written (their outcomes were)")
 	}
 }
 

@@ -243,7 +243,11 @@ func (e *executor) runTxBatch(base, ctx context.Context, jobs []*job, evs []*han
 					e.metrics.outcomeWriteDelay.Observe(delay)
 				}
 				e.b.batchReturned(jobs, proceed)
-				tallyResults(e.metrics, e.clock.Now(), rs)
+				now := e.clock.Now()
+				tallyResults(e.metrics, now, rs)
+				// Its retried and dead rows' attempts, as the completer
+				// writes those of the rows it completes.
+				writeHistory(e.stopCtx, e.txdb, e.archetype, historyOf(rs, nil, now))
 				for i, j := range jobs {
 					e.b.forget(j)
 					applied(e.metrics, &e.log, rs[i])
