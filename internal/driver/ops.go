@@ -58,21 +58,24 @@ type liveKey struct {
 }
 
 var (
-	liveMatchSQL   = map[liveKey]string{}
-	cancelSQL      = map[status.Status]string{}
-	retryNowSQL    = render("ops_retry_now.sql", liveColumnsOf(status.Received, LiveRetryNow), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
-	discardLiveSQL = render("ops_discard_live.sql", liveColumnsOf(status.Received, LiveDiscard), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
-	auditInsertSQL = load("ops_audit_insert.sql")
-	auditListSQL   = load("ops_audit_list.sql")
+	liveMatchSQL, cancelSQL = renderLive()
+	retryNowSQL             = render("ops_retry_now.sql", liveColumnsOf(status.Received, LiveRetryNow), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
+	discardLiveSQL          = render("ops_discard_live.sql", liveColumnsOf(status.Received, LiveDiscard), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
+	auditInsertSQL          = load("ops_audit_insert.sql")
+	auditListSQL            = load("ops_audit_list.sql")
 )
 
-func init() {
+// renderLive renders the live statements of each status: the dry runs'
+// matches per action, and the cancels.
+func renderLive() (match map[liveKey]string, cancel map[status.Status]string) {
+	match, cancel = map[liveKey]string{}, map[status.Status]string{}
 	for _, st := range []status.Status{status.Received, status.Processing} {
 		for _, a := range []LiveAction{LiveCancel, LiveRetryNow, LiveDiscard} {
-			liveMatchSQL[liveKey{st, a}] = render("ops_live_match.sql", liveColumnsOf(st, a), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
+			match[liveKey{st, a}] = render("ops_live_match.sql", liveColumnsOf(st, a), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
 		}
-		cancelSQL[st] = render("ops_cancel.sql", liveColumnsOf(st, LiveCancel), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
+		cancel[st] = render("ops_cancel.sql", liveColumnsOf(st, LiveCancel), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
 	}
+	return match, cancel
 }
 
 // LiveStatuses are the statuses an action of a reads: cancel, received
@@ -276,18 +279,19 @@ var processingViews = [2]viewSQL{
 // DefaultReservationWindow is ListQuery.Lease when it is zero.
 const DefaultReservationWindow = time.Minute
 
-var (
-	listSQL           = map[ListView]string{}
-	listProcessingSQL [2]string
-)
+var listSQL, listProcessingSQL = renderLists()
 
-func init() {
+// renderLists renders sql/ops_list.sql for each view, and the two halves
+// of ViewProcessing.
+func renderLists() (lists map[ListView]string, processing [2]string) {
+	lists = map[ListView]string{}
 	for v, d := range views {
-		listSQL[v] = render("ops_list.sql", d, "failed_filter.sql")
+		lists[v] = render("ops_list.sql", d, "failed_filter.sql")
 	}
 	for i, d := range processingViews {
-		listProcessingSQL[i] = render("ops_list.sql", d, "failed_filter.sql")
+		processing[i] = render("ops_list.sql", d, "failed_filter.sql")
 	}
+	return lists, processing
 }
 
 // ListedRow is a row of an operator's list, without its payload.
