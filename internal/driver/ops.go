@@ -58,24 +58,33 @@ type liveKey struct {
 }
 
 var (
-	liveMatchSQL, cancelSQL = renderLive()
-	retryNowSQL             = render("ops_retry_now.sql", liveColumnsOf(status.Received, LiveRetryNow), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
-	discardLiveSQL          = render("ops_discard_live.sql", liveColumnsOf(status.Received, LiveDiscard), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
-	auditInsertSQL          = load("ops_audit_insert.sql")
-	auditListSQL            = load("ops_audit_list.sql")
+	liveMatchSQL   = renderLiveMatches()
+	cancelSQL      = renderCancels()
+	retryNowSQL    = render("ops_retry_now.sql", liveColumnsOf(status.Received, LiveRetryNow), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
+	discardLiveSQL = render("ops_discard_live.sql", liveColumnsOf(status.Received, LiveDiscard), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
+	auditInsertSQL = load("ops_audit_insert.sql")
+	auditListSQL   = load("ops_audit_list.sql")
 )
 
-// renderLive renders the live statements of each status: the dry runs'
-// matches per action, and the cancels.
-func renderLive() (match map[liveKey]string, cancel map[status.Status]string) {
-	match, cancel = map[liveKey]string{}, map[status.Status]string{}
+// renderLiveMatches renders the dry runs' statement of each live status
+// and action.
+func renderLiveMatches() map[liveKey]string {
+	out := map[liveKey]string{}
 	for _, st := range []status.Status{status.Received, status.Processing} {
 		for _, a := range []LiveAction{LiveCancel, LiveRetryNow, LiveDiscard} {
-			match[liveKey{st, a}] = render("ops_live_match.sql", liveColumnsOf(st, a), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
+			out[liveKey{st, a}] = render("ops_live_match.sql", liveColumnsOf(st, a), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
 		}
-		cancel[st] = render("ops_cancel.sql", liveColumnsOf(st, LiveCancel), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
 	}
-	return match, cancel
+	return out
+}
+
+// renderCancels renders the cancel statement of each live status.
+func renderCancels() map[status.Status]string {
+	out := map[status.Status]string{}
+	for _, st := range []status.Status{status.Received, status.Processing} {
+		out[st] = render("ops_cancel.sql", liveColumnsOf(st, LiveCancel), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
+	}
+	return out
 }
 
 // LiveStatuses are the statuses an action of a reads: cancel, received
@@ -279,19 +288,26 @@ var processingViews = [2]viewSQL{
 // DefaultReservationWindow is ListQuery.Lease when it is zero.
 const DefaultReservationWindow = time.Minute
 
-var listSQL, listProcessingSQL = renderLists()
+var (
+	listSQL           = renderLists()
+	listProcessingSQL = renderProcessingLists()
+)
 
-// renderLists renders sql/ops_list.sql for each view, and the two halves
-// of ViewProcessing.
-func renderLists() (lists map[ListView]string, processing [2]string) {
-	lists = map[ListView]string{}
+// renderLists renders the list statement of each view.
+func renderLists() map[ListView]string {
+	out := map[ListView]string{}
 	for v, d := range views {
-		lists[v] = render("ops_list.sql", d, "failed_filter.sql")
+		out[v] = render("ops_list.sql", d, "failed_filter.sql")
 	}
+	return out
+}
+
+// renderProcessingLists renders the processing view's two statements.
+func renderProcessingLists() (out [2]string) {
 	for i, d := range processingViews {
-		processing[i] = render("ops_list.sql", d, "failed_filter.sql")
+		out[i] = render("ops_list.sql", d, "failed_filter.sql")
 	}
-	return lists, processing
+	return out
 }
 
 // ListedRow is a row of an operator's list, without its payload.
