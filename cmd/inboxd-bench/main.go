@@ -121,7 +121,7 @@ func main() {
 }
 
 // parts are the measurements, in the order they run.
-var parts = []string{"raw", "river", "pool", "e2e", "e2e-claimed", "retained", "rabbitmq", "nats", "outbox", "outbox-codecs", "webhook", "latency", "memory", "explain", "long"}
+var parts = []string{"raw", "river", "pool", "e2e", "e2e-claimed", "retained", "rabbitmq", "nats", "outbox", "outbox-codecs", "webhook", "latency", "memory", "explain", "long", "month"}
 
 // defaultParts is what runs without -run: everything but the long run.
 const defaultParts = "raw,river,pool,e2e,e2e-claimed,retained,rabbitmq,nats,outbox,outbox-codecs,webhook,latency,memory,explain"
@@ -161,6 +161,11 @@ type options struct {
 	longRetention time.Duration
 	vacuumEvery   time.Duration
 
+	monthMinutes   int
+	monthLoad      float64
+	monthRetention time.Duration
+	monthSpan      time.Duration
+
 	out          string
 	plot         string
 	keep         bool
@@ -198,6 +203,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Float64Var(&o.longLoad, "long-load", 0.8, "offered load of the sustained runs, as a fraction of the maximum")
 	fs.DurationVar(&o.longRetention, "long-retention", 5*time.Second, "INBOXD_RETENTION of the sustained run with retention")
 	fs.DurationVar(&o.vacuumEvery, "vacuum-every", 0, "in the long runs, VACUUM the inbox this often (from the end of one to the start of the next), standing in for autovacuum when the server has it off; 0 = never")
+	fs.IntVar(&o.monthMinutes, "month-minutes", 30, "minutes of the month run (both modes at once)")
+	fs.Float64Var(&o.monthLoad, "month-load", 0.8, "offered load of the month run, as a fraction of the maximum measured on its two clusters at once")
+	fs.DurationVar(&o.monthRetention, "month-retention", 30*time.Second, "INBOXD_RETENTION of the month run (short: the inbox turns over many times)")
+	fs.DurationVar(&o.monthSpan, "month-span", 10*time.Second, "generation span of the month run's partitioned inbox (inboxd partitions convert --span)")
 	fs.StringVar(&o.out, "out", "", "directory for results.json, rates.png and latency.png (long.json for -run long); empty = print only")
 	fs.StringVar(&o.plot, "plot", "", "measure nothing: draw the charts of this results.json into -out (default: its directory)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the databases for inspection instead of dropping them")
@@ -468,6 +477,23 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		long, err = benchLong(ctx, env, m, o.longLoad, o.longMinutes, o.longRetention, o.vacuumEvery, logf)
 		if err != nil {
 			return fmt.Errorf("long: %w", err)
+		}
+	}
+
+	if o.parts["month"] {
+		month, err := benchMonth(ctx, o.maxRate, o.monthLoad, o.monthMinutes, o.monthRetention, o.monthSpan, o.events, res.Machine, logf)
+		if err != nil {
+			return fmt.Errorf("month: %w", err)
+		}
+		month.Machine.LoadAverageEnd = loadAverage()
+		if o.out != "" {
+			if err := writeMonth(o.out, month); err != nil {
+				return err
+			}
+			logf("month results written to %s", o.out)
+		}
+		if len(o.parts) == 1 {
+			return nil
 		}
 	}
 

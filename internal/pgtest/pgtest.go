@@ -52,42 +52,76 @@ type DB struct {
 }
 
 var (
-	templateMu   sync.Mutex
-	templateName string
+	templateMu    sync.Mutex
+	templateNames [2]string // unpartitioned, partitioned
 )
+
+// PartitionedEnv is the variable that makes New give partitioned tables
+// (INBOXD_TEST_PARTITIONED=true): the same tests then run on the
+// partitioned shape (make test-partitioned).
+const PartitionedEnv = "INBOXD_TEST_PARTITIONED"
+
+// Partitioned reports whether New gives partitioned tables.
+func Partitioned() bool { return os.Getenv(PartitionedEnv) == "true" }
 
 // template returns the migrated template database's name, making it if
 // needed (again, when remake is set).
-func template(ctx context.Context, t testing.TB, remake bool) string {
+func template(ctx context.Context, t testing.TB, remake, partitioned bool) string {
 	t.Helper()
 	templateMu.Lock()
 	defer templateMu.Unlock()
-	if templateName == "" || remake {
-		name, err := ensureTemplate(ctx)
+	i := 0
+	if partitioned {
+		i = 1
+	}
+	if templateNames[i] == "" || remake {
+		name, err := ensureTemplate(ctx, partitioned)
 		if err != nil {
 			t.Fatalf("pgtest: prepare template database: %v", err)
 		}
-		templateName = name
+		templateNames[i] = name
 	}
-	return templateName
+	return templateNames[i]
 }
 
-// New creates a migrated database for t, and drops it when t ends.
+// New creates a migrated database for t, and drops it when t ends; with
+// INBOXD_TEST_PARTITIONED=true its inbox and outbox are partitioned.
 func New(t testing.TB) *DB {
 	t.Helper()
-	return NewEmpty(t, true)
+	return newDB(t, true, Partitioned())
+}
+
+// NewPartitioned creates a migrated database for t whose inbox and outbox
+// are partitioned (`inboxd partitions convert`, generations of an hour:
+// a test switches them itself), and drops it when t ends.
+func NewPartitioned(t testing.TB) *DB {
+	t.Helper()
+	return newDB(t, true, true)
+}
+
+// NewPlain creates a migrated database for t whose tables are not
+// partitioned, whatever INBOXD_TEST_PARTITIONED says: for the tests of
+// query plans that name the unpartitioned tables' indexes.
+func NewPlain(t testing.TB) *DB {
+	t.Helper()
+	return newDB(t, true, false)
 }
 
 // NewEmpty creates a database for t. When migrated is false the database has
 // no inbox schema at all (for migration tests).
 func NewEmpty(t testing.TB, migrated bool) *DB {
 	t.Helper()
+	return newDB(t, migrated, false)
+}
+
+func newDB(t testing.TB, migrated, partitioned bool) *DB {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
 	tmpl := "template0"
 	if migrated {
-		tmpl = template(ctx, t, false)
+		tmpl = template(ctx, t, false, partitioned)
 	}
 
 	admin, err := pgx.Connect(ctx, AdminURL())
@@ -103,7 +137,7 @@ func NewEmpty(t testing.TB, migrated bool) *DB {
 		// A test binary built from another migration set (another checkout
 		// testing at the same time) dropped our template as stale: make it
 		// again.
-		tmpl = template(ctx, t, true)
+		tmpl = template(ctx, t, true, partitioned)
 		_, err = admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl))
 	}
 	if err != nil {
@@ -134,12 +168,15 @@ func NewEmpty(t testing.TB, migrated bool) *DB {
 
 // ensureTemplate creates (once per migration set, across processes) a
 // template database holding the migrated schema.
-func ensureTemplate(ctx context.Context) (string, error) {
+func ensureTemplate(ctx context.Context, partitioned bool) (string, error) {
 	sum, err := migrationsDigest()
 	if err != nil {
 		return "", err
 	}
 	name := "inboxd_tmpl_" + sum[:12]
+	if partitioned {
+		name += "_p"
+	}
 
 	admin, err := pgx.Connect(ctx, AdminURL())
 	if err != nil {
@@ -173,6 +210,9 @@ func ensureTemplate(ctx context.Context) (string, error) {
 		return "", err
 	}
 	_, err = migrations.Migrate(ctx, conn)
+	if err == nil && partitioned {
+		err = convert(ctx, conn)
+	}
 	conn.Close(ctx)
 	if err != nil {
 		return "", err
@@ -186,9 +226,41 @@ func ensureTemplate(ctx context.Context) (string, error) {
 // dropStaleTemplates removes templates left by earlier migration sets, so
 // changing a migration does not leave a database behind on the server. A
 // template still in use is left alone.
+// convert partitions the empty tables of conn's database as `inboxd
+// partitions convert --span 1h` does (internal/partitions.Convert, in the
+// statements of migration 016's functions: pgtest cannot import the
+// packages whose tests use it).
+func convert(ctx context.Context, conn *pgx.Conn) error {
+	for _, tbl := range []string{"inbox", "outbox"} {
+		if _, err := conn.Exec(ctx, "SELECT inboxd_partition_prepare($1)", tbl); err != nil {
+			return err
+		}
+		if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s VALIDATE CONSTRAINT %s_p0_gen", tbl, tbl)); err != nil {
+			return err
+		}
+		rows, err := conn.Query(ctx, "SELECT * FROM inboxd_partition_unique_builds($1)", tbl)
+		if err != nil {
+			return err
+		}
+		builds, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, b := range builds {
+			if _, err := conn.Exec(ctx, b); err != nil {
+				return err
+			}
+		}
+		if _, err := conn.Exec(ctx, "SELECT inboxd_partition_swap($1, interval '1 hour')", tbl); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func dropStaleTemplates(ctx context.Context, admin *pgx.Conn, keep string) {
 	rows, err := admin.Query(ctx,
-		`SELECT datname FROM pg_database WHERE datname LIKE 'inboxd\_tmpl\_%' AND datname <> $1`, keep)
+		`SELECT datname FROM pg_database WHERE datname LIKE 'inboxd\_tmpl\_%' AND left(datname, 24) <> left($1, 24)`, keep)
 	if err != nil {
 		return
 	}

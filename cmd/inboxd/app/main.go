@@ -135,6 +135,8 @@ func init() {
 	commands = slices.Insert(commands, at, outboxCommands()...)
 	at = slices.IndexFunc(commands, func(c command) bool { return c.name == "help" })
 	commands = slices.Insert(commands, at, routeCommands()...)
+	at = slices.IndexFunc(commands, func(c command) bool { return c.name == "help" })
+	commands = slices.Insert(commands, at, partitionCommands()...)
 	// The console comes right after run.
 	commands = slices.Insert(commands, 1, uiCommand())
 }
