@@ -92,6 +92,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     part text := format('%s_p%s', p_tbl, p_gen);
     opts text[];
+    r record;
 BEGIN
     IF to_regclass(part) IS NOT NULL THEN
         RETURN false;
@@ -101,6 +102,14 @@ BEGIN
     -- Rows come in through the parent, whose defaults apply: the
     -- partition's own would tie it to the parent's sequence.
     EXECUTE format('ALTER TABLE %I ALTER COLUMN id DROP DEFAULT, ALTER COLUMN gen DROP DEFAULT', part);
+    -- The table's unique indexes kept per partition (the primary key).
+    FOR r IN SELECT u.* FROM inboxd_partitioned p,
+                 jsonb_to_recordset(p.uniques) AS u(name text, def text, contype text, leaf boolean)
+             WHERE p.tbl = p_tbl AND u.leaf
+    LOOP
+        EXECUTE format('CREATE UNIQUE INDEX %I ON %I %s', left(part || '_' || r.name, 63), part,
+                       regexp_replace(r.def, '^.* USING ', 'USING '));
+    END LOOP;
     SELECT reloptions INTO opts FROM inboxd_partitioned WHERE tbl = p_tbl;
     IF opts IS NOT NULL AND cardinality(opts) > 0 THEN
         EXECUTE format('ALTER TABLE %I SET (%s)', part, array_to_string(opts, ', '));
@@ -128,7 +137,9 @@ $$;
 -- Carries at most p_limit rows of partition p_gen that a drop must not
 -- reach into the current partition: dead and rejected rows, rows waiting
 -- for a minute or more (parked behind their key, in backoff), and with
--- p_all (a revert) every row but those claimed or reserved. A row is moved
+-- p_all (a revert) every row but those claimed or reserved (of the
+-- outbox: every row; a relay's outcome for a row moved under it fails and
+-- is retried, so the row may be published twice, as after a crash). A row is moved
 -- (UPDATE of the partition key: delete and insert, in one transaction),
 -- keeping its id. Returns how many it moved.
 CREATE OR REPLACE FUNCTION inboxd_partition_carry(p_tbl text, p_gen bigint, p_all boolean, p_limit int) RETURNS bigint
@@ -162,7 +173,7 @@ BEGIN
             UPDATE outbox SET gen = $1
             WHERE gen = $2 AND id IN (
                 SELECT id FROM %I
-                WHERE status = 'dead' OR ($3 AND status = 'published')
+                WHERE status = 'dead' OR ($3 AND status IN ('published', 'pending'))
                    OR (status = 'pending' AND available_at > now() + interval '1 minute')
                 LIMIT $4 FOR UPDATE SKIP LOCKED)$q$, part)
         USING cur, p_gen, p_all, p_limit;
@@ -210,9 +221,13 @@ BEGIN
 END
 $$;
 
--- Conversion, step 2 (no lock that stops writes): the indexes the
--- partitioned table's unique keys need on partition 0, each unique index
--- with the partition key appended. Returns the statements to run, one by
+-- Conversion, step 2 (no lock that stops writes): the index the
+-- partitioned table's deduplication key needs on partition 0, the unique
+-- (source, event_id) with the partition key appended (the ON CONFLICT
+-- target of ingest on the partitioned table). The table's other unique
+-- indexes (the primary key) stay unique per partition as they are: a
+-- partition's own unique index on id tells the planner that a lookup by
+-- id finds one row, even before the partition is analyzed. Returns the statements to run, one by
 -- one, outside a transaction (CREATE UNIQUE INDEX CONCURRENTLY).
 CREATE OR REPLACE FUNCTION inboxd_partition_unique_builds(p_tbl text) RETURNS SETOF text
 LANGUAGE sql STABLE AS $$
@@ -221,14 +236,15 @@ LANGUAGE sql STABLE AS $$
                   regexp_replace(pg_get_indexdef(ic.oid), '^.* USING (\w+) \((.*)\)$', 'USING \1 (\2, gen)'))
     FROM pg_index x JOIN pg_class ic ON ic.oid = x.indexrelid
     WHERE x.indrelid = to_regclass(p_tbl) AND x.indisunique
-      AND pg_get_indexdef(ic.oid) !~ '\mgen\M'
+      AND pg_get_indexdef(ic.oid) ~ '\(source, event_id\)$'
       AND to_regclass(left(ic.relname, 50) || '_gen') IS NULL
 $$;
 
 -- Conversion, step 3, in one short transaction under ACCESS EXCLUSIVE
 -- (catalogue work only, no row is read): the table becomes partition 0 of
--- a partitioned table of the same name with every index (unique ones with
--- the partition key appended, attached from step 2's) and every trigger
+-- a partitioned table of the same name with every index (the dedup key
+-- with the partition key appended, attached from step 2's; the other
+-- unique ones kept per partition) and every trigger
 -- of the table as it is, id drawn from a sequence of the parent's, and
 -- partition 1 current.
 CREATE OR REPLACE FUNCTION inboxd_partition_swap(p_tbl text, p_span interval) RETURNS void
@@ -258,11 +274,15 @@ BEGIN
              LEFT JOIN pg_constraint con ON con.conindid = ic.oid AND con.conrelid = x.indrelid
              WHERE x.indrelid = to_regclass(p_tbl)
     LOOP
-        IF r.uniq AND r.def !~ '\mgen\M' THEN
+        IF r.uniq AND r.def !~ '\mgen\M' AND r.def !~ '\(source, event_id\)$' THEN
+            -- Unique per partition, as it is: partition 0 keeps it.
+            uniq := uniq || jsonb_build_object('name', r.name, 'def', r.def, 'contype', r.contype, 'leaf', true);
+            EXECUTE format('ALTER INDEX %I RENAME TO %I', r.name, left(part || '_' || r.name, 63));
+        ELSIF r.uniq AND r.def !~ '\mgen\M' THEN
             IF to_regclass(left(r.name, 50) || '_gen') IS NULL THEN
                 RAISE EXCEPTION 'inboxd: index %_gen is missing (run the conversion from the start)', left(r.name, 50);
             END IF;
-            uniq := uniq || jsonb_build_object('name', r.name, 'def', r.def, 'contype', r.contype);
+            uniq := uniq || jsonb_build_object('name', r.name, 'def', r.def, 'contype', r.contype, 'leaf', false);
             defs := defs || format('CREATE UNIQUE INDEX %I ON %I %s', r.name || '_p', p_tbl,
                                    regexp_replace(r.def, '^.* USING (\w+) \((.*)\)$', 'USING \1 (\2, gen)'));
         ELSIF r.def !~ '\mgen\M' THEN
@@ -303,7 +323,7 @@ BEGIN
         EXECUTE idseq;
     END LOOP;
     -- The parent's unique indexes take back their names (constraints too).
-    FOR r IN SELECT * FROM jsonb_to_recordset(uniq) AS u(name text, def text, contype text) LOOP
+    FOR r IN SELECT * FROM jsonb_to_recordset(uniq) AS u(name text, def text, contype text, leaf boolean) WHERE NOT leaf LOOP
         EXECUTE format('ALTER INDEX %I RENAME TO %I', r.name, left(part || '_' || r.name, 63));
         EXECUTE format('ALTER INDEX %I RENAME TO %I', r.name || '_p', r.name);
     END LOOP;
@@ -386,10 +406,12 @@ BEGIN
     END LOOP;
     -- The unique indexes of before, built beforehand under a "_r" name;
     -- the "_gen" ones go.
-    FOR r IN SELECT * FROM jsonb_to_recordset(st.uniques) AS u(name text, def text, contype text) LOOP
-        EXECUTE format('DROP INDEX %I', r.name);
+    FOR r IN SELECT * FROM jsonb_to_recordset(st.uniques) AS u(name text, def text, contype text, leaf boolean) LOOP
+        EXECUTE format('DROP INDEX IF EXISTS %I', r.name);
         EXECUTE format('ALTER INDEX %I RENAME TO %I', left(r.name, 50) || '_r', r.name);
-        IF r.contype = 'p' THEN
+        IF EXISTS (SELECT 1 FROM pg_constraint WHERE conindid = to_regclass(r.name)) THEN
+            NULL; -- partition 0's own, a constraint still
+        ELSIF r.contype = 'p' THEN
             EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I PRIMARY KEY USING INDEX %I', p_tbl, r.name, r.name);
         ELSIF r.contype = 'u' THEN
             EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I UNIQUE USING INDEX %I', p_tbl, r.name, r.name);
@@ -422,13 +444,19 @@ $$;
 -- Revert, before the last step: the statements (CREATE UNIQUE INDEX
 -- CONCURRENTLY, one by one outside a transaction) that build the unique
 -- indexes of before on partition p_gen.
+-- A partition's own (the primary key, and partition 0's from before the
+-- conversion) are renamed, not built again.
 CREATE OR REPLACE FUNCTION inboxd_partition_revert_builds(p_tbl text, p_gen bigint) RETURNS SETOF text
 LANGUAGE sql STABLE AS $$
-    SELECT format('CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS %I ON %I %s',
-                  left(u.name, 50) || '_r', format('%s_p%s', p_tbl, p_gen),
-                  regexp_replace(u.def, '^.* USING ', 'USING '))
-    FROM inboxd_partitioned p, jsonb_to_recordset(p.uniques) AS u(name text, def text, contype text)
-    WHERE p.tbl = p_tbl
+    SELECT CASE
+        WHEN to_regclass(left(format('%s_p%s_', p_tbl, p_gen) || u.name, 63)) IS NOT NULL
+        THEN format('ALTER INDEX %I RENAME TO %I', left(format('%s_p%s_', p_tbl, p_gen) || u.name, 63), left(u.name, 50) || '_r')
+        ELSE format('CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS %I ON %I %s',
+                    left(u.name, 50) || '_r', format('%s_p%s', p_tbl, p_gen),
+                    regexp_replace(u.def, '^.* USING ', 'USING '))
+        END
+    FROM inboxd_partitioned p, jsonb_to_recordset(p.uniques) AS u(name text, def text, contype text, leaf boolean)
+    WHERE p.tbl = p_tbl AND to_regclass(left(u.name, 50) || '_r') IS NULL
 $$;
 
 ---- create above / drop below ----

@@ -228,10 +228,9 @@ func IdentityClash(err error) bool {
 }
 
 // idIndex matches the names of the inbox's unique index on id: the
-// primary key, and on a partitioned inbox its (id, gen) twins in the
-// partitions (partition 0's from the conversion, the others' named by
-// PostgreSQL after the parent's).
-var idIndex = regexp.MustCompile(`^(inbox_pkey(_gen)?|inbox_p[0-9]+_id_gen_idx[0-9]*)$`)
+// primary key, and on a partitioned inbox each partition's own
+// (migration 016).
+var idIndex = regexp.MustCompile(`^(inbox_p[0-9]+_)?inbox_pkey$`)
 
 // b2i is 1 for true.
 func b2i(b bool) int {

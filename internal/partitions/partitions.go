@@ -296,6 +296,7 @@ func Revert(ctx context.Context, db *pgxpool.Pool, table string, poll time.Durat
 		if left == 0 {
 			break
 		}
+		log.Info().Int("partitions", left).Msg("reverting: waiting for claimed rows to finish")
 		if !backoff.Sleep(ctx, poll) {
 			return ctx.Err()
 		}
