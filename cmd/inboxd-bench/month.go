@@ -631,12 +631,20 @@ func writeMonth(dir string, r *MonthResults) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "month.json"), append(b, '\n'), 0o644); err != nil {
+	if err := writeJSON(dir, "month.json", r); err != nil {
 		return err
 	}
 	return monthChart(filepath.Join(dir, "month.svg"), r)
+}
+
+// writeJSON writes v, indented, to dir/name.
+func writeJSON(dir, name string, v any) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644)
 }
