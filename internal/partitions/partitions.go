@@ -212,7 +212,7 @@ func Convert(ctx context.Context, db *pgxpool.Pool, table string, span time.Dura
 		return fmt.Errorf("convert %s: partition key: %w", table, err)
 	}
 	start := time.Now()
-	if err := driver.ValidatePartitionZero(ctx, db, table); err != nil {
+	if err := untimed(ctx, db, func(c driver.DB) error { return driver.ValidatePartitionZero(ctx, c, table) }); err != nil {
 		return fmt.Errorf("convert %s: %w", table, err)
 	}
 	log.Info().Dur("took", time.Since(start).Round(time.Millisecond)).Msg("partition 0's constraint validated")
@@ -222,7 +222,7 @@ func Convert(ctx context.Context, db *pgxpool.Pool, table string, span time.Dura
 	}
 	for _, b := range builds {
 		start := time.Now()
-		if _, err := db.Exec(ctx, b); err != nil {
+		if err := untimed(ctx, db, func(c driver.DB) error { _, err := c.Exec(ctx, b); return err }); err != nil {
 			return fmt.Errorf("convert %s: %s: %w", table, b, err)
 		}
 		log.Info().Str("statement", b).Dur("took", time.Since(start).Round(time.Millisecond)).Msg("unique index built")
@@ -306,7 +306,7 @@ func Revert(ctx context.Context, db *pgxpool.Pool, table string, poll time.Durat
 		return fmt.Errorf("revert %s: %w", table, err)
 	}
 	for _, b := range builds {
-		if _, err := db.Exec(ctx, b); err != nil {
+		if err := untimed(ctx, db, func(c driver.DB) error { _, err := c.Exec(ctx, b); return err }); err != nil {
 			return fmt.Errorf("revert %s: %s: %w", table, b, err)
 		}
 	}
@@ -315,6 +315,25 @@ func Revert(ctx context.Context, db *pgxpool.Pool, table string, poll time.Durat
 	}
 	log.Info().Msg("reverted: the table is one table again")
 	return nil
+}
+
+// untimed runs f on a connection of db without a statement timeout: a
+// validation's scan or an index build on millions of rows takes longer
+// than INBOXD_STATEMENT_TIMEOUT, and holds no lock that stops writes.
+func untimed(ctx context.Context, db *pgxpool.Pool, f func(driver.DB) error) error {
+	c, err := db.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	if _, err := c.Exec(ctx, "SET statement_timeout = 0"); err != nil {
+		return err
+	}
+	err = f(c)
+	if _, rerr := c.Exec(context.WithoutCancel(ctx), "RESET statement_timeout"); rerr != nil {
+		c.Conn().Close(ctx) //nolint:errcheck // not back to the pool with its timeout off
+	}
+	return err
 }
 
 func quote(name string) string { return `"` + name + `"` }
