@@ -144,7 +144,7 @@ func escapeHeader(s string, reserved byte) string {
 // Content-Type taken from the event's content-type header (matched without
 // regard to case), or else application/json when the payload is valid JSON,
 // or else application/octet-stream. When OpenTelemetry's global propagator
-// is set (package tracing's Setup sets it when tracing is on), the request
+// is set (the daemon sets it when tracing is on), the request
 // also carries the trace context of the handler's context: traceparent and
 // tracestate (W3C Trace Context, and baggage when the context has some), so
 // the receiver's spans join the trace.
@@ -257,7 +257,7 @@ func (h *httpHandler) Handle(ctx context.Context, ev *Event) error {
 	req.Header.Set(HeaderSource, EscapeHeaderValue(ev.Source))
 	req.Header.Set(HeaderAttempt, strconv.Itoa(ev.Attempt))
 	// The trace context of ctx (traceparent, tracestate), as the global
-	// propagator writes it: nothing until one is set (tracing.Setup does).
+	// propagator writes it: nothing until one is set (the daemon sets one when tracing is on).
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 
 	resp, err := h.client.Do(req)
@@ -266,6 +266,13 @@ func (h *httpHandler) Handle(ctx context.Context, ev *Event) error {
 	}
 	defer drainClose(resp.Body)
 
+	return h.responseError(resp)
+}
+
+// responseError is the error a response's status says (nil for a 2xx): a
+// redirect or a 4xx other than 408, 425 and 429 is permanent, the rest
+// retryable (after its Retry-After, capped).
+func (h *httpHandler) responseError(resp *http.Response) error {
 	code := resp.StatusCode
 	switch {
 	case code >= 200 && code < 300:
@@ -284,7 +291,7 @@ func (h *httpHandler) Handle(ctx context.Context, ev *Event) error {
 	if ex := excerpt(body); ex != "" {
 		msg += ": " + ex
 	}
-	err = errors.New(msg)
+	err := errors.New(msg)
 	if !retryableStatus(code) {
 		return Permanent(err)
 	}
