@@ -59,8 +59,12 @@ $$;
 
 -- Exact deduplication across partitions: a row whose event is in another
 -- partition is skipped. Rows carried forward (inboxd.carry) are no news.
+-- Its plan is cached by PL/pgSQL; planned while the newest partition is
+-- nearly empty (not yet analyzed), it would scan that partition
+-- sequentially for every row long after it has grown: the index probes
+-- are forced (enable_seqscan off, for this function only).
 CREATE OR REPLACE FUNCTION inbox_dedup_probe() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 BEGIN
     IF current_setting('inboxd.carry', true) = 'on' THEN
         RETURN NEW;

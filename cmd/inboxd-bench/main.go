@@ -287,6 +287,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if o.plot != "" {
+		if strings.HasSuffix(o.plot, "month.json") {
+			return replotMonth(o.plot, o.out)
+		}
 		return replot(o.plot, o.out)
 	}
 	if err := checkBrokers(o); err != nil {

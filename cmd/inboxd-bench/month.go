@@ -648,3 +648,20 @@ func writeJSON(dir, name string, v any) error {
 	}
 	return os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644)
 }
+
+// replotMonth draws month.svg from a month.json into dir (default: its
+// directory).
+func replotMonth(path, dir string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var r MonthResults
+	if err := json.Unmarshal(b, &r); err != nil {
+		return err
+	}
+	if dir == "" {
+		dir = filepath.Dir(path)
+	}
+	return monthChart(filepath.Join(dir, "month.svg"), &r)
+}

@@ -66,7 +66,9 @@ func monthChart(path string, r *MonthResults) error {
 	top := vg.Points(30)
 	title := fmt.Sprintf("month run: %.0f events/s (%.0f%% of %.0f) for %d min per mode, both at once; retention %s, partition span %s",
 		r.Offered, r.Load*100, r.MaxRate, r.Minutes, r.Retention, r.Span)
-	dc.FillText(draw.TextStyle{Color: color.Black, Font: plot.DefaultFont, Handler: plot.DefaultTextHandler, XAlign: draw.XCenter},
+	titleFont := plot.DefaultFont
+	titleFont.Size = vg.Points(13)
+	dc.FillText(draw.TextStyle{Color: color.Black, Font: titleFont, Handler: plot.DefaultTextHandler, XAlign: draw.XCenter},
 		vg.Point{X: w / 2, Y: h - top/2}, title)
 	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4, PadTop: top}
 	canvases := plot.Align(plots, tiles, dc)

@@ -21,7 +21,21 @@ var (
 	partitionRevertBuildsSQL = load("partition_revert_builds.sql")
 	partitionUnswapSQL       = load("partition_unswap.sql")
 	partitionRevertingSQL    = load("partition_reverting.sql")
+	partitionAnalyzeDueSQL   = load("partition_analyze_due.sql")
 )
+
+// AnalyzeIfDue analyzes partition name when sql/partition_analyze_due.sql
+// says it is due, and reports whether it did.
+func AnalyzeIfDue(ctx context.Context, db DB, name string) (bool, error) {
+	var due bool
+	if err := db.QueryRow(ctx, partitionAnalyzeDueSQL, pgx.NamedArgs{"part": name}).Scan(&due); err != nil || !due {
+		return false, err
+	}
+	if _, err := db.Exec(ctx, "ANALYZE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return false, fmt.Errorf("analyze %s: %w", name, err)
+	}
+	return true, nil
+}
 
 // PartitionedTable is one partitioned table (inbox or outbox) as
 // sql/partition_tables.sql reads it.

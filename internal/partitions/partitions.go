@@ -122,6 +122,9 @@ func Maintain(ctx context.Context, db *pgxpool.Pool, table string, retention tim
 			}
 		}
 	}
+	if _, err := driver.AnalyzeIfDue(ctx, db, fmt.Sprintf("%s_p%d", table, st.Current)); err != nil {
+		return r, true, err
+	}
 	for _, p := range parts {
 		if p.Gen >= st.Current || p.DetachPending {
 			continue
