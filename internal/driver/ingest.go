@@ -229,7 +229,7 @@ func IdentityClash(err error) bool {
 
 // idIndex matches the names of the inbox's unique index on id: the
 // primary key, and on a partitioned inbox each partition's own
-// (migration 016).
+// (migration 019).
 var idIndex = regexp.MustCompile(`^(inbox_p[0-9]+_)?inbox_pkey$`)
 
 // b2i is 1 for true.

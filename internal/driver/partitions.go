@@ -55,7 +55,7 @@ type PartitionedTable struct {
 }
 
 // PartitionedTables returns the partitioned tables; none when neither is
-// partitioned (or migration 016 is not applied).
+// partitioned (or migration 019 is not applied).
 func PartitionedTables(ctx context.Context, db DB) ([]PartitionedTable, error) {
 	var exists bool
 	if err := db.QueryRow(ctx, `SELECT to_regclass('inboxd_partitioned') IS NOT NULL`).Scan(&exists); err != nil || !exists {

@@ -1,6 +1,6 @@
 // Package partitions runs the partitioned shape of the inbox and outbox
 // tables (docs/inbox-table.md, "Partitioned tables"; the SQL is migration
-// 016's): the online conversion of a live table and its revert, and the
+// 019's): the online conversion of a live table and its revert, and the
 // maintenance that retention runs instead of deleting rows: partitions
 // created ahead, generations switched every span, the rows a drop must
 // not reach carried forward, and partitions whose every row may go

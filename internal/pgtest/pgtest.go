@@ -252,7 +252,7 @@ func ensureTemplate(ctx context.Context, partitioned bool) (string, error) {
 // template still in use is left alone.
 // convert partitions the empty tables of conn's database as `inboxd
 // partitions convert --span 1h` does (internal/partitions.Convert, in the
-// statements of migration 016's functions: pgtest cannot import the
+// statements of migration 019's functions: pgtest cannot import the
 // packages whose tests use it).
 func convert(ctx context.Context, conn *pgx.Conn) error {
 	for _, tbl := range []string{"inbox", "outbox"} {

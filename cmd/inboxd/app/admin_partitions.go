@@ -37,7 +37,7 @@ func partitionCommands() []command {
 
 // runPartitions runs one of the partitions commands on both tables.
 func runPartitions(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, what string, span time.Duration) error {
-	conn, err := connectSchema(ctx, cfg) // the schema must know the partition functions (migration 016)
+	conn, err := connectSchema(ctx, cfg) // the schema must know the partition functions (migration 019)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
--- The partitioned tables (migration 016, inboxd_partitioned): each one's
+-- The partitioned tables (migration 019, inboxd_partitioned): each one's
 -- generation span, when its generation last changed, whether it is being
 -- reverted, and its current generation (the sequence the rows' default
 -- reads). No row: neither table is partitioned.

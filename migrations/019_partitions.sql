@@ -1,4 +1,4 @@
--- 016: the functions of the partitioned shape (docs/inbox-table.md,
+-- 019: the functions of the partitioned shape (docs/inbox-table.md,
 -- "Partitioned tables"). Nothing changes shape here: `inboxd partitions
 -- convert` turns a live inbox (and outbox) into a table partitioned by a
 -- generation, `inboxd partitions revert` turns it back, and the retention
@@ -17,7 +17,7 @@
 -- its event is there (as ON CONFLICT DO NOTHING would); the current
 -- partition's own unique index decides between concurrent inserts.
 --
--- Expand only: binaries of schemas 1 to 15 never call these functions,
+-- Expand only: binaries of schemas 1 to 18 never call these functions,
 -- and work on the unpartitioned tables as before.
 -- inboxd:oldest-compatible-schema 1
 
