@@ -19,7 +19,7 @@ MODULES     := . deploy internal/faultsuite cmd/inboxd-bench
 # Tests and benchmarks use this server; each test creates its own database.
 export INBOXD_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all build print-ldflags test model lint docs screenshots linkcheck bench bench-long bench-go demo clean image image-check docker-image release-check alerts fuzz-short fault fault-long
+.PHONY: all build print-ldflags test test-partitioned model lint docs screenshots linkcheck bench bench-long bench-month bench-dedup bench-go demo clean image image-check docker-image release-check alerts fuzz-short fault fault-long
 
 all: lint test build
 
@@ -41,7 +41,13 @@ test:
 	  (cd $$m && $(GO) test -race -count=1 -timeout 12m -skip '^TestModels$$' ./...) || failed="$$failed $$m"; \
 	done; \
 	echo "== make model"; $(MAKE) --no-print-directory model || failed="$$failed model"; \
+	echo "== make test-partitioned"; $(MAKE) --no-print-directory test-partitioned || failed="$$failed test-partitioned"; \
 	if [ -n "$$failed" ]; then echo "make test: tests failed in:$$failed" >&2; exit 1; fi
+
+## test-partitioned: the driver's, ingest's and the outbox's tests again on partitioned tables
+## (INBOXD_TEST_PARTITIONED=true: pgtest converts every test database, docs/inbox-table.md)
+test-partitioned:
+	INBOXD_TEST_PARTITIONED=true $(GO) test -race -count=1 -timeout 12m ./internal/driver/ ./ingest/... ./internal/outbox/ ./internal/partitions/
 
 ## model: the protocols' Promela models (internal/model) checked exhaustively by SPIN, each mutation
 ## caught by the property it breaks, each named statement and function still there (needs spin and gcc)
@@ -107,6 +113,15 @@ bench:
 ## -vacuum-every 30s stands in for autovacuum where the server has it off
 bench-long:
 	cd cmd/inboxd-bench && $(GO) run . -run long -vacuum-every 30s -out $(CURDIR)/docs/bench
+
+## bench-month: the month run (-run month): two PostgreSQL clusters of its own (initdb, pg_ctl, autovacuum on),
+## DELETE retention and partition retention side by side for 30 min at 80% of their maximum; docs/bench/month.* (~35 min; not in CI)
+bench-month:
+	cd cmd/inboxd-bench && $(GO) run . -run month -out $(CURDIR)/docs/bench
+
+## bench-dedup: the cost per insert of exact deduplication across partitions against one unique index (-run dedup; a few minutes)
+bench-dedup:
+	cd cmd/inboxd-bench && $(GO) run . -run dedup -out $(CURDIR)/docs/bench
 
 ## bench-go: the go test benchmarks (yardstick, pool, ordering, ingest, end to end) once each
 bench-go:

@@ -24,6 +24,13 @@ type environment struct {
 	autovacuum    string // the server's autovacuum setting
 	keep          bool   // leave the databases for inspection
 
+	// prepare, when set, runs on every database made (the month run's
+	// partitioned cluster converts its tables).
+	prepare func(ctx context.Context, url string) error
+	// cluster is the cluster the bench started for it (month run); nil
+	// for the server of INBOXD_TEST_DATABASE_URL.
+	cluster *cluster
+
 	mu        sync.Mutex
 	databases []string
 	template  string // a migrated database the others are copied from
@@ -91,7 +98,13 @@ func (e *environment) create(ctx context.Context, template string) (*database, e
 	e.mu.Lock()
 	e.databases = append(e.databases, name)
 	e.mu.Unlock()
-	return &database{name: name, url: pgtest.WithDatabase(e.adminURL, name)}, nil
+	db := &database{name: name, url: pgtest.WithDatabase(e.adminURL, name)}
+	if e.prepare != nil {
+		if err := e.prepare(ctx, db.url); err != nil {
+			return nil, fmt.Errorf("prepare database: %w", err)
+		}
+	}
+	return db, nil
 }
 
 // drop drops db now, so that its files do not weigh on the measurements

@@ -126,7 +126,7 @@ func main() {
 }
 
 // parts are the measurements, in the order they run.
-var parts = []string{"raw", "river", "pool", "e2e", "e2e-claimed", "retained", "batch", "rabbitmq", "nats", "outbox", "outbox-codecs", "webhook", "console", "latency", "memory", "explain", "long"}
+var parts = []string{"raw", "river", "pool", "e2e", "e2e-claimed", "retained", "batch", "rabbitmq", "nats", "outbox", "outbox-codecs", "webhook", "console", "latency", "memory", "explain", "long", "month", "dedup"}
 
 // defaultParts is what runs without -run: everything but the long run.
 const defaultParts = "raw,river,pool,e2e,e2e-claimed,retained,batch,rabbitmq,nats,outbox,outbox-codecs,webhook,console,latency,memory,explain"
@@ -168,6 +168,14 @@ type options struct {
 	longRetention time.Duration
 	vacuumEvery   time.Duration
 
+	monthMinutes   int
+	monthLoad      float64
+	monthRetention time.Duration
+	monthSpan      time.Duration
+
+	dedupRows int
+	dedupHeld int
+
 	out          string
 	plot         string
 	keep         bool
@@ -207,6 +215,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Float64Var(&o.longLoad, "long-load", 0.8, "offered load of the sustained runs, as a fraction of the maximum")
 	fs.DurationVar(&o.longRetention, "long-retention", 5*time.Second, "INBOXD_RETENTION of the sustained run with retention")
 	fs.DurationVar(&o.vacuumEvery, "vacuum-every", 0, "in the long runs, VACUUM the inbox this often (from the end of one to the start of the next), standing in for autovacuum when the server has it off; 0 = never")
+	fs.IntVar(&o.monthMinutes, "month-minutes", 30, "minutes of the month run (both modes at once)")
+	fs.Float64Var(&o.monthLoad, "month-load", 0.8, "offered load of the month run, as a fraction of the maximum measured on its two clusters at once")
+	fs.DurationVar(&o.monthRetention, "month-retention", 30*time.Second, "INBOXD_RETENTION of the month run (short: the inbox turns over many times)")
+	fs.DurationVar(&o.monthSpan, "month-span", 10*time.Second, "generation span of the month run's partitioned inbox (inboxd partitions convert --span)")
+	fs.IntVar(&o.dedupRows, "dedup-rows", 200_000, "new events inserted per shape by the dedup measurement")
+	fs.IntVar(&o.dedupHeld, "dedup-held", 1_000_000, "rows the inbox holds (spread over its partitions) before the dedup measurement inserts")
 	fs.StringVar(&o.out, "out", "", "directory for results.json, rates.png and latency.png (long.json for -run long); empty = print only")
 	fs.StringVar(&o.plot, "plot", "", "measure nothing: draw the charts of this results.json into -out (default: its directory)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the databases for inspection instead of dropping them")
@@ -279,6 +293,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if o.plot != "" {
+		if strings.HasSuffix(o.plot, "month.json") {
+			return replotMonth(o.plot, o.out)
+		}
 		return replot(o.plot, o.out)
 	}
 	if err := checkBrokers(o); err != nil {
@@ -488,6 +505,39 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		long, err = benchLong(ctx, env, m, o.longLoad, o.longMinutes, o.longRetention, o.vacuumEvery, logf)
 		if err != nil {
 			return fmt.Errorf("long: %w", err)
+		}
+	}
+
+	if o.parts["dedup"] {
+		logf("… dedup: the cost per insert of exact deduplication across partitions (%d new events and redeliveries, %d rows held, %d connections, batches of %d)",
+			o.dedupRows, o.dedupHeld, dedupConns, dedupBatch)
+		dd, err := benchDedup(ctx, env, o.dedupRows, o.dedupHeld, res.Machine, logf)
+		if err != nil {
+			return fmt.Errorf("dedup: %w", err)
+		}
+		if o.out != "" {
+			if err := writeJSON(o.out, "dedup.json", dd); err != nil {
+				return err
+			}
+		}
+		if len(o.parts) == 1 {
+			return nil
+		}
+	}
+	if o.parts["month"] {
+		month, err := benchMonth(ctx, o.maxRate, o.monthLoad, o.monthMinutes, o.monthRetention, o.monthSpan, o.events, res.Machine, logf)
+		if err != nil {
+			return fmt.Errorf("month: %w", err)
+		}
+		month.Machine.LoadAverageEnd = loadAverage()
+		if o.out != "" {
+			if err := writeMonth(o.out, month); err != nil {
+				return err
+			}
+			logf("month results written to %s", o.out)
+		}
+		if len(o.parts) == 1 {
+			return nil
 		}
 	}
 

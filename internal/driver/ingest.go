@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxd/inboxd/internal/driver/status"
 )
@@ -41,11 +46,70 @@ type NewRow struct {
 	Offset    int64
 }
 
-// insertBatchSQL is sql/insert_batch.sql without ([0]) and with ([1]) the
+// insertBatchSQL is sql/insert_batch.sql, for the unpartitioned ([0]) and
+// the partitioned inbox ([1]), each without ([0]) and with ([1]) the
 // reservations of the rows handed off at ingest.
-var insertBatchSQL = [2]string{
-	render("insert_batch.sql", struct{ Reserve bool }{false}),
-	render("insert_batch.sql", struct{ Reserve bool }{true}),
+var insertBatchSQL = [2][2]string{
+	{
+		render("insert_batch.sql", struct{ Reserve, Gen bool }{false, false}),
+		render("insert_batch.sql", struct{ Reserve, Gen bool }{true, false}),
+	},
+	{
+		render("insert_batch.sql", struct{ Reserve, Gen bool }{false, true}),
+		render("insert_batch.sql", struct{ Reserve, Gen bool }{true, true}),
+	},
+}
+
+// partitioned says, per database (shapeKey), which conflict target
+// InsertBatch names: the unpartitioned inbox's (source, event_id), or the
+// partitioned one's (source, event_id, gen). It is learnt from the
+// database: a statement that names the other shape's target fails with
+// SQLSTATE 42P10 before it writes anything, and is sent again with the
+// other.
+var partitioned sync.Map // shapeKey → *atomic.Bool
+
+// noConflictTarget is SQLSTATE 42P10: no unique index matches the ON
+// CONFLICT target (the inbox changed shape).
+const noConflictTarget = "42P10"
+
+// shapeOf is the flag of db's database.
+func shapeOf(db DB) *atomic.Bool {
+	k := shapeKey(db)
+	if v, ok := partitioned.Load(k); ok {
+		return v.(*atomic.Bool)
+	}
+	v, _ := partitioned.LoadOrStore(k, new(atomic.Bool))
+	return v.(*atomic.Bool)
+}
+
+// shapeKey names db's database: host, port and name.
+func shapeKey(db DB) string {
+	var c *pgx.ConnConfig
+	switch d := db.(type) {
+	case *pgxpool.Pool:
+		c = d.Config().ConnConfig
+	case *pgxpool.Conn:
+		c = d.Conn().Config()
+	case *pgx.Conn:
+		c = d.Config()
+	case pgx.Tx:
+		c = d.Conn().Config()
+	}
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d/%s", c.Host, c.Port, c.Database)
+}
+
+// shapeChanged reports whether err says the inbox changed shape under the
+// statement, and if so flips the flag.
+func shapeChanged(err error, flag *atomic.Bool, was bool) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != noConflictTarget {
+		return false
+	}
+	flag.CompareAndSwap(was, !was)
+	return true
 }
 
 // Reservation is what a batch's rows handed off at ingest are reserved
@@ -109,9 +173,17 @@ func InsertBatch(ctx context.Context, db DB, rows []NewRow, res *Reservation) (i
 		offsets[i] = r.Offset
 		kafka[i] = r.Kafka
 	}
+	shape := shapeOf(db)
 	if res == nil {
-		tag, err := db.Exec(ctx, insertBatchSQL[0], sources, eventIDs, eventTypes, keys, payloads,
-			headers, statuses, lastErrors, partitions, offsets, kafka)
+		var tag pgconn.CommandTag
+		for try := 0; ; try++ {
+			gen := shape.Load()
+			tag, err = db.Exec(ctx, insertBatchSQL[b2i(gen)][0], sources, eventIDs, eventTypes, keys, payloads,
+				headers, statuses, lastErrors, partitions, offsets, kafka)
+			if try > 0 || !shapeChanged(err, shape, gen) {
+				break
+			}
+		}
 		if err != nil {
 			return 0, nil, fmt.Errorf("insert batch of %d rows: %w", n, err)
 		}
@@ -123,9 +195,15 @@ func InsertBatch(ctx context.Context, db DB, rows []NewRow, res *Reservation) (i
 		pos   []int32
 		at    []time.Time
 	)
-	err = db.QueryRow(ctx, insertBatchSQL[1], sources, eventIDs, eventTypes, keys, payloads,
-		headers, statuses, lastErrors, partitions, offsets, kafka,
-		res.Pos, res.Token, res.Lease.Milliseconds(), res.Worker).Scan(&count, &ids, &pos, &at)
+	for try := 0; ; try++ {
+		gen := shape.Load()
+		err = db.QueryRow(ctx, insertBatchSQL[b2i(gen)][1], sources, eventIDs, eventTypes, keys, payloads,
+			headers, statuses, lastErrors, partitions, offsets, kafka,
+			res.Pos, res.Token, res.Lease.Milliseconds(), res.Worker).Scan(&count, &ids, &pos, &at)
+		if try > 0 || !shapeChanged(err, shape, gen) {
+			break
+		}
+	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("insert batch of %d rows: %w", n, err)
 	}
@@ -146,7 +224,20 @@ func InsertBatch(ctx context.Context, db DB, rows []NewRow, res *Reservation) (i
 // once the sequence has passed the taken ids; the data is not at fault.
 func IdentityClash(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == uniqueViolation && pgErr.ConstraintName == "inbox_pkey"
+	return errors.As(err, &pgErr) && pgErr.Code == uniqueViolation && idIndex.MatchString(pgErr.ConstraintName)
+}
+
+// idIndex matches the names of the inbox's unique index on id: the
+// primary key, and on a partitioned inbox each partition's own
+// (migration 019).
+var idIndex = regexp.MustCompile(`^(inbox_p[0-9]+_)?inbox_pkey$`)
+
+// b2i is 1 for true.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // uniqueViolation is SQLSTATE 23505.

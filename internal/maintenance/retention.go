@@ -14,6 +14,7 @@ import (
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/internal/clock"
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/partitions"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -100,11 +101,27 @@ func (r *Retention) Prune(ctx context.Context, dryRun bool) (PruneResult, error)
 		return PruneResult{Processed: e.Processed, Failed: e.Failed}, nil
 	}
 	var res PruneResult
-	n, err := r.deleteAll(ctx, "processed", func(ctx context.Context) (int64, error) {
-		return driver.DeleteProcessed(ctx, r.db, r.cfg.Processed, r.cfg.Batch)
-	})
-	res.Processed = n
-	if err != nil || r.cfg.Failed == 0 {
+	// A partitioned inbox retires whole partitions: no DELETE of processed
+	// rows (internal/partitions).
+	round, partitioned, err := partitions.Maintain(ctx, r.db, "inbox", r.cfg.Processed, r.log)
+	if err != nil {
+		return res, err
+	}
+	if partitioned {
+		if round.Switched > 0 || len(round.Retired) > 0 || round.Carried > 0 {
+			r.log.Info().Int64("switched_to", round.Switched).Strs("retired", round.Retired).
+				Int64("carried", round.Carried).Msg("inbox partitions maintained")
+		}
+	} else {
+		n, err := r.deleteAll(ctx, "processed", func(ctx context.Context) (int64, error) {
+			return driver.DeleteProcessed(ctx, r.db, r.cfg.Processed, r.cfg.Batch)
+		})
+		res.Processed = n
+		if err != nil {
+			return res, err
+		}
+	}
+	if r.cfg.Failed == 0 {
 		return res, err
 	}
 	blocking := r.blockingTypes()

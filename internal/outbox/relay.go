@@ -20,6 +20,7 @@ import (
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/lease"
+	"github.com/inboxd/inboxd/internal/partitions"
 	"github.com/inboxd/inboxd/internal/startstop"
 )
 
@@ -691,6 +692,21 @@ func (r *Relay) readStats(ctx context.Context) {
 const retentionBatch = 5000
 
 func (r *Relay) deletePublished(ctx context.Context) {
+	// A partitioned outbox retires whole partitions: no DELETE
+	// (internal/partitions).
+	round, partitioned, err := partitions.Maintain(ctx, r.db, "outbox", r.cfg.Retention, r.log)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn().Err(err).Msg("outbox partition maintenance failed; retrying at the next interval")
+		}
+		return
+	}
+	if partitioned {
+		if len(round.Retired) > 0 {
+			r.log.Info().Strs("retired", round.Retired).Int64("switched_to", round.Switched).Msg("outbox partitions maintained")
+		}
+		return
+	}
 	for ctx.Err() == nil {
 		sctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
 		n, err := driver.DeletePublished(sctx, r.db, r.cfg.Retention, retentionBatch)

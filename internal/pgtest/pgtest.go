@@ -52,36 +52,70 @@ type DB struct {
 }
 
 var (
-	templateMu   sync.Mutex
-	templateName string
+	templateMu    sync.Mutex
+	templateNames [2]string // unpartitioned, partitioned
 )
+
+// PartitionedEnv is the variable that makes New give partitioned tables
+// (INBOXD_TEST_PARTITIONED=true): the same tests then run on the
+// partitioned shape (make test-partitioned).
+const PartitionedEnv = "INBOXD_TEST_PARTITIONED"
+
+// Partitioned reports whether New gives partitioned tables.
+func Partitioned() bool { return os.Getenv(PartitionedEnv) == "true" }
 
 // template returns the migrated template database's name, making it if
 // needed (again, when remake is set).
-func template(ctx context.Context, remake bool) (string, error) {
+func template(ctx context.Context, remake, partitioned bool) (string, error) {
 	templateMu.Lock()
 	defer templateMu.Unlock()
-	if templateName == "" || remake {
-		name, err := ensureTemplate(ctx)
+	i := 0
+	if partitioned {
+		i = 1
+	}
+	if templateNames[i] == "" || remake {
+		name, err := ensureTemplate(ctx, partitioned)
 		if err != nil {
 			return "", fmt.Errorf("pgtest: prepare template database: %w", err)
 		}
-		templateName = name
+		templateNames[i] = name
 	}
-	return templateName, nil
+	return templateNames[i], nil
 }
 
-// New creates a migrated database for t, and drops it when t ends.
+// New creates a migrated database for t, and drops it when t ends; with
+// INBOXD_TEST_PARTITIONED=true its inbox and outbox are partitioned.
 func New(t testing.TB) *DB {
 	t.Helper()
-	return NewEmpty(t, true)
+	return newDB(t, true, Partitioned())
+}
+
+// NewPartitioned creates a migrated database for t whose inbox and outbox
+// are partitioned (`inboxd partitions convert`, generations of an hour:
+// a test switches them itself), and drops it when t ends.
+func NewPartitioned(t testing.TB) *DB {
+	t.Helper()
+	return newDB(t, true, true)
+}
+
+// NewPlain creates a migrated database for t whose tables are not
+// partitioned, whatever INBOXD_TEST_PARTITIONED says: for the tests of
+// query plans that name the unpartitioned tables' indexes.
+func NewPlain(t testing.TB) *DB {
+	t.Helper()
+	return newDB(t, true, false)
 }
 
 // NewEmpty creates a database for t. When migrated is false the database has
 // no inbox schema at all (for migration tests).
 func NewEmpty(t testing.TB, migrated bool) *DB {
 	t.Helper()
-	db, drop, err := create(migrated)
+	return newDB(t, migrated, false)
+}
+
+func newDB(t testing.TB, migrated, partitioned bool) *DB {
+	t.Helper()
+	db, drop, err := create(migrated, partitioned)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,18 +136,18 @@ const maxTemplateRemakes = 5
 // Open creates a migrated database where there is no test to own it (a
 // TestMain, for the package's Examples), and returns the function that
 // closes its pool and drops it.
-func Open() (*DB, func() error, error) { return create(true) }
+func Open() (*DB, func() error, error) { return create(true, Partitioned()) }
 
 // create creates a database, migrated or empty, and returns the function
 // that closes its pool and drops it.
-func create(migrated bool) (*DB, func() error, error) {
+func create(migrated, partitioned bool) (*DB, func() error, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
 	tmpl := "template0"
 	if migrated {
 		var err error
-		if tmpl, err = template(ctx, false); err != nil {
+		if tmpl, err = template(ctx, false, partitioned); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -131,7 +165,7 @@ func create(migrated bool) (*DB, func() error, error) {
 		// A test binary built from another migration set (another checkout
 		// testing at the same time) dropped our template as stale: make it
 		// again (and again, if it drops the new one before we copy it).
-		if tmpl, err = template(ctx, true); err != nil {
+		if tmpl, err = template(ctx, true, partitioned); err != nil {
 			return nil, nil, err
 		}
 		_, err = admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl))
@@ -164,12 +198,15 @@ func create(migrated bool) (*DB, func() error, error) {
 
 // ensureTemplate creates (once per migration set, across processes) a
 // template database holding the migrated schema.
-func ensureTemplate(ctx context.Context) (string, error) {
+func ensureTemplate(ctx context.Context, partitioned bool) (string, error) {
 	sum, err := migrationsDigest()
 	if err != nil {
 		return "", err
 	}
 	name := "inboxd_tmpl_" + sum[:12]
+	if partitioned {
+		name += "_p"
+	}
 
 	admin, err := pgx.Connect(ctx, AdminURL())
 	if err != nil {
@@ -203,6 +240,9 @@ func ensureTemplate(ctx context.Context) (string, error) {
 		return "", err
 	}
 	_, err = migrations.Migrate(ctx, conn)
+	if err == nil && partitioned {
+		err = convert(ctx, conn)
+	}
 	conn.Close(ctx)
 	if err != nil {
 		return "", err
@@ -211,6 +251,38 @@ func ensureTemplate(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return name, nil
+}
+
+// convert partitions the empty tables of conn's database as `inboxd
+// partitions convert --span 1h` does (internal/partitions.Convert, in the
+// statements of migration 019's functions: pgtest cannot import the
+// packages whose tests use it).
+func convert(ctx context.Context, conn *pgx.Conn) error {
+	for _, tbl := range []string{"inbox", "outbox"} {
+		if _, err := conn.Exec(ctx, "SELECT inboxd_partition_prepare($1)", tbl); err != nil {
+			return err
+		}
+		if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s VALIDATE CONSTRAINT %s_p0_gen", tbl, tbl)); err != nil {
+			return err
+		}
+		rows, err := conn.Query(ctx, "SELECT * FROM inboxd_partition_unique_builds($1)", tbl)
+		if err != nil {
+			return err
+		}
+		builds, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, b := range builds {
+			if _, err := conn.Exec(ctx, b); err != nil {
+				return err
+			}
+		}
+		if _, err := conn.Exec(ctx, "SELECT inboxd_partition_swap($1, interval '1 hour')", tbl); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dropStaleTemplates removes templates left by earlier migration sets, so
@@ -222,7 +294,7 @@ func ensureTemplate(ctx context.Context) (string, error) {
 // while the two rebuilt and dropped each other's templates.
 func dropStaleTemplates(ctx context.Context, admin *pgx.Conn, keep string) {
 	rows, err := admin.Query(ctx,
-		`SELECT datname FROM pg_database WHERE datname LIKE 'inboxd\_tmpl\_%' AND datname <> $1
+		`SELECT datname FROM pg_database WHERE datname LIKE 'inboxd\_tmpl\_%' AND left(datname, 24) <> left($1, 24)
 		   AND (pg_stat_file('base/' || oid || '/PG_VERSION', true)).modification < now() - interval '1 hour'`, keep)
 	if err != nil {
 		return

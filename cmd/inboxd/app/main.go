@@ -143,6 +143,8 @@ func init() {
 	// list comes before dead.
 	at = slices.IndexFunc(commands, func(c command) bool { return c.name == "dead" })
 	commands = slices.Insert(commands, at, listCommand())
+	at = slices.IndexFunc(commands, func(c command) bool { return c.name == "help" })
+	commands = slices.Insert(commands, at, partitionCommands()...)
 	// The console comes right after run.
 	commands = slices.Insert(commands, 1, uiCommand())
 }

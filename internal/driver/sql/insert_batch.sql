@@ -5,7 +5,9 @@
 -- (b.kafka) keeps its position: kafka_topic is the source, with its
 -- partition and offset; other sources' rows leave the three NULL. Empty
 -- last_error strings are stored as NULL.
--- Index: the unique (source, event_id) index decides the conflicts; the
+-- Index: the unique (source, event_id) index decides the conflicts (with
+-- .Gen, on a partitioned inbox, its (source, event_id, gen) twin in the
+-- current partition, and the probe trigger the other partitions); the
 -- primary key draws from the identity sequence (see driver.IdentityClash).
 -- With .Reserve (a text/template): see the end of the file.
 {{if .Reserve}}WITH ins AS (
@@ -30,7 +32,7 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::bytea[], $6::te
             $7::text[], $8::text[], $9::int4[], $10::int8[], $11::bool[]{{if .Reserve}}, $12::int4[]{{end}})
      AS b(source, event_id, event_type, key, payload, headers, status,
           last_error, kafka_partition, kafka_offset, kafka{{if .Reserve}}, pos{{end}})
-ON CONFLICT (source, event_id) DO NOTHING
+ON CONFLICT (source, event_id{{if .Gen}}, gen{{end}}) DO NOTHING
 {{- if .Reserve}}
 RETURNING id, claim_pos, received_at
 )
