@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 
 	"github.com/inboxd/inboxd"
 	"github.com/inboxd/inboxd/handlers"
@@ -21,8 +20,6 @@ import (
 	"github.com/inboxd/inboxd/internal/syncbuf"
 	"github.com/inboxd/inboxd/worker"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // testConfig is a Config on db with short intervals suited to tests and a
 // shutdown budget longer than any test waits, so that a handler finishing

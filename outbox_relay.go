@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/internal/outbox"
+	"github.com/inboxd/inboxd/internal/startstop"
 )
 
 // outboxRelay is the relay with the publishers it owns.
@@ -37,7 +38,7 @@ func newOutboxRelay(cfg OutboxConfig, db *pgxpool.Pool, log zerolog.Logger, reg 
 // run runs the relay until ctx ends, then closes the publishers.
 func (r *outboxRelay) run(ctx context.Context) error {
 	defer closePublishers(r.pubs, r.log)
-	return r.Run(ctx)
+	return startstop.Run(ctx, r.Relay)
 }
 
 // newPublishers opens the publishers of cfg, one per kind of destination.

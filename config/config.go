@@ -270,6 +270,10 @@ type Config struct {
 	// UIShowPayloads shows rows' payloads in the console; they are hidden
 	// otherwise, since they may hold personal data.
 	UIShowPayloads bool `env:"INBOXD_UI_SHOW_PAYLOADS" envDefault:"false" help:"show rows' payloads in the console (/ui/); hidden by default, since they may hold personal data"`
+	// Operator names who runs the CLI's actions (requeue, discard,
+	// cancel, retry, route pause) in the audit trail when --by is not
+	// given; "" is $USER@host.
+	Operator string `env:"INBOXD_OPERATOR" help:"who runs the CLI's actions (requeue, discard, cancel, retry, route pause), as the audit trail records it, when --by is not given; empty = $USER@host"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"INBOXD_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 	// LogFormat is json, text, or auto: text when the logs go to a

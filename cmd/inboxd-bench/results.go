@@ -36,6 +36,9 @@ type Results struct {
 	// Webhook is the webhook measurement's detail (the ratio, the latency
 	// run), when it ran; its rates are webhook and webhook-kafka.
 	Webhook *WebhookResults `json:"webhook,omitempty"`
+	// Console is the console measurement (every ops listing on a large
+	// inbox), when it ran.
+	Console *ConsoleResults `json:"console,omitempty"`
 	// Memory are the peak-RSS measurements, when they ran.
 	Memory []MemoryRun `json:"memory,omitempty"`
 	// Targets are the issue's targets checked against this run.
@@ -151,6 +154,15 @@ type CPUUse struct {
 
 func newRate(name, label string, n int, d time.Duration) Rate {
 	return Rate{Name: name, Label: label, Events: n, Seconds: d.Seconds(), PerSecond: float64(n) / d.Seconds()}
+}
+
+// Postgres is the PostgreSQL backends' CPU time per event, in seconds (0
+// when not measured).
+func (r Rate) Postgres() float64 {
+	if r.CPU == nil || r.Events == 0 {
+		return 0
+	}
+	return r.CPU.Postgres / float64(r.Events)
 }
 
 func (r Rate) note() string {
@@ -423,6 +435,16 @@ func (r *Results) evaluate() {
 				y.CPU.Postgres/float64(y.Events)*1e6, false, "µs")
 		}
 	}
+	// Issue 30's target: a batch route of 100 rows against one row at a
+	// time, the same upsert end to end; and PostgreSQL's CPU per event.
+	if v, ok := ratio("batch-100", "batch-row"); ok {
+		check("batch route (100 rows) ≥ 3.0× per row, end to end", v, 3.0, true, "×")
+		b, _ := r.rate("batch-100")
+		p, _ := r.rate("batch-row")
+		if b.CPU != nil && p.CPU != nil && b.Postgres() > 0 {
+			r.Ratios = append(r.Ratios, Ratio{Name: "PostgreSQL CPU per event: batch-row / batch-100", Value: p.Postgres() / b.Postgres()})
+		}
+	}
 	ratio("e2e", "e2e-claimed")
 	ratio("retained", "raw")
 	ratio("retained", "river")
@@ -451,6 +473,17 @@ func (r *Results) evaluate() {
 				check(fmt.Sprintf("outcome-write p99 at %.0f%% load < 50 ms", p.Load*100), p.OutcomeWriteDelayP99MS, 50, false, "ms")
 			}
 		}
+	}
+	if c := r.Console; c != nil {
+		// Issue 28's: every listing under 200 ms at p95 on the large inbox.
+		slowest := ConsoleQuery{}
+		for _, q := range c.Queries {
+			if q.P95MS > slowest.P95MS {
+				slowest = q
+			}
+		}
+		check(fmt.Sprintf("console/CLI listings p95 on %s rows < %.0f ms (slowest: %s)", comma(float64(c.Rows)), c.TargetMS, slowest.Name),
+			slowest.P95MS, c.TargetMS, false, "ms")
 	}
 	for _, m := range r.Memory {
 		check(fmt.Sprintf("peak RSS, %s payloads < %.0f MB", sizeLabel(m.PayloadBytes), float64(m.TargetBytes)/1e6),
@@ -636,7 +669,7 @@ func writeResults(dir string, r *Results, long *LongResults) error {
 		}
 		return os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644)
 	}
-	if len(r.Rates) > 0 || r.Latency != nil || len(r.Memory) > 0 || len(r.OutboxCodecs) > 0 {
+	if len(r.Rates) > 0 || r.Latency != nil || len(r.Memory) > 0 || len(r.OutboxCodecs) > 0 || r.Console != nil {
 		if err := write("results.json", r); err != nil {
 			return err
 		}

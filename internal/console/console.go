@@ -15,6 +15,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/httpserve"
+	"github.com/inboxd/inboxd/internal/ops"
 )
 
 // Prefix is the path the console is served under.
@@ -45,12 +46,14 @@ type Config struct {
 	// Local is what the console shows of the replica it runs in; nil in
 	// `inboxd ui`.
 	Local Local
-	// RequeueRejected re-maps the rejected row id with the daemon's mapping
-	// settings and, unless dryRun, hands it to the workers, reporting
-	// whether it was (or would be) requeued: the CLI's `inboxd requeue
-	// --status rejected`, row by row. Nil: the console does not requeue
-	// rejected rows.
-	RequeueRejected func(ctx context.Context, id int64, dryRun bool) (bool, error)
+	// Remap maps a rejected row again with the daemon's mapping settings,
+	// by the rules `inboxd requeue --status rejected` applies. Nil: the
+	// console does not requeue rejected rows.
+	Remap ops.Remapper
+	// Routes returns the event types of the routes file, which a pause
+	// accepts even before any row of theirs arrived (nil: only the routes
+	// the database knows).
+	Routes func() ([]string, error)
 	// Logger takes the console's lines (every action at info).
 	Logger zerolog.Logger
 	// SessionTTL is how long a sign-in lasts; zero is DefaultSessionTTL.
@@ -73,6 +76,7 @@ type Handler struct {
 	log     zerolog.Logger
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
+	ops     *ops.Ops
 	signins chan struct{} // a token per sign-in form being read
 }
 
@@ -100,6 +104,7 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: cfg, auth: newAuth(cfg.Token, cfg.SessionTTL, cfg.Now, cfg.DB),
 		log: cfg.Logger.With().Str("component", "console").Logger(), pages: map[string]*template.Template{},
 		signins: make(chan struct{}, maxSignins)}
+	h.ops = ops.New(ops.Config{DB: cfg.DB, Remap: cfg.Remap, Routes: cfg.Routes, Logger: h.log})
 	names, err := fs.Glob(templateFiles, "templates/*.html")
 	if err != nil {
 		return nil, err
@@ -207,7 +212,7 @@ type page struct {
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
 	c := whoOf(r)
 	p := page{Title: title, Enabled: h.auth.enabled(), CanAct: c.ok, User: c.user, CSRF: c.csrf,
-		Remaps: h.cfg.RequeueRejected != nil, Data: data}
+		Remaps: h.cfg.Remap != nil, Data: data}
 	var b strings.Builder
 	if err := h.pages[name].Execute(&b, p); err != nil {
 		h.log.Error().Err(err).Str("page", name).Msg("render page")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/maintenance"
 	"github.com/inboxd/inboxd/internal/startstop"
 )
 
@@ -167,10 +168,10 @@ func (c *completer) loop(stop context.Context) {
 // (at-least-once, never lost).
 func (c *completer) flush(stop context.Context, batch []result) {
 	retry := backoff.NewRetrier(backoff.Exponential{Base: 50 * time.Millisecond, Max: 5 * time.Second})
-	var applied []int64
+	var written []int64
 	for {
 		var err error
-		applied, err = c.writeOutcomes(stop, batch)
+		written, err = c.writeOutcomes(stop, batch)
 		if err == nil {
 			break
 		}
@@ -190,6 +191,8 @@ func (c *completer) flush(stop context.Context, batch []result) {
 	}
 
 	now := c.clock.Now()
+	c.recordHistory(stop, batch, written, now)
+	c.tally(batch, written, now)
 	c.b.forgetResults(batch)
 	for _, r := range batch {
 		// doneAt was written before the result was submitted, and is not
@@ -198,28 +201,39 @@ func (c *completer) flush(stop context.Context, batch []result) {
 		if r.job != nil && !r.job.doneAt.IsZero() {
 			c.metrics.outcomeWriteDelay.Observe(now.Sub(r.job.doneAt).Seconds())
 		}
-		if _, ok := slices.BinarySearch(applied, r.id); !ok {
+		if _, ok := slices.BinarySearch(written, r.id); !ok {
 			c.metrics.fenced.Inc()
 			rowLog(&c.log, zerolog.WarnLevel, r).Str("outcome", r.outcome).
 				Msg("fenced: lease lost before completion, outcome not applied")
 			continue
 		}
-		label := r.typeLabel
-		if label == "" {
-			label = otherEventTypes
-		}
-		c.metrics.completedCounter(r.outcome, label).Inc()
-		switch r.outcome {
-		case outcomeProcessed:
-			rowLog(&c.log, zerolog.DebugLevel, r).Msg("processed")
-		case outcomeRetried:
-			rowLog(&c.log, zerolog.WarnLevel, r).Dur("retry_in", r.delay).Msg("attempt failed, will retry")
-		case outcomeDead:
-			rowLog(&c.log, zerolog.ErrorLevel, r).Msg("dead")
-		case outcomeReleased:
-			rowLog(&c.log, zerolog.InfoLevel, r).Msg("released")
-		}
+		applied(c.metrics, &c.log, r)
 	}
+}
+
+// applied counts and logs r, an outcome written.
+func applied(m *metrics, log *zerolog.Logger, r result) {
+	label := r.typeLabel
+	if label == "" {
+		label = otherEventTypes
+	}
+	m.completedCounter(r.outcome, label).Inc()
+	switch r.outcome {
+	case outcomeProcessed:
+		rowLog(log, zerolog.DebugLevel, r).Msg("processed")
+	case outcomeRetried:
+		rowLog(log, zerolog.WarnLevel, r).Dur("retry_in", r.delay).Msg("attempt failed, will retry")
+	case outcomeDead:
+		rowLog(log, zerolog.ErrorLevel, r).Msg("dead")
+	case outcomeReleased:
+		rowLog(log, zerolog.InfoLevel, r).Msg("released")
+	}
+}
+
+// completion is r as the completion statement writes it.
+func (r result) completion() driver.Completion {
+	return driver.Completion{ID: r.id, Token: r.token, Status: r.status, Delay: r.delay,
+		Error: r.lastError, Release: r.release, Chained: r.chained}
 }
 
 // writeOutcomes runs the fenced batch completion and returns the ids it
@@ -229,8 +243,7 @@ func (c *completer) writeOutcomes(ctx context.Context, batch []result) ([]int64,
 	completions := make([]driver.Completion, len(batch))
 	released := false
 	for i, r := range batch {
-		completions[i] = driver.Completion{ID: r.id, Token: r.token, Status: r.status, Delay: r.delay,
-			Error: r.lastError, Release: r.release, Chained: r.chained}
+		completions[i] = r.completion()
 		released = released || r.release
 	}
 	// Sorted by id: the statement then locks the rows in id order (see
@@ -260,4 +273,73 @@ func (c *completer) writeOutcomes(ctx context.Context, batch []result) ([]int64,
 		}
 	}
 	return got, nil
+}
+
+// recordHistory writes the attempts of batch that the rows' histories
+// keep (migration 017) among the applied ones: failed attempts, and the
+// end of a row that failed before. A batch of first-attempt successes
+// writes nothing. It reads the jobs before they leave the books; a failed
+// write is logged and lost (the rows' outcomes are written already).
+func (c *completer) recordHistory(stop context.Context, batch []result, applied []int64, now time.Time) {
+	var list []driver.Attempt
+	for _, r := range batch {
+		if r.job == nil || r.attempt == 0 || r.release || (r.outcome == outcomeProcessed && r.attempt <= 1) {
+			continue
+		}
+		if _, ok := slices.BinarySearch(applied, r.id); !ok {
+			continue
+		}
+		a := driver.Attempt{RowID: r.id, Attempt: r.attempt, StartedAt: r.job.runAt, FinishedAt: r.job.doneAt, Outcome: r.outcome}
+		if a.FinishedAt.IsZero() {
+			a.FinishedAt = now
+		}
+		if a.StartedAt.IsZero() {
+			a.StartedAt = a.FinishedAt
+		}
+		if r.lastError != nil {
+			a.Error = *r.lastError
+		}
+		list = append(list, a)
+	}
+	if len(list) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(stop, c.cfg.StatementTimeout)
+	defer cancel()
+	if err := driver.RecordAttempts(ctx, c.db, c.cfg.ID, list); err != nil {
+		c.log.Warn().Err(err).Int("rows", len(list)).Msg("the rows' attempt histories were not written (their outcomes were)")
+	}
+}
+
+// tally counts the written outcomes of batch for the per-route rollup
+// (tallyResults).
+func (c *completer) tally(batch []result, written []int64, now time.Time) {
+	applied := make([]result, 0, len(batch))
+	for _, r := range batch {
+		if _, ok := slices.BinarySearch(written, r.id); ok {
+			applied = append(applied, r)
+		}
+	}
+	tallyResults(c.metrics, now, applied)
+}
+
+// tallyResults counts outcomes written at now for the per-route rollup
+// (maintenance.Tally), under one lock; released rows are no outcome.
+func tallyResults(m *metrics, now time.Time, rs []result) {
+	outcomes := make([]maintenance.Outcome, 0, len(rs))
+	for _, r := range rs {
+		if r.release || r.outcome == outcomeReleased {
+			continue
+		}
+		o := maintenance.Outcome{Route: r.typeLabel, Processed: r.outcome == outcomeProcessed,
+			Retried: r.outcome == outcomeRetried, Dead: r.outcome == outcomeDead}
+		if o.Route == "" {
+			o.Route = otherEventTypes
+		}
+		if o.Processed && r.job != nil {
+			o.Latency = now.Sub(r.job.row.ReceivedAt)
+		}
+		outcomes = append(outcomes, o)
+	}
+	m.maintenance.Tally.Add(now, outcomes...)
 }

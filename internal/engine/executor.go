@@ -19,6 +19,7 @@ import (
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
+	"github.com/inboxd/inboxd/internal/maintenance"
 )
 
 // maxErrorLen caps last_error so a huge error message cannot bloat rows.
@@ -127,6 +128,7 @@ func (e *executor) start(t execTask) {
 // dispatch.
 type execTask struct {
 	j      *job
+	batch  []*job // a batch route's batch (batch.go), instead of j
 	policy routePolicy
 }
 
@@ -143,7 +145,13 @@ func (e *executor) loop(t execTask) {
 	defer idle.Stop()
 	slot := new(execSlot)
 	for {
-		next, ok := e.execute(t.j, t.policy, slot)
+		var next execTask
+		ok := false
+		if t.batch != nil {
+			e.executeBatch(t.batch, t.policy)
+		} else {
+			next, ok = e.execute(t.j, t.policy, slot)
+		}
 		e.running.Done()
 		if ok {
 			t = next // dispatched into this goroutine's slot: run it now
@@ -242,6 +250,8 @@ func (e *executor) execute(j *job, policy routePolicy, slot *execSlot) (next exe
 			if committed {
 				e.b.routes.attemptEnded(j, true)
 				e.metrics.completedCounter(outcomeProcessed, label).Inc()
+				now := e.clock.Now()
+				e.metrics.maintenance.Tally.Add(now, maintenance.Outcome{Route: label, Processed: true, Latency: now.Sub(j.row.ReceivedAt)})
 				rowLog(&e.log, zerolog.DebugLevel, result{id: j.row.ID, eventID: ev.EventID, eventType: ev.EventType}).Msg("processed")
 			}
 			return execTask{}, false
@@ -364,14 +374,7 @@ func (h *engineHandler) Handle(ctx context.Context, ev *handlers.Event) error {
 	start := h.e.clock.Now()
 	err := h.recovered(ctx, ev)
 	took := h.e.clock.Since(start)
-	result := "ok"
-	switch {
-	case errors.Is(err, errPanicked):
-		result = "panic"
-	case err != nil:
-		result = "error"
-	}
-	h.e.metrics.handlerObserver(result, h.label).Observe(took.Seconds())
+	h.e.metrics.handlerObserver(handlerResult(err), h.label).Observe(took.Seconds())
 	if l := h.e.log.Debug(); l.Enabled() {
 		if err != nil {
 			l = l.Err(err)
@@ -380,6 +383,18 @@ func (h *engineHandler) Handle(ctx context.Context, ev *handlers.Event) error {
 			Int("attempt", ev.Attempt).Dur("took", took).Msg("handler returned")
 	}
 	return err
+}
+
+// handlerResult is the result label of a handler's (or a batch's) error
+// for the handler duration metric.
+func handlerResult(err error) string {
+	switch {
+	case errors.Is(err, errPanicked):
+		return "panic"
+	case err != nil:
+		return "error"
+	}
+	return "ok"
 }
 
 // recovered runs the handler, turning a panic into an error.
@@ -410,7 +425,7 @@ func (e *executor) outcome(ctx context.Context, j *job, ev *handlers.Event, err 
 // execute already has.
 func (e *executor) labeledOutcome(ctx context.Context, j *job, ev *handlers.Event, label string, err error, policy routePolicy) result {
 	r := result{job: j, id: j.row.ID, token: j.token, eventID: ev.EventID, eventType: ev.EventType,
-		typeLabel: label}
+		typeLabel: label, attempt: ev.Attempt}
 	switch {
 	case err == nil:
 		r.status, r.outcome = status.Processed, outcomeProcessed

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/internal/startstop/startstoptest"
 
@@ -90,22 +90,23 @@ func TestMaintenanceStartsAndStopsTogether(t *testing.T) {
 	round := func(name string) func(context.Context) {
 		return func(context.Context) { began <- name }
 	}
-	m := &Services{Rescuer: &Rescuer{}, Sweeper: &Sweeper{}, stats: &statsRefresher{}}
+	m := &Services{Rescuer: &Rescuer{}, Sweeper: &Sweeper{}, stats: &statsRefresher{}, rollup: &Rollup{tally: NewTally()}}
 	m.Rescuer.periodic = periodic{interval: time.Hour, round: round("rescuer")}
 	m.Sweeper.periodic = periodic{interval: time.Hour, round: round("sweeper")}
 	m.stats.periodic = periodic{interval: time.Hour, round: round("stats")}
+	m.rollup.periodic = periodic{interval: time.Hour, round: round("rollup")}
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
-	for range 3 {
+	for range 4 {
 		seen[within(t, began, "each service's first round")] = true
 	}
-	if len(seen) != 3 {
-		t.Errorf("first rounds of %v, want the rescuer's, the sweeper's and the stats'", seen)
+	if len(seen) != 4 {
+		t.Errorf("first rounds of %v, want the rescuer's, the sweeper's, the stats' and the rollup's", seen)
 	}
 	m.Stop()
-	for _, s := range []*periodic{&m.Rescuer.periodic, &m.Sweeper.periodic, &m.stats.periodic} {
+	for _, s := range []*periodic{&m.Rescuer.periodic, &m.Sweeper.periodic, &m.stats.periodic, &m.rollup.periodic} {
 		within(t, s.Stopped(), "a service's end")
 	}
 
@@ -330,11 +331,7 @@ func testMetrics() *Metrics {
 // rounds fail, which says nothing of how they start and stop.
 func TestStartStopContract(t *testing.T) {
 	t.Parallel()
-	db, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := pgtest.Unreachable(t)
 	cfg := maintenanceConfig()
 	cfg.RescueInterval, cfg.StatsInterval = time.Hour, time.Hour
 	routes := fakeRoutes{}

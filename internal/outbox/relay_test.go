@@ -16,6 +16,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
 
@@ -118,7 +119,7 @@ func startRelay(t *testing.T, db *pgtest.DB, cfg Config, pubs map[string]Publish
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = r.Run(ctx); close(done) }()
+	go func() { _ = startstop.Run(ctx, r); close(done) }()
 	stop := func() {
 		cancel()
 		select {
@@ -257,7 +258,7 @@ func TestRefusedRowHoldsItsKeyThenGoesDead(t *testing.T) {
 	r.retry.Base, r.retry.Max = 200*time.Millisecond, 200*time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = r.Run(ctx); close(done) }()
+	go func() { _ = startstop.Run(ctx, r); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	testkit.WaitFor(t, 20*time.Second, "c1 dead and the rest published", func() bool {
 		return count(t, db, "status = 'dead'") == 1 && count(t, db, "status = 'published'") == 8

@@ -34,6 +34,18 @@ func TestRoutePauseListResume(t *testing.T) {
 	if code, _, stderr := runMain(t, env, "route", "pause", "default", "--by", "bob"); code != 0 || strings.Contains(stderr, "warning") {
 		t.Fatalf("route pause default: %d %s", code, stderr)
 	}
+	// A type neither the routes file nor the database knows is refused
+	// (a typo): nothing is paused.
+	code, _, stderr = runMain(t, env, "route", "pause", "order.nonexistent")
+	if code != ExitUsage || !strings.Contains(stderr, `"order.nonexistent" is in no routes file and none of its rows was processed`) {
+		t.Fatalf("route pause of an unknown type: %d %s", code, stderr)
+	}
+	// One the database knows (its rows had outcomes) but the routes file
+	// does not: paused, with a warning.
+	if _, err := db.Pool.Exec(t.Context(), `INSERT INTO route_rollup (span, at, route, processed, latency_buckets)
+		VALUES (60, date_trunc('minute', now()), 'order.unrouted', 1, '{1}')`); err != nil {
+		t.Fatal(err)
+	}
 	code, _, stderr = runMain(t, env, "route", "pause", "order.unrouted")
 	if code != 0 || !strings.Contains(stderr, "warning: order.unrouted has no route of its own") {
 		t.Fatalf("route pause of an unrouted type: %d %s", code, stderr)

@@ -12,6 +12,7 @@ import (
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/internal/outbox"
 	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/internal/syncbuf"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
@@ -35,7 +36,7 @@ func runRelay(t *testing.T, r *outbox.Relay) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = r.Run(ctx); close(done) }()
+	go func() { _ = startstop.Run(ctx, r); close(done) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
