@@ -58,33 +58,33 @@ type liveKey struct {
 }
 
 var (
-	liveMatchSQL   = liveMatchStatements()
-	cancelSQL      = cancelStatements()
+	liveMatchSQL   = renderLiveMatches()
+	cancelSQL      = renderCancels()
 	retryNowSQL    = render("ops_retry_now.sql", liveColumnsOf(status.Received, LiveRetryNow), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
 	discardLiveSQL = render("ops_discard_live.sql", liveColumnsOf(status.Received, LiveDiscard), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
 	auditInsertSQL = load("ops_audit_insert.sql")
 	auditListSQL   = load("ops_audit_list.sql")
 )
 
-// liveMatchStatements renders the live actions' match statements, by
-// status and action (a var initializer: no init(), archcheck's TestNoInit).
-func liveMatchStatements() map[liveKey]string {
-	m := map[liveKey]string{}
+// renderLiveMatches renders the dry runs' statement of each live status
+// and action.
+func renderLiveMatches() map[liveKey]string {
+	out := map[liveKey]string{}
 	for _, st := range []status.Status{status.Received, status.Processing} {
 		for _, a := range []LiveAction{LiveCancel, LiveRetryNow, LiveDiscard} {
-			m[liveKey{st, a}] = render("ops_live_match.sql", liveColumnsOf(st, a), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
+			out[liveKey{st, a}] = render("ops_live_match.sql", liveColumnsOf(st, a), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
 		}
 	}
-	return m
+	return out
 }
 
-// cancelStatements renders the cancel statements, by status.
-func cancelStatements() map[status.Status]string {
-	m := map[status.Status]string{}
+// renderCancels renders the cancel statement of each live status.
+func renderCancels() map[status.Status]string {
+	out := map[status.Status]string{}
 	for _, st := range []status.Status{status.Received, status.Processing} {
-		m[st] = render("ops_cancel.sql", liveColumnsOf(st, LiveCancel), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
+		out[st] = render("ops_cancel.sql", liveColumnsOf(st, LiveCancel), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
 	}
-	return m
+	return out
 }
 
 // LiveStatuses are the statuses an action of a reads: cancel, received
@@ -289,23 +289,21 @@ var processingViews = [2]viewSQL{
 const DefaultReservationWindow = time.Minute
 
 var (
-	listSQL           = listStatements()
-	listProcessingSQL = listProcessingStatements()
+	listSQL           = renderLists()
+	listProcessingSQL = renderProcessingLists()
 )
 
-// listStatements renders the listings' statements, by view (a var
-// initializer: no init(), archcheck's TestNoInit).
-func listStatements() map[ListView]string {
-	m := map[ListView]string{}
+// renderLists renders the list statement of each view.
+func renderLists() map[ListView]string {
+	out := map[ListView]string{}
 	for v, d := range views {
-		m[v] = render("ops_list.sql", d, "failed_filter.sql")
+		out[v] = render("ops_list.sql", d, "failed_filter.sql")
 	}
-	return m
+	return out
 }
 
-// listProcessingStatements renders the processing listings' statements.
-func listProcessingStatements() [2]string {
-	var out [2]string
+// renderProcessingLists renders the processing view's two statements.
+func renderProcessingLists() (out [2]string) {
 	for i, d := range processingViews {
 		out[i] = render("ops_list.sql", d, "failed_filter.sql")
 	}
