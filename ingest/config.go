@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/inboxd/inboxd/internal/brokers"
-	"github.com/inboxd/inboxd/internal/handoff"
 )
 
 // Defaults used by Config.withDefaults for fields left zero.
@@ -103,45 +102,16 @@ type Config struct {
 	// rejoin during a rebalance. Zero means SessionTimeout.
 	RebalanceTimeout time.Duration
 
-	// BatchSize closes a batch when it holds this many messages.
-	BatchSize int
-	// BatchTimeout closes a non-empty batch this long after its first message.
-	BatchTimeout time.Duration
-	// Linger closes a non-empty batch once no message has come for this
-	// long while the previous batch is already written (default 2ms, at
-	// most BatchTimeout): at low rates rows reach the inbox at once, at high
-	// rates batches grow while the previous one is written.
-	Linger time.Duration
-	// BatchBytes closes a batch when its rows' payloads, keys and headers
-	// add up to this many bytes. It also bounds what the Kafka reader
-	// buffers ahead of the batch: its queue holds BatchBytes over the
-	// largest message accepted (Mapping.MaxPayload + Mapping.MaxHeaders +
-	// MaxKeyBytes) messages (at least one, at most BatchSize), so memory
-	// stays bounded in bytes whatever the message sizes.
-	BatchBytes int
+	// PipelineConfig is the batching, mapping and writes, as every source
+	// has them (its AckTimeout bounds one offset commit). For Kafka,
+	// BatchBytes also bounds what the reader buffers ahead of the batch:
+	// its queue holds BatchBytes over the largest message accepted
+	// (Mapping.MaxPayload + Mapping.MaxHeaders + MaxKeyBytes) messages (at
+	// least one, at most BatchSize), so memory stays bounded in bytes
+	// whatever the message sizes; RetryBackoffMax is also kafka-go's delay
+	// before rejoining the group after a failed join.
+	PipelineConfig
 
-	// Mapping controls how messages become rows.
-	Mapping MapOptions
-
-	// RetryBackoffMin is the first delay before retrying a failed write.
-	RetryBackoffMin time.Duration
-	// RetryBackoffMax caps the delay between retries of a failed write or
-	// fetch; it is also kafka-go's delay before rejoining the group after a
-	// failed join.
-	RetryBackoffMax time.Duration
-	// WriteTimeout bounds one attempt at writing a batch.
-	WriteTimeout time.Duration
-	// CommitTimeout bounds one offset commit.
-	CommitTimeout time.Duration
-	// CloseTimeout bounds, at shutdown, the final flush and the closing of
-	// the reader together: Run returns within CloseTimeout of its context's
-	// cancellation.
-	CloseTimeout time.Duration
-	// handOff, when set, is the worker pool of this process, to which the
-	// batches' rows are handed as they are stored while it has idle
-	// handlers (the Inboxd's, set from source.Env). nil: every row waits
-	// for a claim.
-	handOff handoff.HandOff
 	// StallTimeout is how long a fetch may wait while messages are known to
 	// be waiting before Healthy reports an error.
 	StallTimeout time.Duration
@@ -206,30 +176,17 @@ func (c Config) withDefaults() Config {
 			*d = def
 		}
 	}
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.BatchBytes == 0 {
-		c.BatchBytes = DefaultBatchBytes
-	}
-	setDur(&c.BatchTimeout, DefaultBatchTimeout)
-	setDur(&c.Linger, DefaultLinger)
+	c.PipelineConfig = c.PipelineConfig.withDefaults()
 	setDur(&c.SessionTimeout, DefaultSessionTimeout)
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = min(c.SessionTimeout/3, 3*time.Second)
 	}
 	setDur(&c.RebalanceTimeout, c.SessionTimeout)
-	setDur(&c.RetryBackoffMin, DefaultRetryBackoffMin)
-	setDur(&c.RetryBackoffMax, DefaultRetryBackoffMax)
-	setDur(&c.WriteTimeout, DefaultWriteTimeout)
-	setDur(&c.CommitTimeout, DefaultCommitTimeout)
-	setDur(&c.CloseTimeout, DefaultCloseTimeout)
 	setDur(&c.StallTimeout, DefaultStallTimeout)
 	setDur(&c.LagInterval, DefaultLagInterval)
 	if c.ClientID == "" {
 		c.ClientID = DefaultClientID
 	}
-	c.Mapping = c.Mapping.withDefaults()
 	return c
 }
 
@@ -279,7 +236,7 @@ func (c Config) Validate() error {
 	}{
 		{"linger", c.Linger}, {"heartbeat interval", c.HeartbeatInterval}, {"rebalance timeout", c.RebalanceTimeout},
 		{"retry backoff min", c.RetryBackoffMin}, {"write timeout", c.WriteTimeout},
-		{"commit timeout", c.CommitTimeout}, {"close timeout", c.CloseTimeout},
+		{"commit timeout", c.AckTimeout}, {"close timeout", c.CloseTimeout},
 		{"stall timeout", c.StallTimeout}, {"lag interval", c.LagInterval},
 	} {
 		if d.d <= 0 {

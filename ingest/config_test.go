@@ -104,8 +104,8 @@ func TestReaderQueueIsBoundedInBytes(t *testing.T) {
 		{1 << 10, 1 << 20, 1 << 10, 500, 1},                       // never less than one
 		{32 << 20, 4 << 20, 1 << 10, 5, 5},                        // never more than a batch
 	} {
-		cfg := Config{BatchBytes: tt.batchBytes, BatchSize: tt.batchSize,
-			Mapping: MapOptions{MaxPayload: tt.maxPayload, MaxHeaders: tt.maxHeaders}}
+		cfg := Config{PipelineConfig: PipelineConfig{BatchBytes: tt.batchBytes, BatchSize: tt.batchSize,
+			Mapping: MapOptions{MaxPayload: tt.maxPayload, MaxHeaders: tt.maxHeaders}}}
 		if got := cfg.queueCapacity(); got != tt.want {
 			t.Errorf("queue capacity for %d batch bytes of messages of %d payload and %d header bytes (batch %d) = %d, want %d",
 				tt.batchBytes, tt.maxPayload, tt.maxHeaders, tt.batchSize, got, tt.want)

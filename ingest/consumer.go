@@ -71,7 +71,7 @@ func newConsumer(cfg Config, w inboxWriter, logger zerolog.Logger, reg prometheu
 			return kafka.NewReader(rc)
 		},
 	}
-	c.pipeline, err = newPipeline(SourceKafka, cfg.pipeline(), w, logger, reg, c.reachable.Load)
+	c.pipeline, err = newPipeline(SourceKafka, cfg.PipelineConfig, w, logger, reg, c.reachable.Load)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: register metrics: %w", err)
 	}

@@ -127,8 +127,8 @@ func unitConsumer(t *testing.T, w inboxWriter, r *fakeReader, mutate func(*Confi
 	t.Helper()
 	cfg := Config{
 		Brokers: []string{"127.0.0.1:1"}, Topics: []string{"t"}, Group: "g",
-		BatchSize: 3, BatchTimeout: time.Hour, Linger: time.Hour,
-		CloseTimeout: 2 * time.Second,
+		PipelineConfig: PipelineConfig{BatchSize: 3, BatchTimeout: time.Hour, Linger: time.Hour,
+			CloseTimeout: 2 * time.Second},
 	}
 	if mutate != nil {
 		mutate(&cfg)

@@ -86,13 +86,15 @@ func (b *kafkaBundle) config() Config {
 		SessionTimeout:    3 * time.Second,
 		HeartbeatInterval: 100 * time.Millisecond,
 		RebalanceTimeout:  5 * time.Second,
-		BatchSize:         50,
-		BatchTimeout:      20 * time.Millisecond,
-		RetryBackoffMin:   10 * time.Millisecond,
-		RetryBackoffMax:   200 * time.Millisecond,
-		CloseTimeout:      10 * time.Second,
 		LagInterval:       100 * time.Millisecond,
-		Mapping:           MapOptions{MaxPayload: 1024},
+		PipelineConfig: PipelineConfig{
+			BatchSize:       50,
+			BatchTimeout:    20 * time.Millisecond,
+			RetryBackoffMin: 10 * time.Millisecond,
+			RetryBackoffMax: 200 * time.Millisecond,
+			CloseTimeout:    10 * time.Second,
+			Mapping:         MapOptions{MaxPayload: 1024},
+		},
 	}
 }
 

@@ -61,22 +61,29 @@ type PipelineConfig struct {
 	handOff handoff.HandOff
 }
 
-// pipeline is the Config's pipeline part.
-func (c Config) pipeline() PipelineConfig {
-	return PipelineConfig{
-		BatchSize: c.BatchSize, BatchTimeout: c.BatchTimeout, Linger: c.Linger, BatchBytes: c.BatchBytes,
-		Mapping: c.Mapping, RetryBackoffMin: c.RetryBackoffMin, RetryBackoffMax: c.RetryBackoffMax,
-		WriteTimeout: c.WriteTimeout, AckTimeout: c.CommitTimeout, CloseTimeout: c.CloseTimeout,
-	}
-}
-
-// withDefaults applies Config's defaults (one place: Config.withDefaults).
+// withDefaults returns p with every zero field set to its default: the
+// one place of the pipeline's defaults, every source's (Config's too).
 func (p PipelineConfig) withDefaults() PipelineConfig {
-	return Config{
-		BatchSize: p.BatchSize, BatchTimeout: p.BatchTimeout, Linger: p.Linger, BatchBytes: p.BatchBytes,
-		Mapping: p.Mapping, RetryBackoffMin: p.RetryBackoffMin, RetryBackoffMax: p.RetryBackoffMax,
-		WriteTimeout: p.WriteTimeout, CommitTimeout: p.AckTimeout, CloseTimeout: p.CloseTimeout,
-	}.withDefaults().pipeline()
+	setDur := func(d *time.Duration, def time.Duration) {
+		if *d == 0 {
+			*d = def
+		}
+	}
+	if p.BatchSize == 0 {
+		p.BatchSize = DefaultBatchSize
+	}
+	if p.BatchBytes == 0 {
+		p.BatchBytes = DefaultBatchBytes
+	}
+	setDur(&p.BatchTimeout, DefaultBatchTimeout)
+	setDur(&p.Linger, DefaultLinger)
+	setDur(&p.RetryBackoffMin, DefaultRetryBackoffMin)
+	setDur(&p.RetryBackoffMax, DefaultRetryBackoffMax)
+	setDur(&p.WriteTimeout, DefaultWriteTimeout)
+	setDur(&p.AckTimeout, DefaultCommitTimeout)
+	setDur(&p.CloseTimeout, DefaultCloseTimeout)
+	p.Mapping = p.Mapping.withDefaults()
+	return p
 }
 
 // source is what the pipeline needs from a broker: it fetches, maps and

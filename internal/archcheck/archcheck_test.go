@@ -63,12 +63,16 @@ func publicPackages(t *testing.T, root string) []string {
 // The ceilings of the exported funcs, types and methods (go doc -all) of
 // the packages beside the root, handlers and migrations. They only come
 // down: worker exports its settings alone (28 before the engine moved to
-// internal/); ingest and config are as the edges work left them (67 and
-// 19 when issue 26 counted them). The issue's target for the total is 50,
-// which the sources' packages bring it to.
+// internal/); ingest exports the sources' settings and constructors (67
+// when issue 26 counted it, 73 when its sources half began, 33 once the
+// running types, the broker code and the mappers only ingest uses went
+// inside), ingest/source the contract, ingest/outboxpub the publishers;
+// config is the daemon's variables (19 then). The issue's target for the
+// total is 50: splitting ingest into a package per source is what is
+// left to reach it.
 var (
-	exportedCeilings = map[string]int{"worker": 9, "ingest": 50, "ingest/source": 5, "ingest/outboxpub": 3, "config": 22}
-	exportedTotal    = 89
+	exportedCeilings = map[string]int{"worker": 9, "ingest": 33, "ingest/source": 4, "ingest/outboxpub": 3, "config": 22}
+	exportedTotal    = 71
 )
 
 // handlersCeilings hold the handler API (not in the total: it is the API

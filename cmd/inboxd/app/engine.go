@@ -49,17 +49,19 @@ func ingestConfig(c config.Config) ingest.Config {
 		ClientID:        c.KafkaClientID,
 		StartFromLatest: c.KafkaStartOffset == "last",
 		SessionTimeout:  c.KafkaSessionTimeout,
-		BatchSize:       c.IngestBatchSize,
-		BatchTimeout:    c.IngestBatchTimeout,
-		BatchBytes:      c.IngestBatchBytes,
 		DedupWindow:     c.Retention,
-		Mapping: ingest.MapOptions{
-			EventIDHeaders:     c.EventIDHeaders,
-			EventTypeHeaders:   c.EventTypeHeaders,
-			EventIDJSONField:   c.EventIDJSONField,
-			EventTypeJSONField: c.EventTypeJSONField,
-			MaxPayload:         c.MaxPayload,
-			MaxHeaders:         c.MaxHeaders,
+		PipelineConfig: ingest.PipelineConfig{
+			BatchSize:    c.IngestBatchSize,
+			BatchTimeout: c.IngestBatchTimeout,
+			BatchBytes:   c.IngestBatchBytes,
+			Mapping: ingest.MapOptions{
+				EventIDHeaders:     c.EventIDHeaders,
+				EventTypeHeaders:   c.EventTypeHeaders,
+				EventIDJSONField:   c.EventIDJSONField,
+				EventTypeJSONField: c.EventTypeJSONField,
+				MaxPayload:         c.MaxPayload,
+				MaxHeaders:         c.MaxHeaders,
+			},
 		},
 		TLS: ingest.TLSConfig{
 			Enabled:            c.KafkaTLS,
@@ -90,7 +92,7 @@ func amqpConfig(c config.Config) *ingest.AMQPConfig {
 		Prefetch: c.AMQPPrefetch,
 		TLS:      amqpTLS(c),
 		Pipeline: ingest.PipelineConfig{BatchSize: k.BatchSize, BatchTimeout: k.BatchTimeout, BatchBytes: k.BatchBytes,
-			Mapping: k.Mapping},
+			Mapping: k.Mapping}, // the batching and mapping settings, not Kafka's timeouts
 	}
 }
 
@@ -109,7 +111,7 @@ func natsConfig(c config.Config) *ingest.NATSConfig {
 		Subjects:  c.NATSSubjects,
 		TLS:       natsTLS(c),
 		Pipeline: ingest.PipelineConfig{BatchSize: k.BatchSize, BatchTimeout: k.BatchTimeout, BatchBytes: k.BatchBytes,
-			Mapping: k.Mapping},
+			Mapping: k.Mapping}, // the batching and mapping settings, not Kafka's timeouts
 	}
 }
 
@@ -134,7 +136,7 @@ func webhookConfig(c config.Config) (*ingest.WebhookConfig, error) {
 		MaxRequests:  c.WebhookMaxRequests,
 		Admission:    ingest.WebhookAdmission{BodyBudget: c.WebhookBodyBudget, MinBodyRate: c.WebhookMinBodyRate},
 		Pipeline: ingest.PipelineConfig{BatchSize: k.BatchSize, BatchTimeout: k.BatchTimeout, BatchBytes: k.BatchBytes,
-			Mapping: k.Mapping},
+			Mapping: k.Mapping}, // the batching and mapping settings, not Kafka's timeouts
 	}, nil
 }
 
