@@ -51,6 +51,11 @@ type Config struct {
 	// --status rejected`, row by row. Nil: the console does not requeue
 	// rejected rows.
 	RequeueRejected func(ctx context.Context, id int64, dryRun bool) (bool, error)
+	// BlockingTypes returns the event types of the ordered routes whose
+	// dead rows hold their key back (on_dead: block), as the routes are
+	// now: the blocked keys page lists their keys alone, as
+	// inboxd_ordered_blocked_keys counts them. Nil: no route blocks.
+	BlockingTypes func() []string
 	// Logger takes the console's lines (every action at info).
 	Logger zerolog.Logger
 	// SessionTTL is how long a sign-in lasts; zero is DefaultSessionTTL.

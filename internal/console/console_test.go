@@ -351,7 +351,7 @@ func TestPayloadHiddenByDefault(t *testing.T) {
 
 func TestSearchByEventIDAcrossSourcesAndHeldRows(t *testing.T) {
 	t.Parallel()
-	b := setup(t, "")
+	b := setup(t, "", func(c *Config) { c.BlockingTypes = func() []string { return []string{"t"} } })
 	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, key, last_error) VALUES
 		('a', 'e-1', 't', 'dead', 'k1', 'boom'), ('b', 'e-1', 't', 'received', NULL, NULL),
 		('a', 'e-2', 't', 'received', 'k1', NULL), ('a', 'e-3', 't', 'received', 'k2', NULL)`)
@@ -375,6 +375,62 @@ func TestSearchByEventIDAcrossSourcesAndHeldRows(t *testing.T) {
 	_, body = get(t, nil, b.srv.URL+"/ui/blocked")
 	if !strings.Contains(body, "k1") || strings.Contains(body, "k2") {
 		t.Errorf("blocked keys:\n%s", body)
+	}
+}
+
+// The blocked keys page lists the keys the gauge inboxd_ordered_blocked_keys
+// counts, no more: one entry per (source, key) of a dead row of a route
+// that blocks (ordered, on_dead: block), its head the key's oldest dead
+// row, with the rows waiting behind it; not the dead rows of an unordered
+// route nor of an ordered route that skips its dead rows, not rows
+// without a key, not RabbitMQ rows stored without a key header (their key
+// is the routing key, the queue's name here, on an unordered route). The
+// row page lists the rows a dead row holds back only where it holds them.
+func TestBlockedKeysAreTheGaugesKeys(t *testing.T) {
+	t.Parallel()
+	blocking := []string{"order.created"}
+	b := setup(t, "", func(c *Config) { c.BlockingTypes = func() []string { return blocking } })
+	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, key, last_error) VALUES
+		('orders', 'o-1', 'order.created', 'dead', 'cust-1', 'boom'),
+		('orders', 'o-2', 'order.created', 'received', 'cust-1', NULL),
+		('orders', 'o-3', 'order.created', 'dead', 'cust-1', 'boom'),
+		('orders', 'o-4', 'order.created', 'received', 'cust-1', NULL),
+		('orders', 'o-5', 'order.created', 'dead', 'cust-2', 'boom'),
+		('billing', 'o-1', 'order.created', 'dead', 'cust-1', 'boom'),
+		('billing', 'o-2', 'order.created', 'received', 'cust-1', NULL),
+		('orders', 'p-1', 'order.paid', 'dead', 'cust-3', 'boom'),
+		('orders', 'p-2', 'order.paid', 'received', 'cust-3', NULL),
+		('orders', 'n-1', 'order.created', 'dead', NULL, 'boom'),
+		('orders-q', 'r-1', 'order.shipped', 'dead', 'orders-q', 'boom'),
+		('orders-q', 'r-2', 'order.shipped', 'dead', 'orders-q', 'boom'),
+		('orders-q', 'r-3', 'order.shipped', 'received', 'orders-q', NULL)`)
+	gauge, err := driver.BlockedKeys(context.Background(), b.db.Pool, blocking)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := get(t, nil, b.srv.URL+"/ui/blocked")
+	entries := regexp.MustCompile(`<tr class="blocked-key"><td class="num"><a href="/ui/rows/(\d+)">\d+</a></td><td>([^<]*)</td><td>([^<]*)</td>.*?<td class="num">(\d+)</td></tr>`).FindAllStringSubmatch(body, -1)
+	var got []string
+	for _, e := range entries {
+		got = append(got, fmt.Sprintf("head %s %s/%s behind %s", e[1], e[2], e[3], e[4]))
+	}
+	want := []string{"head 6 billing/cust-1 behind 1", "head 5 orders/cust-2 behind 0", "head 1 orders/cust-1 behind 3"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("blocked keys %q, want %q", got, want)
+	}
+	if int64(len(got)) != gauge {
+		t.Errorf("the page lists %d keys, inboxd_ordered_blocked_keys's query counts %d", len(got), gauge)
+	}
+	for id, held := range map[int]bool{1: true, 8: false, 11: false} {
+		_, body := get(t, nil, fmt.Sprintf("%s/ui/rows/%d", b.srv.URL, id))
+		if got := strings.Contains(body, `id="held"`); got != held {
+			t.Errorf("row %d's page lists the rows its key holds back: %v, want %v", id, got, held)
+		}
+	}
+	blocking = []string{}
+	_, body = get(t, nil, b.srv.URL+"/ui/blocked")
+	if strings.Contains(body, `class="blocked-key"`) || !strings.Contains(body, "no key is blocked") {
+		t.Errorf("with no route blocking, the page lists keys:\n%s", body)
 	}
 }
 
@@ -493,5 +549,44 @@ func TestRequeueRejectedRows(t *testing.T) {
 	pc, pcsrf := signedIn(t, plain)
 	if code, _ := post(t, pc, plain.srv.URL+"/ui/requeue", url.Values{"csrf": {pcsrf}, "status": {"rejected"}}, ""); code != http.StatusBadRequest {
 		t.Errorf("requeue of rejected rows without the hook: %d, want 400", code)
+	}
+}
+
+// The row page shows what an operator reads first, in order, and of the
+// source's metadata only the source's own: a RabbitMQ row has no Kafka
+// coordinates (NULL on it), a Kafka row has them; the engine's
+// bookkeeping (started, runs_ordered, claim_pos, the lease's token) is not
+// shown, the lease's holder only while a worker holds the row;
+// credential-like header values are masked; the payload is behind a click.
+func TestRowPageShowsTheSourcesOwnMetadata(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "", func(c *Config) { c.ShowPayloads = true })
+	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, attempts, last_error, headers, payload) VALUES
+		('orders-q', 'r-1', 'order.created', 'dead', 3, 'http 503', '{"authorization":"Bearer abc.def","amqp-type":"order.created"}', 'hello'),
+		('orders', 'k-1', 'order.created', 'dead', 3, 'http 503', '{"trace":"t-1"}', 'hello')`)
+	b.exec(t, `UPDATE inbox SET kafka_topic = 'orders', kafka_partition = 2, kafka_offset = 77 WHERE event_id = 'k-1'`)
+	_, rabbit := get(t, nil, b.srv.URL+"/ui/rows/1")
+	_, kafka := get(t, nil, b.srv.URL+"/ui/rows/2")
+	for _, hidden := range []string{"kafka_topic", "kafka_offset", "started", "runs_ordered", "claim_pos", "lease_token", "locked_by", "abc.def", "From the source"} {
+		if strings.Contains(rabbit, hidden) {
+			t.Errorf("the RabbitMQ row's page shows %q", hidden)
+		}
+	}
+	for _, shown := range []string{`id="col-status"`, `id="col-attempts">3<`, "http 503", "amqp-type", `<details id="payload"><summary>Payload (5 bytes)`, "hello"} {
+		if !strings.Contains(rabbit, shown) {
+			t.Errorf("the RabbitMQ row's page lacks %q", shown)
+		}
+	}
+	if !strings.Contains(kafka, `id="col-kafka_offset">77<`) || !strings.Contains(kafka, `id="col-kafka_partition">2<`) {
+		t.Errorf("the Kafka row's page lacks its coordinates:\n%s", kafka)
+	}
+	order := []string{`id="col-status"`, `id="col-event_type"`, `id="col-attempts"`, `id="col-last_error"`, `id="col-headers"`, `id="payload"`}
+	at := -1
+	for _, s := range order {
+		i := strings.Index(rabbit, s)
+		if i < at {
+			t.Errorf("%s comes before what precedes it in %v", s, order)
+		}
+		at = i
 	}
 }

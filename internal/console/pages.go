@@ -239,20 +239,44 @@ type field struct {
 type rowData struct {
 	ID     int64
 	Status string
-	Fields []field
+	// Summary is what an operator reads first: the row's state, route,
+	// attempts and error, in that order; Source the source's own metadata
+	// (the Kafka coordinates of a Kafka row, none for the others, whose
+	// metadata is in their headers); Headers the headers, credential-like
+	// values masked; Other any column the console does not know (a newer
+	// schema's).
+	Summary, Source, Other []field
+	Headers                string
 	// Payload is the payload as text (or hex); Hidden when payloads are not
 	// shown.
 	Payload       string
 	PayloadHex    bool
 	PayloadHidden bool
 	PayloadSize   int
-	Held          []driver.FailedRow
-	HasKey        bool
-	Failed        bool
-	Dead          bool
+	// Held is the rows the row's key holds back: listed (Blocks) only for
+	// a dead row of a route whose dead rows block their key.
+	Held   []driver.FailedRow
+	Blocks bool
+	Failed bool
+	Dead   bool
 }
 
-// row renders one row in full.
+// The columns of a row the row page shows, by where: the summary in this
+// order (the lease's only while a worker holds the row); the source's own
+// metadata; the columns of the engine's bookkeeping, of no use to an
+// operator, not at all.
+var (
+	summaryCols = []string{"status", "event_type", "source", "event_id", "key", "attempts", "last_error",
+		"available_at", "received_at", "processed_at", "updated_at", "locked_by", "lease_expires_at"}
+	leaseCols  = map[string]bool{"locked_by": true, "lease_expires_at": true}
+	sourceCols = map[string]bool{"kafka_topic": true, "kafka_partition": true, "kafka_offset": true}
+	hiddenCols = map[string]bool{"id": true, "lease_token": true, "started": true, "runs_ordered": true, "claim_pos": true,
+		"payload": true, "headers": true}
+)
+
+// row renders one row: its summary, the source's metadata, its headers
+// (masked), the payload behind a click, and, for a dead row that blocks
+// its key, the rows it holds back.
 func (h *Handler) row(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id < 1 {
@@ -269,7 +293,9 @@ func (h *Handler) row(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := rowData{ID: id, PayloadHidden: !h.cfg.ShowPayloads}
+	byName := map[string]driver.Column{}
 	for _, c := range cols {
+		byName[c.Name] = c
 		switch c.Name {
 		case "payload":
 			b, _ := c.Value.([]byte)
@@ -281,21 +307,36 @@ func (h *Handler) row(w http.ResponseWriter, r *http.Request) {
 					d.Payload, d.PayloadHex = hex.Dump(b), true
 				}
 			}
-			continue
-		case "status":
-			d.Status = fmt.Sprint(c.Value)
-		case "key":
-			d.HasKey = c.Value != nil
-		case "lease_token":
-			continue // the worker's fence: of no use to an operator
 		case "headers":
-			c.Value = sensitive.MaskHeaders(c.Value)
+			b, _ := json.MarshalIndent(sensitive.MaskHeaders(c.Value), "", "  ")
+			d.Headers = string(b)
 		}
-		d.Fields = append(d.Fields, showValue(c))
 	}
+	d.Status = fmt.Sprint(byName["status"].Value)
 	st := status.Status(d.Status)
+	known := map[string]bool{}
+	for _, n := range summaryCols {
+		known[n] = true
+		c, ok := byName[n]
+		if !ok || (leaseCols[n] && st != status.Processing) || (n == "processed_at" && c.Value == nil) {
+			continue
+		}
+		d.Summary = append(d.Summary, showValue(c))
+	}
+	for _, c := range cols {
+		switch {
+		case known[c.Name] || hiddenCols[c.Name]:
+		case sourceCols[c.Name]:
+			if c.Value != nil { // a Kafka row's: NULL on every other source's
+				d.Source = append(d.Source, showValue(c))
+			}
+		default:
+			d.Other = append(d.Other, showValue(c))
+		}
+	}
 	d.Failed, d.Dead = st.IsFailed(), st == status.Dead
-	if d.HasKey && d.Dead {
+	d.Blocks = d.Dead && byName["key"].Value != nil && h.blocks(fmt.Sprint(byName["event_type"].Value))
+	if d.Blocks {
 		if d.Held, err = driver.KeyHeld(r.Context(), h.cfg.DB, id, pageSize); err != nil {
 			h.dbFail(w, r, "read the rows behind the row", err)
 			return
@@ -356,10 +397,30 @@ type blockedData struct {
 	Next string
 }
 
-// blocked lists dead rows with an ordering key and what waits behind them.
+// blockingTypes is Config.BlockingTypes' answer, never nil.
+func (h *Handler) blockingTypes() []string {
+	if h.cfg.BlockingTypes == nil {
+		return []string{}
+	}
+	return append([]string{}, h.cfg.BlockingTypes()...)
+}
+
+// blocks reports whether a dead row of eventType holds its key back.
+func (h *Handler) blocks(eventType string) bool {
+	for _, t := range h.blockingTypes() {
+		if t == eventType {
+			return true
+		}
+	}
+	return false
+}
+
+// blocked lists the keys of ordered routes held back by a dead head, with
+// the head and how many rows wait behind it: as many keys as
+// inboxd_ordered_blocked_keys counts.
 func (h *Handler) blocked(w http.ResponseWriter, r *http.Request) {
 	before, _ := strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
-	keys, err := driver.BlockedKeyList(r.Context(), h.cfg.DB, before, pageSize+1)
+	keys, err := driver.BlockedKeyList(r.Context(), h.cfg.DB, h.blockingTypes(), before, pageSize+1)
 	if err != nil {
 		h.dbFail(w, r, "list the blocked keys", err)
 		return

@@ -102,8 +102,8 @@ func KeyHeld(ctx context.Context, db DB, id int64, limit int) ([]FailedRow, erro
 	return rows, nil
 }
 
-// BlockedKey is a dead row with an ordering key and the live rows of its
-// key waiting behind it.
+// BlockedKey is a key of an ordered route held back by its dead head
+// row, and the live rows of its key waiting behind it.
 type BlockedKey struct {
 	ID        int64
 	Source    string
@@ -116,14 +116,17 @@ type BlockedKey struct {
 	Held int64
 }
 
-// BlockedKeyList returns up to limit dead rows with a key and ids below
-// before (0: from the newest), newest first, each with the rows behind it
-// (sql/console_blocked.sql).
-func BlockedKeyList(ctx context.Context, db DB, before int64, limit int) ([]BlockedKey, error) {
+// BlockedKeyList returns up to limit keys held back by a dead row of one
+// of blockingTypes (the routes with on_dead: block), one per (source,
+// key) with its head (the key's oldest dead row) below before (0: from
+// the newest), newest head first, each with the rows behind it
+// (sql/console_blocked.sql): as many keys in all as BlockedKeys counts.
+func BlockedKeyList(ctx context.Context, db DB, blockingTypes []string, before int64, limit int) ([]BlockedKey, error) {
 	if before <= 0 {
 		before = math.MaxInt64
 	}
-	rows, err := queryAll(ctx, db, consoleBlockedSQL, pgx.NamedArgs{"before": before, "limit": limit}, pgx.RowToStructByPos[BlockedKey])
+	rows, err := queryAll(ctx, db, consoleBlockedSQL, pgx.NamedArgs{"before": before, "limit": limit,
+		"blocking_types": append([]string{}, blockingTypes...)}, pgx.RowToStructByPos[BlockedKey])
 	if err != nil {
 		return nil, fmt.Errorf("blocked keys: %w", err)
 	}

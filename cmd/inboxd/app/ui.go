@@ -8,14 +8,17 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/console"
 	"github.com/inboxd/inboxd/internal/httpserve"
+	"github.com/inboxd/inboxd/internal/maintenance"
 )
 
 // consoleConns is the size of the console's own pool: a page or an action
@@ -57,10 +60,11 @@ func addrString(addr net.Addr) string {
 
 // openConsole opens the console's pool and returns the console of cfg to
 // serve on addr (nil: an embedder's mux), local the replica's own figures
-// (nil for `inboxd ui`), and a function that closes the pool. Where the
+// (nil for `inboxd ui`), blocking the event types whose dead rows block
+// their key (the routes in force), and a function that closes the pool. Where the
 // console may not be served (no token on a non-loopback address), it
 // logs how to serve it and returns a nil handler, opening no pool.
-func openConsole(ctx context.Context, cfg config.Config, local console.Local, addr net.Addr, log zerolog.Logger) (http.Handler, func(), error) {
+func openConsole(ctx context.Context, cfg config.Config, local console.Local, blocking func() []string, addr net.Addr, log zerolog.Logger) (http.Handler, func(), error) {
 	token, err := cfg.UIToken()
 	if err != nil {
 		return nil, nil, usageError{fmt.Errorf("INBOXD_UI_TOKEN_FILE: %w", err)}
@@ -80,7 +84,7 @@ func openConsole(ctx context.Context, cfg config.Config, local console.Local, ad
 		return nil, nil, err
 	}
 	h, err := console.New(console.Config{DB: db, Token: token, ShowPayloads: cfg.UIShowPayloads,
-		StaleAfter: cfg.StaleAfter, Local: local, Logger: log,
+		StaleAfter: cfg.StaleAfter, Local: local, Logger: log, BlockingTypes: blocking,
 		// A rejected row is re-mapped by the rules `inboxd requeue
 		// --status rejected` applies, with this process's mapping settings
 		// and webhook sources.
@@ -132,7 +136,23 @@ func runUI(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 		return usageError{fmt.Errorf("INBOXD_HTTP_ADDR: cannot listen on %s: %w", cfg.HTTPAddr, err)}
 	}
 	defer ln.Close()
-	h, closeDB, err := openConsole(ctx, cfg, nil, ln.Addr(), log)
+	inForce := &routesInForce{}
+	if cfg.Routes != "" {
+		// The routes file says which keys a dead row blocks; its handlers
+		// are never run here.
+		routes, err := handlers.LoadRoutes(cfg.Routes)
+		if err != nil {
+			return usageError{fmt.Errorf("ui: INBOXD_ROUTES (which dead rows block their key): %w", err)}
+		}
+		blocking := []string{}
+		for _, rc := range routes.Routes {
+			if rc.Policy().BlocksKey() {
+				blocking = append(blocking, rc.Type)
+			}
+		}
+		inForce.types.Store(&blocking)
+	}
+	h, closeDB, err := openConsole(ctx, cfg, nil, inForce.blocking, ln.Addr(), log)
 	if err != nil {
 		return err
 	}
@@ -163,6 +183,26 @@ func serveConsole(ctx context.Context, ln net.Listener, h http.Handler, log zero
 	_ = srv.Shutdown(sctx)
 	<-done
 	return nil
+}
+
+// routesInForce is what the console knows of the routes in force: the
+// event types whose dead rows hold their key back, set at start and at
+// each reload of the routes file.
+type routesInForce struct{ types atomic.Pointer[[]string] }
+
+// set makes the routes of reg the routes in force.
+func (r *routesInForce) set(reg *handlers.Registry) {
+	types := maintenance.RegistryBlockingTypes(reg)
+	r.types.Store(&types)
+}
+
+// blocking returns the event types of the routes in force whose dead rows
+// hold their key back.
+func (r *routesInForce) blocking() []string {
+	if p := r.types.Load(); p != nil {
+		return *p
+	}
+	return []string{}
 }
 
 // openConsole's pool is a console.DB.
