@@ -14,6 +14,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"reflect"
 	"slices"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/console"
 	"github.com/inboxd/inboxd/internal/natsurl"
 	"github.com/inboxd/inboxd/internal/outbox"
 	"github.com/inboxd/inboxd/worker"
@@ -264,6 +266,26 @@ type Config struct {
 	// console read-only. The token itself is read by UIToken, never kept
 	// in Config.
 	UITokenFile string `env:"INBOXD_UI_TOKEN_FILE" help:"file holding the token that the console (/ui/) asks for before any action (requeue, discard, pause); empty = the console is read-only"`
+	// UIUsersFile names the console's users file: a line per operator,
+	// "name role sha256:<hex of the token's SHA-256>" (or "-" for one who
+	// signs in through the proxy alone); read again when it changes.
+	UIUsersFile string `env:"INBOXD_UI_USERS_FILE" help:"the console's users file: a line per operator, name role (viewer, operator, admin) and sha256:<hex> of their token (- for the proxy's users); read again when it changes, no restart"`
+	// UIProxyHeader names the header a trusted reverse proxy passes the
+	// signed-in operator's name in.
+	UIProxyHeader string `env:"INBOXD_UI_PROXY_HEADER" help:"header in which a trusted single sign-on proxy passes the operator's name (X-Auth-Request-User, X-Forwarded-Email); needs INBOXD_UI_TRUSTED_PROXIES"`
+	// UITrustedProxies are the addresses the proxy connects from.
+	UITrustedProxies []string `env:"INBOXD_UI_TRUSTED_PROXIES" envSeparator:"," help:"comma list of the addresses or CIDR ranges the single sign-on proxy connects from; INBOXD_UI_PROXY_HEADER is ignored from anywhere else"`
+	// UIProxyRole is the role of a proxy's user the users file does not
+	// name; none refuses them.
+	UIProxyRole string `env:"INBOXD_UI_PROXY_ROLE" envDefault:"viewer" help:"role of a proxy's user that INBOXD_UI_USERS_FILE does not name: viewer, operator, admin, or none (refused)"`
+	// UIProxySignOutURL is where the console's sign-out sends a proxy's
+	// user next.
+	UIProxySignOutURL string `env:"INBOXD_UI_PROXY_SIGNOUT_URL" help:"where the console's sign-out sends a proxy's user next, to end the proxy's session too (oauth2-proxy: /oauth2/sign_out); empty = the console's session alone"`
+	// UISessionTTL is how long a console sign-in lasts.
+	UISessionTTL time.Duration `env:"INBOXD_UI_SESSION_TTL" envDefault:"8h" help:"how long a console sign-in lasts; sign-out ends it sooner"`
+	// UIBulkAdminOver is the number of rows over which a console action on
+	// a filter or a selection needs an admin.
+	UIBulkAdminOver int64 `env:"INBOXD_UI_BULK_ADMIN_OVER" envDefault:"1000" help:"a console action on more rows than this (a filter or a selection) needs the admin role"`
 	// UIShowPayloads shows rows' payloads in the console; they are hidden
 	// otherwise, since they may hold personal data.
 	UIShowPayloads bool `env:"INBOXD_UI_SHOW_PAYLOADS" envDefault:"false" help:"show rows' payloads in the console (/ui/); hidden by default, since they may hold personal data"`
@@ -642,6 +664,15 @@ func (c Config) Validate() error {
 	if !slices.Contains(outbox.KafkaCompressions, c.OutboxKafkaCompression) {
 		bad("INBOXD_OUTBOX_KAFKA_COMPRESSION", "must be one of %s, got %q", strings.Join(outbox.KafkaCompressions, ", "), c.OutboxKafkaCompression)
 	}
+	if _, err := c.UIProxy(); err != nil {
+		for _, e := range splitJoined(err) {
+			errs = append(errs, e)
+		}
+	}
+	minDur(&errs, "INBOXD_UI_SESSION_TTL", c.UISessionTTL, time.Minute)
+	if c.UIBulkAdminOver < 1 {
+		bad("INBOXD_UI_BULK_ADMIN_OVER", "must be at least 1, got %d", c.UIBulkAdminOver)
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -774,6 +805,39 @@ func describe(pe env.ParseError) string {
 		return "not a boolean (use true or false)"
 	}
 	return pe.Err.Error()
+}
+
+// UIProxy returns the console's single sign-on proxy from
+// INBOXD_UI_PROXY_HEADER, INBOXD_UI_TRUSTED_PROXIES, INBOXD_UI_PROXY_ROLE
+// and INBOXD_UI_PROXY_SIGNOUT_URL; its zero value when the header is not
+// set. Every bad setting is an error of its own.
+func (c Config) UIProxy() (console.ProxyAuth, error) {
+	var errs []error
+	p := console.ProxyAuth{Header: strings.TrimSpace(c.UIProxyHeader), SignOutURL: c.UIProxySignOutURL}
+	for _, s := range dropEmpty(c.UITrustedProxies) {
+		s = strings.TrimSpace(s)
+		if pr, err := netip.ParsePrefix(s); err == nil {
+			p.Trusted = append(p.Trusted, pr.Masked())
+		} else if a, err := netip.ParseAddr(s); err == nil {
+			p.Trusted = append(p.Trusted, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		} else {
+			errs = append(errs, fmt.Errorf("INBOXD_UI_TRUSTED_PROXIES: %q is neither an address nor a CIDR range", s))
+		}
+	}
+	if c.UIProxyRole != "none" {
+		r, err := console.ParseRole(c.UIProxyRole)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("INBOXD_UI_PROXY_ROLE: %w (or none)", err))
+		}
+		p.Role = r
+	}
+	if p.Header != "" && len(p.Trusted) == 0 && len(errs) == 0 {
+		errs = append(errs, errors.New("INBOXD_UI_TRUSTED_PROXIES: is required with INBOXD_UI_PROXY_HEADER: the header is taken from the proxy's addresses alone"))
+	}
+	if p.Header == "" {
+		return console.ProxyAuth{}, errors.Join(errs...)
+	}
+	return p, errors.Join(errs...)
 }
 
 // UIToken returns the console's token from INBOXD_UI_TOKEN_FILE; "" when

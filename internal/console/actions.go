@@ -14,10 +14,11 @@ import (
 	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
-// action wraps an action's handler: without a token configured it answers
-// 403, without a credential 401 (the console's gate has checked it), and
-// a cookie session's POST without its CSRF token 403.
-func (h *Handler) action(fn func(w http.ResponseWriter, r *http.Request, c who)) http.HandlerFunc {
+// action wraps an action's handler, which needs role: without a
+// credential configured it answers 403, without a credential 401 (the
+// console's gate has checked it), to a role below role 403, and to a
+// cookie session's POST without its CSRF token 403.
+func (h *Handler) action(role Role, fn func(w http.ResponseWriter, r *http.Request, c who)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !h.auth.enabled() {
 			h.fail(w, r, http.StatusForbidden, readOnly)
@@ -26,7 +27,12 @@ func (h *Handler) action(fn func(w http.ResponseWriter, r *http.Request, c who))
 		c := whoOf(r)
 		if !c.ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="inboxd"`)
-			h.fail(w, r, http.StatusUnauthorized, "sign in first: this action needs the console's token")
+			h.fail(w, r, http.StatusUnauthorized, "sign in first: this action needs a credential")
+			return
+		}
+		if !c.can(role) {
+			h.log.Warn().Str("user", c.user).Str("role", c.role.String()).Str("path", r.URL.Path).Msg("console action refused: role")
+			h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s is a %s: this action needs an %s", c.user, c.role, role))
 			return
 		}
 		if !c.csrfOK(r) {
@@ -139,6 +145,20 @@ func (h *Handler) runChange(w http.ResponseWriter, r *http.Request, c who, verb 
 		return
 	}
 	ctx := r.Context()
+	if ch.ID == 0 && !c.can(RoleAdmin) {
+		// An operator's action on a filter: counted first, even at the
+		// confirmation, since over the bound it needs an admin.
+		n, err := count(ctx, f)
+		if err != nil {
+			h.dbFail(w, r, verb+" count", err)
+			return
+		}
+		if n > h.cfg.BulkAdminOver {
+			h.logChange(c, ch, f, true, n, nil).Msg("console " + verb + " refused: over the bulk bound for an operator")
+			h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s would %s %d rows: over %d rows needs an admin", c.user, verb, n, h.cfg.BulkAdminOver))
+			return
+		}
+	}
 	if r.PostFormValue("confirm") != "yes" {
 		n, err := count(ctx, f)
 		h.logChange(c, ch, f, true, n, err).Msg("console " + verb + " dry run")

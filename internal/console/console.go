@@ -31,11 +31,23 @@ type DB interface {
 type Config struct {
 	// DB is the inbox's database.
 	DB DB
-	// Token is the console's credential: with it every page and action
-	// needs it (a bearer header, or a session from the sign-in form); ""
-	// makes the console read-only and open to whoever reaches it, which
-	// the daemon allows on a loopback address only.
+	// Token is the console's shared credential (INBOXD_UI_TOKEN_FILE):
+	// whoever holds it is an admin, named by the sign-in form. With it, a
+	// users file or a proxy, every page and action needs a credential (a
+	// bearer header, a session from the sign-in form, the proxy's header);
+	// with none the console is read-only and open to whoever reaches it,
+	// which the daemon allows on a loopback address only.
 	Token string
+	// UsersFile names the users file (INBOXD_UI_USERS_FILE): an operator a
+	// line, with their role and their token's hash (see HashToken); read
+	// again when it changes. "" is none.
+	UsersFile string
+	// Proxy is the trusted reverse proxy's single sign-on; its zero value
+	// is none.
+	Proxy ProxyAuth
+	// BulkAdminOver is the number of rows over which an action on a
+	// filter or a selection needs an admin; zero is DefaultBulkAdminOver.
+	BulkAdminOver int64
 	// ShowPayloads shows the payloads of rows; they are hidden otherwise
 	// (they may hold personal data).
 	ShowPayloads bool
@@ -91,6 +103,10 @@ const (
 	maxSignins = 4
 )
 
+// DefaultBulkAdminOver is Config.BulkAdminOver's default: an action on
+// more rows than this needs an admin.
+const DefaultBulkAdminOver = 1000
+
 // formPace is how fast a form's body must arrive (see httpserve.Pace).
 var formPace = httpserve.Pace{Grace: httpserve.DefaultGrace, Rate: httpserve.DefaultMinRate, Stall: httpserve.DefaultStall}
 
@@ -102,8 +118,19 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	h := &Handler{cfg: cfg, auth: newAuth(cfg.Token, cfg.SessionTTL, cfg.Now, cfg.DB),
-		log: cfg.Logger.With().Str("component", "console").Logger(), pages: map[string]*template.Template{},
+	if cfg.BulkAdminOver <= 0 {
+		cfg.BulkAdminOver = DefaultBulkAdminOver
+	}
+	log := cfg.Logger.With().Str("component", "console").Logger()
+	var users *usersFile
+	if cfg.UsersFile != "" {
+		var err error
+		if users, err = loadUsers(cfg.UsersFile, cfg.Now, log); err != nil {
+			return nil, fmt.Errorf("console: %w", err)
+		}
+	}
+	h := &Handler{cfg: cfg, auth: newAuth(cfg.Token, users, cfg.Proxy, cfg.SessionTTL, cfg.Now, cfg.DB),
+		log: log, pages: map[string]*template.Template{},
 		signins: make(chan struct{}, maxSignins)}
 	names, err := fs.Glob(templateFiles, "templates/*.html")
 	if err != nil {
@@ -134,10 +161,10 @@ func New(cfg Config) (*Handler, error) {
 	m.HandleFunc("GET /ui/signin", h.signinForm)
 	m.HandleFunc("POST /ui/signin", h.signin)
 	m.HandleFunc("POST /ui/signout", h.signout)
-	m.HandleFunc("POST /ui/requeue", h.action(h.requeue))
-	m.HandleFunc("POST /ui/discard", h.action(h.discard))
-	m.HandleFunc("POST /ui/routes/pause", h.action(h.pause))
-	m.HandleFunc("POST /ui/routes/resume", h.action(h.resume))
+	m.HandleFunc("POST /ui/requeue", h.action(RoleOperator, h.requeue))
+	m.HandleFunc("POST /ui/discard", h.action(RoleOperator, h.discard))
+	m.HandleFunc("POST /ui/routes/pause", h.action(RoleOperator, h.pause))
+	m.HandleFunc("POST /ui/routes/resume", h.action(RoleOperator, h.resume))
 	h.mux = m
 	return h, nil
 }
@@ -169,6 +196,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.askSignIn(w, r)
 			return
 		}
+		if c.newSession != "" {
+			h.setSession(w, r, c.newSession)
+			h.log.Info().Str("user", c.user).Str("via", c.via).Str("remote", r.RemoteAddr).Msg("console sign-in")
+		}
 		r = r.WithContext(context.WithValue(r.Context(), whoKey{}, c))
 	}
 	h.mux.ServeHTTP(w, r)
@@ -188,7 +219,13 @@ func (h *Handler) askSignIn(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		next = r.URL.RequestURI()
 	}
-	h.render(w, r, http.StatusUnauthorized, "signin", "Sign in", signinData{Error: "sign in first: every page of this console needs its token", Next: next})
+	h.render(w, r, http.StatusUnauthorized, "signin", "Sign in", h.signinPage("sign in first: every page of this console needs a credential", next))
+}
+
+// setSession sets the cookie of the session id.
+func (h *Handler) setSession(w http.ResponseWriter, r *http.Request, id string) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: Prefix, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(h.auth.ttl.Seconds())})
 }
 
 // page is what every page's layout reads.
@@ -197,9 +234,12 @@ type page struct {
 	// Enabled is true when a token is configured (every page needs it,
 	// actions are possible).
 	Enabled bool
-	// CanAct is true when the request may act; User names who.
-	CanAct bool
-	User   string
+	// CanAct is true when the request may act on rows and routes (an
+	// operator or an admin), Admin when it may do what only an admin may;
+	// Signed is true when it carries a credential. User names who, Role
+	// says what they are.
+	CanAct, Admin, Signed bool
+	User, Role            string
 	// CSRF is the token every action form carries.
 	CSRF string
 	// Remaps is true when rejected rows can be requeued (re-mapped).
@@ -211,7 +251,8 @@ type page struct {
 // render writes the page name with data, status code.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
 	c := whoOf(r)
-	p := page{Title: title, Enabled: h.auth.enabled(), CanAct: c.ok, User: c.user, CSRF: c.csrf,
+	p := page{Title: title, Enabled: h.auth.enabled(), CanAct: c.can(RoleOperator), Admin: c.can(RoleAdmin),
+		Signed: c.ok, User: c.user, Role: c.role.String(), CSRF: c.csrf,
 		Remaps: h.cfg.RequeueRejected != nil, Data: data}
 	var b strings.Builder
 	if err := h.pages[name].Execute(&b, p); err != nil {

@@ -433,14 +433,21 @@ func (h *Handler) blocked(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "blocked", "Blocked keys", d)
 }
 
-// signinData is the sign-in page's: an error to show, and where to go
-// once signed in.
+// signinData is the sign-in page's: an error to show, where to go once
+// signed in, whether the form takes a token (Tokens) that names its
+// operator (Named), and whether a proxy signs operators in.
 type signinData struct {
-	Error, Next string
+	Error, Next          string
+	Tokens, Named, Proxy bool
+}
+
+// signinPage is the sign-in page's data with msg and next.
+func (h *Handler) signinPage(msg, next string) signinData {
+	return signinData{Error: msg, Next: next, Tokens: h.auth.signsIn(), Named: h.auth.named(), Proxy: h.auth.proxy.enabled()}
 }
 
 // readOnly is what a read-only console answers to sign-ins and actions.
-const readOnly = "the console is read-only: INBOXD_UI_TOKEN_FILE is not set"
+const readOnly = "the console is read-only: none of INBOXD_UI_USERS_FILE, INBOXD_UI_TOKEN_FILE, INBOXD_UI_PROXY_HEADER is set"
 
 // signinForm renders the sign-in form.
 func (h *Handler) signinForm(w http.ResponseWriter, r *http.Request) {
@@ -448,7 +455,7 @@ func (h *Handler) signinForm(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, readOnly)
 		return
 	}
-	h.render(w, r, http.StatusOK, "signin", "Sign in", signinData{Next: safeNext(r.URL.Query().Get("next"))})
+	h.render(w, r, http.StatusOK, "signin", "Sign in", h.signinPage("", safeNext(r.URL.Query().Get("next"))))
 }
 
 // safeNext returns next when it is a path of the console, else "": the
@@ -461,12 +468,13 @@ func safeNext(next string) string {
 }
 
 // signin checks the token of the sign-in form and starts a session: a row
-// of console_sessions, its id in the cookie. At most maxSignins forms are
-// read at once (their bodies come before any credential); more are
-// answered 503 before theirs is read.
+// of console_sessions, its id in the cookie. A user's token names them
+// (the users file); the shared token takes the name the form gives. At
+// most maxSignins forms are read at once (their bodies come before any
+// credential); more are answered 503 before theirs is read.
 func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
-	if !h.auth.enabled() {
-		h.fail(w, r, http.StatusForbidden, readOnly)
+	if !h.auth.signsIn() {
+		h.fail(w, r, http.StatusForbidden, "this console signs operators in through its proxy alone")
 		return
 	}
 	select {
@@ -481,24 +489,25 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, "the sign-in form could not be read")
 		return
 	}
-	user := strings.TrimSpace(r.PostFormValue("user"))
+	name := strings.TrimSpace(r.PostFormValue("user"))
 	next := safeNext(r.PostFormValue("next"))
-	if !h.auth.tokenOK(r.PostFormValue("token")) {
-		h.log.Warn().Str("user", user).Str("remote", r.RemoteAddr).Msg("console sign-in refused: wrong token")
-		h.render(w, r, http.StatusUnauthorized, "signin", "Sign in", signinData{Error: "wrong token", Next: next})
+	if name != "" && !validName(name) {
+		h.render(w, r, http.StatusBadRequest, "signin", "Sign in", h.signinPage("a name is letters, digits and . _ @ + - only", next))
 		return
 	}
-	if user == "" {
-		user = "token"
+	c, ok := h.auth.byToken(r.PostFormValue("token"), name)
+	if !ok {
+		h.log.Warn().Str("remote", r.RemoteAddr).Msg("console sign-in refused: wrong token")
+		h.render(w, r, http.StatusUnauthorized, "signin", "Sign in", h.signinPage("wrong token", next))
+		return
 	}
-	id, err := h.auth.newSession(r.Context(), user)
+	id, err := h.auth.newSession(r.Context(), c)
 	if err != nil {
 		h.dbFail(w, r, "start a session", err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: Prefix, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(h.auth.ttl.Seconds())})
-	h.log.Info().Str("user", user).Str("remote", r.RemoteAddr).Msg("console sign-in")
+	h.setSession(w, r, id)
+	h.log.Info().Str("user", c.user).Str("role", c.role.String()).Str("via", c.via).Str("remote", r.RemoteAddr).Msg("console sign-in")
 	if next == "" {
 		next = Prefix
 	}
@@ -506,23 +515,27 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 }
 
 // signout ends the cookie's session on the server (on every replica: the
-// row is marked ended) and drops the cookie.
+// row is marked ended) and drops the cookie; a proxy's user goes on to
+// the proxy's own sign-out, when one is configured.
 func (h *Handler) signout(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(sessionCookie); err == nil && h.auth.enabled() {
-		user, _, _ := h.auth.session(r.Context(), c.Value)
+		s, _, _ := h.auth.session(r.Context(), c.Value, "")
 		ended, err := h.auth.endSession(r.Context(), c.Value)
 		if err != nil {
 			h.dbFail(w, r, "end the session", err)
 			return
 		}
 		if ended {
-			h.log.Info().Str("user", user).Str("remote", r.RemoteAddr).Msg("console sign-out")
+			h.log.Info().Str("user", s.user).Str("remote", r.RemoteAddr).Msg("console sign-out")
 		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	to := Prefix
-	if h.auth.enabled() {
+	switch {
+	case h.auth.proxy.enabled() && h.auth.proxy.trusts(r) && h.auth.proxy.SignOutURL != "":
+		to = h.auth.proxy.SignOutURL
+	case h.auth.enabled():
 		to = "/ui/signin"
 	}
 	http.Redirect(w, r, to, http.StatusSeeOther)

@@ -35,15 +35,16 @@ func uiCommand() command {
 }
 
 // consoleEnable says how to serve a console that is not served.
-const consoleEnable = "set INBOXD_UI_TOKEN_FILE (every page then asks for the token), or serve on a loopback address " +
+const consoleEnable = "set INBOXD_UI_USERS_FILE, INBOXD_UI_TOKEN_FILE or INBOXD_UI_PROXY_HEADER (every page then asks for a credential), or serve on a loopback address " +
 	"(INBOXD_HTTP_ADDR=127.0.0.1:8080) for a read-only console without sign-in"
 
 // consoleServed reports whether the console may be served on addr (nil:
-// an embedder's mux, whose address is not known) with token: with a
-// token always, since every page needs it; without one only on a
-// loopback address, where only this machine reaches it.
-func consoleServed(token string, addr net.Addr) bool {
-	if token != "" {
+// an embedder's mux, whose address is not known): with a credential
+// configured (a token, a users file, a proxy) always, since every page
+// needs it; without one only on a loopback address, where only this
+// machine reaches it.
+func consoleServed(credential bool, addr net.Addr) bool {
+	if credential {
 		return true
 	}
 	ta, ok := addr.(*net.TCPAddr)
@@ -69,10 +70,15 @@ func openConsole(ctx context.Context, cfg config.Config, local console.Local, bl
 	if err != nil {
 		return nil, nil, usageError{fmt.Errorf("INBOXD_UI_TOKEN_FILE: %w", err)}
 	}
+	proxy, err := cfg.UIProxy()
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
 	clog := log.With().Str("component", "console").Str("addr", addrString(addr)).Logger()
-	if !consoleServed(token, addr) {
+	credential := token != "" || cfg.UIUsersFile != "" || proxy.Header != ""
+	if !consoleServed(credential, addr) {
 		clog.Warn().Str("enable", consoleEnable).
-			Msg("the console (/ui/) is not served: INBOXD_UI_TOKEN_FILE is not set and the address is not a loopback address")
+			Msg("the console (/ui/) is not served: no credential is configured and the address is not a loopback address")
 		return nil, func() {}, nil
 	}
 	rules, err := rejectedRules(cfg)
@@ -83,7 +89,8 @@ func openConsole(ctx context.Context, cfg config.Config, local console.Local, bl
 	if err != nil {
 		return nil, nil, err
 	}
-	h, err := console.New(console.Config{DB: db, Token: token, ShowPayloads: cfg.UIShowPayloads,
+	h, err := console.New(console.Config{DB: db, Token: token, UsersFile: cfg.UIUsersFile, Proxy: proxy,
+		SessionTTL: cfg.UISessionTTL, BulkAdminOver: cfg.UIBulkAdminOver, ShowPayloads: cfg.UIShowPayloads,
 		StaleAfter: cfg.StaleAfter, Local: local, Logger: log, BlockingTypes: blocking,
 		// A rejected row is re-mapped by the rules `inboxd requeue
 		// --status rejected` applies, with this process's mapping settings
@@ -99,12 +106,13 @@ func openConsole(ctx context.Context, cfg config.Config, local console.Local, bl
 		}})
 	if err != nil {
 		db.Close()
-		return nil, nil, err
+		return nil, nil, usageError{fmt.Errorf("INBOXD_UI_USERS_FILE: %w", err)}
 	}
-	if token == "" {
+	if !credential {
 		clog.Info().Msg("the console (/ui/) is read-only and asks for no sign-in: INBOXD_UI_TOKEN_FILE is not set, and only this machine reaches the loopback address")
 	} else {
-		clog.Info().Msg("the console (/ui/) asks for the token (INBOXD_UI_TOKEN_FILE) on every page")
+		clog.Info().Bool("users_file", cfg.UIUsersFile != "").Bool("shared_token", token != "").Str("proxy_header", proxy.Header).
+			Msg("the console (/ui/) asks for a credential on every page")
 	}
 	return h, db.Close, nil
 }
@@ -158,7 +166,7 @@ func runUI(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	}
 	defer closeDB()
 	if h == nil {
-		return usageError{fmt.Errorf("ui: the console is not served on %s without INBOXD_UI_TOKEN_FILE (not a loopback address): %s", ln.Addr(), consoleEnable)}
+		return usageError{fmt.Errorf("ui: the console is not served on %s without a credential (not a loopback address): %s", ln.Addr(), consoleEnable)}
 	}
 	return serveConsole(ctx, ln, h, log)
 }
