@@ -176,7 +176,7 @@ func New(cfg Config) (*Handler, error) {
 // sign-in form, and nothing of the inbox.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
-	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Referrer-Policy", "no-referrer")
@@ -244,16 +244,23 @@ type page struct {
 	CSRF string
 	// Remaps is true when rejected rows can be requeued (re-mapped).
 	Remaps bool
+	// Refresh is how often, in seconds, the page's live parts are fetched
+	// again (static/refresh.js); 0: never.
+	Refresh int
 	// Data is the page's own.
 	Data any
 }
+
+// refreshEvery is how often each page that refreshes itself does, in
+// seconds.
+var refreshEvery = map[string]int{"overview": 5, "rows": 5, "blocked": 10}
 
 // render writes the page name with data, status code.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
 	c := whoOf(r)
 	p := page{Title: title, Enabled: h.auth.enabled(), CanAct: c.can(RoleOperator), Admin: c.can(RoleAdmin),
 		Signed: c.ok, User: c.user, Role: c.role.String(), CSRF: c.csrf,
-		Remaps: h.cfg.RequeueRejected != nil, Data: data}
+		Remaps: h.cfg.RequeueRejected != nil, Refresh: refreshEvery[name], Data: data}
 	var b strings.Builder
 	if err := h.pages[name].Execute(&b, p); err != nil {
 		h.log.Error().Err(err).Str("page", name).Msg("render page")
