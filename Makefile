@@ -84,7 +84,7 @@ fuzz-short:
 	$(GO) test -run='^$$' -fuzz='^FuzzEncodeHeaders$$' -fuzztime=50000x ./ingest/
 	$(GO) test -run='^$$' -fuzz='^FuzzWebhookVerify$$' -fuzztime=50000x ./ingest/
 	$(GO) test -run='^$$' -fuzz='^FuzzWebhookExtract$$' -fuzztime=50000x ./ingest/
-	$(GO) test -run='^$$' -fuzz='^FuzzParseRoutes$$' -fuzztime=50000x ./handlers/
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=50000x ./internal/opfiles/routesfile/
 	$(GO) test -run='^$$' -fuzz='^FuzzIdempotencyKey$$' -fuzztime=50000x ./handlers/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeHeaders$$' -fuzztime=50000x ./internal/engine/
 

@@ -2,6 +2,7 @@ package inboxd
 
 import (
 	"context"
+	"time"
 
 	"github.com/inboxd/inboxd/internal/driver"
 )
@@ -10,10 +11,17 @@ import (
 // of its own) in PauseRoute, ResumeRoute and PausedRoute.Route.
 const DefaultRoute = driver.DefaultRoute
 
-// PausedRoute is a route paused by an operator: Route (its event type, or
-// DefaultRoute), who paused it (PausedBy), when (PausedAt) and why
-// (Reason).
-type PausedRoute = driver.PausedRoute
+// PausedRoute is a route paused by an operator.
+type PausedRoute struct {
+	// Route is the route's event type, or DefaultRoute.
+	Route string
+	// PausedBy says who paused it (`inboxd route pause` writes $USER@host).
+	PausedBy string
+	// Reason says why.
+	Reason string
+	// PausedAt is when it was first paused.
+	PausedAt time.Time
+}
 
 // PauseRoute pauses route, an event type with a route of its own or
 // DefaultRoute, on every replica that shares the database: from their next
@@ -49,5 +57,13 @@ func (ib *Inboxd) ResumeRoute(ctx context.Context, route string) (bool, error) {
 
 // PausedRoutes lists the routes paused now, in route order.
 func (ib *Inboxd) PausedRoutes(ctx context.Context) ([]PausedRoute, error) {
-	return driver.PausedRoutes(ctx, ib.db)
+	list, err := driver.PausedRoutes(ctx, ib.db)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PausedRoute, len(list))
+	for i, p := range list {
+		out[i] = PausedRoute{Route: p.Route, PausedBy: p.PausedBy, Reason: p.Reason, PausedAt: p.PausedAt}
+	}
+	return out, nil
 }

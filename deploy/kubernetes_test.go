@@ -33,7 +33,7 @@ import (
 	psapolicy "k8s.io/pod-security-admission/policy"
 	"sigs.k8s.io/yaml"
 
-	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/opfiles/routesfile"
 )
 
 const (
@@ -811,7 +811,7 @@ func k8sCheckConsistency(t *testing.T, docs []k8sDoc) {
 		if !ok {
 			t.Fatalf("ConfigMap %s has no key %q", cm.Name, routes.key)
 		}
-		if _, err := handlers.ParseRoutes([]byte(data)); err != nil {
+		if _, err := routesfile.Parse([]byte(data)); err != nil {
 			t.Errorf("ConfigMap %s %s: %v", cm.Name, routes.key, err)
 		}
 		if pod.EnableServiceLinks == nil || *pod.EnableServiceLinks {

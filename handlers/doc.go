@@ -22,8 +22,9 @@
 // attempts are used up.
 //
 // Operators route event types to the built-in handlers with a YAML routes
-// file (INBOXD_ROUTES): LoadRoutes parses it and Routes.Register puts its
-// routes on a Registry, beside any handlers registered in Go. The http
+// file (INBOXD_ROUTES, docs/routes.md): the daemon parses it into Routes,
+// and Routes.Register puts them on a Registry, beside any handlers
+// registered in Go. The http
 // handler (NewHTTP) POSTs each payload with Idempotency-Key
 // "<source>/<event id>" (a route's idempotency_key: event_id, or
 // HTTPConfig.IdempotencyKey, sends the bare event id instead), and the event

@@ -105,21 +105,16 @@ func ExamplePermanent() {
 	// network down: retry with backoff: dial payment provider: connection refused
 }
 
-// Build the registry the daemon runs from a routes file (INBOXD_ROUTES).
-// Handlers registered in Go can sit beside the file's routes.
+// Build a registry from routes to the built-in handlers, as the daemon does
+// from its routes file (INBOXD_ROUTES). Handlers registered in Go can sit
+// beside them; a bad route is refused, naming its field.
 func ExampleNewRegistryFromRoutes() {
-	routes, err := handlers.ParseRoutes([]byte(`
-routes:
-  - type: order.created
-    handler: http
-    url: http://orders.internal/hooks/inbox
-    timeout: 10s
-  - type: order.audited
-    handler: ignore
-default: dead
-`))
-	if err != nil {
-		log.Fatal(err)
+	routes := &handlers.Routes{
+		Routes: []handlers.RouteConfig{
+			{Type: "order.created", Handler: handlers.HandlerHTTP, URL: "http://orders.internal/hooks/inbox", Timeout: 10 * time.Second},
+			{Type: "order.audited", Handler: handlers.HandlerIgnore},
+		},
+		Default: handlers.HandlerDead,
 	}
 	reg, err := handlers.NewRegistryFromRoutes(routes, handlers.RegisterOptions{MaxRetryAfter: 5 * time.Minute})
 	if err != nil {
@@ -130,16 +125,14 @@ default: dead
 	}
 	fmt.Println(reg.Types(), "event types routed")
 
-	_, err = handlers.ParseRoutes([]byte(`
-routes:
-  - type: order.created
-    handler: http
-    url: orders.internal/hooks/inbox
-`))
+	bad := &handlers.Routes{Routes: []handlers.RouteConfig{
+		{Type: "order.created", Handler: handlers.HandlerHTTP, URL: "orders.internal/hooks/inbox"},
+	}}
+	_, err = handlers.NewRegistryFromRoutes(bad, handlers.RegisterOptions{})
 	fmt.Println(err)
 	// Output:
 	// 3 event types routed
-	// routes file: route 1 (type "order.created"): url: must be an absolute http or https URL
+	// routes: route 1 (type "order.created"): url: must be an absolute http or https URL
 }
 
 // The http handler POSTs the payload with "<source>/<event id>" as the

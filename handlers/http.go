@@ -144,7 +144,7 @@ func escapeHeader(s string, reserved byte) string {
 // Content-Type taken from the event's content-type header (matched without
 // regard to case), or else application/json when the payload is valid JSON,
 // or else application/octet-stream. When OpenTelemetry's global propagator
-// is set (package tracing's Setup sets it when tracing is on), the request
+// is set (the daemon sets it when tracing is on), the request
 // also carries the trace context of the handler's context: traceparent and
 // tracestate (W3C Trace Context, and baggage when the context has some), so
 // the receiver's spans join the trace.
@@ -257,7 +257,7 @@ func (h *httpHandler) Handle(ctx context.Context, ev *Event) error {
 	req.Header.Set(HeaderSource, EscapeHeaderValue(ev.Source))
 	req.Header.Set(HeaderAttempt, strconv.Itoa(ev.Attempt))
 	// The trace context of ctx (traceparent, tracestate), as the global
-	// propagator writes it: nothing until one is set (tracing.Setup does).
+	// propagator writes it: nothing until one is set (the daemon sets one when tracing is on).
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 
 	resp, err := h.client.Do(req)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/opfiles/routesfile"
 )
 
 // Middleware runs in the order it was added, the first outermost, around
@@ -108,7 +109,7 @@ func TestRoutePolicies(t *testing.T) {
 		t.Errorf("negative concurrency: %v", err)
 	}
 
-	routes, err := handlers.ParseRoutes([]byte(`
+	routes, err := routesfile.Parse([]byte(`
 routes:
   - type: file.route
     handler: ignore
@@ -140,7 +141,7 @@ routes:
 // enqueues the route's job for the event in the row's transaction.
 func TestRiverRoute(t *testing.T) {
 	t.Parallel()
-	routes, err := handlers.ParseRoutes([]byte(`
+	routes, err := routesfile.Parse([]byte(`
 routes:
   - type: payment.captured
     handler: river

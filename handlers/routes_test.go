@@ -7,240 +7,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/opfiles"
+	"github.com/inboxd/inboxd/internal/opfiles/routesfile"
 )
-
-func TestLoadRoutesGood(t *testing.T) {
-	t.Parallel()
-	r, err := handlers.LoadRoutes("testdata/routes.good.yml")
-	if err != nil {
-		t.Fatalf("LoadRoutes: %v", err)
-	}
-	want := []handlers.RouteConfig{
-		{Type: "order.created", Handler: "http", URL: "http://orders.internal/hooks/inbox", Timeout: 2 * time.Second, IdempotencyKey: handlers.IdempotencyKeySourceEventID},
-		{Type: "order.paid", Handler: "http", URL: "https://user:secret@payments.internal:8443/inbox?token=abc", Timeout: handlers.DefaultHTTPTimeout, IdempotencyKey: handlers.IdempotencyKeyEventID},
-		{Type: "order.audited", Handler: "ignore"},
-		{Type: "order.broken", Handler: "dead"},
-	}
-	if !reflect.DeepEqual(r.Routes, want) {
-		t.Errorf("Routes = %+v\nwant     %+v", r.Routes, want)
-	}
-	if r.Default != handlers.HandlerIgnore {
-		t.Errorf("Default = %q, want ignore", r.Default)
-	}
-}
-
-func TestParseRoutesValid(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name        string
-		yaml        string
-		wantRoutes  []handlers.RouteConfig
-		wantDefault string
-	}{
-		{
-			name: "design example",
-			yaml: `
-routes:
-  - type: order.created
-    handler: http
-    url: http://orders.internal/hooks/inbox
-    timeout: 10s
-  - type: order.audited
-    handler: ignore        # processed, nothing done
-default: dead              # unmatched types: dead (default) or ignore
-`,
-			wantRoutes: []handlers.RouteConfig{
-				{Type: "order.created", Handler: "http", URL: "http://orders.internal/hooks/inbox", Timeout: 10 * time.Second},
-				{Type: "order.audited", Handler: "ignore"},
-			},
-			wantDefault: "dead",
-		},
-		{name: "default omitted", yaml: "routes:\n  - {type: a, handler: ignore}\n", wantRoutes: []handlers.RouteConfig{{Type: "a", Handler: "ignore"}}, wantDefault: "dead"},
-		{name: "default null", yaml: "routes: []\ndefault:\n", wantDefault: "dead"},
-		{name: "no routes", yaml: "routes: []\n", wantDefault: "dead"},
-		{name: "only default", yaml: "default: ignore\n", wantDefault: "ignore"},
-		{name: "routes null", yaml: "routes:\ndefault: ignore\n", wantDefault: "ignore"},
-		{
-			name: "timeout bounds",
-			yaml: "routes:\n  - {type: a, handler: http, url: 'https://h/x', timeout: 1ms}\n  - {type: b, handler: http, url: 'https://h/y', timeout: 10m}\n",
-			wantRoutes: []handlers.RouteConfig{
-				{Type: "a", Handler: "http", URL: "https://h/x", Timeout: time.Millisecond},
-				{Type: "b", Handler: "http", URL: "https://h/y", Timeout: 10 * time.Minute},
-			},
-			wantDefault: "dead",
-		},
-		{
-			name: "rate limit and breaker",
-			yaml: "routes:\n  - {type: a, handler: ignore, rate: 50/s}\n  - {type: b, handler: ignore, rate: 90/m, burst: 3, breaker: {failures: 5, cool_down: 30s}}\n  - {type: c, handler: ignore, rate: 0.5/s}\n",
-			wantRoutes: []handlers.RouteConfig{
-				{Type: "a", Handler: "ignore", Rate: 50},
-				{Type: "b", Handler: "ignore", Rate: 1.5, Burst: 3, Breaker: handlers.Breaker{Failures: 5, CoolDown: 30 * time.Second}},
-				{Type: "c", Handler: "ignore", Rate: 0.5},
-			},
-			wantDefault: "dead",
-		},
-		{
-			name:        "alias value",
-			yaml:        "routes:\n  - type: a\n    handler: http\n    url: &u http://h/hook\n  - type: b\n    handler: http\n    url: *u\n",
-			wantRoutes:  []handlers.RouteConfig{{Type: "a", Handler: "http", URL: "http://h/hook", Timeout: handlers.DefaultHTTPTimeout}, {Type: "b", Handler: "http", URL: "http://h/hook", Timeout: handlers.DefaultHTTPTimeout}},
-			wantDefault: "dead",
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			r, err := handlers.ParseRoutes([]byte(tt.yaml))
-			if err != nil {
-				t.Fatalf("ParseRoutes: %v", err)
-			}
-			if !reflect.DeepEqual(r.Routes, tt.wantRoutes) {
-				t.Errorf("Routes = %+v\nwant     %+v", r.Routes, tt.wantRoutes)
-			}
-			if r.Default != tt.wantDefault {
-				t.Errorf("Default = %q, want %q", r.Default, tt.wantDefault)
-			}
-		})
-	}
-}
-
-// badRoutes lists every testdata/*.bad.yml file with the lines of its
-// error, in order; each line must contain its entry.
-var badRoutes = []struct {
-	file string
-	want []string
-}{
-	{"missing_type.bad.yml", []string{"route 2: type: required"}},
-	{"empty_type.bad.yml", []string{"route 1: type: required"}},
-	{"duplicate_type.bad.yml", []string{`route 2 (type "order.created"): type: duplicate of route 1`}},
-	{"missing_handler.bad.yml", []string{`route 1 (type "order.created"): handler: required (http, ignore, dead or river)`}},
-	{"unknown_handler.bad.yml", []string{`route 1 (type "order.created"): handler: unknown handler "grpc" (want http, ignore, dead or river)`}},
-	{"http_without_url.bad.yml", []string{`route 1 (type "order.created"): url: required for handler http`}},
-	{"bad_url.bad.yml", []string{`route 2 (type "order.paid"): url: must be an absolute http or https URL`}},
-	{"bad_url_scheme.bad.yml", []string{`route 1 (type "order.created"): url: must be an absolute http or https URL`}},
-	{"url_on_ignore.bad.yml", []string{`route 1 (type "order.audited"): url: not allowed for handler ignore`}},
-	{"on_dead_unordered.bad.yml", []string{`route 1 (type "order.created"): on_dead: only for ordered routes (ordered: true)`}},
-	{"bad_concurrency.bad.yml", []string{`route 1 (type "order.created"): concurrency: must be at least 1, got 0`}},
-	{"river_without_kind.bad.yml", []string{`route 1 (type "payment.captured"): kind: required for handler river`}},
-	{"kind_on_http.bad.yml", []string{`route 1 (type "order.created"): kind: not allowed for handler http`}},
-	{"bad_ordered.bad.yml", []string{`route 1 (type "order.created"): ordered: must be true or false, not "yes please"`}},
-	{"bad_backoff.bad.yml", []string{`route 1 (type "order.created"): backoff_max: must be at least backoff_base`}},
-	{"bad_idempotency_key.bad.yml", []string{`route 1 (type "order.created"): idempotency_key: must be source_event_id or event_id, not "uuid"`}},
-	{"idempotency_key_on_ignore.bad.yml", []string{`route 1 (type "order.audited"): idempotency_key: not allowed for handler ignore`}},
-	{"bad_timeout.bad.yml", []string{`route 1 (type "order.created"): timeout: "10" is not a Go duration such as 10s or 1m30s`}},
-	{"zero_timeout.bad.yml", []string{`route 1 (type "order.created"): timeout: must be greater than 0`}},
-	{"long_timeout.bad.yml", []string{`route 1 (type "order.created"): timeout: must be at most 10m0s`}},
-	{"unknown_field.bad.yml", []string{
-		`route 1 (type "order.created"): unknown field "urll" (want type, handler, url, timeout, idempotency_key, concurrency, max_attempts, backoff_base, backoff_max, ordered, on_dead, kind, queue, priority, rate, burst, breaker)`,
-		`route 1 (type "order.created"): url: required for handler http`,
-	}},
-	{"bad_rate.bad.yml", []string{
-		`route 1 (type "a"): rate: "50" is not a rate such as 50/s or 3000/m`,
-		`route 2 (type "b"): rate: must be greater than 0, got "0/s"`,
-		`route 3 (type "c"): rate: "5/h" is not a rate such as 50/s or 3000/m`,
-		`route 4 (type "d"): rate: must be at most 1000000/s, got "2000000/s"`,
-	}},
-	{"burst_without_rate.bad.yml", []string{
-		`route 1 (type "a"): burst: only with a rate`,
-		`route 2 (type "b"): burst: must be at least 1, got 0`,
-	}},
-	{"bad_breaker.bad.yml", []string{
-		`route 1 (type "a"): breaker: cool_down: required`,
-		`route 2 (type "b"): breaker: failures: must be between 1 and 1000000, got 0`,
-		`route 3 (type "c"): breaker: unknown field "cooldown" (want failures, cool_down)`,
-		`route 3 (type "c"): breaker: cool_down: required`,
-		`route 4 (type "d"): breaker: must be a mapping with failures and cool_down`,
-		`route 5 (type "e"): breaker: cool_down: "30" is not a Go duration such as 30s or 1m`,
-	}},
-	{"unknown_top_field.bad.yml", []string{`line 2: unknown field "defaults" (want routes, default)`}},
-	{"duplicate_top_key.bad.yml", []string{
-		`line 4: unknown field "x\ny" (want routes, default)`,
-		`line 5: routes: given twice`,
-		`line 6: "x\ny": given twice`,
-	}},
-	{"bad_default.bad.yml", []string{`default: must be dead or ignore, not "http"`}},
-	{"empty.bad.yml", []string{"file is empty"}},
-	{"routes_not_list.bad.yml", []string{"line 2: routes: must be a list"}},
-	{"route_not_mapping.bad.yml", []string{"route 1: must be a mapping with type, handler, url, timeout, idempotency_key"}},
-	{"type_not_string.bad.yml", []string{"route 1: type: must be a string"}},
-	{"top_not_mapping.bad.yml", []string{"line 1: want a mapping with routes and default"}},
-	{"two_documents.bad.yml", []string{"line 2: more than one YAML document"}},
-	{"syntax.bad.yml", []string{"yaml: line"}},
-	{"multiple.bad.yml", []string{
-		`route 1 (type "order.created"): url: must be an absolute http or https URL`,
-		`route 1 (type "order.created"): timeout: "forever" is not a Go duration`,
-		`route 2 (type "order.created"): type: duplicate of route 1`,
-		`route 3: type: required`,
-		`route 3: handler: unknown handler "carrier-pigeon"`,
-		`default: must be dead or ignore, not "maybe"`,
-	}},
-}
-
-func TestLoadRoutesBad(t *testing.T) {
-	t.Parallel()
-	for _, tt := range badRoutes {
-		t.Run(tt.file, func(t *testing.T) {
-			t.Parallel()
-			path := filepath.Join("testdata", tt.file)
-			r, err := handlers.LoadRoutes(path)
-			if err == nil {
-				t.Fatalf("LoadRoutes(%s) = %+v, want an error", path, r)
-			}
-			lines := strings.Split(err.Error(), "\n")
-			if len(lines) != len(tt.want) {
-				t.Fatalf("error has %d lines, want %d:\n%v", len(lines), len(tt.want), err)
-			}
-			for i, line := range lines {
-				if !strings.HasPrefix(line, path+": ") {
-					t.Errorf("line %d %q does not start with the file name", i+1, line)
-				}
-				if !strings.Contains(line, tt.want[i]) {
-					t.Errorf("line %d %q does not contain %q", i+1, line, tt.want[i])
-				}
-			}
-		})
-	}
-}
-
-// TestLoadRoutesBadFilesCovered keeps badRoutes in step with testdata:
-// every *.bad.yml file must be listed there.
-func TestLoadRoutesBadFilesCovered(t *testing.T) {
-	t.Parallel()
-	files, err := filepath.Glob("testdata/*.bad.yml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("glob: %v, %d files", err, len(files))
-	}
-	listed := make(map[string]bool)
-	for _, tt := range badRoutes {
-		listed[tt.file] = true
-	}
-	for _, f := range files {
-		if !listed[filepath.Base(f)] {
-			t.Errorf("%s is not listed in badRoutes", f)
-		}
-	}
-}
-
-func TestLoadRoutesMissingFile(t *testing.T) {
-	t.Parallel()
-	_, err := handlers.LoadRoutes(filepath.Join(t.TempDir(), "nope.yaml"))
-	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "nope.yaml") {
-		t.Fatalf("LoadRoutes: %v, want a not-exist error naming the file", err)
-	}
-}
-
-func TestParseRoutesNamesNoFile(t *testing.T) {
-	t.Parallel()
-	_, err := handlers.ParseRoutes([]byte("default: nope\n"))
-	if err == nil || err.Error() != `routes file: default: must be dead or ignore, not "nope"` {
-		t.Fatalf("ParseRoutes: %v", err)
-	}
-}
 
 func TestRoutesRegister(t *testing.T) {
 	t.Parallel()
@@ -266,7 +40,7 @@ routes:
 			if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			routes, err := handlers.LoadRoutes(path)
+			routes, err := routesfile.Load(path)
 			if err != nil {
 				t.Fatalf("LoadRoutes: %v", err)
 			}
@@ -324,7 +98,7 @@ routes:
 
 func TestRoutesRegisterAllOrNothing(t *testing.T) {
 	t.Parallel()
-	routes, err := handlers.ParseRoutes([]byte(`
+	routes, err := routesfile.Parse([]byte(`
 routes:
   - {type: a, handler: ignore}
   - {type: b, handler: ignore}
@@ -427,7 +201,7 @@ func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { re
 func TestRoutesIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	b := setupHTTP(t, handlers.HTTPConfig{}, status(http.StatusOK, ""))
-	routes, err := handlers.ParseRoutes([]byte(fmt.Sprintf(`
+	routes, err := routesfile.Parse([]byte(fmt.Sprintf(`
 routes:
   - {type: a, handler: http, url: %[1]q}
   - {type: b, handler: http, url: %[1]q, idempotency_key: source_event_id}
@@ -452,50 +226,8 @@ routes:
 	}
 }
 
-// Reproduction from the reliability report: a 50 MB routes file sent on
-// SIGHUP took the daemon from 32 MB to 2.7 GB and wrote a 207 MB log line.
-// The file is refused by its size before it is read (here a sparse 64 MiB
-// file: no error but the size), a file at the limit still loads, and one
-// byte more is refused.
-func TestRoutesFileIsBoundedInSize(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	huge := filepath.Join(dir, "huge.yaml")
-	if err := os.WriteFile(huge, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(huge, 64<<20); err != nil {
-		t.Fatal(err)
-	}
-	_, err := handlers.LoadRoutes(huge)
-	want := fmt.Sprintf("%s: file of %d bytes is larger than the limit of %d bytes", huge, 64<<20, handlers.MaxRoutesFileBytes)
-	if err == nil || err.Error() != want {
-		t.Fatalf("LoadRoutes of a 64 MiB file: %v\nwant: %s", err, want)
-	}
-
-	valid := "routes:\n  - type: a\n    handler: ignore\ndefault: dead\n"
-	padded := valid + strings.Repeat("#", handlers.MaxRoutesFileBytes-len(valid)-1) + "\n"
-	atLimit := filepath.Join(dir, "at-limit.yaml")
-	if err := os.WriteFile(atLimit, []byte(padded), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if r, err := handlers.LoadRoutes(atLimit); err != nil || len(r.Routes) != 1 {
-		t.Fatalf("LoadRoutes of a file of exactly %d bytes: %v", handlers.MaxRoutesFileBytes, err)
-	}
-	over := filepath.Join(dir, "over.yaml")
-	if err := os.WriteFile(over, []byte(padded+"#"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := handlers.LoadRoutes(over); err == nil || !strings.Contains(err.Error(), "larger than the limit") {
-		t.Fatalf("LoadRoutes of a file one byte over the limit: %v, want it refused", err)
-	}
-	if _, err := handlers.ParseRoutes([]byte(padded + "#")); err == nil || !strings.Contains(err.Error(), "larger than the limit") {
-		t.Fatalf("ParseRoutes of content one byte over the limit: %v, want it refused", err)
-	}
-}
-
 // A file of thousands of bad routes reports the first
-// handlers.MaxReportedErrors errors and a count of the rest, not one line
+// opfiles.MaxReported errors and a count of the rest, not one line
 // per error (the same for Register's errors).
 func TestRoutesErrorsAreBounded(t *testing.T) {
 	t.Parallel()
@@ -509,18 +241,18 @@ func TestRoutesErrorsAreBounded(t *testing.T) {
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := handlers.LoadRoutes(path)
+	_, err := routesfile.Load(path)
 	if err == nil {
 		t.Fatal("LoadRoutes of 5,000 bad routes: no error")
 	}
 	lines := strings.Split(err.Error(), "\n")
-	if len(lines) != handlers.MaxReportedErrors+1 {
-		t.Fatalf("error of %d lines (%d bytes), want %d", len(lines), len(err.Error()), handlers.MaxReportedErrors+1)
+	if len(lines) != opfiles.MaxReported+1 {
+		t.Fatalf("error of %d lines (%d bytes), want %d", len(lines), len(err.Error()), opfiles.MaxReported+1)
 	}
 	if !strings.Contains(lines[0], `route 1 (type "t0"): handler: unknown handler "teleport"`) {
 		t.Errorf("first line %q does not name the first bad route", lines[0])
 	}
-	if want := fmt.Sprintf("%s: and %d more errors", path, n-handlers.MaxReportedErrors); lines[len(lines)-1] != want {
+	if want := fmt.Sprintf("%s: and %d more errors", path, n-opfiles.MaxReported); lines[len(lines)-1] != want {
 		t.Errorf("last line %q, want %q", lines[len(lines)-1], want)
 	}
 
@@ -532,8 +264,8 @@ func TestRoutesErrorsAreBounded(t *testing.T) {
 	if err == nil {
 		t.Fatal("Register of 5,000 bad routes: no error")
 	}
-	if lines := strings.Split(err.Error(), "\n"); len(lines) != handlers.MaxReportedErrors+1 ||
-		!strings.HasSuffix(lines[len(lines)-1], fmt.Sprintf("and %d more errors", n-handlers.MaxReportedErrors)) {
+	if lines := strings.Split(err.Error(), "\n"); len(lines) != opfiles.MaxReported+1 ||
+		!strings.HasSuffix(lines[len(lines)-1], fmt.Sprintf("and %d more errors", n-opfiles.MaxReported)) {
 		t.Errorf("Register: error of %d lines, last %q", len(lines), lines[len(lines)-1])
 	}
 }

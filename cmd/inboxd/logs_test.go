@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -163,5 +164,32 @@ func TestSecondSignalLineIsJSON(t *testing.T) {
 	lines := logLines(t, "two signals", d.Logs())
 	if s := withMessage(lines, "second signal: exiting at once, rows still held return when their leases expire"); len(s) != 1 {
 		t.Errorf("the second signal's line: %v", s)
+	}
+}
+
+// With INBOXD_LOG_FORMAT=text every line of `inboxd run` is zerolog's human
+// format (time, level, message, fields), without colour codes when the
+// output is not a terminal, and none is JSON or the old plain
+// "inboxd: …" lines: the warning written before the configuration is
+// read, the start-up line, the signal and the shutdown.
+func TestTextLogFormat(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	d := startDaemon(t, "INBOXD_DATABASE_URL="+db.URL, "INBOXD_ROUTES="+writeRoutes(t, "default: ignore\n"),
+		"INBOXD_LOG_FORMAT=text", "INBOXD_ROUTE=typo.yaml", "INBOXD_LEASE=45s")
+	if code := terminate(t, d, 30*time.Second); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d, want 0", code)
+	}
+	line := regexp.MustCompile(`^\d\d:\d\d:\d\d (TRC|DBG|INF|WRN|ERR|FTL) \S`)
+	out := strings.TrimRight(d.Logs(), "\n")
+	for i, l := range strings.Split(out, "\n") {
+		if !line.MatchString(l) || strings.Contains(l, "\x1b[") {
+			t.Errorf("line %d is not the text format (time, level, message; no colour codes): %q", i+1, l)
+		}
+	}
+	for _, want := range []string{"WRN INBOXD_ROUTE is not an inboxd variable", "INF starting", "lease=45s", "INF stopped"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the text log does not say %q:\n%s", want, out)
+		}
 	}
 }

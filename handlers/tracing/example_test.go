@@ -4,10 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -20,8 +16,8 @@ import (
 // Trace every handler of a registry. The event carries the producer's
 // trace context in its Kafka headers, so the attempt's span joins the
 // producer's trace, and the handler's own span is a child of the attempt's.
-// Here the spans go to an in-memory exporter; a daemon gets its provider
-// from Setup.
+// Here the spans go to an in-memory exporter; a program gets its provider
+// from its OpenTelemetry set-up (the daemon's reads the OTEL_* variables).
 func ExampleMiddleware() {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
@@ -71,30 +67,4 @@ func ExampleMiddleware() {
 	//   inboxd.error.permanent=true
 	//   error.type=permanent
 	// reserve stock is a child of the attempt: true
-}
-
-// A daemon's wiring: Setup reads the OTEL_* environment (tracing is off
-// unless an OTLP endpoint is set), the middleware goes on the registry, and
-// shutdown flushes the last spans at exit, bounded.
-func ExampleSetup() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-
-	tp, shutdown, err := tracing.Setup(ctx, "inboxd", tracing.ServiceVersion("v1.2.3"),
-		tracing.OnError(func(err error) { log.Printf("tracing: %v", err) }))
-	if err != nil {
-		log.Print(err)
-		os.Exit(2)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := shutdown(ctx); err != nil {
-			log.Printf("tracing: shutdown: %v", err)
-		}
-	}()
-
-	reg := handlers.NewRegistry()
-	reg.Use(tracing.Middleware(tp, tracing.KafkaTopics("orders")))
-	// … register handlers, run the daemon with reg.
 }

@@ -11,13 +11,12 @@
 // the span's status to Error and records the error, and a permanent one is
 // marked with inboxd.error.permanent. The handler's context carries the span:
 // handler code starts child spans from it, and the built-in http handler
-// sends it on in a traceparent header when a global propagator is set (Setup
-// sets one).
+// sends it on in a traceparent header when a global propagator is set.
 //
-// Setup builds the tracer provider from the standard OTEL_* environment
-// variables: an SDK provider exporting with OTLP (gRPC or HTTP) in batches
-// when an OTLP endpoint is configured, otherwise a no-op provider, with which
-// Middleware adds nothing at all to a handler.
+// The package reads no environment: the program passes its tracer provider
+// to Middleware (the inboxd daemon builds its own from the standard OTEL_*
+// variables; with a no-op provider Middleware adds nothing at all to a
+// handler).
 package tracing
 
 import (
@@ -127,7 +126,7 @@ func Propagator(p propagation.TextMapPropagator) Option {
 // nil); see the package documentation for the span. The span ends when the
 // handler returns, or panics (the panic is recorded and goes on).
 //
-// With a no-op provider (noop.TracerProvider, what Setup returns when
+// With a no-op provider (noop.TracerProvider, what the daemon uses when
 // tracing is off) the middleware returns each handler unchanged: no span, no
 // header parsing, no cost.
 //

@@ -332,7 +332,7 @@ func TestHandlerSpanIsChild(t *testing.T) {
 	tp, exp := newProvider(t)
 	h := handlers.Chain(handlers.HandlerFunc(func(ctx context.Context, ev *handlers.Event) error {
 		// Handler code gets its tracer from the span in its context (or
-		// from otel.Tracer once Setup made the provider global).
+		// from otel.Tracer once the set-up made the provider global).
 		tr := trace.SpanFromContext(ctx).TracerProvider().Tracer("orders-service")
 		_, child := tr.Start(ctx, "reserve stock")
 		child.End()

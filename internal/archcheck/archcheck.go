@@ -5,6 +5,7 @@
 package archcheck
 
 import (
+	"fmt"
 	"go/ast"
 	"go/build"
 	"go/doc"
@@ -120,4 +121,156 @@ func receiverName(e ast.Expr) string {
 		return id.Name
 	}
 	return ""
+}
+
+// InternalInAPI lists where the exported API of the package in dir (its
+// exported funcs, the exported methods of its exported types, the types
+// themselves with their exported fields and interface methods, and the
+// declared types of its exported vars and consts) names a type of a
+// package under internal/: an embedder could hold such a value but never
+// name its type. Each entry is "file:line: Decl uses pkg.Name".
+func InternalInAPI(dir string) ([]string, error) {
+	bp, err := build.ImportDir(dir, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, name := range bp.GoFiles {
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		internal := map[string]string{} // import name → path, for internal packages
+		for _, imp := range f.Imports {
+			path := strings.Trim(imp.Path.Value, `"`)
+			if !strings.Contains("/"+path+"/", "/internal/") {
+				continue
+			}
+			local := path[strings.LastIndex(path, "/")+1:]
+			if imp.Name != nil {
+				local = imp.Name.Name
+			}
+			internal[local] = path
+		}
+		if len(internal) == 0 {
+			continue
+		}
+		check := func(decl string, e ast.Node) {
+			if e == nil {
+				return
+			}
+			ast.Inspect(e, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if id, ok := sel.X.(*ast.Ident); ok && internal[id.Name] != "" {
+					out = append(out, fmt.Sprintf("%s:%d: %s uses %s.%s", name, fset.Position(sel.Pos()).Line, decl, id.Name, sel.Sel.Name))
+				}
+				return false
+			})
+		}
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if !d.Name.IsExported() {
+					continue
+				}
+				decl := d.Name.Name
+				if d.Recv != nil && len(d.Recv.List) == 1 {
+					recv := receiverName(d.Recv.List[0].Type)
+					if !ast.IsExported(recv) {
+						continue
+					}
+					decl = recv + "." + decl
+				}
+				check(decl, d.Type)
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					switch s := s.(type) {
+					case *ast.TypeSpec:
+						if !s.Name.IsExported() {
+							continue
+						}
+						if s.TypeParams != nil {
+							check(s.Name.Name, s.TypeParams)
+						}
+						checkTypeExpr(s.Name.Name, s.Type, check)
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							if n.IsExported() {
+								check(n.Name, s.Type)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// checkTypeExpr checks the part of a declared type an embedder sees: a
+// struct's exported fields (and embedded types, whose methods it gets), an
+// interface's methods, anything else whole.
+func checkTypeExpr(decl string, e ast.Expr, check func(string, ast.Node)) {
+	switch t := e.(type) {
+	case *ast.StructType:
+		for _, fld := range t.Fields.List {
+			if len(fld.Names) == 0 {
+				check(decl, fld.Type) // embedded: its exported methods are promoted
+				continue
+			}
+			for _, n := range fld.Names {
+				if n.IsExported() {
+					check(decl+"."+n.Name, fld.Type)
+				}
+			}
+		}
+	case *ast.InterfaceType:
+		for _, m := range t.Methods.List {
+			check(decl, m.Type)
+		}
+	default:
+		check(decl, e)
+	}
+}
+
+// Inits lists the non-test Go files below root (relative, with slashes)
+// that declare a func init(), skipping testdata, node_modules and hidden
+// directories.
+func Inits(root string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (name == "testdata" || name == "node_modules" || strings.HasPrefix(name, ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			if fd, ok := decl.(*ast.FuncDecl); ok && fd.Recv == nil && fd.Name.Name == "init" {
+				rel, err := filepath.Rel(root, path)
+				if err != nil {
+					return err
+				}
+				out = append(out, filepath.ToSlash(rel))
+				break
+			}
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out, err
 }

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/inboxd/inboxd/config"
-	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/opfiles/routesfile"
 )
 
 // routeCommands are `inboxd route pause|resume|list`: an operator's
@@ -72,7 +72,7 @@ func warnUnrouted(cfg config.Config, stderr io.Writer, route string) {
 	if cfg.Routes == "" || route == driver.DefaultRoute {
 		return
 	}
-	r, err := handlers.LoadRoutes(cfg.Routes)
+	r, err := routesfile.Load(cfg.Routes)
 	if err != nil {
 		return
 	}

@@ -51,8 +51,9 @@ func buildLogger(format, level string, w io.Writer) zerolog.Logger {
 	if err != nil || level == "" {
 		lvl = zerolog.InfoLevel
 	}
-	if config.LogText(format, isTerminal(w)) {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	if tty := isTerminal(w); config.LogText(format, tty) {
+		// Colours only on a terminal: a file or a pipe gets plain text.
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !tty}
 	}
 	host, _ := os.Hostname()
 	return zerolog.New(w).Level(lvl).With().Timestamp().Str("host", host).Logger()

@@ -18,6 +18,8 @@ import (
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/handlers/riverjob"
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/opfiles"
+	"github.com/inboxd/inboxd/internal/opfiles/routesfile"
 )
 
 // registryBuilder builds the daemon's handler registry, at start and again
@@ -56,7 +58,7 @@ func (b registryBuilder) build(ctx context.Context) (*handlers.Registry, error) 
 	if cfg.Routes == "" {
 		return reg, nil
 	}
-	routes, err := handlers.LoadRoutes(cfg.Routes)
+	routes, err := routesfile.Load(cfg.Routes)
 	if err != nil {
 		return nil, fmt.Errorf("INBOXD_ROUTES: %w", err)
 	}
@@ -90,11 +92,11 @@ func riverInserter(ctx context.Context, path string, routes *handlers.Routes, db
 			continue
 		}
 		for _, line := range strings.Split(err.Error(), "\n") {
-			errs = append(errs, fmt.Errorf("%s: route %d (type %q): %s", path, i+1, rc.Type, line))
+			errs = append(errs, fmt.Errorf("%s: %s: %s", path, opfiles.RouteLabel(i+1, rc.Type), line))
 		}
 	}
 	if len(errs) > 0 {
-		return nil, handlers.JoinErrors(path, errs)
+		return nil, opfiles.Join(path, errs)
 	}
 	cctx, cancel := context.WithTimeout(ctx, riverSchemaCheckTimeout)
 	defer cancel()

@@ -11,19 +11,20 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/config"
-	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/opfiles"
+	"github.com/inboxd/inboxd/internal/opfiles/routesfile"
 )
 
 // The registry is built by the same code at start and on every SIGHUP: a
-// routes file over handlers.MaxRoutesFileBytes is refused by its size, and
+// routes file over routesfile.MaxBytes is refused by its size, and
 // a file of thousands of bad routes gives an error of
-// handlers.MaxReportedErrors lines and a count, not a line per route (a
+// opfiles.MaxReported lines and a count, not a line per route (a
 // 50 MB file once made a 207 MB log line on SIGHUP).
 func TestRoutesFileIsBoundedAtStartAndOnReload(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	huge := filepath.Join(dir, "huge.yaml")
-	if err := os.WriteFile(huge, []byte(strings.Repeat("# padding\n", handlers.MaxRoutesFileBytes/10+1)), 0o600); err != nil {
+	if err := os.WriteFile(huge, []byte(strings.Repeat("# padding\n", routesfile.MaxBytes/10+1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	b := registryBuilder{cfg: config.Config{Routes: huge}, log: zerolog.Nop()}
@@ -46,7 +47,7 @@ func TestRoutesFileIsBoundedAtStartAndOnReload(t *testing.T) {
 		t.Fatal("build with 3,000 bad routes: no error")
 	}
 	lines := strings.Split(err.Error(), "\n")
-	if len(lines) != handlers.MaxReportedErrors+1 || !strings.HasSuffix(lines[len(lines)-1], fmt.Sprintf("and %d more errors", 3000-handlers.MaxReportedErrors)) {
+	if len(lines) != opfiles.MaxReported+1 || !strings.HasSuffix(lines[len(lines)-1], fmt.Sprintf("and %d more errors", 3000-opfiles.MaxReported)) {
 		t.Errorf("build: error of %d lines (%d bytes), last %q", len(lines), len(err.Error()), lines[len(lines)-1])
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/handlers/tracing"
+	"github.com/inboxd/inboxd/internal/otelenv"
 )
 
 // startTracing sets up OpenTelemetry from the standard OTEL_* variables
@@ -17,9 +18,9 @@ import (
 // still buffered at exit, within a second (the shutdown bound holds).
 func startTracing(ctx context.Context, cfg config.Config, log zerolog.Logger) (handlers.Middleware, func(), error) {
 	tlog := log.With().Str("component", "tracing").Logger()
-	tp, shutdown, err := tracing.Setup(ctx, "inboxd",
-		tracing.ServiceVersion(versionString()),
-		tracing.OnError(func(err error) { tlog.Warn().Err(err).Msg("opentelemetry") }))
+	tp, shutdown, err := otelenv.Setup(ctx, "inboxd",
+		otelenv.ServiceVersion(versionString()),
+		otelenv.OnError(func(err error) { tlog.Warn().Err(err).Msg("opentelemetry") }))
 	if err != nil {
 		return nil, nil, err
 	}

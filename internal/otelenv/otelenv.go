@@ -1,4 +1,9 @@
-package tracing
+// Package otelenv sets up OpenTelemetry's tracing for the daemon from the
+// standard OTEL_* environment variables (Setup): the daemon's wiring, kept
+// out of handlers/tracing so that an embedder's program, which brings its
+// own tracer provider to tracing.Middleware, links no OTLP exporter and
+// reads no environment.
+package otelenv
 
 import (
 	"context"
@@ -71,7 +76,7 @@ func OnError(f func(error)) SetupOption {
 // and OnError's function, if given, otel's error handler.
 //
 // Otherwise tp is a no-op provider, shutdown does nothing, and the globals
-// are left alone. With it Middleware adds nothing to a handler.
+// are left alone. With it tracing.Middleware adds nothing to a handler.
 //
 // Call shutdown once, at exit, with a context that bounds it: it exports
 // the spans still buffered, and gives up when ctx ends. Setup itself does

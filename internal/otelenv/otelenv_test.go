@@ -1,4 +1,4 @@
-package tracing_test
+package otelenv_test
 
 import (
 	"compress/gzip"
@@ -24,6 +24,7 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/handlers/tracing"
+	"github.com/inboxd/inboxd/internal/otelenv"
 )
 
 // otelEnv are the variables Setup and the SDK read; each test starts with
@@ -81,7 +82,7 @@ func TestSetupOff(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cleanEnv(t, env)
 			before := otel.GetTracerProvider()
-			tp, shutdown, err := tracing.Setup(context.Background(), "inboxd")
+			tp, shutdown, err := otelenv.Setup(context.Background(), "inboxd")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +113,7 @@ func TestSetupConfigErrors(t *testing.T) {
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			cleanEnv(t, tc.env)
-			_, _, err := tracing.Setup(context.Background(), "inboxd")
+			_, _, err := otelenv.Setup(context.Background(), "inboxd")
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want %q", err, tc.want)
 			}
@@ -131,7 +132,7 @@ func TestSetupShutdownNothingListening(t *testing.T) {
 				"OTEL_EXPORTER_OTLP_PROTOCOL": proto,
 			})
 			errs := make(chan error, 100)
-			tp, shutdown, err := tracing.Setup(context.Background(), "inboxd", tracing.OnError(func(err error) {
+			tp, shutdown, err := otelenv.Setup(context.Background(), "inboxd", otelenv.OnError(func(err error) {
 				select {
 				case errs <- err:
 				default:
@@ -176,12 +177,20 @@ func TestSetupShutdownNothingListening(t *testing.T) {
 	}
 }
 
+// A W3C trace context as a producer would put it in the Kafka headers.
+const (
+	traceID     = "4bf92f3577b34da6a3ce929d0e0e4736"
+	parentID    = "00f067aa0ba902b7"
+	traceparent = "00-" + traceID + "-" + parentID + "-01"
+)
+
 // runTraced runs one event with a traceparent through the middleware on
 // tp and shuts tp down, which exports the span.
 func runTraced(t *testing.T, tp trace.TracerProvider, shutdown func(context.Context) error) {
 	t.Helper()
 	h := handlers.Chain(handlers.Ignore(), tracing.Middleware(tp, tracing.KafkaTopics("orders")))
-	if err := h.Handle(context.Background(), event(map[string]string{"traceparent": traceparent})); err != nil {
+	if err := h.Handle(context.Background(), &handlers.Event{ID: 42, Source: "orders", EventID: "evt-1", EventType: "order.created",
+		Payload: []byte(`{"sku":"A-1"}`), Headers: map[string]string{"traceparent": traceparent}, Attempt: 3}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -288,7 +297,7 @@ func TestSetupExportsOverHTTP(t *testing.T) {
 	t.Run("OTEL_EXPORTER_OTLP_ENDPOINT", func(t *testing.T) {
 		url, received := otlpHTTP(t, "/v1/traces")
 		cleanEnv(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": url})
-		tp, shutdown, err := tracing.Setup(context.Background(), "inboxd", tracing.ServiceVersion("v1.2.3"))
+		tp, shutdown, err := otelenv.Setup(context.Background(), "inboxd", otelenv.ServiceVersion("v1.2.3"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -304,7 +313,7 @@ func TestSetupExportsOverHTTP(t *testing.T) {
 			"OTEL_EXPORTER_OTLP_COMPRESSION":     "gzip",
 			"OTEL_SERVICE_NAME":                  "inboxd-eu",
 		})
-		tp, shutdown, err := tracing.Setup(context.Background(), "inboxd", tracing.ServiceVersion("v1.2.3"))
+		tp, shutdown, err := otelenv.Setup(context.Background(), "inboxd", otelenv.ServiceVersion("v1.2.3"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -339,7 +348,7 @@ func TestSetupExportsOverGRPC(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + ln.Addr().String(), // http: plaintext
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
 	})
-	tp, shutdown, err := tracing.Setup(context.Background(), "inboxd", tracing.ServiceVersion("v2.0.0"))
+	tp, shutdown, err := otelenv.Setup(context.Background(), "inboxd", otelenv.ServiceVersion("v2.0.0"))
 	if err != nil {
 		t.Fatal(err)
 	}

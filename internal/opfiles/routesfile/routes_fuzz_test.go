@@ -1,4 +1,4 @@
-package handlers_test
+package routesfile_test
 
 import (
 	"os"
@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/opfiles/routesfile"
 )
 
-// FuzzParseRoutes checks that ParseRoutes never panics and either returns an
+// FuzzParse checks that Parse never panics and either returns an
 // error every line of which names the file, or routes that each have a type,
 // a known handler and the fields that handler allows, and that register on a
 // fresh Registry without error.
-func FuzzParseRoutes(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	files, err := filepath.Glob("testdata/*.yml")
 	if err != nil {
 		f.Fatal(err)
@@ -49,10 +50,10 @@ func FuzzParseRoutes(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := handlers.ParseRoutes(data)
+		r, err := routesfile.Parse(data)
 		if err != nil {
 			if r != nil {
-				t.Fatalf("ParseRoutes returned routes and an error: %v", err)
+				t.Fatalf("Parse returned routes and an error: %v", err)
 			}
 			for _, line := range strings.Split(err.Error(), "\n") {
 				if !strings.HasPrefix(line, "routes file: ") {
