@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -14,6 +13,8 @@ import (
 	"unicode"
 
 	"github.com/rs/zerolog"
+
+	"github.com/inboxd/inboxd/internal/opfiles"
 )
 
 // Role is what an operator may do in the console; each role may do what
@@ -80,7 +81,7 @@ type userSet struct {
 // where hash is HashToken's form or "-" (the trusted proxy's users); blank
 // lines and lines starting with # are skipped. Every bad line is an error
 // naming it.
-func parseUsers(b []byte) (userSet, error) {
+func parseUsers(name string, b []byte) (userSet, error) {
 	s := userSet{byName: map[string]user{}, byHash: map[[32]byte]user{}}
 	var errs []error
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -91,17 +92,17 @@ func parseUsers(b []byte) (userSet, error) {
 		}
 		f := strings.Fields(line)
 		if len(f) != 3 {
-			errs = append(errs, fmt.Errorf("line %d: want three fields, name role sha256:<hex> (or - for the proxy's users), got %d", n, len(f)))
+			errs = append(errs, opfiles.Errorf(name, n, "want three fields, name role sha256:<hex> (or - for the proxy's users), got %d", len(f)))
 			continue
 		}
 		u := user{name: f[0]}
 		if !validName(u.name) {
-			errs = append(errs, fmt.Errorf("line %d: name %q: letters, digits and . _ @ + - only", n, u.name))
+			errs = append(errs, opfiles.Errorf(name, n, "name %q: letters, digits and . _ @ + - only", u.name))
 			continue
 		}
 		var err error
 		if u.role, err = ParseRole(f[1]); err != nil {
-			errs = append(errs, fmt.Errorf("line %d: %w", n, err))
+			errs = append(errs, opfiles.Errorf(name, n, "%v", err))
 			continue
 		}
 		if f[2] == "-" {
@@ -110,17 +111,17 @@ func parseUsers(b []byte) (userSet, error) {
 			hx, ok := strings.CutPrefix(f[2], "sha256:")
 			raw, herr := hex.DecodeString(hx)
 			if !ok || herr != nil || len(raw) != 32 {
-				errs = append(errs, fmt.Errorf("line %d: the token's hash must be sha256:<64 hex digits> (the sha256sum of the token) or -", n))
+				errs = append(errs, opfiles.Errorf(name, n, "the token's hash must be sha256:<64 hex digits> (the sha256sum of the token) or -"))
 				continue
 			}
 			copy(u.hash[:], raw)
 			if o, dup := s.byHash[u.hash]; dup {
-				errs = append(errs, fmt.Errorf("line %d: %s has the token of %s: every operator needs their own", n, u.name, o.name))
+				errs = append(errs, opfiles.Errorf(name, n, "%s has the token of %s: every operator needs their own", u.name, o.name))
 				continue
 			}
 		}
 		if _, dup := s.byName[u.name]; dup {
-			errs = append(errs, fmt.Errorf("line %d: %s is named twice", n, u.name))
+			errs = append(errs, opfiles.Errorf(name, n, "%s is named twice", u.name))
 			continue
 		}
 		s.byName[u.name] = u
@@ -131,7 +132,7 @@ func parseUsers(b []byte) (userSet, error) {
 	if err := sc.Err(); err != nil {
 		errs = append(errs, err)
 	}
-	return s, errors.Join(errs...)
+	return s, opfiles.Join(name, errs)
 }
 
 // validName reports whether name may name an operator: it shows in pages,
@@ -147,6 +148,10 @@ func validName(name string) bool {
 	}
 	return true
 }
+
+// maxUsersBytes caps the users file: a line per operator, a few thousand
+// operators.
+const maxUsersBytes = 1 << 20
 
 // usersCheckEvery is how often the users file is looked at for a change:
 // a rotated token or a new operator counts from the next check on, no
@@ -172,14 +177,14 @@ func loadUsers(path string, now func() time.Time, log zerolog.Logger) (*usersFil
 	f := &usersFile{path: path, log: log, now: now}
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("users file: %w", err)
+		return nil, err
 	}
-	b, err := os.ReadFile(path)
+	b, err := opfiles.Read(path, maxUsersBytes)
 	if err != nil {
-		return nil, fmt.Errorf("users file: %w", err)
+		return nil, err
 	}
-	if f.set, err = parseUsers(b); err != nil {
-		return nil, fmt.Errorf("users file %s: %w", path, err)
+	if f.set, err = parseUsers(path, b); err != nil {
+		return nil, err
 	}
 	f.stamp, f.checked = stampOf(st), now()
 	return f, nil
@@ -205,12 +210,12 @@ func (f *usersFile) users() userSet {
 	if stampOf(st) == f.stamp {
 		return f.set
 	}
-	b, err := os.ReadFile(f.path)
+	b, err := opfiles.Read(f.path, maxUsersBytes)
 	if err != nil {
 		f.log.Error().Err(err).Msg("users file: cannot be read; the users stay as they were")
 		return f.set
 	}
-	set, err := parseUsers(b)
+	set, err := parseUsers(f.path, b)
 	if err != nil {
 		f.stamp = stampOf(st) // said once, until the file changes again
 		f.log.Error().Err(err).Msg("users file: changed but not valid; the users stay as they were")

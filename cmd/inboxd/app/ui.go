@@ -19,6 +19,7 @@ import (
 	"github.com/inboxd/inboxd/internal/console"
 	"github.com/inboxd/inboxd/internal/httpserve"
 	"github.com/inboxd/inboxd/internal/maintenance"
+	"github.com/inboxd/inboxd/internal/opfiles/routesfile"
 )
 
 // consoleConns is the size of the console's own pool: a page or an action
@@ -148,7 +149,7 @@ func runUI(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	if cfg.Routes != "" {
 		// The routes file says which keys a dead row blocks; its handlers
 		// are never run here.
-		routes, err := handlers.LoadRoutes(cfg.Routes)
+		routes, err := routesfile.Load(cfg.Routes)
 		if err != nil {
 			return usageError{fmt.Errorf("ui: INBOXD_ROUTES (which dead rows block their key): %w", err)}
 		}
