@@ -68,6 +68,10 @@ type Config struct {
 	// now: the blocked keys page lists their keys alone, as
 	// inboxd_ordered_blocked_keys counts them. Nil: no route blocks.
 	BlockingTypes func() []string
+	// OrderedTypes returns the event types of the ordered routes, as the
+	// routes are now: the blocked keys page lists their keys held back by
+	// a failing head too. Nil: no route is ordered.
+	OrderedTypes func() []string
 	// Logger takes the console's lines (every action at info).
 	Logger zerolog.Logger
 	// SessionTTL is how long a sign-in lasts; zero is DefaultSessionTTL.

@@ -389,7 +389,11 @@ func TestSearchByEventIDAcrossSourcesAndHeldRows(t *testing.T) {
 func TestBlockedKeysAreTheGaugesKeys(t *testing.T) {
 	t.Parallel()
 	blocking := []string{"order.created"}
-	b := setup(t, "", func(c *Config) { c.BlockingTypes = func() []string { return blocking } })
+	ordered := []string{"order.created", "order.paid"}
+	b := setup(t, "", func(c *Config) {
+		c.BlockingTypes = func() []string { return blocking }
+		c.OrderedTypes = func() []string { return ordered }
+	})
 	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, key, last_error) VALUES
 		('orders', 'o-1', 'order.created', 'dead', 'cust-1', 'boom'),
 		('orders', 'o-2', 'order.created', 'received', 'cust-1', NULL),
@@ -404,6 +408,16 @@ func TestBlockedKeysAreTheGaugesKeys(t *testing.T) {
 		('orders-q', 'r-1', 'order.shipped', 'dead', 'orders-q', 'boom'),
 		('orders-q', 'r-2', 'order.shipped', 'dead', 'orders-q', 'boom'),
 		('orders-q', 'r-3', 'order.shipped', 'received', 'orders-q', NULL)`)
+	// Failing heads: f-1 (order.paid, ordered) holds f-2 back; p-3 fails
+	// behind the dead p-1 (not a head); f-3 fails with nothing behind it;
+	// u-1 fails on an unordered route.
+	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, key, attempts, last_error) VALUES
+		('orders', 'f-1', 'order.paid', 'received', 'cust-4', 2, 'http 503'),
+		('orders', 'f-2', 'order.paid', 'received', 'cust-4', 0, NULL),
+		('orders', 'p-3', 'order.paid', 'received', 'cust-3', 1, 'http 503'),
+		('orders', 'f-3', 'order.paid', 'received', 'cust-5', 1, 'http 503'),
+		('orders', 'u-1', 'order.shipped', 'received', 'cust-6', 3, 'http 503'),
+		('orders', 'u-2', 'order.shipped', 'received', 'cust-6', 0, NULL)`)
 	gauge, err := driver.BlockedKeys(context.Background(), b.db.Pool, blocking)
 	if err != nil {
 		t.Fatal(err)
@@ -420,6 +434,10 @@ func TestBlockedKeysAreTheGaugesKeys(t *testing.T) {
 	}
 	if int64(len(got)) != gauge {
 		t.Errorf("the page lists %d keys, inboxd_ordered_blocked_keys's query counts %d", len(got), gauge)
+	}
+	failing := regexp.MustCompile(`<tr class="failing-key"><td class="num"><a href="/ui/rows/\d+">(\d+)</a></td><td>([^<]*)</td><td>([^<]*)</td>.*?<td class="num">(\d+)</td></tr>`).FindAllStringSubmatch(body, -1)
+	if len(failing) != 1 || failing[0][1] != "14" || failing[0][3] != "cust-4" || failing[0][4] != "1" {
+		t.Errorf("failing heads %q, want row 14 (cust-4) with 1 behind", failing)
 	}
 	for id, held := range map[int]bool{1: true, 8: false, 11: false} {
 		_, body := get(t, nil, fmt.Sprintf("%s/ui/rows/%d", b.srv.URL, id))

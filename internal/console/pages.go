@@ -391,10 +391,14 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "search", "Search", d)
 }
 
-// blockedData is the blocked keys page's.
+// blockedData is the blocked keys page's: the keys held back by a dead
+// head (Keys, paged), and on the first page those held back by a failing
+// one (Failing).
 type blockedData struct {
-	Keys []driver.BlockedKey
-	Next string
+	Keys    []driver.BlockedKey
+	Next    string
+	Failing []driver.FailingHead
+	First   bool
 }
 
 // blockingTypes is Config.BlockingTypes' answer, never nil.
@@ -425,7 +429,13 @@ func (h *Handler) blocked(w http.ResponseWriter, r *http.Request) {
 		h.dbFail(w, r, "list the blocked keys", err)
 		return
 	}
-	d := blockedData{Keys: keys}
+	d := blockedData{Keys: keys, First: before <= 0}
+	if d.First && h.cfg.OrderedTypes != nil {
+		if d.Failing, err = driver.FailingHeads(r.Context(), h.cfg.DB, h.cfg.OrderedTypes(), pageSize); err != nil {
+			h.dbFail(w, r, "list the keys held back by a failing head", err)
+			return
+		}
+	}
 	if len(keys) > pageSize {
 		d.Keys = keys[:pageSize]
 		d.Next = fmt.Sprintf("/ui/blocked?before=%d", d.Keys[pageSize-1].ID)

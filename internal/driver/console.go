@@ -30,6 +30,7 @@ var (
 	consoleEventSearchSQL = load("console_event_search.sql")
 	consoleKeyHeldSQL     = load("console_key_held.sql")
 	consoleBlockedSQL     = load("console_blocked.sql")
+	consoleFailingSQL     = load("console_failing_heads.sql")
 )
 
 // FailedPage returns up to limit rows f matches (f.Status dead or
@@ -129,6 +130,35 @@ func BlockedKeyList(ctx context.Context, db DB, blockingTypes []string, before i
 		"blocking_types": append([]string{}, blockingTypes...)}, pgx.RowToStructByPos[BlockedKey])
 	if err != nil {
 		return nil, fmt.Errorf("blocked keys: %w", err)
+	}
+	return rows, nil
+}
+
+// FailingHead is a key of an ordered route held back by a received row
+// that has failed and waits for its next attempt: the key's oldest live
+// row, with rows of its key behind it.
+type FailingHead struct {
+	ID        int64
+	Source    string
+	EventID   string
+	EventType string
+	// Key is the key's bytes as escaped text.
+	Key       string
+	Attempts  int32
+	LastError string
+	// NextAttempt is when the head is tried again.
+	NextAttempt time.Time
+	// Held counts the live rows behind it, up to 1,000.
+	Held int64
+}
+
+// FailingHeads returns up to limit keys of orderedTypes held back by a
+// failing head, soonest next attempt first (sql/console_failing_heads.sql).
+func FailingHeads(ctx context.Context, db DB, orderedTypes []string, limit int) ([]FailingHead, error) {
+	rows, err := queryAll(ctx, db, consoleFailingSQL, pgx.NamedArgs{"limit": limit,
+		"ordered_types": append([]string{}, orderedTypes...)}, pgx.RowToStructByPos[FailingHead])
+	if err != nil {
+		return nil, fmt.Errorf("failing heads: %w", err)
 	}
 	return rows, nil
 }

@@ -138,7 +138,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		if ln != nil {
 			addr = ln.Addr()
 		}
-		c, closeConsole, err := openConsole(ctx, cfg, console.GathererLocal(gather), inForce.blocking, addr, log)
+		c, closeConsole, err := openConsole(ctx, cfg, console.GathererLocal(gather), inForce, addr, log)
 		if err != nil {
 			return err
 		}

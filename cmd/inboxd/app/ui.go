@@ -62,11 +62,11 @@ func addrString(addr net.Addr) string {
 
 // openConsole opens the console's pool and returns the console of cfg to
 // serve on addr (nil: an embedder's mux), local the replica's own figures
-// (nil for `inboxd ui`), blocking the event types whose dead rows block
-// their key (the routes in force), and a function that closes the pool. Where the
+// (nil for `inboxd ui`), routes the routes in force (which keys are
+// ordered, which dead rows block theirs), and a function that closes the pool. Where the
 // console may not be served (no token on a non-loopback address), it
 // logs how to serve it and returns a nil handler, opening no pool.
-func openConsole(ctx context.Context, cfg config.Config, local console.Local, blocking func() []string, addr net.Addr, log zerolog.Logger) (http.Handler, func(), error) {
+func openConsole(ctx context.Context, cfg config.Config, local console.Local, routes *routesInForce, addr net.Addr, log zerolog.Logger) (http.Handler, func(), error) {
 	token, err := cfg.UIToken()
 	if err != nil {
 		return nil, nil, usageError{fmt.Errorf("INBOXD_UI_TOKEN_FILE: %w", err)}
@@ -92,7 +92,7 @@ func openConsole(ctx context.Context, cfg config.Config, local console.Local, bl
 	}
 	h, err := console.New(console.Config{DB: db, Token: token, UsersFile: cfg.UIUsersFile, Proxy: proxy,
 		SessionTTL: cfg.UISessionTTL, BulkAdminOver: cfg.UIBulkAdminOver, ShowPayloads: cfg.UIShowPayloads,
-		StaleAfter: cfg.StaleAfter, Local: local, Logger: log, BlockingTypes: blocking,
+		StaleAfter: cfg.StaleAfter, Local: local, Logger: log, BlockingTypes: routes.blocking, OrderedTypes: routes.ordered,
 		// A rejected row is re-mapped by the rules `inboxd requeue
 		// --status rejected` applies, with this process's mapping settings
 		// and webhook sources.
@@ -153,15 +153,19 @@ func runUI(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 		if err != nil {
 			return usageError{fmt.Errorf("ui: INBOXD_ROUTES (which dead rows block their key): %w", err)}
 		}
+		var ordered []handlers.Route
 		blocking := []string{}
 		for _, rc := range routes.Routes {
-			if rc.Policy().BlocksKey() {
-				blocking = append(blocking, rc.Type)
+			if p := rc.Policy(); p.Ordered {
+				ordered = append(ordered, handlers.Route{Type: rc.Type, Policy: p})
+				if p.BlocksKey() {
+					blocking = append(blocking, rc.Type)
+				}
 			}
 		}
-		inForce.types.Store(&blocking)
+		inForce.setRoutes(ordered, blocking)
 	}
-	h, closeDB, err := openConsole(ctx, cfg, nil, inForce.blocking, ln.Addr(), log)
+	h, closeDB, err := openConsole(ctx, cfg, nil, inForce, ln.Addr(), log)
 	if err != nil {
 		return err
 	}
@@ -195,21 +199,47 @@ func serveConsole(ctx context.Context, ln net.Listener, h http.Handler, log zero
 }
 
 // routesInForce is what the console knows of the routes in force: the
-// event types whose dead rows hold their key back, set at start and at
-// each reload of the routes file.
-type routesInForce struct{ types atomic.Pointer[[]string] }
+// event types of the ordered routes, and of those whose dead rows hold
+// their key back, set at start and at each reload of the routes file.
+type routesInForce struct{ types atomic.Pointer[orderedTypes] }
+
+// orderedTypes are the event types of the ordered routes, and of those
+// whose dead rows block their key.
+type orderedTypes struct{ ordered, blocking []string }
 
 // set makes the routes of reg the routes in force.
 func (r *routesInForce) set(reg *handlers.Registry) {
-	types := maintenance.RegistryBlockingTypes(reg)
-	r.types.Store(&types)
+	var ordered []handlers.Route
+	for _, rt := range reg.Routes() {
+		if rt.Policy.Ordered {
+			ordered = append(ordered, rt)
+		}
+	}
+	r.setRoutes(ordered, maintenance.RegistryBlockingTypes(reg))
+}
+
+// setRoutes makes ordered, and blocking, the routes in force.
+func (r *routesInForce) setRoutes(ordered []handlers.Route, blocking []string) {
+	t := &orderedTypes{ordered: []string{}, blocking: append([]string{}, blocking...)}
+	for _, rt := range ordered {
+		t.ordered = append(t.ordered, rt.Type)
+	}
+	r.types.Store(t)
 }
 
 // blocking returns the event types of the routes in force whose dead rows
 // hold their key back.
 func (r *routesInForce) blocking() []string {
-	if p := r.types.Load(); p != nil {
-		return *p
+	if t := r.types.Load(); t != nil {
+		return t.blocking
+	}
+	return []string{}
+}
+
+// ordered returns the event types of the ordered routes in force.
+func (r *routesInForce) ordered() []string {
+	if t := r.types.Load(); t != nil {
+		return t.ordered
 	}
 	return []string{}
 }

@@ -108,7 +108,7 @@ func startConsole(t *testing.T, env []string) (requeue func(url.Values) string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, closeDB, err := openConsole(context.Background(), cfg, nil, nil, nil, zerolog.Nop())
+	h, closeDB, err := openConsole(context.Background(), cfg, nil, &routesInForce{}, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
