@@ -189,7 +189,9 @@ default: ignore
 		}
 		return s
 	}
-	id := func(eventID string) string { return sql(`SELECT id::text FROM inbox WHERE event_id = '` + eventID + `'`) }
+	id := func(eventID string) string {
+		return sql(`SELECT id::text FROM inbox WHERE event_id = '` + eventID + `'`)
+	}
 
 	// No credential: the sign-in form, which asks no name (the token names
 	// its operator).
