@@ -14,7 +14,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"net/url"
 	"reflect"
 	"slices"
@@ -289,6 +288,10 @@ type Config struct {
 	// UIShowPayloads shows rows' payloads in the console; they are hidden
 	// otherwise, since they may hold personal data.
 	UIShowPayloads bool `env:"INBOXD_UI_SHOW_PAYLOADS" envDefault:"false" help:"show rows' payloads in the console (/ui/); hidden by default, since they may hold personal data"`
+	// Operator names who runs the CLI's actions (requeue, discard,
+	// cancel, retry, route pause) in the audit trail when --by is not
+	// given; "" is $USER@host.
+	Operator string `env:"INBOXD_OPERATOR" help:"who runs the CLI's actions (requeue, discard, cancel, retry, route pause), as the audit trail records it, when --by is not given; empty = $USER@host"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"INBOXD_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 	// LogFormat is json, text, or auto: text when the logs go to a
@@ -664,10 +667,8 @@ func (c Config) Validate() error {
 	if !slices.Contains(outbox.KafkaCompressions, c.OutboxKafkaCompression) {
 		bad("INBOXD_OUTBOX_KAFKA_COMPRESSION", "must be one of %s, got %q", strings.Join(outbox.KafkaCompressions, ", "), c.OutboxKafkaCompression)
 	}
-	if _, err := c.UIProxy(); err != nil {
-		for _, e := range splitJoined(err) {
-			errs = append(errs, e)
-		}
+	if _, err := console.ParseProxy(c.UIProxyHeader, c.UITrustedProxies, c.UIProxyRole, c.UIProxySignOutURL); err != nil {
+		errs = append(errs, splitJoined(err)...)
 	}
 	minDur(&errs, "INBOXD_UI_SESSION_TTL", c.UISessionTTL, time.Minute)
 	if c.UIBulkAdminOver < 1 {
@@ -805,39 +806,6 @@ func describe(pe env.ParseError) string {
 		return "not a boolean (use true or false)"
 	}
 	return pe.Err.Error()
-}
-
-// UIProxy returns the console's single sign-on proxy from
-// INBOXD_UI_PROXY_HEADER, INBOXD_UI_TRUSTED_PROXIES, INBOXD_UI_PROXY_ROLE
-// and INBOXD_UI_PROXY_SIGNOUT_URL; its zero value when the header is not
-// set. Every bad setting is an error of its own.
-func (c Config) UIProxy() (console.ProxyAuth, error) {
-	var errs []error
-	p := console.ProxyAuth{Header: strings.TrimSpace(c.UIProxyHeader), SignOutURL: c.UIProxySignOutURL}
-	for _, s := range dropEmpty(c.UITrustedProxies) {
-		s = strings.TrimSpace(s)
-		if pr, err := netip.ParsePrefix(s); err == nil {
-			p.Trusted = append(p.Trusted, pr.Masked())
-		} else if a, err := netip.ParseAddr(s); err == nil {
-			p.Trusted = append(p.Trusted, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-		} else {
-			errs = append(errs, fmt.Errorf("INBOXD_UI_TRUSTED_PROXIES: %q is neither an address nor a CIDR range", s))
-		}
-	}
-	if c.UIProxyRole != "none" {
-		r, err := console.ParseRole(c.UIProxyRole)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("INBOXD_UI_PROXY_ROLE: %w (or none)", err))
-		}
-		p.Role = r
-	}
-	if p.Header != "" && len(p.Trusted) == 0 && len(errs) == 0 {
-		errs = append(errs, errors.New("INBOXD_UI_TRUSTED_PROXIES: is required with INBOXD_UI_PROXY_HEADER: the header is taken from the proxy's addresses alone"))
-	}
-	if p.Header == "" {
-		return console.ProxyAuth{}, errors.Join(errs...)
-	}
-	return p, errors.Join(errs...)
 }
 
 // UIToken returns the console's token from INBOXD_UI_TOKEN_FILE; "" when

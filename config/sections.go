@@ -40,7 +40,7 @@ var sectionRules = []struct {
 		[]string{"INBOXD_RETENTION", "INBOXD_DEAD_RETENTION", "INBOXD_RETENTION_INTERVAL", "INBOXD_STALE_AFTER", "INBOXD_STATS_INTERVAL"}},
 	{"Outbox", "The outbox relay, publishing through the brokers of the sources' settings ([the outbox](outbox.md#configuration)).", []string{"INBOXD_OUTBOX", "INBOXD_OUTBOX_"}},
 	{"HTTP and console", "The HTTP endpoints (/metrics, /healthz, /readyz) and the console under /ui/ ([the console](console.md)).",
-		[]string{"INBOXD_HTTP_", "INBOXD_UI_"}},
+		[]string{"INBOXD_HTTP_", "INBOXD_UI_", "INBOXD_OPERATOR"}},
 	{"Logs", "The log lines on stderr ([getting started](getting-started.md#signals-and-logs)).", []string{"INBOXD_LOG_"}},
 }
 

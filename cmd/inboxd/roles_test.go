@@ -99,6 +99,7 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		"inbox:DELETE", "inbox:INSERT", "inbox:SELECT", "inbox:UPDATE", "inbox_id_seq:USAGE",
 		"inbox_starts:DELETE", "inbox_starts:INSERT", "inbox_starts:SELECT", "inbox_starts:UPDATE",
 		"inboxd_schema_compat:SELECT", "inboxd_schema_version:SELECT",
+		"ops_audit:INSERT", "ops_audit:SELECT", "ops_audit_id_seq:USAGE",
 		"outbox:DELETE", "outbox:INSERT", "outbox:SELECT", "outbox:UPDATE", "outbox_id_seq:USAGE",
 		"outbox_relays:DELETE", "outbox_relays:INSERT", "outbox_relays:SELECT", "outbox_relays:UPDATE",
 		"outbox_shards:DELETE", "outbox_shards:INSERT", "outbox_shards:SELECT", "outbox_shards:UPDATE",
@@ -124,12 +125,21 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		"UPDATE inboxd_schema_version SET version = version",
 		"TRUNCATE inbox",
 		"ALTER TABLE inbox ADD COLUMN intruder int",
+		// The audit trail is append-only.
+		"UPDATE ops_audit SET operator = 'mallory'",
+		"DELETE FROM ops_audit",
+		"TRUNCATE ops_audit",
 	} {
 		_, err := rt.Exec(ctx, sql)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || (pgErr.Code != "42501" && pgErr.Code != "42P01") {
 			t.Errorf("runtime role: %s: %v, want permission denied", sql, err)
 		}
+	}
+
+	// It appends to the audit trail.
+	if _, err := rt.Exec(ctx, "INSERT INTO ops_audit (operator, action) VALUES ('alice', 'sign_in')"); err != nil {
+		t.Errorf("runtime role: append to the audit trail: %v", err)
 	}
 
 	// The daemon as the runtime role: workers only, a type routed to

@@ -119,3 +119,9 @@ SELECT format('REVOKE ALL ON TABLE %I.%I FROM %I', :'schema', t, :'runtime'),
        format('GRANT SELECT ON TABLE %I.%I TO %I', :'schema', t, :'runtime')
 FROM unnest(ARRAY['inboxd_schema_version', 'inboxd_schema_compat']) AS t
 WHERE to_regclass(format('%I.%I', :'schema', t)) IS NOT NULL \gexec
+-- The operators' audit trail (schema 16) is append-only for the runtime
+-- role: it reads and appends entries, and can neither change nor delete
+-- one (the table's trigger refuses that to every role as well).
+SELECT format('REVOKE ALL ON TABLE %I.ops_audit FROM %I', :'schema', :'runtime'),
+       format('GRANT SELECT, INSERT ON TABLE %I.ops_audit TO %I', :'schema', :'runtime')
+WHERE to_regclass(format('%I.ops_audit', :'schema')) IS NOT NULL \gexec

@@ -2,16 +2,16 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/rs/zerolog"
-
-	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
+	"github.com/inboxd/inboxd/internal/ops"
 )
 
 // action wraps an action's handler, which needs role: without a
@@ -44,213 +44,220 @@ func (h *Handler) action(role Role, fn func(w http.ResponseWriter, r *http.Reque
 	}
 }
 
-// change is a requeue or a discard: what the dry-run and the result pages
+// verbText is how the pages name each action on rows: the button, the
+// result ("3 rows ..."), and the ops action it runs.
+var verbText = map[string]struct{ Button, Done string }{
+	"requeue": {"Requeue", "requeued: the workers take them now"},
+	"discard": {"Discard", "discarded (deleted for good)"},
+	"cancel":  {"Cancel", "cancelled: dead, with the reason in their last error"},
+	"retry":   {"Retry now", "due now: the workers take them"},
+}
+
+// verbStatuses are the statuses of the rows each action takes.
+var verbStatuses = map[string][]status.Status{
+	"requeue": {status.Dead, status.Rejected},
+	"discard": {status.Dead, status.Rejected, status.Received},
+	"cancel":  {status.Received, status.Processing},
+	"retry":   {status.Received},
+}
+
+// change is an action on rows: what the dry-run and the result pages
 // show.
 type change struct {
-	// Verb is "requeue" or "discard".
-	Verb   string
-	Filter filterForm
-	// ID is the one row changed, 0 for the filtered set.
-	ID int64
+	Verb, Button, Done string
+	// Status is the rows' status.
+	Status string
+	Filter listForm
+	// IDs are the rows ticked (or the row page's one row); nil for the
+	// filter's rows.
+	IDs []int64
+	// Reason is why (cancel).
+	Reason string
 	// Count is how many rows the dry run matched, or the action changed.
 	Count int64
-	// Done is true on the result page.
-	Done bool
+	// Finished is true on the result page.
+	Finished bool
 	// Back is where the page links back to.
 	Back string
 }
 
-// selection reads the rows an action is on: the one row ?id=, or the
-// filter.
-func (h *Handler) selection(r *http.Request) (change, driver.FailedFilter, error) {
-	ff, f, err := readFilter(r.PostForm, h.cfg.Now())
+// Hidden are the fields the confirmation posts again.
+func (c change) Hidden() []hidden {
+	out := append([]hidden{{"status", c.Status}}, c.Filter.Hidden()...)
+	if c.IDs != nil {
+		out = append(out, hidden{"scope", "selection"})
+		for _, id := range c.IDs {
+			out = append(out, hidden{"id", strconv.FormatInt(id, 10)})
+		}
+	} else {
+		out = append(out, hidden{"scope", "filter"})
+	}
+	if c.Reason != "" {
+		out = append(out, hidden{"reason", c.Reason})
+	}
+	return out
+}
+
+// One is the one row the change is on, 0 when it is on more or a filter.
+func (c change) One() int64 {
+	if len(c.IDs) == 1 {
+		return c.IDs[0]
+	}
+	return 0
+}
+
+// readChange reads the rows an action verb is on: the status (status=, or
+// the view's), and the rows ticked (scope=selection, or a row page's
+// id=) or the view's filter (scope=filter, or no id at all).
+func readChange(r *http.Request, verb string, now time.Time) (change, ops.Filter, error) {
+	lf, view, f, err := readList(r.PostForm, now)
 	if err != nil {
 		return change{}, f, err
 	}
-	c := change{Filter: ff, Back: "/ui/rows?" + ff.query().Encode()}
-	if s := r.PostFormValue("id"); s != "" {
+	st := status.Status(r.PostFormValue("status"))
+	if st == "" {
+		st = viewStatus[view]
+	}
+	if !slices.Contains(verbStatuses[verb], st) {
+		return change{}, f, fmt.Errorf("%s takes %s rows, not %s ones", verb, statusList(verbStatuses[verb]), st)
+	}
+	text := verbText[verb]
+	c := change{Verb: verb, Button: text.Button, Done: text.Done, Status: string(st), Filter: lf, Back: lf.URL(),
+		Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	f.Status = st
+	ids, scope := r.PostForm["id"], r.PostFormValue("scope")
+	if scope == "filter" || (scope == "" && len(ids) == 0) {
+		return c, f, nil
+	}
+	if len(ids) == 0 {
+		return c, f, errors.New("tick the rows to act on first")
+	}
+	for _, s := range ids {
 		id, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || id < 1 {
 			return c, f, fmt.Errorf("not a row id: %q", s)
 		}
-		c.ID = id
-		c.Back = fmt.Sprintf("/ui/rows/%d", id)
-		f = driver.FailedFilter{Status: f.Status, IDs: []int64{id}}
+		c.IDs = append(c.IDs, id)
 	}
+	if len(c.IDs) > maxSelection {
+		return c, f, fmt.Errorf("%d rows ticked: at most %d at once (act on the filter for more)", len(c.IDs), maxSelection)
+	}
+	if len(c.IDs) == 1 && r.PostFormValue("scope") == "" {
+		c.Back = fmt.Sprintf("/ui/rows/%d", c.IDs[0]) // the row page's
+	}
+	f = ops.Filter{Status: st, IDs: c.IDs}
 	return c, f, nil
 }
 
-// eachRange calls fn with each range of ids (after, upto] of
-// driver.FailedBatch rows of f.Status (only f.IDs when set), in id order,
-// and sums what it returns: the batches of the CLI's requeue and discard.
-func eachRange(ctx context.Context, db driver.DB, f driver.FailedFilter, fn func(after, upto int64) (int64, error)) (int64, error) {
-	var total, after int64
-	for {
-		upto, ok, err := driver.FailedRangeEnd(ctx, db, f, after, driver.FailedBatch)
-		if err != nil || !ok {
-			return total, err
-		}
-		n, err := fn(after, upto)
-		total += n
-		if err != nil {
-			return total, err
-		}
-		after = upto
+// maxSelection bounds the rows ticked in one action: a page's worth, a few
+// pages at most.
+const maxSelection = 1000
+
+// statusList is sts as a page names them: "dead or rejected".
+func statusList(sts []status.Status) string {
+	s := make([]string, len(sts))
+	for i, st := range sts {
+		s[i] = string(st)
 	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }
 
-// dryRun counts the rows f matches now.
-func (h *Handler) dryRun(ctx context.Context, f driver.FailedFilter) (int64, error) {
-	return eachRange(ctx, h.cfg.DB, f, func(after, upto int64) (int64, error) {
-		rows, err := driver.MatchFailed(ctx, h.cfg.DB, f, after, upto)
-		return int64(len(rows)), err
-	})
+// operator is who acts through the console: the signed-in user, from
+// the request's address.
+func operator(r *http.Request, c who) ops.Operator {
+	return ops.Operator{Name: c.user, From: "console " + r.RemoteAddr}
 }
 
-// logChange writes the line of an action: who, what, the filter and how
-// many, never a payload nor the token.
-func (h *Handler) logChange(c who, ch change, f driver.FailedFilter, dry bool, n int64, err error) *zerolog.Event {
-	ev := h.log.Info()
-	if err != nil {
-		ev = h.log.Error().Err(err)
-	}
-	ev = ev.Str("user", c.user).Str("action", ch.Verb).Bool("dry_run", dry).Str("status", string(f.Status)).Int64("rows", n)
-	if ch.ID != 0 {
-		ev = ev.Int64("id", ch.ID)
-	}
-	for k, v := range map[string]string{"event_type": f.EventType, "source": f.Source, "error_text": f.Error} {
-		if v != "" {
-			ev = ev.Str(k, v)
-		}
-	}
-	if f.Since != nil {
-		ev = ev.Time("since", *f.Since)
-	}
-	return ev
-}
-
-// runChange is a requeue or discard: without confirm=yes, the dry-run page
-// with the count (h.dryRun's, or count's when set) and the confirm form;
-// with it, the change, batch after batch, and the result page.
+// runChange runs the action verb (do, an ops action: each writes its
+// audit entry) on the rows the form selects: without confirm=yes, the dry
+// run's page with the count and the confirm form; with it, the action,
+// batch after batch, and the result page. An operator's action on more
+// than Config.BulkAdminOver rows is refused: it needs an admin.
 func (h *Handler) runChange(w http.ResponseWriter, r *http.Request, c who, verb string,
-	do func(ctx context.Context, f driver.FailedFilter, after, upto int64) (int64, error), after func(ctx context.Context, n int64),
-	count func(ctx context.Context, f driver.FailedFilter) (int64, error)) {
-	if count == nil {
-		count = h.dryRun
-	}
-	ch, f, err := h.selection(r)
-	ch.Verb = verb
+	do func(ctx context.Context, req ops.Request) (ops.Result, error)) {
+	ch, f, err := readChange(r, verb, h.cfg.Now())
 	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	ctx := r.Context()
-	if ch.ID == 0 && !c.can(RoleAdmin) {
-		// An operator's action on a filter: counted first, even at the
-		// confirmation, since over the bound it needs an admin.
-		n, err := count(ctx, f)
-		if err != nil {
-			h.dbFail(w, r, verb+" count", err)
-			return
-		}
-		if n > h.cfg.BulkAdminOver {
-			h.logChange(c, ch, f, true, n, nil).Msg("console " + verb + " refused: over the bulk bound for an operator")
-			h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s would %s %d rows: over %d rows needs an admin", c.user, verb, n, h.cfg.BulkAdminOver))
-			return
-		}
-	}
-	if r.PostFormValue("confirm") != "yes" {
-		n, err := count(ctx, f)
-		h.logChange(c, ch, f, true, n, err).Msg("console " + verb + " dry run")
+	req := ops.Request{Operator: operator(r, c), DryRun: r.PostFormValue("confirm") != "yes", Filter: f, Reason: ch.Reason}
+	title := ch.Button
+	if ch.One() == 0 && !c.can(RoleAdmin) {
+		// An operator's action on more than one row: its dry run first,
+		// even at the confirmation, since over the bound it needs an admin.
+		dry := req
+		dry.DryRun = true
+		res, err := do(r.Context(), dry)
 		if err != nil {
 			h.dbFail(w, r, verb+" dry run", err)
 			return
 		}
-		ch.Count = n
-		h.render(w, r, http.StatusOK, "confirm", strings.ToUpper(verb[:1])+verb[1:]+": dry run", ch)
+		if res.Rows > h.cfg.BulkAdminOver {
+			h.log.Warn().Str("user", c.user).Str("action", verb).Int64("rows", res.Rows).Int64("bound", h.cfg.BulkAdminOver).
+				Msg("console action refused: over the bulk bound for an operator")
+			h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s would %s %d rows: over %d rows needs an admin", c.user, verb, res.Rows, h.cfg.BulkAdminOver))
+			return
+		}
+		if req.DryRun {
+			ch.Count = res.Rows
+			h.render(w, r, http.StatusOK, "confirm", title+": dry run", ch)
+			return
+		}
+	}
+	res, err := do(r.Context(), req)
+	if req.DryRun {
+		if err != nil {
+			h.dbFail(w, r, verb+" dry run", err)
+			return
+		}
+		ch.Count = res.Rows
+		h.render(w, r, http.StatusOK, "confirm", title+": dry run", ch)
 		return
 	}
-	n, err := eachRange(ctx, h.cfg.DB, f, func(a, u int64) (int64, error) { return do(ctx, f, a, u) })
-	if after != nil {
-		after(ctx, n)
+	var notify *ops.NotifyError
+	if errors.As(err, &notify) {
+		h.log.Warn().Err(err).Msg("wake the workers after an action (they find the rows at their next poll)")
+		err = nil
 	}
-	h.logChange(c, ch, f, false, n, err).Msg("console " + verb)
 	if err != nil {
-		h.dbFail(w, r, fmt.Sprintf("%s (stopped after %d rows, which stay done; run it again for the rest)", verb, n), err)
+		h.dbFail(w, r, fmt.Sprintf("%s (stopped after %d rows, which stay done; run it again for the rest)", verb, res.Rows), err)
 		return
 	}
-	ch.Count, ch.Done = n, true
-	h.render(w, r, http.StatusOK, "confirm", strings.ToUpper(verb[:1])+verb[1:]+": done", ch)
+	ch.Count, ch.Finished = res.Rows, true
+	h.render(w, r, http.StatusOK, "confirm", title+": done", ch)
 }
 
 // requeue hands dead rows back to the workers, and re-maps rejected rows
-// with the daemon's mapping settings (Config.RequeueRejected), row by row as
-// `inboxd requeue --status rejected` does: the dry run counts the rows that
-// would map to a storable event now.
+// with the daemon's mapping settings (Config.Remap), row by row as `inboxd
+// requeue --status rejected` does: the dry run counts the rows that would
+// map to a storable event now.
 func (h *Handler) requeue(w http.ResponseWriter, r *http.Request, c who) {
-	wake := func(ctx context.Context, n int64) {
-		if n > 0 {
-			if err := driver.Notify(context.WithoutCancel(ctx), h.cfg.DB); err != nil {
-				h.log.Warn().Err(err).Msg("wake the workers after a requeue (they find the rows at their next poll)")
-			}
-		}
-	}
-	if st := r.PostFormValue("status"); st == string(status.Rejected) {
-		if h.cfg.RequeueRejected == nil {
-			h.fail(w, r, http.StatusBadRequest, "this console does not re-map rejected rows; use `inboxd requeue --status rejected`")
-			return
-		}
-		remap := func(dry bool) func(ctx context.Context, f driver.FailedFilter, after, upto int64) (int64, error) {
-			return func(ctx context.Context, f driver.FailedFilter, after, upto int64) (int64, error) {
-				rows, err := driver.MatchFailed(ctx, h.cfg.DB, f, after, upto)
-				if err != nil {
-					return 0, err
-				}
-				var n int64
-				for _, row := range rows {
-					ok, err := h.cfg.RequeueRejected(ctx, row.ID, dry)
-					if err != nil {
-						return n, err
-					}
-					if ok {
-						n++
-					}
-				}
-				return n, nil
-			}
-		}
-		h.runChange(w, r, c, "requeue", remap(false), wake, func(ctx context.Context, f driver.FailedFilter) (int64, error) {
-			return eachRange(ctx, h.cfg.DB, f, func(a, u int64) (int64, error) { return remap(true)(ctx, f, a, u) })
-		})
-		return
-	} else if st != "" && st != string(status.Dead) {
-		h.fail(w, r, http.StatusBadRequest, "requeue takes dead or rejected rows")
+	if st := r.PostFormValue("status"); (st == string(status.Rejected) || r.PostFormValue("view") == string(ops.ViewRejected)) && h.cfg.Remap == nil {
+		h.fail(w, r, http.StatusBadRequest, "this console does not re-map rejected rows; use `inboxd requeue --status rejected`")
 		return
 	}
-	h.runChange(w, r, c, "requeue", func(ctx context.Context, f driver.FailedFilter, after, upto int64) (int64, error) {
-		ids, err := driver.RequeueDead(ctx, h.cfg.DB, f, after, upto)
-		return int64(len(ids)), err
-	}, wake, nil)
+	h.runChange(w, r, c, "requeue", h.ops.Requeue)
 }
 
-// discard deletes dead or rejected rows; deleting a dead row unparks the
-// rows behind it on an ordered route, in the batch's transaction.
+// discard deletes dead, rejected or received rows; deleting a dead row
+// unparks the rows behind it on an ordered route, in the batch's
+// transaction.
 func (h *Handler) discard(w http.ResponseWriter, r *http.Request, c who) {
-	h.runChange(w, r, c, "discard", func(ctx context.Context, f driver.FailedFilter, after, upto int64) (int64, error) {
-		var n int64
-		err := pgx.BeginFunc(ctx, h.cfg.DB, func(tx pgx.Tx) error {
-			deleted, err := driver.DiscardFailed(ctx, tx, f, after, upto)
-			if err != nil {
-				return err
-			}
-			n = int64(len(deleted))
-			if f.Status != status.Dead {
-				return nil // rejected rows hold no key back
-			}
-			return driver.UnparkDeleted(ctx, tx, deleted)
-		})
-		return n, err
-	}, nil, nil)
+	h.runChange(w, r, c, "discard", h.ops.Discard)
+}
+
+// cancel moves received or processing rows to dead, "cancelled by <name>:
+// <reason>"; a processing row's worker is fenced out.
+func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, c who) {
+	h.runChange(w, r, c, "cancel", h.ops.Cancel)
+}
+
+// retryNow makes received rows waiting out a backoff due now.
+func (h *Handler) retryNow(w http.ResponseWriter, r *http.Request, c who) {
+	h.runChange(w, r, c, "retry", h.ops.RetryNow)
 }
 
 // pause pauses a route on every replica.
@@ -261,13 +268,10 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, c who) {
 		h.fail(w, r, http.StatusBadRequest, "say which route (its event type, * for the default route)")
 		return
 	}
-	err := driver.PauseRoute(r.Context(), h.cfg.DB, route, "console: "+c.user, reason)
-	ev := h.log.Info()
-	if err != nil {
-		ev = h.log.Error().Err(err)
-	}
-	ev.Str("user", c.user).Str("action", "pause").Str("route", route).Str("reason", reason).Msg("console route pause")
-	if err != nil {
+	if _, err := h.ops.Pause(r.Context(), operator(r, c), route, reason); errors.Is(err, ops.ErrUnknownRoute) {
+		h.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	} else if err != nil {
 		h.dbFail(w, r, "pause the route", err)
 		return
 	}
@@ -277,13 +281,7 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, c who) {
 // resume resumes a paused route.
 func (h *Handler) resume(w http.ResponseWriter, r *http.Request, c who) {
 	route := strings.TrimSpace(r.PostFormValue("route"))
-	was, err := driver.ResumeRoute(r.Context(), h.cfg.DB, route)
-	ev := h.log.Info()
-	if err != nil {
-		ev = h.log.Error().Err(err)
-	}
-	ev.Str("user", c.user).Str("action", "resume").Str("route", route).Bool("was_paused", was).Msg("console route resume")
-	if err != nil {
+	if _, err := h.ops.Resume(r.Context(), operator(r, c), route); err != nil && !errors.Is(err, ops.ErrNotPaused) {
 		h.dbFail(w, r, "resume the route", err)
 		return
 	}

@@ -8,6 +8,8 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -99,6 +101,45 @@ type ProxyAuth struct {
 	// (oauth2-proxy's /oauth2/sign_out), ending the proxy's own session;
 	// "" ends the console's alone.
 	SignOutURL string
+}
+
+// ParseProxy reads the single sign-on proxy's settings: the header
+// (INBOXD_UI_PROXY_HEADER; "" is no proxy), the addresses or CIDR ranges
+// it connects from (INBOXD_UI_TRUSTED_PROXIES, required with a header), the
+// role of the names the users file does not hold (INBOXD_UI_PROXY_ROLE:
+// viewer, operator, admin or none) and where sign-out sends its users
+// (INBOXD_UI_PROXY_SIGNOUT_URL). Every bad setting is an error of its own,
+// naming the variable.
+func ParseProxy(header string, trusted []string, role, signOutURL string) (ProxyAuth, error) {
+	var errs []error
+	p := ProxyAuth{Header: strings.TrimSpace(header), SignOutURL: signOutURL}
+	for _, s := range trusted {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if pr, err := netip.ParsePrefix(s); err == nil {
+			p.Trusted = append(p.Trusted, pr.Masked())
+		} else if a, err := netip.ParseAddr(s); err == nil {
+			p.Trusted = append(p.Trusted, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		} else {
+			errs = append(errs, fmt.Errorf("INBOXD_UI_TRUSTED_PROXIES: %q is neither an address nor a CIDR range", s))
+		}
+	}
+	if role != "none" {
+		r, err := ParseRole(role)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("INBOXD_UI_PROXY_ROLE: %w (or none)", err))
+		}
+		p.Role = r
+	}
+	if p.Header != "" && len(p.Trusted) == 0 && len(errs) == 0 {
+		errs = append(errs, errors.New("INBOXD_UI_TRUSTED_PROXIES: is required with INBOXD_UI_PROXY_HEADER: the header is taken from the proxy's addresses alone"))
+	}
+	if p.Header == "" {
+		p = ProxyAuth{}
+	}
+	return p, errors.Join(errs...)
 }
 
 // enabled reports whether the proxy's header is taken.

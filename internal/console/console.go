@@ -15,6 +15,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/httpserve"
+	"github.com/inboxd/inboxd/internal/ops"
 )
 
 // Prefix is the path the console is served under.
@@ -57,12 +58,6 @@ type Config struct {
 	// Local is what the console shows of the replica it runs in; nil in
 	// `inboxd ui`.
 	Local Local
-	// RequeueRejected re-maps the rejected row id with the daemon's mapping
-	// settings and, unless dryRun, hands it to the workers, reporting
-	// whether it was (or would be) requeued: the CLI's `inboxd requeue
-	// --status rejected`, row by row. Nil: the console does not requeue
-	// rejected rows.
-	RequeueRejected func(ctx context.Context, id int64, dryRun bool) (bool, error)
 	// BlockingTypes returns the event types of the ordered routes whose
 	// dead rows hold their key back (on_dead: block), as the routes are
 	// now: the blocked keys page lists their keys alone, as
@@ -72,6 +67,14 @@ type Config struct {
 	// routes are now: the blocked keys page lists their keys held back by
 	// a failing head too. Nil: no route is ordered.
 	OrderedTypes func() []string
+	// Remap maps a rejected row again with the daemon's mapping settings,
+	// by the rules `inboxd requeue --status rejected` applies. Nil: the
+	// console does not requeue rejected rows.
+	Remap ops.Remapper
+	// Routes returns the event types of the routes file, which a pause
+	// accepts even before any row of theirs arrived (nil: only the routes
+	// the database knows).
+	Routes func() ([]string, error)
 	// Logger takes the console's lines (every action at info).
 	Logger zerolog.Logger
 	// SessionTTL is how long a sign-in lasts; zero is DefaultSessionTTL.
@@ -94,6 +97,7 @@ type Handler struct {
 	log     zerolog.Logger
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
+	ops     *ops.Ops
 	signins chan struct{} // a token per sign-in form being read
 }
 
@@ -136,6 +140,7 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: cfg, auth: newAuth(cfg.Token, users, cfg.Proxy, cfg.SessionTTL, cfg.Now, cfg.DB),
 		log: log, pages: map[string]*template.Template{},
 		signins: make(chan struct{}, maxSignins)}
+	h.ops = ops.New(ops.Config{DB: cfg.DB, Remap: cfg.Remap, Routes: cfg.Routes, Logger: h.log})
 	names, err := fs.Glob(templateFiles, "templates/*.html")
 	if err != nil {
 		return nil, err
@@ -162,11 +167,14 @@ func New(cfg Config) (*Handler, error) {
 	m.HandleFunc("GET /ui/rows/{id}", h.row)
 	m.HandleFunc("GET /ui/search", h.search)
 	m.HandleFunc("GET /ui/blocked", h.blocked)
+	m.HandleFunc("GET /ui/audit", h.audit)
 	m.HandleFunc("GET /ui/signin", h.signinForm)
 	m.HandleFunc("POST /ui/signin", h.signin)
 	m.HandleFunc("POST /ui/signout", h.signout)
 	m.HandleFunc("POST /ui/requeue", h.action(RoleOperator, h.requeue))
 	m.HandleFunc("POST /ui/discard", h.action(RoleOperator, h.discard))
+	m.HandleFunc("POST /ui/cancel", h.action(RoleOperator, h.cancel))
+	m.HandleFunc("POST /ui/retry", h.action(RoleOperator, h.retryNow))
 	m.HandleFunc("POST /ui/routes/pause", h.action(RoleOperator, h.pause))
 	m.HandleFunc("POST /ui/routes/resume", h.action(RoleOperator, h.resume))
 	h.mux = m
@@ -201,8 +209,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if c.newSession != "" {
-			h.setSession(w, r, c.newSession)
-			h.log.Info().Str("user", c.user).Str("via", c.via).Str("remote", r.RemoteAddr).Msg("console sign-in")
+			if err := h.ops.Record(r.Context(), operator(r, c), ops.ActSignIn, "as "+c.role.String()+" via "+c.via); err != nil {
+				_, _ = h.auth.endSession(context.WithoutCancel(r.Context()), c.newSession)
+				h.dbFail(w, r, "record the sign-in in the audit trail", err)
+				return
+			}
+			h.auth.setCookie(w, r, c.newSession)
 		}
 		r = r.WithContext(context.WithValue(r.Context(), whoKey{}, c))
 	}
@@ -223,13 +235,13 @@ func (h *Handler) askSignIn(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		next = r.URL.RequestURI()
 	}
-	h.render(w, r, http.StatusUnauthorized, "signin", "Sign in", h.signinPage("sign in first: every page of this console needs a credential", next))
+	h.render(w, r, http.StatusUnauthorized, "signin", "Sign in", h.auth.signinPage("sign in first: every page of this console needs a credential", next))
 }
 
-// setSession sets the cookie of the session id.
-func (h *Handler) setSession(w http.ResponseWriter, r *http.Request, id string) {
+// setCookie sets the cookie of the session id.
+func (a *auth) setCookie(w http.ResponseWriter, r *http.Request, id string) {
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: Prefix, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(h.auth.ttl.Seconds())})
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(a.ttl.Seconds())})
 }
 
 // page is what every page's layout reads.
@@ -264,7 +276,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, name,
 	c := whoOf(r)
 	p := page{Title: title, Enabled: h.auth.enabled(), CanAct: c.can(RoleOperator), Admin: c.can(RoleAdmin),
 		Signed: c.ok, User: c.user, Role: c.role.String(), CSRF: c.csrf,
-		Remaps: h.cfg.RequeueRejected != nil, Refresh: refreshEvery[name], Data: data}
+		Remaps: h.cfg.Remap != nil, Refresh: refreshEvery[name], Data: data}
 	var b strings.Builder
 	if err := h.pages[name].Execute(&b, p); err != nil {
 		h.log.Error().Err(err).Str("page", name).Msg("render page")

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/ops"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/syncbuf"
 )
@@ -203,8 +204,8 @@ func TestRowsFilterAndKeysetPaging(t *testing.T) {
 	if n := len(idsOf(body)); n != 1 {
 		t.Errorf("rejected: %d rows, want 1", n)
 	}
-	if code, _ := get(t, nil, b.srv.URL+"/ui/rows?status=processed"); code != http.StatusBadRequest {
-		t.Errorf("status=processed: %d, want 400", code)
+	if code, _ := get(t, nil, b.srv.URL+"/ui/rows?view=nonsense"); code != http.StatusBadRequest {
+		t.Errorf("view=nonsense: %d, want 400", code)
 	}
 }
 
@@ -309,7 +310,7 @@ func TestDryRunCountThenAction(t *testing.T) {
 		t.Errorf("after requeue: %d received, %d dead; want 2500, 3", received, dead)
 	}
 	logs := b.log.String()
-	if !strings.Contains(logs, `"user":"alice"`) || !strings.Contains(logs, `"rows":2500`) || !strings.Contains(logs, `"action":"requeue"`) {
+	if !strings.Contains(logs, `"operator":"alice"`) || !strings.Contains(logs, `"rows":2500`) || !strings.Contains(logs, `"action":"requeue"`) {
 		t.Errorf("the action's log line lacks who/what/how many:\n%s", logs)
 	}
 	if strings.Contains(logs, "4111-secret") || strings.Contains(logs, testToken) {
@@ -474,12 +475,17 @@ func TestPauseAndResumeARoute(t *testing.T) {
 	t.Parallel()
 	b := setup(t, testToken)
 	c, csrf := signedIn(t, b)
+	// A route the database does not know is refused (a typo, most likely).
+	if code, _ := post(t, c, b.srv.URL+"/ui/routes/pause", url.Values{"csrf": {csrf}, "route": {"order.created"}}, ""); code != http.StatusBadRequest {
+		t.Fatalf("pause of an unknown route: %d, want 400", code)
+	}
+	b.seed(t, "dead", 1, "order.created", "orders", "http 503")
 	if code, _ := post(t, c, b.srv.URL+"/ui/routes/pause", url.Values{"csrf": {csrf}, "route": {"order.created"}, "reason": {"orders down"}}, ""); code != http.StatusOK {
 		t.Fatalf("pause: %d", code)
 	}
 	var by string
-	if err := b.db.Pool.QueryRow(context.Background(), "SELECT paused_by FROM route_controls WHERE route = 'order.created'").Scan(&by); err != nil || by != "console: alice" {
-		t.Fatalf("paused by %q (%v), want console: alice", by, err)
+	if err := b.db.Pool.QueryRow(context.Background(), "SELECT paused_by FROM route_controls WHERE route = 'order.created'").Scan(&by); err != nil || by != "alice" {
+		t.Fatalf("paused by %q (%v), want alice", by, err)
 	}
 	_, body := get(t, c, b.srv.URL+"/ui/")
 	if !strings.Contains(body, "orders down") {
@@ -517,28 +523,17 @@ func TestSessionExpires(t *testing.T) {
 	}
 }
 
-// Rejected rows are requeued through Config.RequeueRejected, row by row:
-// the dry run counts those that would map now and changes nothing; the
-// action requeues them; without the hook the console refuses.
+// Rejected rows are requeued through Config.Remap, row by row: the dry
+// run counts those that would map now and changes nothing; the action
+// requeues them; without the hook the console refuses.
 func TestRequeueRejectedRows(t *testing.T) {
 	t.Parallel()
-	var calls, dryCalls int
 	b := setup(t, testToken, func(c *Config) {
-		c.RequeueRejected = func(ctx context.Context, id int64, dryRun bool) (bool, error) {
-			var key string
-			if err := c.DB.QueryRow(ctx, "SELECT event_id FROM inbox WHERE id = $1", id).Scan(&key); err != nil {
-				return false, err
+		c.Remap = func(r driver.RejectedRow) ops.Mapped {
+			if strings.HasSuffix(r.EventID, "-1") { // maps nowhere: still rejected
+				return ops.Mapped{Refused: true, Outcome: ops.OutcomeStillRejected, Line: "still rejected"}
 			}
-			if strings.HasSuffix(key, "-1") { // maps nowhere: still rejected
-				return false, nil
-			}
-			if dryRun {
-				dryCalls++
-				return true, nil
-			}
-			calls++
-			ok, err := driver.RequeueRejected(ctx, c.DB, id, "remapped-"+key, "order.created")
-			return ok, err
+			return ops.Mapped{EventID: "remapped-" + r.EventID, EventType: "order.created"}
 		}
 	})
 	b.seed(t, "rejected", 4, "unknown", "orders", "no event id")
@@ -548,8 +543,10 @@ func TestRequeueRejectedRows(t *testing.T) {
 	if code != http.StatusOK || idText(t, body, "count") != "3" {
 		t.Fatalf("dry run: %d, count %q, want 3\n%s", code, idText(t, body, "count"), body)
 	}
-	if calls != 0 || dryCalls != 3 {
-		t.Fatalf("the dry run requeued %d rows (%d dry)", calls, dryCalls)
+	var still int
+	_ = b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM inbox WHERE status = 'rejected'").Scan(&still)
+	if still != 4 {
+		t.Fatalf("the dry run left %d rows rejected, want 4", still)
 	}
 	form.Set("confirm", "yes")
 	code, body = post(t, c, b.srv.URL+"/ui/requeue", form, "")

@@ -1,12 +1,13 @@
 package console
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"html/template"
 	"net/http"
-	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
+	"github.com/inboxd/inboxd/internal/ops"
 	"github.com/inboxd/inboxd/internal/sensitive"
 )
 
@@ -22,9 +24,6 @@ const pageSize = 50
 
 // funcs are the templates' functions.
 var funcs = template.FuncMap{
-	"dict3": func(verb string, f filterForm, csrf string) setForm {
-		return setForm{Verb: verb, Filter: f, CSRF: csrf}
-	},
 	"dict2": func(route string, paused bool, csrf string) pauseForm {
 		return pauseForm{Route: route, Paused: paused, CSRF: csrf}
 	},
@@ -36,6 +35,13 @@ var funcs = template.FuncMap{
 	},
 	"utc": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 	"dur": func(d time.Duration) string { return d.Round(time.Second).String() },
+	"ms": func(d time.Duration) string {
+		if d < time.Second {
+			return d.Round(time.Millisecond).String()
+		}
+		return d.Round(10 * time.Millisecond).String()
+	},
+	"verb": func(v string) string { return verbText[v].Button },
 	"short": func(s string) string {
 		s = strings.Join(strings.Fields(s), " ")
 		if utf8.RuneCountInString(s) > 120 {
@@ -43,13 +49,6 @@ var funcs = template.FuncMap{
 		}
 		return s
 	},
-}
-
-// setForm is what a requeue or discard form of a filtered set needs.
-type setForm struct {
-	Verb   string
-	Filter filterForm
-	CSRF   string
 }
 
 // pauseForm is what the pause or resume button of a route needs.
@@ -132,33 +131,6 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "overview", "Overview", d)
 }
 
-// filterForm is a list's filter as the form and the query string carry it.
-type filterForm struct {
-	Status, Type, Source, Since, Error string
-}
-
-// readFilter reads the filter of a GET query or a POST form and resolves
-// it for the driver.
-func readFilter(v url.Values, now time.Time) (filterForm, driver.FailedFilter, error) {
-	ff := filterForm{Status: v.Get("status"), Type: strings.TrimSpace(v.Get("type")),
-		Source: strings.TrimSpace(v.Get("source")), Since: strings.TrimSpace(v.Get("since")), Error: v.Get("error")}
-	if ff.Status == "" {
-		ff.Status = string(status.Dead)
-	}
-	if !status.Status(ff.Status).IsFailed() {
-		return ff, driver.FailedFilter{}, fmt.Errorf("status must be dead or rejected, not %q", ff.Status)
-	}
-	f := driver.FailedFilter{Status: status.Status(ff.Status), EventType: ff.Type, Source: ff.Source, Error: ff.Error}
-	if ff.Since != "" {
-		t, err := parseSince(ff.Since, now)
-		if err != nil {
-			return ff, f, err
-		}
-		f.Since = &t
-	}
-	return ff, f, nil
-}
-
 // parseSince reads a time as the CLI's --since does: RFC 3339, or a Go
 // duration meaning that long ago; the form's datetime-local (UTC) too.
 func parseSince(s string, now time.Time) (time.Time, error) {
@@ -173,59 +145,6 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("since: %q is neither an RFC 3339 time nor a duration (90m, 24h)", s)
 	}
 	return now.Add(-d), nil
-}
-
-// query renders the filter back as a query string.
-func (ff filterForm) query() url.Values {
-	v := url.Values{}
-	v.Set("status", ff.Status)
-	for k, x := range map[string]string{"type": ff.Type, "source": ff.Source, "since": ff.Since, "error": ff.Error} {
-		if x != "" {
-			v.Set(k, x)
-		}
-	}
-	return v
-}
-
-// Any reports whether the filter has a condition besides the status.
-func (ff filterForm) Any() bool {
-	return ff.Type != "" || ff.Source != "" || ff.Since != "" || ff.Error != ""
-}
-
-// rowsData is the list page's.
-type rowsData struct {
-	Filter filterForm
-	Rows   []driver.FailedRow
-	// Next is the query of the next page; "" on the last.
-	Next  string
-	First string
-}
-
-// rows renders a page of dead or rejected rows with the filter, newest
-// first, paged by id (?before=).
-func (h *Handler) rows(w http.ResponseWriter, r *http.Request) {
-	ff, f, err := readFilter(r.URL.Query(), h.cfg.Now())
-	if err != nil {
-		h.fail(w, r, http.StatusBadRequest, err.Error())
-		return
-	}
-	before, _ := strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
-	list, err := driver.FailedPage(r.Context(), h.cfg.DB, f, before, pageSize+1)
-	if err != nil {
-		h.dbFail(w, r, "list the rows", err)
-		return
-	}
-	d := rowsData{Filter: ff, Rows: list}
-	if before > 0 {
-		d.First = "/ui/rows?" + ff.query().Encode()
-	}
-	if len(list) > pageSize {
-		d.Rows = list[:pageSize]
-		q := ff.query()
-		q.Set("before", strconv.FormatInt(d.Rows[pageSize-1].ID, 10))
-		d.Next = "/ui/rows?" + q.Encode()
-	}
-	h.render(w, r, http.StatusOK, "rows", strings.ToUpper(ff.Status[:1])+ff.Status[1:]+" rows", d)
 }
 
 // field is one column of a row as the row page shows it.
@@ -257,8 +176,34 @@ type rowData struct {
 	// a dead row of a route whose dead rows block their key.
 	Held   []driver.FailedRow
 	Blocks bool
-	Failed bool
-	Dead   bool
+	// Verbs are the actions the row takes, by its status; Reason is true
+	// when one of them asks why (cancel).
+	Verbs  []string
+	Reason bool
+}
+
+// rowVerbs are the actions a row of each status takes: a received row is
+// retried now only when it waits out a backoff (it has failed, and is
+// not parked behind its key), a rejected one requeued only when the
+// console re-maps (remaps).
+func rowVerbs(st status.Status, attempts int64, parked, remaps bool) []string {
+	switch st {
+	case status.Dead:
+		return []string{"requeue", "discard"}
+	case status.Rejected:
+		if !remaps {
+			return []string{"discard"}
+		}
+		return []string{"requeue", "discard"}
+	case status.Received:
+		if attempts > 0 && !parked {
+			return []string{"retry", "cancel", "discard"}
+		}
+		return []string{"cancel", "discard"}
+	case status.Processing:
+		return []string{"cancel"}
+	}
+	return nil
 }
 
 // The columns of a row the row page shows, by where: the summary in this
@@ -334,8 +279,11 @@ func (h *Handler) row(w http.ResponseWriter, r *http.Request) {
 			d.Other = append(d.Other, showValue(c))
 		}
 	}
-	d.Failed, d.Dead = st.IsFailed(), st == status.Dead
-	d.Blocks = d.Dead && byName["key"].Value != nil && h.blocks(fmt.Sprint(byName["event_type"].Value))
+	attempts, _ := byName["attempts"].Value.(int32)
+	due, _ := byName["available_at"].Value.(time.Time)
+	d.Verbs = rowVerbs(st, int64(attempts), driver.ListedRow{AvailableAt: due}.Parked(), h.cfg.Remap != nil)
+	d.Reason = slices.Contains(d.Verbs, "cancel")
+	d.Blocks = st == status.Dead && byName["key"].Value != nil && slices.Contains(typesOf(h.cfg.BlockingTypes), fmt.Sprint(byName["event_type"].Value))
 	if d.Blocks {
 		if d.Held, err = driver.KeyHeld(r.Context(), h.cfg.DB, id, pageSize); err != nil {
 			h.dbFail(w, r, "read the rows behind the row", err)
@@ -401,22 +349,13 @@ type blockedData struct {
 	First   bool
 }
 
-// blockingTypes is Config.BlockingTypes' answer, never nil.
-func (h *Handler) blockingTypes() []string {
-	if h.cfg.BlockingTypes == nil {
+// typesOf is the answer of types (a Config.BlockingTypes or
+// OrderedTypes), never nil.
+func typesOf(types func() []string) []string {
+	if types == nil {
 		return []string{}
 	}
-	return append([]string{}, h.cfg.BlockingTypes()...)
-}
-
-// blocks reports whether a dead row of eventType holds its key back.
-func (h *Handler) blocks(eventType string) bool {
-	for _, t := range h.blockingTypes() {
-		if t == eventType {
-			return true
-		}
-	}
-	return false
+	return append([]string{}, types()...)
 }
 
 // blocked lists the keys of ordered routes held back by a dead head, with
@@ -424,14 +363,14 @@ func (h *Handler) blocks(eventType string) bool {
 // inboxd_ordered_blocked_keys counts.
 func (h *Handler) blocked(w http.ResponseWriter, r *http.Request) {
 	before, _ := strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
-	keys, err := driver.BlockedKeyList(r.Context(), h.cfg.DB, h.blockingTypes(), before, pageSize+1)
+	keys, err := driver.BlockedKeyList(r.Context(), h.cfg.DB, typesOf(h.cfg.BlockingTypes), before, pageSize+1)
 	if err != nil {
 		h.dbFail(w, r, "list the blocked keys", err)
 		return
 	}
 	d := blockedData{Keys: keys, First: before <= 0}
 	if d.First && h.cfg.OrderedTypes != nil {
-		if d.Failing, err = driver.FailingHeads(r.Context(), h.cfg.DB, h.cfg.OrderedTypes(), pageSize); err != nil {
+		if d.Failing, err = driver.FailingHeads(r.Context(), h.cfg.DB, typesOf(h.cfg.OrderedTypes), pageSize); err != nil {
 			h.dbFail(w, r, "list the keys held back by a failing head", err)
 			return
 		}
@@ -452,8 +391,8 @@ type signinData struct {
 }
 
 // signinPage is the sign-in page's data with msg and next.
-func (h *Handler) signinPage(msg, next string) signinData {
-	return signinData{Error: msg, Next: next, Tokens: h.auth.signsIn(), Named: h.auth.named(), Proxy: h.auth.proxy.enabled()}
+func (a *auth) signinPage(msg, next string) signinData {
+	return signinData{Error: msg, Next: next, Tokens: a.signsIn(), Named: a.named(), Proxy: a.proxy.enabled()}
 }
 
 // readOnly is what a read-only console answers to sign-ins and actions.
@@ -465,7 +404,7 @@ func (h *Handler) signinForm(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, readOnly)
 		return
 	}
-	h.render(w, r, http.StatusOK, "signin", "Sign in", h.signinPage("", safeNext(r.URL.Query().Get("next"))))
+	h.render(w, r, http.StatusOK, "signin", "Sign in", h.auth.signinPage("", safeNext(r.URL.Query().Get("next"))))
 }
 
 // safeNext returns next when it is a path of the console, else "": the
@@ -502,13 +441,13 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimSpace(r.PostFormValue("user"))
 	next := safeNext(r.PostFormValue("next"))
 	if name != "" && !validName(name) {
-		h.render(w, r, http.StatusBadRequest, "signin", "Sign in", h.signinPage("a name is letters, digits and . _ @ + - only", next))
+		h.render(w, r, http.StatusBadRequest, "signin", "Sign in", h.auth.signinPage("a name is letters, digits and . _ @ + - only", next))
 		return
 	}
 	c, ok := h.auth.byToken(r.PostFormValue("token"), name)
 	if !ok {
 		h.log.Warn().Str("remote", r.RemoteAddr).Msg("console sign-in refused: wrong token")
-		h.render(w, r, http.StatusUnauthorized, "signin", "Sign in", h.signinPage("wrong token", next))
+		h.render(w, r, http.StatusUnauthorized, "signin", "Sign in", h.auth.signinPage("wrong token", next))
 		return
 	}
 	id, err := h.auth.newSession(r.Context(), c)
@@ -516,8 +455,12 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 		h.dbFail(w, r, "start a session", err)
 		return
 	}
-	h.setSession(w, r, id)
-	h.log.Info().Str("user", c.user).Str("role", c.role.String()).Str("via", c.via).Str("remote", r.RemoteAddr).Msg("console sign-in")
+	if err := h.ops.Record(r.Context(), operator(r, c), ops.ActSignIn, "as "+c.role.String()+" via "+c.via); err != nil {
+		_, _ = h.auth.endSession(context.WithoutCancel(r.Context()), id)
+		h.dbFail(w, r, "record the sign-in in the audit trail", err)
+		return
+	}
+	h.auth.setCookie(w, r, id)
 	if next == "" {
 		next = Prefix
 	}
@@ -535,8 +478,10 @@ func (h *Handler) signout(w http.ResponseWriter, r *http.Request) {
 			h.dbFail(w, r, "end the session", err)
 			return
 		}
-		if ended {
-			h.log.Info().Str("user", s.user).Str("remote", r.RemoteAddr).Msg("console sign-out")
+		if ended && s.user != "" {
+			if err := h.ops.Record(r.Context(), operator(r, s), ops.ActSignOut, ""); err != nil {
+				h.log.Error().Err(err).Str("user", s.user).Msg("console sign-out: the audit trail could not be written (the session is ended)")
+			}
 		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, HttpOnly: true,

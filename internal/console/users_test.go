@@ -121,7 +121,7 @@ func TestUsersFileRolesAndRotation(t *testing.T) {
 	if code, _ := post(t, bc, b.srv.URL+"/ui/routes/pause", pause, ""); code != http.StatusOK {
 		t.Errorf("the operator's pause: %d", code)
 	}
-	if got := pauses(t, b); got != "order.created by console: bob" {
+	if got := pauses(t, b); got != "order.created by bob" {
 		t.Errorf("paused: %q, want the operator's name", got)
 	}
 	// Three dead rows: over the bound of 2 for an operator, dry run or not.
@@ -278,6 +278,7 @@ func TestProxyHeaderFromTrustedProxiesOnly(t *testing.T) {
 			b := setup(t, "", func(c *Config) {
 				c.UsersFile, c.Proxy = path, ProxyAuth{Header: hd, Trusted: tc.trusted, Role: tc.role, SignOutURL: "/oauth2/sign_out"}
 			})
+			b.seed(t, "dead", 1, "order.created", "orders", "boom") // a route the database knows
 			jar, _ := cookiejar.New(nil)
 			c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 			code, body := proxyReq(t, c, http.MethodGet, b.srv.URL+"/ui/", hd, tc.user, nil)
@@ -305,7 +306,7 @@ func TestProxyHeaderFromTrustedProxiesOnly(t *testing.T) {
 			}
 			pause.Set("csrf", csrf)
 			code, _ = proxyReq(t, c, http.MethodPost, b.srv.URL+"/ui/routes/pause", hd, tc.user, pause)
-			wantPause, wantBy := http.StatusSeeOther, "order.created by console: "+tc.user
+			wantPause, wantBy := http.StatusSeeOther, "order.created by "+tc.user
 			if tc.wantAs == "viewer" {
 				wantPause, wantBy = http.StatusForbidden, ""
 			}

@@ -36,11 +36,13 @@ type filterColumns struct {
 	Source string
 	// Time is the column FailedFilter.Since and Until bound.
 	Time string
+	// Key, when not "", is the column FailedFilter.Key matches.
+	Key string
 }
 
 // inboxColumns are the inbox's: a dead or rejected row's time is when it
 // failed (updated_at).
-var inboxColumns = filterColumns{Source: "source", Time: "updated_at"}
+var inboxColumns = filterColumns{Source: "source", Time: "updated_at", Key: "key"}
 
 // renderAdmin renders the CLI's template sql/name with the templates it
 // may call.
@@ -91,6 +93,9 @@ type FailedFilter struct {
 	Until *time.Time
 	// Error, when not "", must be part of last_error, in any case.
 	Error string
+	// Key, when not nil, must be the row's key (the inbox's statements
+	// only).
+	Key []byte
 }
 
 // args are the filter's named arguments for the range of ids (after, upto].
@@ -103,6 +108,7 @@ func (f FailedFilter) args(after, upto int64) pgx.NamedArgs {
 		"since":      f.Since,
 		"until":      f.Until,
 		"error":      f.Error,
+		"key":        f.Key, // nil: any
 		"after":      after,
 		"upto":       upto,
 	}

@@ -47,6 +47,11 @@ type changeRun struct {
 	// change changes the matching rows among the ids (after, upto], notes
 	// the --id ones in matched, and counts them.
 	change func(after, upto int64, matched map[int64]bool) (int64, error)
+	// all, when not nil, does the whole run (an ops action: its ranges, or
+	// with dryRun its listing) in place of list and change, noting the --id
+	// rows in matched, and counts them; its error already says what stays
+	// done.
+	all func(matched map[int64]bool) (int64, error)
 	// changed, when not nil, runs after the ranges of a run that is not a
 	// dry run, also of one that stopped half-way, with how many rows it
 	// changed; its error is returned when the ranges did not fail.
@@ -63,9 +68,17 @@ func (r changeRun) run(ctx context.Context, conn *pgx.Conn, log zerolog.Logger, 
 	matched := make(map[int64]bool)
 	var n int64
 	var err error
-	if r.dryRun {
+	switch {
+	case r.all != nil:
+		n, err = r.all(matched)
+		if err != nil && !r.dryRun {
+			err = stoppedError(r.cmd, n, r.kept, err)
+		} else if err != nil {
+			err = fmt.Errorf("%s: %w", r.cmd, err)
+		}
+	case r.dryRun:
 		n, err = r.list(matched)
-	} else {
+	default:
 		n, err = r.filter.eachRange(ctx, conn, log, r.kept, func(after, upto int64) (int64, error) {
 			return r.change(after, upto, matched)
 		})

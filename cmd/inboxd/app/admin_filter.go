@@ -17,6 +17,7 @@ import (
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
+	"github.com/inboxd/inboxd/internal/ops"
 )
 
 // failedBatch is how many dead or rejected rows requeue and discard take at
@@ -38,7 +39,12 @@ type failedFilter struct {
 	status    string
 	eventType string
 	source    string
+	errorText string
+	key       string
 	all       bool
+	// by is --by; operator is who acts, resolved by parse.
+	by       string
+	operator ops.Operator
 }
 
 // rowSelection is what the inbox's and the outbox's filters (failedFilter,
@@ -221,21 +227,47 @@ func (f *failedFilter) register(fs *flag.FlagSet, verb string) {
 	fs.StringVar(&f.status, "status", string(status.Dead), "`status` of the rows to "+verb+": dead or rejected")
 	fs.StringVar(&f.ids, "id", "", "only the rows with these `IDS` (comma-separated)")
 	fs.StringVar(&f.eventType, "type", "", "only rows of this event `type`")
-	fs.StringVar(&f.source, "source", "", "only rows of this `source` (the Kafka topic for ingested rows)")
+	fs.StringVar(&f.eventType, "route", "", "only rows of this route: its event `type` (the same as --type)")
+	fs.StringVar(&f.source, "source", "", sourceUsage)
+	fs.StringVar(&f.errorText, "error", "", "only rows whose last error contains `TEXT` (any case)")
+	fs.StringVar(&f.key, "key", "", "only rows with this ordering `KEY` (its bytes as text)")
 	fs.StringVar(&f.since, "since", "", "only rows that failed (updated_at) at or after `TIME`: RFC 3339, or a Go duration meaning that long ago (90m, 24h)")
 	fs.StringVar(&f.until, "until", "", "only rows that failed (updated_at) before `TIME`, as --since")
 	fs.BoolVar(&f.all, "all", false, "every row of the status (the other filters narrow it)")
+	fs.StringVar(&f.by, "by", "", byUsage)
 }
+
+// sourceUsage is --source's help: a source is where the row came from,
+// whatever the broker.
+const sourceUsage = "only rows of this `source`: the Kafka topic, RabbitMQ queue, NATS stream or webhook source they came from (as inboxd dead shows it)"
+
+// byUsage is --by's help.
+const byUsage = "who acts, for the audit trail (`NAME`; default INBOXD_OPERATOR, else $USER@host)"
 
 // parse checks the flags and resolves ids and times; now anchors durations.
 func (f *failedFilter) parse(cmd string, now time.Time) error {
 	if !status.Status(f.status).IsFailed() {
 		return usageError{fmt.Errorf("%s: --status must be dead or rejected, got %q", cmd, f.status)}
 	}
-	if f.ids == "" && f.eventType == "" && f.source == "" && f.since == "" && f.until == "" && !f.all {
-		return usageError{fmt.Errorf("%s: say which %s rows: --id 1,2,3, --type T, --source S, --since/--until, or --all", cmd, f.status)}
+	if f.ids == "" && f.eventType == "" && f.source == "" && f.errorText == "" && f.key == "" && f.since == "" && f.until == "" && !f.all {
+		return usageError{fmt.Errorf("%s: say which %s rows: --id 1,2,3, --type T, --source S, --error TEXT, --key K, --since/--until, or --all", cmd, f.status)}
 	}
 	return f.parseSelection(cmd, now)
+}
+
+// resolveOperator sets f.operator from --by, cfg's INBOXD_OPERATOR or the
+// environment.
+func (f *failedFilter) resolveOperator(cmd string, cfg config.Config, environ []string) error {
+	op, err := cliOperator(cmd, f.by, cfg, environ)
+	f.operator = op
+	return err
+}
+
+// opsFilter is the filter as ops takes it.
+func (f *failedFilter) opsFilter() ops.Filter {
+	q := f.query()
+	return ops.Filter{Status: q.Status, IDs: q.IDs, EventType: q.EventType, Source: q.Source, Error: q.Error, Key: q.Key,
+		Since: q.Since, Until: q.Until}
 }
 
 // parseIDs reads --id's comma-separated row ids, each once; "" is nil (any
@@ -286,13 +318,24 @@ func (f *failedFilter) query() driver.FailedFilter {
 		Source:    f.source,
 		Since:     f.sinceTime,
 		Until:     f.untilTime,
+		Error:     f.errorText,
+		Key:       keyBytes(f.key),
 	}
+}
+
+// keyBytes is --key's value as the key column's bytes; nil when not given.
+func keyBytes(k string) []byte {
+	if k == "" {
+		return nil
+	}
+	return []byte(k)
 }
 
 // conditions are the filter's own conditions, for describeWith and
 // logWith.
 func (f *failedFilter) conditions() (own, more []condition) {
-	return []condition{{"type", "event_type", f.eventType}, {"source", "source", f.source}}, nil
+	return []condition{{"type", "event_type", f.eventType}, {"source", "source", f.source},
+		{"error", "error_text", f.errorText}, {"key", "key", f.key}}, nil
 }
 
 // describe renders the filter for messages and logs.
@@ -344,38 +387,49 @@ func (f *failedFilter) eachRange(ctx context.Context, conn *pgx.Conn, log zerolo
 func eachBatch(cmd, st string, log zerolog.Logger, kept string,
 	rangeEnd func(after int64) (upto int64, ok bool, err error),
 	fn func(after, upto int64) (int64, error)) (int64, error) {
-	var total, reported int64
-	batches := 0
+	var reported int64
 	lastReport := time.Now()
-	stopped := func(err error) (int64, error) {
-		if total == 0 || kept == "" {
-			return total, fmt.Errorf("%s: %w", cmd, err)
-		}
-		return total, fmt.Errorf("%s: stopped after %s, which stay %s; run the command again for the rest: %w",
-			cmd, plural(total, "row"), kept, err)
+	total, err := ops.EachRange(context.Background(), func(_ context.Context, after int64) (int64, bool, error) { return rangeEnd(after) }, fn,
+		func(total int64, batches int, last int64) {
+			if total-reported >= progressRows || time.Since(lastReport) >= progressEvery {
+				log.Info().Str("status", st).Int64("rows", total).Int("batches", batches).Int64("last_id", last).Msg(cmd + " progress")
+				reported, lastReport = total, time.Now()
+			}
+		})
+	var rangeErr *ops.RangeError
+	if errors.As(err, &rangeErr) {
+		err = fmt.Errorf("select the next %d %s rows: %w", failedBatch, st, rangeErr.Err)
 	}
-	var after int64
-	for {
-		upto, ok, err := rangeEnd(after)
-		if err != nil {
-			return stopped(fmt.Errorf("select the next %d %s rows: %w", failedBatch, st, err))
-		}
-		if !ok {
-			return total, nil
-		}
-		n, err := fn(after, upto)
-		total += n
-		if err != nil {
-			return stopped(err)
-		}
-		batches++
-		after = upto
-		if total-reported >= progressRows || time.Since(lastReport) >= progressEvery {
-			log.Info().Str("status", st).Int64("rows", total).Int("batches", batches).Int64("last_id", after).
-				Msg(cmd + " progress")
-			reported, lastReport = total, time.Now()
-		}
+	if err != nil {
+		return total, stoppedError(cmd, total, kept, err)
 	}
+	return total, nil
+}
+
+// stoppedError is the error of a command that stopped after changing
+// total rows, which stay kept ("requeued"; "" when a dry run changed
+// nothing): running it again does the rest.
+func stoppedError(cmd string, total int64, kept string, err error) error {
+	if total == 0 || kept == "" {
+		return fmt.Errorf("%s: %w", cmd, err)
+	}
+	return fmt.Errorf("%s: stopped after %s, which stay %s; run the command again for the rest: %w",
+		cmd, plural(total, "row"), kept, err)
+}
+
+// newOps returns the operations on conn, with the CLI's progress lines on
+// log every progressRows rows or progressEvery.
+func newOps(conn *pgx.Conn, log zerolog.Logger, remap ops.Remapper, routes func() ([]string, error)) *ops.Ops {
+	var reported int64
+	lastReport := time.Now()
+	// The commands log their own lines; ops writes the audit trail.
+	return ops.New(ops.Config{DB: conn, Remap: remap, Routes: routes,
+		Progress: func(a ops.Action, total int64, batches int, last int64) {
+			if total-reported >= progressRows || time.Since(lastReport) >= progressEvery {
+				log.Info().Int64("rows", total).Int("batches", batches).Int64("last_id", last).Msg(string(a) + " progress")
+				reported, lastReport = total, time.Now()
+			}
+		}})
 }
 
 // dryRun lists the matching rows batch after batch, each as "would VERB id
@@ -392,6 +446,25 @@ func (f *failedFilter) dryRun(ctx context.Context, conn *pgx.Conn, log zerolog.L
 		return r.ID, fmt.Sprintf("%s %s %s%s, last error: %s", safeText(r.Source),
 			safeText(r.EventID), safeText(r.EventType), more, oneLine(r.LastError, 100))
 	})
+}
+
+// visitor is an ops action's Each for the CLI: it notes the --id rows in
+// matched and, for a dry run's rows, prints "would VERB id N: source
+// event_id event_type, DETAIL, last error: …" (detail may add to the line).
+func (f *failedFilter) visitor(stdout io.Writer, verb string, matched map[int64]bool, detail func(driver.FailedRow) string) func(ops.Visit) {
+	return func(v ops.Visit) {
+		f.mark(matched, v.ID)
+		if v.Row == nil {
+			return
+		}
+		r := *v.Row
+		more := ""
+		if detail != nil {
+			more = ", " + detail(r)
+		}
+		fmt.Fprintf(stdout, "would %s id %d: %s %s %s%s, last error: %s\n", verb, r.ID, safeText(r.Source),
+			safeText(r.EventID), safeText(r.EventType), more, oneLine(r.LastError, 100))
+	}
 }
 
 // listDryRun lists, for a dry run, the rows match returns in each range of

@@ -19,6 +19,7 @@ import (
 	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
+	"github.com/inboxd/inboxd/internal/ops"
 )
 
 // requeueFlags are the requeue command's flags.
@@ -34,8 +35,11 @@ type requeueFlags struct {
 // batches (failedBatch rows each, logging its progress on stderr); stopped
 // half-way, it leaves what it requeued requeued, for a second run to do the
 // rest.
-func runRequeue(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, f requeueFlags) error {
+func runRequeue(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, environ []string, f requeueFlags) error {
 	if err := f.filter.parse("requeue", time.Now()); err != nil {
+		return err
+	}
+	if err := f.filter.resolveOperator("requeue", cfg, environ); err != nil {
 		return err
 	}
 	if f.dropDuplicates && f.filter.status != string(status.Rejected) {
@@ -73,33 +77,20 @@ func notifyRequeued(ctx context.Context, conn *pgx.Conn, n int64) error {
 }
 
 // requeueDead requeues the matching dead rows, batch after batch, and
-// wakes the workers.
+// wakes the workers (ops.Requeue).
 func requeueDead(ctx context.Context, conn *pgx.Conn, stdout io.Writer, log zerolog.Logger, f requeueFlags) error {
+	o := newOps(conn, log, nil, nil)
 	return changeRun{cmd: "requeue", noun: "dead row", done: "requeued", would: "would requeue", kept: "requeued",
 		dryRun: f.dryRun, filter: &f.filter,
-		list: func(matched map[int64]bool) (int64, error) {
-			return f.filter.dryRun(ctx, conn, log, stdout, "requeue", func(r driver.FailedRow) string {
-				return plural(int64(r.Attempts), "attempt")
-			}, matched)
+		all: func(matched map[int64]bool) (int64, error) {
+			res, err := o.Requeue(ctx, ops.Request{Operator: f.filter.operator, Filter: f.filter.opsFilter(), DryRun: f.dryRun,
+				Each: f.filter.visitor(stdout, "requeue", matched, func(r driver.FailedRow) string {
+					return plural(int64(r.Attempts), "attempt")
+				})})
+			return res.Rows, err
 		},
-		change: f.filter.changeIDs(func(after, upto int64) ([]int64, error) {
-			return driver.RequeueDead(ctx, conn, f.filter.query(), after, upto)
-		}),
-		changed: func(n int64) error { return notifyRequeued(ctx, conn, n) },
 	}.run(ctx, conn, log, stdout)
 }
-
-// rejectedOutcome is what became of one rejected row.
-type rejectedOutcome int
-
-const (
-	outcomeRequeued rejectedOutcome = iota
-	outcomeDuplicate
-	outcomeDropped
-	outcomeStillRejected
-	outcomeOversize
-	outcomeGone
-)
 
 // remapRules are the rules a rejected row is mapped again by: the
 // brokers' mapping settings, and the webhook sources' own (nil without
@@ -123,49 +114,59 @@ func rejectedRules(cfg config.Config) (remapRules, error) {
 	return r, nil
 }
 
+// remapper is how ops maps a stored rejected row again: by the rules of
+// the source it came from (ingest.RemapRejectedRow), or not at all when
+// part of its message was not stored.
+func (rules remapRules) remapper() ops.Remapper {
+	return func(s driver.RejectedRow) ops.Mapped {
+		if unstored := ingest.Unstored(s.LastError); len(unstored) > 0 {
+			verb := "was"
+			if len(unstored) > 1 || unstored[0] == "headers" {
+				verb = "were"
+			}
+			return ops.Mapped{Refused: true, Outcome: ops.OutcomeOversize, Line: fmt.Sprintf("cannot be requeued: its %s %s not stored (%s); the event must be produced again",
+				strings.Join(unstored, " and "), verb, oneLine(s.LastError, 200))}
+		}
+		msg, err := rejectedMessage(s)
+		if err != nil {
+			return ops.Mapped{Refused: true, Outcome: ops.OutcomeStillRejected, Line: fmt.Sprintf("still rejected: %v", err)}
+		}
+		row := ingest.RemapRejectedRow(s.EventID, msg, rules.mapping, rules.webhooks) // by the rules of the row's own source
+		if row.Status != ingest.StatusReceived {
+			return ops.Mapped{Refused: true, Outcome: ops.OutcomeStillRejected,
+				Line: "still rejected with the current configuration: " + oneLine(row.LastError, 200)}
+		}
+		return ops.Mapped{EventID: row.EventID, EventType: row.EventType}
+	}
+}
+
 // requeueRejected re-maps every matching rejected row with the current
 // mapping configuration, one row at a time (a row that clashes must not
-// stop the others), reading them a batch at a time.
+// stop the others), reading them a batch at a time (ops.Requeue).
 func requeueRejected(ctx context.Context, cfg config.Config, conn *pgx.Conn, stdout io.Writer, log zerolog.Logger, f requeueFlags) error {
 	rules, err := rejectedRules(cfg)
 	if err != nil {
 		return err
 	}
 	matched := make(map[int64]bool)
-	counts := make(map[rejectedOutcome]int64)
-	kept := "as re-mapped above"
-	if f.dryRun {
-		kept = ""
-	}
-	listed, err := f.filter.eachRange(ctx, conn, log, kept, func(after, upto int64) (int64, error) {
-		list, err := f.filter.matching(ctx, conn, after, upto)
-		if err != nil {
-			return 0, err
-		}
-		for i, r := range list {
-			f.filter.mark(matched, r.ID)
-			outcome, line, err := requeueOneRejected(ctx, conn, r.ID, rules, f.dryRun, f.dropDuplicates)
-			if err != nil {
-				return int64(i), err
-			}
-			counts[outcome]++
-			fmt.Fprintf(stdout, "id %d: %s\n", r.ID, line)
-		}
-		return int64(len(list)), nil
-	})
-	var nerr error
-	if !f.dryRun {
-		nerr = notifyRequeued(ctx, conn, counts[outcomeRequeued])
-	}
+	o := newOps(conn, log, rules.remapper(), nil)
+	res, err := o.Requeue(ctx, ops.Request{Operator: f.filter.operator, Filter: f.filter.opsFilter(), DryRun: f.dryRun,
+		DropDuplicates: f.dropDuplicates, Each: func(v ops.Visit) {
+			f.filter.mark(matched, v.ID)
+			fmt.Fprintf(stdout, "id %d: %s\n", v.ID, v.Line)
+		}})
+	counts := res.Outcomes
 	if err != nil {
-		if !f.dryRun {
-			fmt.Fprintf(stdout, "requeued %d of %s before stopping\n", counts[outcomeRequeued], plural(listed, "rejected row"))
+		var notify *ops.NotifyError
+		if errors.As(err, &notify) {
+			return fmt.Errorf("requeue: %w", err)
 		}
-		return err
+		if !f.dryRun {
+			fmt.Fprintf(stdout, "requeued %d of %s before stopping\n", counts[ops.OutcomeRequeued], plural(res.Listed, "rejected row"))
+		}
+		return stoppedError("requeue", counts[ops.OutcomeRequeued], map[bool]string{true: "", false: "as re-mapped above"}[f.dryRun], err)
 	}
-	if nerr != nil {
-		return nerr
-	}
+	listed := res.Listed
 	if err := printUnmatched(ctx, conn, stdout, &f.filter, matched); err != nil {
 		return err
 	}
@@ -173,17 +174,17 @@ func requeueRejected(ctx context.Context, cfg config.Config, conn *pgx.Conn, std
 	if f.dryRun {
 		verb = "would requeue"
 	}
-	summary := fmt.Sprintf("%s %d of %s", verb, counts[outcomeRequeued], plural(listed, "rejected row"))
+	summary := fmt.Sprintf("%s %d of %s", verb, counts[ops.OutcomeRequeued], plural(listed, "rejected row"))
 	var rest []string
 	for _, o := range []struct {
-		o    rejectedOutcome
+		o    ops.RemapOutcome
 		word string
 	}{
-		{outcomeDuplicate, "already in the inbox (left rejected)"},
-		{outcomeDropped, "already in the inbox (deleted)"},
-		{outcomeStillRejected, "still rejected"},
-		{outcomeOversize, "oversize, not stored"},
-		{outcomeGone, "no longer rejected"},
+		{ops.OutcomeDuplicate, "already in the inbox (left rejected)"},
+		{ops.OutcomeDropped, "already in the inbox (deleted)"},
+		{ops.OutcomeStillRejected, "still rejected"},
+		{ops.OutcomeOversize, "oversize, not stored"},
+		{ops.OutcomeGone, "no longer rejected"},
 	} {
 		if counts[o.o] > 0 {
 			rest = append(rest, fmt.Sprintf("%d %s", counts[o.o], o.word))
@@ -196,95 +197,10 @@ func requeueRejected(ctx context.Context, cfg config.Config, conn *pgx.Conn, std
 	switch {
 	case listed == 0:
 		return fmt.Errorf("requeue: %w: no rejected row matches %s", errNothingMatched, f.filter.describe())
-	case counts[outcomeRequeued] == 0 && counts[outcomeDropped] == 0:
+	case counts[ops.OutcomeRequeued] == 0 && counts[ops.OutcomeDropped] == 0:
 		return fmt.Errorf("requeue: %w: none of the %s could be requeued", errNothingMatched, plural(listed, "matching rejected row"))
 	}
 	return nil
-}
-
-// requeueOneRejected re-maps the rejected row id and, unless dryRun, hands
-// it to the workers under its new event id. It returns the outcome and a
-// line for the operator.
-func requeueOneRejected(ctx context.Context, conn *pgx.Conn, id int64, rules remapRules, dryRun, dropDuplicates bool) (rejectedOutcome, string, error) {
-	s, ok, err := driver.ReadRejected(ctx, conn, id)
-	if err != nil {
-		return 0, "", fmt.Errorf("read rejected row %d: %w", id, err)
-	}
-	if !ok {
-		return outcomeGone, "no longer rejected (changed while this command ran)", nil
-	}
-	if unstored := ingest.Unstored(s.LastError); len(unstored) > 0 {
-		verb := "was"
-		if len(unstored) > 1 || unstored[0] == "headers" {
-			verb = "were"
-		}
-		return outcomeOversize, fmt.Sprintf("cannot be requeued: its %s %s not stored (%s); the event must be produced again",
-			strings.Join(unstored, " and "), verb, oneLine(s.LastError, 200)), nil
-	}
-	msg, err := rejectedMessage(s)
-	if err != nil {
-		return outcomeStillRejected, fmt.Sprintf("still rejected: %v", err), nil
-	}
-	row := ingest.RemapRejectedRow(s.EventID, msg, rules.mapping, rules.webhooks) // by the rules of the row's own source
-	if row.Status != ingest.StatusReceived {
-		return outcomeStillRejected, "still rejected with the current configuration: " + oneLine(row.LastError, 200), nil
-	}
-	target := fmt.Sprintf("event id %s, type %s", safeText(row.EventID), safeText(row.EventType))
-	owner := func() (string, error) {
-		ownerID, ownerStatus, ok, err := driver.EventOwner(ctx, conn, s.Source, row.EventID)
-		switch {
-		case err != nil:
-			return "", fmt.Errorf("look up %s: %w", target, err)
-		case !ok:
-			return "", nil
-		}
-		return fmt.Sprintf("row %d (%s)", ownerID, ownerStatus), nil
-	}
-	if dryRun {
-		dup, err := owner()
-		switch {
-		case err != nil:
-			return 0, "", err
-		case dup != "" && dropDuplicates:
-			return outcomeDropped, fmt.Sprintf("maps to %s, which %s already holds: would be deleted", target, dup), nil
-		case dup != "":
-			return outcomeDuplicate, fmt.Sprintf("maps to %s, which %s already holds: would stay rejected (--drop-duplicates deletes it)", target, dup), nil
-		}
-		return outcomeRequeued, "would requeue as " + target, nil
-	}
-	requeued, err := driver.RequeueRejected(ctx, conn, id, row.EventID, row.EventType)
-	pgErr, refused := driver.AsDataError(err)
-	switch {
-	case errors.Is(err, driver.ErrEventTaken): // the event arrived again
-		dup, err := owner()
-		if err != nil {
-			return 0, "", err
-		}
-		if dup == "" {
-			dup = "another row"
-		}
-		if !dropDuplicates {
-			return outcomeDuplicate, fmt.Sprintf("maps to %s, which %s already holds: left rejected (--drop-duplicates deletes it)", target, dup), nil
-		}
-		del, err := driver.DiscardFailed(ctx, conn, driver.FailedFilter{Status: status.Rejected, IDs: []int64{id}}, id-1, id)
-		if err != nil {
-			return 0, "", fmt.Errorf("delete duplicate rejected row %d: %w", id, err)
-		}
-		if len(del) == 0 {
-			return outcomeGone, "no longer rejected (changed while this command ran)", nil
-		}
-		return outcomeDropped, fmt.Sprintf("maps to %s, which %s already holds: deleted", target, dup), nil
-	case refused:
-		// A data error (driver.AsDataError, as for ingest's refused rows):
-		// this row stays, the others go on.
-		return outcomeStillRejected, fmt.Sprintf("still rejected: the database refuses %s: %s (SQLSTATE %s)",
-			target, pgErr.Message, pgErr.Code), nil
-	case err != nil:
-		return 0, "", fmt.Errorf("rejected row %d: %w", id, err)
-	case !requeued:
-		return outcomeGone, "no longer rejected (changed while this command ran)", nil
-	}
-	return outcomeRequeued, "requeued as " + target, nil
 }
 
 // rejectedMessage rebuilds the Kafka message a rejected row was made from:

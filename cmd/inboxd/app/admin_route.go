@@ -7,14 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/internal/driver"
-	"github.com/inboxd/inboxd/internal/opfiles/routesfile"
+	"github.com/inboxd/inboxd/internal/ops"
 )
 
 // routeCommands are `inboxd route pause|resume|list`: an operator's
@@ -27,14 +27,17 @@ func routeCommands() []command {
 		{name: "route pause", args: "TYPE", summary: "pause a route on every replica within a second: its rows stay received, rows in flight finish (TYPE * or default: the default route)",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
 				reason := fs.String("reason", "", "why, for whoever looks next (`TEXT`)")
-				by := fs.String("by", "", "who pauses it (`NAME`; default $USER@host)")
+				by := fs.String("by", "", byUsage)
 				return func(cfg config.Config) error {
 					return runRoutePause(a.ctx, cfg, a.stdout, a.stderr, a.environ, a.args, *by, *reason)
 				}
 			}},
 		{name: "route resume", args: "TYPE", summary: "resume a paused route: every replica claims its rows again within a second",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
-				return func(cfg config.Config) error { return runRouteResume(a.ctx, cfg, a.stdout, a.stderr, a.args) }
+				by := fs.String("by", "", byUsage)
+				return func(cfg config.Config) error {
+					return runRouteResume(a.ctx, cfg, a.stdout, a.stderr, a.environ, a.args, *by)
+				}
 			}},
 		{name: "route list", summary: "list the paused routes, with who paused them, when and why",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
@@ -72,32 +75,12 @@ func warnUnrouted(cfg config.Config, stderr io.Writer, route string) {
 	if cfg.Routes == "" || route == driver.DefaultRoute {
 		return
 	}
-	r, err := routesfile.Load(cfg.Routes)
-	if err != nil {
+	names, err := routeNames(cfg)()
+	if err != nil || slices.Contains(names, route) {
 		return
-	}
-	for _, rc := range r.Routes {
-		if rc.Type == route {
-			return
-		}
 	}
 	fmt.Fprintf(stderr, "inboxd: warning: %s has no route of its own in INBOXD_ROUTES: its rows go to the default route, "+
 		"which this pause does not stop (pause default for that)\n", route)
-}
-
-// defaultPauser is $USER@host, from environ and the host name.
-func defaultPauser(environ []string) string {
-	user := "unknown"
-	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, "USER="); ok && v != "" {
-			user = v
-		}
-	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown"
-	}
-	return user + "@" + host
 }
 
 func runRoutePause(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, environ, args []string, by, reason string) error {
@@ -105,44 +88,50 @@ func runRoutePause(ctx context.Context, cfg config.Config, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
-	if by == "" {
-		by = defaultPauser(environ)
+	op, err := cliOperator("route pause", by, cfg, environ)
+	if err != nil {
+		return err
 	}
 	conn, err := connectSchema(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	warnUnrouted(cfg, stderr, route)
-	if err := driver.PauseRoute(ctx, conn, route, by, reason); err != nil {
-		return err
-	}
 	log := adminLog(cfg, stderr, "route pause")
-	log.Info().Str("route", route).Str("by", by).Str("reason", reason).
+	if _, err := newOps(conn, log, nil, routeNames(cfg)).Pause(ctx, op, route, reason); err != nil {
+		if errors.Is(err, ops.ErrUnknownRoute) {
+			return usageError{fmt.Errorf("route pause: %w", err)}
+		}
+		return fmt.Errorf("route pause: %w", err)
+	}
+	log.Info().Str("route", route).Str("by", op.Name).Str("reason", reason).
 		Msg("route paused: every replica stops claiming its rows within a second")
-	fmt.Fprintf(stdout, "paused %s (by %s): every replica stops claiming its rows within a second; rows in flight finish\n", routeName(route), by)
+	warnUnrouted(cfg, stderr, route)
+	fmt.Fprintf(stdout, "paused %s (by %s): every replica stops claiming its rows within a second; rows in flight finish\n", routeName(route), op.Name)
 	return nil
 }
 
-func runRouteResume(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, args []string) error {
+func runRouteResume(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, environ, args []string, by string) error {
 	route, err := routeArg("route resume", args)
 	if err != nil {
 		return err
 	}
+	op, err := cliOperator("route resume", by, cfg, environ)
+	if err != nil {
+		return err
+	}
 	conn, err := connectSchema(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	was, err := driver.ResumeRoute(ctx, conn, route)
-	if err != nil {
-		return err
-	}
-	if !was {
-		return fmt.Errorf("route resume: %s is not paused (inboxd route list shows the paused routes)", routeName(route))
-	}
 	log := adminLog(cfg, stderr, "route resume")
-	log.Info().Str("route", route).Msg("route resumed")
+	if _, err := newOps(conn, log, nil, nil).Resume(ctx, op, route); errors.Is(err, ops.ErrNotPaused) {
+		return fmt.Errorf("route resume: %s is not paused (inboxd route list shows the paused routes)", routeName(route))
+	} else if err != nil {
+		return fmt.Errorf("route resume: %w", err)
+	}
+	log.Info().Str("route", route).Str("by", op.Name).Msg("route resumed")
 	fmt.Fprintf(stdout, "resumed %s: every replica claims its rows again within a second\n", routeName(route))
 	return nil
 }

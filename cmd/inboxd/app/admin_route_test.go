@@ -34,6 +34,17 @@ func TestRoutePauseListResume(t *testing.T) {
 	if code, _, stderr := runMain(t, env, "route", "pause", "default", "--by", "bob"); code != 0 || strings.Contains(stderr, "warning") {
 		t.Fatalf("route pause default: %d %s", code, stderr)
 	}
+	// A type neither the routes file nor the database knows is refused
+	// (a typo): nothing is paused.
+	code, _, stderr = runMain(t, env, "route", "pause", "order.nonexistent")
+	if code != ExitUsage || !strings.Contains(stderr, `"order.nonexistent" is in no routes file and has no row in the inbox`) {
+		t.Fatalf("route pause of an unknown type: %d %s", code, stderr)
+	}
+	// One the database knows but the routes file does not: paused, with
+	// a warning.
+	if _, err := db.Pool.Exec(t.Context(), `INSERT INTO inbox (source, event_id, event_type) VALUES ('s', 'e', 'order.unrouted')`); err != nil {
+		t.Fatal(err)
+	}
 	code, _, stderr = runMain(t, env, "route", "pause", "order.unrouted")
 	if code != 0 || !strings.Contains(stderr, "warning: order.unrouted has no route of its own") {
 		t.Fatalf("route pause of an unrouted type: %d %s", code, stderr)

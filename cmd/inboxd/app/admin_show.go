@@ -9,7 +9,6 @@ import (
 	"io"
 	"sort"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/ops"
 	"github.com/inboxd/inboxd/internal/sensitive"
 )
 
@@ -241,18 +241,5 @@ func isText(b []byte) bool {
 
 // safeText returns s as it is when it is printable on one line, else
 // quoted with Go escapes, so that no value can move the cursor or forge a
-// line of output.
-func safeText(s string) string {
-	if s == "" {
-		return `""`
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) || r == utf8.RuneError || unicode.Is(unicode.Zl, r) || unicode.Is(unicode.Zp, r) {
-			return strconv.Quote(s)
-		}
-	}
-	if strings.TrimSpace(s) != s {
-		return strconv.Quote(s)
-	}
-	return s
-}
+// line of output (ops.SafeText).
+func safeText(s string) string { return ops.SafeText(s) }

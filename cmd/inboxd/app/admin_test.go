@@ -282,8 +282,8 @@ func TestHelpListsEveryCommandAndVariable(t *testing.T) {
 		t.Fatalf("help: exit %d", code)
 	}
 	for _, c := range []string{"run [--migrate]", "migrate [--river]", "stats [--json]", "dead [--json] [--limit N] [--status STATUS] [--type TYPE]",
-		"show [--full] [--json] ID", "requeue [--all] [--drop-duplicates] [--dry-run] [--id IDS] [--since TIME] [--source SOURCE] [--status STATUS] [--type TYPE] [--until TIME]",
-		"discard [--all] [--dry-run] [--id IDS] [--since TIME] [--source SOURCE] [--status STATUS] [--type TYPE] [--until TIME]", "prune [--dry-run]", "help", "version"} {
+		"show [--full] [--json] ID", "requeue [--all] [--by NAME] [--drop-duplicates] [--dry-run] [--error TEXT] [--id IDS] [--key KEY] [--route TYPE] [--since TIME] [--source SOURCE] [--status STATUS] [--type TYPE] [--until TIME]",
+		"discard [--all] [--by NAME] [--dry-run] [--error TEXT] [--id IDS] [--key KEY] [--route TYPE] [--since TIME] [--source SOURCE] [--status STATUS] [--type TYPE] [--until TIME]", "prune [--dry-run]", "help", "version"} {
 		if !strings.Contains(out, "inboxd "+c+"\n") {
 			t.Errorf("help lacks the command line %q", "inboxd "+c)
 		}

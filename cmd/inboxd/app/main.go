@@ -104,14 +104,14 @@ func init() {
 				fs.BoolVar(&f.dryRun, "dry-run", false, "list what would be requeued; change nothing")
 				fs.BoolVar(&f.dropDuplicates, "drop-duplicates", false,
 					"with --status rejected: delete a rejected row whose event is already in the inbox")
-				return func(cfg config.Config) error { return runRequeue(a.ctx, cfg, a.stdout, a.stderr, f) }
+				return func(cfg config.Config) error { return runRequeue(a.ctx, cfg, a.stdout, a.stderr, a.environ, f) }
 			}},
 		{name: "discard", summary: "delete dead (or rejected) rows; logs what it deleted",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
 				var f discardFlags
 				f.filter.register(fs, "discard")
 				fs.BoolVar(&f.dryRun, "dry-run", false, "list what would be deleted; delete nothing")
-				return func(cfg config.Config) error { return runDiscard(a.ctx, cfg, a.stdout, a.stderr, f) }
+				return func(cfg config.Config) error { return runDiscard(a.ctx, cfg, a.stdout, a.stderr, a.environ, f) }
 			}},
 		{name: "prune", summary: "run one retention pass now (INBOXD_RETENTION, INBOXD_DEAD_RETENTION)",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {

@@ -71,7 +71,7 @@ func openConsole(ctx context.Context, cfg config.Config, local console.Local, ro
 	if err != nil {
 		return nil, nil, usageError{fmt.Errorf("INBOXD_UI_TOKEN_FILE: %w", err)}
 	}
-	proxy, err := cfg.UIProxy()
+	proxy, err := console.ParseProxy(cfg.UIProxyHeader, cfg.UITrustedProxies, cfg.UIProxyRole, cfg.UIProxySignOutURL)
 	if err != nil {
 		return nil, nil, usageError{err}
 	}
@@ -96,15 +96,7 @@ func openConsole(ctx context.Context, cfg config.Config, local console.Local, ro
 		// A rejected row is re-mapped by the rules `inboxd requeue
 		// --status rejected` applies, with this process's mapping settings
 		// and webhook sources.
-		RequeueRejected: func(ctx context.Context, id int64, dryRun bool) (bool, error) {
-			conn, err := db.Acquire(ctx)
-			if err != nil {
-				return false, err
-			}
-			defer conn.Release()
-			outcome, _, err := requeueOneRejected(ctx, conn.Conn(), id, rules, dryRun, false)
-			return outcome == outcomeRequeued, err
-		}})
+		Remap: rules.remapper(), Routes: routeNames(cfg)})
 	if err != nil {
 		db.Close()
 		return nil, nil, usageError{fmt.Errorf("INBOXD_UI_USERS_FILE: %w", err)}

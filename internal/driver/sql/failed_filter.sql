@@ -8,7 +8,8 @@ outbox_admin_*.sql) states the status it reads first, so that the partial
 index on the failed rows serves the range.
 The data names the table's columns (driver.filterColumns): .Source, the
 inbox's source or the outbox's destination; .Time, the column --since and
---until bound (the inbox's updated_at, the outbox's created_at). */}}
+--until bound (the inbox's updated_at, the outbox's created_at); .Key, when
+set, the column @key bytea (NULL = any) must equal (the inbox's key). */}}
 {{- define "failed_filter" -}}
 id > @after::bigint AND id <= @upto::bigint
   AND (@ids::bigint[] IS NULL OR id = ANY (@ids::bigint[]))
@@ -17,4 +18,7 @@ id > @after::bigint AND id <= @upto::bigint
   AND (@since::timestamptz IS NULL OR {{.Time}} >= @since::timestamptz)
   AND (@until::timestamptz IS NULL OR {{.Time}} < @until::timestamptz)
   AND (@error::text = '' OR strpos(lower(coalesce(last_error, '')), lower(@error::text)) > 0)
+{{- if .Key}}
+  AND (@key::bytea IS NULL OR {{.Key}} = @key::bytea)
+{{- end}}
 {{- end -}}

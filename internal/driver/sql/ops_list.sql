@@ -1,0 +1,42 @@
+-- One page of an operator's list of rows in one view (driver.ListView, the
+-- Go side names each view's .Where, .OrderAt and .Desc), filtered
+-- (sql/failed_filter.sql over the whole id range), after the keyset
+-- (@after_at, @after_id) in the view's order (dead and rejected rows: by
+-- id alone, below @after_id), at most @limit rows, without
+-- payloads. Never a count.
+-- For each row: where it stands (attempts, next attempt, lease, worker,
+-- times) and, for a parked row, the row of its key it waits behind (its
+-- key's first row that is unfinished or dead, through inbox_key_hash_idx),
+-- and whether its route is paused.
+-- Index by view: retrying and waiting, inbox_received_idx (available_at,
+-- id); processing, inbox_processing_idx (lease_expires_at); processed,
+-- inbox_processed_at_idx (processed_at), backwards; dead and rejected,
+-- inbox_failed_idx (status, id), backwards. Locks nothing.
+SELECT i.id, i.status, i.source, i.event_id, i.event_type, i.key, i.attempts,
+       i.received_at, i.updated_at, i.available_at, i.lease_expires_at, coalesce(i.locked_by, ''),
+       i.processed_at, coalesce(i.last_error, ''),
+       coalesce(h.head_id, 0), coalesce(h.head_status, ''), coalesce(rc.paused, false),
+       {{if .OrderAt}}{{.OrderAt}}{{else}}i.updated_at{{end}} AS order_at
+FROM inbox AS i
+LEFT JOIN LATERAL (
+    SELECT e.id AS head_id, e.status AS head_status
+    FROM inbox AS e
+    WHERE i.available_at = '9999-12-31 00:00:00+00' AND i.key IS NOT NULL
+      AND e.source = i.source
+      AND hashtextextended(encode(e.key, 'hex'), 0) = hashtextextended(encode(i.key, 'hex'), 0)
+      AND e.key = i.key AND e.id < i.id
+      AND e.key IS NOT NULL AND e.status IN ('received', 'processing', 'dead')
+    ORDER BY e.id
+    LIMIT 1
+) AS h ON true
+LEFT JOIN route_controls AS rc ON rc.route = i.event_type AND rc.paused
+WHERE {{.Where}}
+  AND {{template "failed_filter" .}}
+{{- if .OrderAt}}
+  AND ({{.OrderAt}}, i.id) {{if .Desc}}<{{else}}>{{end}} (@after_at::timestamptz, @after_id::bigint)
+ORDER BY {{.OrderAt}}{{if .Desc}} DESC{{end}}, i.id{{if .Desc}} DESC{{end}}
+{{- else}}
+  AND i.id < @after_id::bigint
+ORDER BY i.status DESC, i.id DESC
+{{- end}}
+LIMIT @limit::int

@@ -1,0 +1,86 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/inboxd/inboxd/internal/driver"
+)
+
+// ErrUnknownRoute is wrapped by Pause when neither the routes file nor the
+// database knows the route.
+var ErrUnknownRoute = errors.New("no such route")
+
+// ErrNotPaused is wrapped by Resume when the route is not paused.
+var ErrNotPaused = errors.New("the route is not paused")
+
+// checkRoute refuses a route that neither the routes file (Config.Routes)
+// nor the database knows; the default route (driver.DefaultRoute) is
+// always known.
+func (o *Ops) checkRoute(ctx context.Context, route string) error {
+	if strings.TrimSpace(route) == "" {
+		return errors.New("say which route: its event type, or * for the default route")
+	}
+	if route == driver.DefaultRoute {
+		return nil
+	}
+	if o.cfg.Routes != nil {
+		names, err := o.cfg.Routes()
+		if err != nil {
+			return fmt.Errorf("read the routes file: %w", err)
+		}
+		if slices.Contains(names, route) {
+			return nil
+		}
+	}
+	ok, err := driver.RouteKnown(ctx, o.cfg.DB, route)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: %q is in no routes file and has no row in the inbox (route list shows the paused ones)", ErrUnknownRoute, route)
+	}
+	return nil
+}
+
+// Pause pauses route on every replica (rows in flight finish; its rows
+// stay received), recorded as paused by the operator with reason.
+func (o *Ops) Pause(ctx context.Context, op Operator, route, reason string) (Result, error) {
+	if err := op.check(); err != nil {
+		return Result{}, err
+	}
+	req := Request{Operator: op, Reason: reason}
+	if err := o.checkRoute(ctx, route); err != nil {
+		return Result{}, err
+	}
+	err := driver.PauseRoute(ctx, o.cfg.DB, route, op.Name, reason)
+	return o.finish(ctx, req, ActPause, routeDetail(route, reason), nil, Result{}, err)
+}
+
+// Resume resumes a paused route; the error wraps ErrNotPaused when it was
+// not paused.
+func (o *Ops) Resume(ctx context.Context, op Operator, route string) (Result, error) {
+	if err := op.check(); err != nil {
+		return Result{}, err
+	}
+	was, err := driver.ResumeRoute(ctx, o.cfg.DB, route)
+	if err == nil && !was {
+		err = fmt.Errorf("%w: %q", ErrNotPaused, route)
+	}
+	res := Result{}
+	if was {
+		res.Rows = 1
+	}
+	return o.finish(ctx, Request{Operator: op}, ActResume, routeDetail(route, ""), nil, res, err)
+}
+
+// routeDetail is an audit entry's detail for a route's control.
+func routeDetail(route, reason string) string {
+	if reason == "" {
+		return "route " + route
+	}
+	return "route " + route + ": " + reason
+}
