@@ -59,10 +59,10 @@ type liveKey struct {
 
 var (
 	liveMatchSQL, cancelSQL = liveStatements()
-	retryNowSQL    = render("ops_retry_now.sql", liveColumnsOf(status.Received, LiveRetryNow), "failed_filter.sql", "ops_eligible.sql")
-	discardLiveSQL = render("ops_discard_live.sql", liveColumnsOf(status.Received, LiveDiscard), "failed_filter.sql", "ops_eligible.sql")
-	auditInsertSQL = load("ops_audit_insert.sql")
-	auditListSQL   = load("ops_audit_list.sql")
+	retryNowSQL             = render("ops_retry_now.sql", liveColumnsOf(status.Received, LiveRetryNow), "failed_filter.sql", "ops_eligible.sql")
+	discardLiveSQL          = render("ops_discard_live.sql", liveColumnsOf(status.Received, LiveDiscard), "failed_filter.sql", "ops_eligible.sql")
+	auditInsertSQL          = load("ops_audit_insert.sql")
+	auditListSQL            = load("ops_audit_list.sql")
 )
 
 // liveStatements renders the match statement of every live status and
