@@ -121,10 +121,10 @@ func main() {
 }
 
 // parts are the measurements, in the order they run.
-var parts = []string{"raw", "river", "pool", "e2e", "e2e-claimed", "retained", "rabbitmq", "nats", "outbox", "outbox-codecs", "webhook", "latency", "memory", "explain", "long"}
+var parts = []string{"raw", "river", "pool", "e2e", "e2e-claimed", "retained", "rabbitmq", "nats", "outbox", "outbox-codecs", "webhook", "console", "latency", "memory", "explain", "long"}
 
 // defaultParts is what runs without -run: everything but the long run.
-const defaultParts = "raw,river,pool,e2e,e2e-claimed,retained,rabbitmq,nats,outbox,outbox-codecs,webhook,latency,memory,explain"
+const defaultParts = "raw,river,pool,e2e,e2e-claimed,retained,rabbitmq,nats,outbox,outbox-codecs,webhook,console,latency,memory,explain"
 
 // options are the parsed flags.
 type options struct {
@@ -149,6 +149,8 @@ type options struct {
 	outboxLatencySeconds float64
 
 	webhookEvents         int
+	consoleRows           int64
+	consoleRuns           int
 	webhookSenders        int
 	webhookLatencySeconds float64
 
@@ -190,6 +192,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Float64Var(&o.outboxLatencySeconds, "outbox-latency-seconds", 20, "how long the outbox latency run writes, at -latency-load of the relay's rate; 0 = no latency run")
 	fs.IntVar(&o.webhookEvents, "webhook-events", 50_000, "signed requests of the webhook run (and records of the Kafka run beside it)")
 	fs.IntVar(&o.webhookSenders, "webhook-senders", 64, "requests in flight during the webhook run")
+	fs.Int64Var(&o.consoleRows, "console-rows", 10_000_000, "rows of the console run's inbox (1 % dead, 1 % retrying)")
+	fs.IntVar(&o.consoleRuns, "console-runs", 40, "times each listing of the console run is timed (after one warm-up)")
 	fs.Float64Var(&o.webhookLatencySeconds, "webhook-latency-seconds", 10, "how long the webhook latency run sends, at -latency-load of the webhook rate; 0 = no latency run")
 	fs.IntVar(&o.memEvents, "mem-events", 100_000, "1 KiB events of the memory measurement")
 	fs.IntVar(&o.memBigEvents, "mem-big-events", 700, "1 MiB events of the memory measurement")
@@ -246,6 +250,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("-webhook-events must be at least 1000, -webhook-senders positive")
 	case o.webhookLatencySeconds != 0 && o.webhookLatencySeconds < 1:
 		return nil, errors.New("-webhook-latency-seconds must be 0 or at least 1")
+	case o.consoleRows < 10_000 || o.consoleRuns < 1:
+		return nil, errors.New("-console-rows must be at least 10000, -console-runs positive")
 	case o.latencySeconds < 1:
 		return nil, errors.New("-latency-seconds must be at least 1")
 	case o.longMinutes < 1:
@@ -400,6 +406,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if len(res.Rates) == len(rs) {
 			res.Events = o.webhookEvents // the charts' title: the webhook's are the only rates
 		}
+	}
+	if o.parts["console"] {
+		logf("… console (every ops listing on an inbox of %d rows, %d runs each)", o.consoleRows, o.consoleRuns)
+		c, err := benchConsole(ctx, env, o.consoleRows, o.consoleRuns, logf)
+		if err != nil {
+			return fmt.Errorf("console: %w", err)
+		}
+		res.Console = c
 	}
 	if o.parts["explain"] {
 		logf("… explain (the claim on a backlog of %d rows)", o.events)

@@ -36,6 +36,9 @@ type Results struct {
 	// Webhook is the webhook measurement's detail (the ratio, the latency
 	// run), when it ran; its rates are webhook and webhook-kafka.
 	Webhook *WebhookResults `json:"webhook,omitempty"`
+	// Console is the console measurement (every ops listing on a large
+	// inbox), when it ran.
+	Console *ConsoleResults `json:"console,omitempty"`
 	// Memory are the peak-RSS measurements, when they ran.
 	Memory []MemoryRun `json:"memory,omitempty"`
 	// Targets are the issue's targets checked against this run.
@@ -452,6 +455,17 @@ func (r *Results) evaluate() {
 			}
 		}
 	}
+	if c := r.Console; c != nil {
+		// Issue 28's: every listing under 200 ms at p95 on the large inbox.
+		slowest := ConsoleQuery{}
+		for _, q := range c.Queries {
+			if q.P95MS > slowest.P95MS {
+				slowest = q
+			}
+		}
+		check(fmt.Sprintf("console/CLI listings p95 on %s rows < %.0f ms (slowest: %s)", comma(float64(c.Rows)), c.TargetMS, slowest.Name),
+			slowest.P95MS, c.TargetMS, false, "ms")
+	}
 	for _, m := range r.Memory {
 		check(fmt.Sprintf("peak RSS, %s payloads < %.0f MB", sizeLabel(m.PayloadBytes), float64(m.TargetBytes)/1e6),
 			float64(m.PeakRSSBytes)/1e6, float64(m.TargetBytes)/1e6, false, "MB")
@@ -636,7 +650,7 @@ func writeResults(dir string, r *Results, long *LongResults) error {
 		}
 		return os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644)
 	}
-	if len(r.Rates) > 0 || r.Latency != nil || len(r.Memory) > 0 || len(r.OutboxCodecs) > 0 {
+	if len(r.Rates) > 0 || r.Latency != nil || len(r.Memory) > 0 || len(r.OutboxCodecs) > 0 || r.Console != nil {
 		if err := write("results.json", r); err != nil {
 			return err
 		}

@@ -96,7 +96,8 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"console_sessions:DELETE", "console_sessions:INSERT", "console_sessions:SELECT", "console_sessions:UPDATE",
-		"inbox:DELETE", "inbox:INSERT", "inbox:SELECT", "inbox:UPDATE", "inbox_id_seq:USAGE",
+		"inbox:DELETE", "inbox:INSERT", "inbox:SELECT", "inbox:UPDATE",
+		"inbox_attempts:DELETE", "inbox_attempts:INSERT", "inbox_attempts:SELECT", "inbox_attempts:UPDATE", "inbox_id_seq:USAGE",
 		"inbox_starts:DELETE", "inbox_starts:INSERT", "inbox_starts:SELECT", "inbox_starts:UPDATE",
 		"inboxd_schema_compat:SELECT", "inboxd_schema_version:SELECT",
 		"ops_audit:INSERT", "ops_audit:SELECT", "ops_audit_id_seq:USAGE",
@@ -104,6 +105,7 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		"outbox_relays:DELETE", "outbox_relays:INSERT", "outbox_relays:SELECT", "outbox_relays:UPDATE",
 		"outbox_shards:DELETE", "outbox_shards:INSERT", "outbox_shards:SELECT", "outbox_shards:UPDATE",
 		"route_controls:DELETE", "route_controls:INSERT", "route_controls:SELECT", "route_controls:UPDATE",
+		"route_rollup:DELETE", "route_rollup:INSERT", "route_rollup:SELECT", "route_rollup:UPDATE",
 		"route_tokens:DELETE", "route_tokens:INSERT", "route_tokens:SELECT", "route_tokens:UPDATE",
 		"webhook_replays:DELETE", "webhook_replays:INSERT", "webhook_replays:SELECT", "webhook_replays:UPDATE"}
 	if !slices.Equal(got, want) {

@@ -109,9 +109,13 @@ WHERE to_regclass(format('%I.inbox_starts', :'schema')) IS NOT NULL \gexec
 -- leases its shards (outbox_shards, outbox_relays). The route controls
 -- (schema 12): paused routes and the fleet's rate-limit buckets. The
 -- webhook sources' replay windows (schema 14, webhook_replays) and the
--- console's sessions (schema 15): sign-ins, sign-outs, expiry.
+-- console's sessions (schema 15): sign-ins, sign-outs, expiry. The rows'
+-- attempt histories (schema 17): the workers write and trim them,
+-- retention deletes old ones. The per-route rollup (schema 18): every
+-- replica's maintenance adds its outcomes and deletes old cells.
 SELECT format('GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE %I.%I TO %I', :'schema', t, :'runtime')
-FROM unnest(ARRAY['outbox', 'outbox_shards', 'outbox_relays', 'route_controls', 'route_tokens', 'webhook_replays', 'console_sessions']) AS t
+FROM unnest(ARRAY['outbox', 'outbox_shards', 'outbox_relays', 'route_controls', 'route_tokens', 'webhook_replays', 'console_sessions',
+                  'inbox_attempts', 'route_rollup']) AS t
 WHERE to_regclass(format('%I.%I', :'schema', t)) IS NOT NULL \gexec
 SELECT format('GRANT USAGE ON SEQUENCE %s TO %I', pg_get_serial_sequence(format('%I.outbox', :'schema'), 'id'), :'runtime')
 WHERE to_regclass(format('%I.outbox', :'schema')) IS NOT NULL \gexec

@@ -269,8 +269,16 @@ var views = map[ListView]viewSQL{
 // and received rows reserved at ingest.
 var processingViews = [2]viewSQL{
 	{filterColumns{"source", "received_at", "key"}, "i.status = 'processing'", "i.lease_expires_at", false},
-	{filterColumns{"source", "received_at", "key"}, "i.status = 'received' AND i.lease_token IS NOT NULL", "i.available_at", false},
+	// A reservation's available_at is its lease's end: those ending within
+	// reservationWindow are read, not every received row.
+	{filterColumns{"source", "received_at", "key"}, "i.status = 'received' AND i.lease_token IS NOT NULL" +
+		" AND i.available_at > now() AND i.available_at <= now() + interval '" + reservationWindow + "'", "i.available_at", false},
 }
+
+// reservationWindow bounds the reservations ViewProcessing reads: those
+// whose lease ends within it (a lease is far shorter), so that the list
+// reads a slice of the received rows' index, not all of it.
+const reservationWindow = "10 minutes"
 
 var listSQL, listProcessingSQL = listStatements()
 

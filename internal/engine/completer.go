@@ -12,6 +12,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/maintenance"
 	"github.com/inboxd/inboxd/internal/startstop"
 )
 
@@ -190,6 +191,8 @@ func (c *completer) flush(stop context.Context, batch []result) {
 	}
 
 	now := c.clock.Now()
+	c.recordHistory(stop, batch, applied, now)
+	c.tally(batch, applied, now)
 	c.b.forgetResults(batch)
 	for _, r := range batch {
 		// doneAt was written before the result was submitted, and is not
@@ -260,4 +263,64 @@ func (c *completer) writeOutcomes(ctx context.Context, batch []result) ([]int64,
 		}
 	}
 	return got, nil
+}
+
+// recordHistory writes the attempts of batch that the rows' histories
+// keep (migration 017) among the applied ones: failed attempts, and the
+// end of a row that failed before. A batch of first-attempt successes
+// writes nothing. It reads the jobs before they leave the books; a failed
+// write is logged and lost (the rows' outcomes are written already).
+func (c *completer) recordHistory(stop context.Context, batch []result, applied []int64, now time.Time) {
+	var list []driver.Attempt
+	for _, r := range batch {
+		if r.job == nil || r.attempt == 0 || r.release || (r.outcome == outcomeProcessed && r.attempt <= 1) {
+			continue
+		}
+		if _, ok := slices.BinarySearch(applied, r.id); !ok {
+			continue
+		}
+		a := driver.Attempt{RowID: r.id, Attempt: r.attempt, StartedAt: r.job.runAt, FinishedAt: r.job.doneAt, Outcome: r.outcome}
+		if a.FinishedAt.IsZero() {
+			a.FinishedAt = now
+		}
+		if a.StartedAt.IsZero() {
+			a.StartedAt = a.FinishedAt
+		}
+		if r.lastError != nil {
+			a.Error = *r.lastError
+		}
+		list = append(list, a)
+	}
+	if len(list) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(stop, c.cfg.StatementTimeout)
+	defer cancel()
+	if err := driver.RecordAttempts(ctx, c.db, c.cfg.ID, list); err != nil {
+		c.log.Warn().Err(err).Int("rows", len(list)).Msg("the rows' attempt histories were not written (their outcomes were)")
+	}
+}
+
+// tally counts the applied outcomes of batch for the per-route rollup
+// (maintenance.Tally): one lock for the batch.
+func (c *completer) tally(batch []result, applied []int64, now time.Time) {
+	outcomes := make([]maintenance.Outcome, 0, len(batch))
+	for _, r := range batch {
+		if r.release {
+			continue
+		}
+		if _, ok := slices.BinarySearch(applied, r.id); !ok {
+			continue
+		}
+		o := maintenance.Outcome{Route: r.typeLabel, Processed: r.outcome == outcomeProcessed,
+			Retried: r.outcome == outcomeRetried, Dead: r.outcome == outcomeDead}
+		if o.Route == "" {
+			o.Route = otherEventTypes
+		}
+		if o.Processed && r.job != nil {
+			o.Latency = now.Sub(r.job.row.ReceivedAt)
+		}
+		outcomes = append(outcomes, o)
+	}
+	c.metrics.maintenance.Tally.Add(now, outcomes...)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
+	"github.com/inboxd/inboxd/internal/maintenance"
 )
 
 // maxErrorLen caps last_error so a huge error message cannot bloat rows.
@@ -242,6 +243,8 @@ func (e *executor) execute(j *job, policy routePolicy, slot *execSlot) (next exe
 			if committed {
 				e.b.routes.attemptEnded(j, true)
 				e.metrics.completedCounter(outcomeProcessed, label).Inc()
+				now := e.clock.Now()
+				e.metrics.maintenance.Tally.Add(now, maintenance.Outcome{Route: label, Processed: true, Latency: now.Sub(j.row.ReceivedAt)})
 				rowLog(&e.log, zerolog.DebugLevel, result{id: j.row.ID, eventID: ev.EventID, eventType: ev.EventType}).Msg("processed")
 			}
 			return execTask{}, false
@@ -410,7 +413,7 @@ func (e *executor) outcome(ctx context.Context, j *job, ev *handlers.Event, err 
 // execute already has.
 func (e *executor) labeledOutcome(ctx context.Context, j *job, ev *handlers.Event, label string, err error, policy routePolicy) result {
 	r := result{job: j, id: j.row.ID, token: j.token, eventID: ev.EventID, eventType: ev.EventType,
-		typeLabel: label}
+		typeLabel: label, attempt: ev.Attempt}
 	switch {
 	case err == nil:
 		r.status, r.outcome = status.Processed, outcomeProcessed

@@ -64,6 +64,7 @@ type result struct {
 	release   bool // returned unattempted: do not count the attempt
 	chained   bool // the next row of its key was claimed with it (see follow)
 	outcome   string
+	attempt   int // the attempt's number (0: not an attempt, as a release)
 }
 
 var (

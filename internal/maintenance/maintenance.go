@@ -52,6 +52,7 @@ var (
 	_ startstop.Service = (*Retention)(nil)
 	_ startstop.Service = (*Services)(nil)
 	_ startstop.Service = (*ControlsReader)(nil)
+	_ startstop.Service = (*Rollup)(nil)
 )
 
 // periodic is the base of a service that runs a round at Start and then
@@ -90,6 +91,7 @@ type Services struct {
 	Rescuer *Rescuer
 	Sweeper *Sweeper
 	stats   *statsRefresher
+	rollup  *Rollup
 }
 
 // Routes is what the pool's maintenance services need to know of its
@@ -108,12 +110,13 @@ func New(db *pgxpool.Pool, routes Routes, wake func(), cfg worker.Config, log ze
 		Rescuer: newRescuer(db, routes, sw, wake, cfg, log, m),
 		Sweeper: sw,
 		stats:   newStatsRefresher(db, routes, cfg, log, m),
+		rollup:  NewRollup(db, m.Tally, RollupInterval, log, m),
 	}
 }
 
 // services lists m's services, in their start order.
 func (m *Services) services() []startstop.Service {
-	return []startstop.Service{m.Rescuer, m.Sweeper, m.stats}
+	return []startstop.Service{m.Rescuer, m.Sweeper, m.stats, m.rollup}
 }
 
 // Start starts every service; on an error it stops those it started.

@@ -90,22 +90,23 @@ func TestMaintenanceStartsAndStopsTogether(t *testing.T) {
 	round := func(name string) func(context.Context) {
 		return func(context.Context) { began <- name }
 	}
-	m := &Services{Rescuer: &Rescuer{}, Sweeper: &Sweeper{}, stats: &statsRefresher{}}
+	m := &Services{Rescuer: &Rescuer{}, Sweeper: &Sweeper{}, stats: &statsRefresher{}, rollup: &Rollup{tally: NewTally()}}
 	m.Rescuer.periodic = periodic{interval: time.Hour, round: round("rescuer")}
 	m.Sweeper.periodic = periodic{interval: time.Hour, round: round("sweeper")}
 	m.stats.periodic = periodic{interval: time.Hour, round: round("stats")}
+	m.rollup.periodic = periodic{interval: time.Hour, round: round("rollup")}
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
-	for range 3 {
+	for range 4 {
 		seen[within(t, began, "each service's first round")] = true
 	}
-	if len(seen) != 3 {
-		t.Errorf("first rounds of %v, want the rescuer's, the sweeper's and the stats'", seen)
+	if len(seen) != 4 {
+		t.Errorf("first rounds of %v, want the rescuer's, the sweeper's, the stats' and the rollup's", seen)
 	}
 	m.Stop()
-	for _, s := range []*periodic{&m.Rescuer.periodic, &m.Sweeper.periodic, &m.stats.periodic} {
+	for _, s := range []*periodic{&m.Rescuer.periodic, &m.Sweeper.periodic, &m.stats.periodic, &m.rollup.periodic} {
 		within(t, s.Stopped(), "a service's end")
 	}
 

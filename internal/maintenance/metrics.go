@@ -26,6 +26,9 @@ type Metrics struct {
 	StaleRows prometheus.Gauge
 	// BlockedKeys is the keys held back by a dead row.
 	BlockedKeys prometheus.Gauge
+	// Tally counts the pool's outcomes per route and minute for the
+	// rollup (rollup.go); not a Prometheus collector.
+	Tally *Tally
 }
 
 // NewMetrics returns the maintenance services' metrics, unregistered,
@@ -33,6 +36,7 @@ type Metrics struct {
 func NewMetrics(dbErrors *prometheus.CounterVec) *Metrics {
 	m := &Metrics{
 		DBErrors: dbErrors,
+		Tally:    NewTally(),
 		Rescued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inboxd_worker_rescued_total",
 			Help: "Rows with an expired lease returned to received or sent to dead.",

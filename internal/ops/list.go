@@ -147,3 +147,14 @@ func parseCursor(s string) (time.Time, int64, error) {
 	}
 	return time.UnixMicro(u).UTC(), id, nil
 }
+
+// Attempt is one attempt of a row's history.
+type Attempt = driver.Attempt
+
+// History returns the recorded attempts of the row id, oldest first: its
+// failed attempts and the one that finished it after a failure, the last
+// driver.KeptAttempts of them (a row processed at its first attempt has
+// none: its one attempt is the row itself).
+func (o *Ops) History(ctx context.Context, id int64) ([]Attempt, error) {
+	return driver.History(ctx, o.cfg.DB, id)
+}

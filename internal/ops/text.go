@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -24,3 +25,6 @@ func SafeText(s string) string {
 	}
 	return s
 }
+
+// sortStrings sorts s in place.
+func sortStrings(s []string) { slices.Sort(s) }

@@ -16,6 +16,7 @@ import (
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
+	"github.com/inboxd/inboxd/internal/ops"
 	"github.com/inboxd/inboxd/migrations"
 )
 
@@ -134,44 +135,20 @@ func connectSchema(ctx context.Context, cfg config.Config) (*pgx.Conn, error) {
 
 // listFlags are the dead command's flags.
 type listFlags struct {
-	status    string
-	eventType string
-	limit     int
-	json      bool
+	status string
+	query  listQueryFlags
 }
 
-func runList(ctx context.Context, cfg config.Config, stdout io.Writer, f listFlags) error {
+// runList is the dead command: a page of the dead or rejected rows
+// (ops.List).
+func runList(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, f listFlags) error {
 	if !status.Status(f.status).IsFailed() {
 		return usageError{fmt.Errorf("dead: --status must be dead or rejected, got %q", f.status)}
 	}
-	if f.limit < 1 {
-		return usageError{fmt.Errorf("dead: --limit must be at least 1, got %d", f.limit)}
+	if f.query.limit < 1 {
+		return usageError{fmt.Errorf("dead: --limit must be at least 1, got %d", f.query.limit)}
 	}
-	conn, err := connectSchema(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	list, err := driver.ListFailed(ctx, conn, status.Status(f.status), f.eventType, f.limit)
-	if err != nil {
-		return fmt.Errorf("list %s rows: %w", f.status, err)
-	}
-	if f.json {
-		enc := json.NewEncoder(stdout)
-		for _, r := range list {
-			if err := enc.Encode(failedRow(r)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tSOURCE\tEVENT_ID\tEVENT_TYPE\tATTEMPTS\tUPDATED_AT\tLAST_ERROR")
-	for _, r := range list {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Status, safeText(r.Source), safeText(r.EventID), safeText(r.EventType),
-			r.Attempts, r.UpdatedAt.UTC().Format(time.RFC3339), oneLine(r.LastError, 100))
-	}
-	return tw.Flush()
+	return runListView(ctx, cfg, stdout, stderr, "dead", ops.View(f.status), f.query)
 }
 
 // oneLine flattens s to one line of at most n runes for table output;

@@ -26,7 +26,7 @@ func outboxCommands() []command {
 	return []command{
 		{name: "outbox stats", summary: "outbox rows pending and dead (published: an estimate), per destination pending, oldest pending and dead; shards by relay, relays alive",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
-				asJSON := fs.Bool("json", false, "print one JSON object")
+				asJSON := jsonFlag(fs, "print one JSON object")
 				return func(cfg config.Config) error { return runOutboxStats(a.ctx, cfg, a.stdout, *asJSON) }
 			}},
 		{name: "outbox dead", summary: "list dead outbox rows, newest first, with their last_error",
@@ -34,13 +34,13 @@ func outboxCommands() []command {
 				var f outboxListFlags
 				f.filter.register(fs, false)
 				fs.IntVar(&f.limit, "limit", 50, "at most `N` rows")
-				fs.BoolVar(&f.json, "json", false, "print JSON lines")
+				jsonFlagVar(fs, &f.json, "print JSON lines")
 				return func(cfg config.Config) error { return runOutboxList(a.ctx, cfg, a.stdout, f) }
 			}},
 		{name: "outbox show", args: "ID|EVENT_ID", summary: "print one outbox row (by id, else by event id), every column, with its headers and payload",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
 				var f showFlags
-				fs.BoolVar(&f.json, "json", false, "print one JSON object (payload in base64)")
+				jsonFlagVar(fs, &f.json, "print one JSON object (payload in base64)")
 				fs.BoolVar(&f.full, "full", false, "print the whole payload, however long")
 				return func(cfg config.Config) error { return runOutboxShow(a.ctx, cfg, a.stdout, a.args, f) }
 			}},

@@ -41,7 +41,7 @@ func routeCommands() []command {
 			}},
 		{name: "route list", summary: "list the paused routes, with who paused them, when and why",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
-				asJSON := fs.Bool("json", false, "print JSON lines")
+				asJSON := jsonFlag(fs, "print JSON lines")
 				return func(cfg config.Config) error { return runRouteList(a.ctx, cfg, a.stdout, *asJSON) }
 			}},
 	}

@@ -22,8 +22,9 @@ import (
 
 // showFlags are the show command's flags.
 type showFlags struct {
-	json bool
-	full bool
+	json   bool
+	full   bool
+	source string
 }
 
 // Without --full, show prints at most this much of a payload: text up to
@@ -37,17 +38,17 @@ const (
 // headers and payload.
 func runShow(ctx context.Context, cfg config.Config, stdout io.Writer, args []string, f showFlags) error {
 	if len(args) != 1 {
-		return usageError{fmt.Errorf("show: give exactly one row id (inboxd show 42), got %d arguments", len(args))}
-	}
-	id, err := strconv.ParseInt(args[0], 10, 64)
-	if err != nil || id < 1 {
-		return usageError{fmt.Errorf("show: %q is not a row id", args[0])}
+		return usageError{fmt.Errorf("show: give exactly one row id or event id (inboxd show 42, inboxd show ord-13), got %d arguments", len(args))}
 	}
 	conn, err := connectSchema(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	id, err := showTarget(ctx, conn, stdout, args[0], f.source)
+	if err != nil {
+		return err
+	}
 
 	// Every column: one a later migration adds is shown too.
 	cols, ok, err := driver.ShowRow(ctx, conn, id)
@@ -57,10 +58,94 @@ func runShow(ctx context.Context, cfg config.Config, stdout io.Writer, args []st
 	if !ok {
 		return fmt.Errorf("show: no row with id %d", id)
 	}
-	if f.json {
-		return showJSON(stdout, cols)
+	history, err := ops.New(ops.Config{DB: conn}).History(ctx, id)
+	if err != nil {
+		return fmt.Errorf("show: %w", err)
 	}
-	return showText(stdout, cols, f.full)
+	if f.json {
+		return showJSON(stdout, append(cols, driver.Column{Name: "history", Value: historyReport(history)}))
+	}
+	if err := showText(stdout, cols, f.full); err != nil {
+		return err
+	}
+	return showHistory(stdout, history)
+}
+
+// attemptReport is one attempt as show --json prints it.
+type attemptReport struct {
+	Attempt         int       `json:"attempt"`
+	StartedAt       time.Time `json:"started_at"`
+	DurationSeconds float64   `json:"duration_seconds"`
+	Worker          string    `json:"worker"`
+	Outcome         string    `json:"outcome"`
+	Error           string    `json:"error,omitempty"`
+}
+
+func historyReport(list []ops.Attempt) []attemptReport {
+	out := make([]attemptReport, len(list))
+	for i, a := range list {
+		out[i] = attemptReport{Attempt: a.Attempt, StartedAt: a.StartedAt, DurationSeconds: a.FinishedAt.Sub(a.StartedAt).Seconds(),
+			Worker: a.Worker, Outcome: a.Outcome, Error: a.Error}
+	}
+	return out
+}
+
+// showHistory prints the row's attempts, oldest first.
+func showHistory(w io.Writer, list []ops.Attempt) error {
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(w, "\nattempts: none recorded (only failed attempts, and the one that ends a row after a failure, are)")
+		return err
+	}
+	fmt.Fprintf(w, "\nattempts (the last %d are kept):\n", driver.KeptAttempts)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ATTEMPT\tSTARTED\tTOOK\tWORKER\tOUTCOME\tERROR")
+	for _, a := range list {
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.StartedAt.UTC().Format(time.RFC3339Nano),
+			a.FinishedAt.Sub(a.StartedAt).Round(time.Microsecond), safeText(a.Worker), a.Outcome, oneLine(a.Error, 100))
+	}
+	return tw.Flush()
+}
+
+// showTarget resolves show's argument to a row id: a row id, else an
+// event id (of the source --source when given; of any source when it
+// is the only row that holds it). With several sources holding the event
+// id it lists them and returns 0 and an error that asks for --source.
+func showTarget(ctx context.Context, conn driver.DB, stdout io.Writer, arg, source string) (int64, error) {
+	if source != "" {
+		id, _, ok, err := driver.EventOwner(ctx, conn, source, arg)
+		switch {
+		case err != nil:
+			return 0, fmt.Errorf("show: %w", err)
+		case !ok:
+			return 0, fmt.Errorf("show: source %s holds no event %s", safeText(source), safeText(arg))
+		}
+		return id, nil
+	}
+	if id, err := strconv.ParseInt(arg, 10, 64); err == nil && id > 0 {
+		if _, ok, err := driver.ShowRow(ctx, conn, id); err != nil || ok {
+			return id, err
+		}
+	}
+	rows, err := driver.FindEvent(ctx, conn, arg)
+	if err != nil {
+		return 0, fmt.Errorf("show: %w", err)
+	}
+	switch len(rows) {
+	case 0:
+		if id, err := strconv.ParseInt(arg, 10, 64); err == nil && id > 0 {
+			return 0, fmt.Errorf("show: no row with id %d, and no source holds event id %s", id, safeText(arg))
+		}
+		return 0, fmt.Errorf("show: %s is neither a row id nor an event id of any source", safeText(arg))
+	case 1:
+		return rows[0].ID, nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tSOURCE\tEVENT_TYPE")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", r.ID, r.Status, safeText(r.Source), safeText(r.EventType))
+	}
+	_ = tw.Flush()
+	return 0, usageError{fmt.Errorf("show: %d sources hold event id %s: say which with --source, or give the row id", len(rows), safeText(arg))}
 }
 
 // showJSON prints the row as one JSON object, columns in table order:

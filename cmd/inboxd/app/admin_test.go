@@ -149,7 +149,10 @@ func TestShow(t *testing.T) {
 	if code, _, stderr := runMain(t, env, "show", "9999"); code != ExitFailure || !strings.Contains(stderr, "no row with id 9999") {
 		t.Errorf("show of no row: %d %s", code, stderr)
 	}
-	for _, args := range [][]string{{"show"}, {"show", "x"}, {"show", "1", "2"}} {
+	if code, _, stderr := runMain(t, env, "show", "x"); code != ExitFailure || !strings.Contains(stderr, "neither a row id nor an event id") {
+		t.Errorf("show x: %d %s", code, stderr)
+	}
+	for _, args := range [][]string{{"show"}, {"show", "1", "2"}} {
 		if code, _, _ := runMain(t, env, args...); code != ExitUsage {
 			t.Errorf("%q: exit %d, want %d", args, code, ExitUsage)
 		}
@@ -281,8 +284,11 @@ func TestHelpListsEveryCommandAndVariable(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("help: exit %d", code)
 	}
-	for _, c := range []string{"run [--migrate]", "migrate [--river]", "stats [--json]", "dead [--json] [--limit N] [--status STATUS] [--type TYPE]",
-		"show [--full] [--json] ID", "requeue [--all] [--by NAME] [--drop-duplicates] [--dry-run] [--error TEXT] [--id IDS] [--key KEY] [--route TYPE] [--since TIME] [--source SOURCE] [--status STATUS] [--type TYPE] [--until TIME]",
+	for _, c := range []string{"run [--migrate]", "migrate [--river]", "stats [--json] [-o FORMAT]",
+		"dead [--after CURSOR] [--error TEXT] [--json] [--key KEY] [--limit N] [-o FORMAT] [--route TYPE] [--since TIME] [--source SOURCE] [--status STATUS] [--type TYPE] [--until TIME]",
+		"show [--full] [--json] [-o FORMAT] [--source SOURCE] ID|EVENT_ID",
+		"cancel [--all] [--by NAME] [--dry-run] [--error TEXT] [--id IDS] [--key KEY] [--reason TEXT] [--route TYPE] [--since TIME] [--source SOURCE] [--status STATUS] [--type TYPE] [--until TIME]",
+		"audit [--action ACTION] [--before ID] [--json] [--limit N] [-o FORMAT] [--operator NAME] [--since TIME]", "completion SHELL", "requeue [--all] [--by NAME] [--drop-duplicates] [--dry-run] [--error TEXT] [--id IDS] [--key KEY] [--route TYPE] [--since TIME] [--source SOURCE] [--status STATUS] [--type TYPE] [--until TIME]",
 		"discard [--all] [--by NAME] [--dry-run] [--error TEXT] [--id IDS] [--key KEY] [--route TYPE] [--since TIME] [--source SOURCE] [--status STATUS] [--type TYPE] [--until TIME]", "prune [--dry-run]", "help", "version"} {
 		if !strings.Contains(out, "inboxd "+c+"\n") {
 			t.Errorf("help lacks the command line %q", "inboxd "+c)

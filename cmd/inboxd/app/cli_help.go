@@ -76,7 +76,7 @@ func writeCommandUsage(b *bytes.Buffer, c command, fs *flag.FlagSet, indent stri
 	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
 	fs.VisitAll(func(f *flag.Flag) {
 		arg, usage := flag.UnquoteUsage(f)
-		name := "--" + f.Name
+		name := flagName(f)
 		if arg != "" {
 			name += " " + strings.ToUpper(arg)
 		}
@@ -94,15 +94,24 @@ func synopsis(c command, fs *flag.FlagSet) string {
 	fs.VisitAll(func(f *flag.Flag) {
 		arg, _ := flag.UnquoteUsage(f)
 		if arg == "" {
-			parts = append(parts, "[--"+f.Name+"]")
+			parts = append(parts, "["+flagName(f)+"]")
 		} else {
-			parts = append(parts, "[--"+f.Name+" "+strings.ToUpper(arg)+"]")
+			parts = append(parts, "["+flagName(f)+" "+strings.ToUpper(arg)+"]")
 		}
 	})
 	if c.args != "" {
 		parts = append(parts, c.args)
 	}
 	return strings.Join(parts, " ")
+}
+
+// flagName is how help writes a flag: -o for a one-letter flag, --name
+// for the others.
+func flagName(f *flag.Flag) string {
+	if len(f.Name) == 1 {
+		return "-" + f.Name
+	}
+	return "--" + f.Name
 }
 
 func isZeroDefault(f *flag.Flag) bool {

@@ -78,23 +78,22 @@ func init() {
 			}},
 		{name: "stats", summary: "rows by live status, stale rows, oldest received and due rows, schema version",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
-				asJSON := fs.Bool("json", false, "print one JSON object")
+				asJSON := jsonFlag(fs, "print one JSON object")
 				return func(cfg config.Config) error { return runStats(a.ctx, cfg, a.stdout, *asJSON) }
 			}},
-		{name: "dead", summary: "list dead (or rejected) rows, newest first, with their last_error",
+		{name: "dead", summary: "list dead (or rejected) rows, newest first, with their last_error (inboxd list shows the other statuses)",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
 				var f listFlags
 				fs.StringVar(&f.status, "status", string(status.Dead), "`status` of the rows listed: dead or rejected")
-				fs.StringVar(&f.eventType, "type", "", "only rows of this event `type`")
-				fs.IntVar(&f.limit, "limit", 50, "at most `N` rows")
-				fs.BoolVar(&f.json, "json", false, "print JSON lines")
-				return func(cfg config.Config) error { return runList(a.ctx, cfg, a.stdout, f) }
+				f.query.register(fs)
+				return func(cfg config.Config) error { return runList(a.ctx, cfg, a.stdout, a.stderr, f) }
 			}},
-		{name: "show", args: "ID", summary: "print one row, every column, with its headers and payload",
+		{name: "show", args: "ID|EVENT_ID", summary: "print one row (by id, else by event id; --source for an event id several sources hold), every column, with its headers, payload and attempts",
 			setup: func(fs *flag.FlagSet, a *invocation) func(config.Config) error {
 				var f showFlags
-				fs.BoolVar(&f.json, "json", false, "print one JSON object (key and payload in base64)")
+				jsonFlagVar(fs, &f.json, "print one JSON object (key and payload in base64)")
 				fs.BoolVar(&f.full, "full", false, "print the whole payload, however long")
+				fs.StringVar(&f.source, "source", "", "the `SOURCE` whose event id the argument is")
 				return func(cfg config.Config) error { return runShow(a.ctx, cfg, a.stdout, a.args, f) }
 			}},
 		{name: "requeue", summary: "return dead (or rejected, re-mapped with the current configuration) rows to received and wake the workers",
@@ -135,6 +134,15 @@ func init() {
 	commands = slices.Insert(commands, at, outboxCommands()...)
 	at = slices.IndexFunc(commands, func(c command) bool { return c.name == "help" })
 	commands = slices.Insert(commands, at, routeCommands()...)
+	// cancel and retry come after discard.
+	at = slices.IndexFunc(commands, func(c command) bool { return c.name == "discard" })
+	commands = slices.Insert(commands, at+1, liveCommands()...)
+	// audit and completion come before help.
+	at = slices.IndexFunc(commands, func(c command) bool { return c.name == "help" })
+	commands = slices.Insert(commands, at, auditCommand(), completionCommand())
+	// list comes before dead.
+	at = slices.IndexFunc(commands, func(c command) bool { return c.name == "dead" })
+	commands = slices.Insert(commands, at, listCommand())
 	// The console comes right after run.
 	commands = slices.Insert(commands, 1, uiCommand())
 }
@@ -220,7 +228,9 @@ func dispatch(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	}
 	inv := &invocation{ctx: ctx, stdout: stdout, stderr: stderr, opts: opts, environ: environ}
 	fs := flag.NewFlagSet("inboxd "+cmd.name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The flag package's own line of a bad flag is dropped: Main prints the
+	// error once (and fs.Usage the command's help).
+	fs.SetOutput(io.Discard)
 	run := cmd.setup(fs, inv)
 	fs.Usage = func() { writeCommandHelp(stderr, cmd, fs) }
 	pos, err := parseInterspersed(fs, rest)

@@ -8,6 +8,8 @@
 -- times) and, for a parked row, the row of its key it waits behind (its
 -- key's first row that is unfinished or dead, through inbox_key_hash_idx),
 -- and whether its route is paused.
+-- The keyset's first column is bounded on its own as well: the indexes
+-- hold that column alone, and a row comparison does not bound their scan.
 -- Index by view: retrying and waiting, inbox_received_idx (available_at,
 -- id); processing, inbox_processing_idx (lease_expires_at); processed,
 -- inbox_processed_at_idx (processed_at), backwards; dead and rejected,
@@ -33,6 +35,7 @@ LEFT JOIN route_controls AS rc ON rc.route = i.event_type AND rc.paused
 WHERE {{.Where}}
   AND {{template "failed_filter" .}}
 {{- if .OrderAt}}
+  AND {{.OrderAt}} {{if .Desc}}<={{else}}>={{end}} @after_at::timestamptz
   AND ({{.OrderAt}}, i.id) {{if .Desc}}<{{else}}>{{end}} (@after_at::timestamptz, @after_id::bigint)
 ORDER BY {{.OrderAt}}{{if .Desc}} DESC{{end}}, i.id{{if .Desc}} DESC{{end}}
 {{- else}}

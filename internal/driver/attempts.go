@@ -1,0 +1,72 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// KeptAttempts is how many attempts a row's history keeps (the newest).
+const KeptAttempts = 25
+
+var (
+	attemptsInsertSQL = load("attempts_insert.sql")
+	attemptsListSQL   = load("attempts_list.sql")
+)
+
+// Attempt is one attempt of a row (migration 017).
+type Attempt struct {
+	// RowID is the inbox row's id (not read by History).
+	RowID int64
+	// Attempt is its number, from 1.
+	Attempt int
+	// StartedAt and FinishedAt bound the handler's run.
+	StartedAt, FinishedAt time.Time
+	// Worker is the worker that ran it.
+	Worker string
+	// Outcome is processed, retried, dead or "lease expired".
+	Outcome string
+	// Error is the attempt's error ("" for none).
+	Error string
+}
+
+// RecordAttempts writes the attempts of one worker to the rows' histories
+// and trims each to its last KeptAttempts (sql/attempts_insert.sql).
+func RecordAttempts(ctx context.Context, db DB, worker string, list []Attempt) error {
+	n := len(list)
+	ids := make(int64Array, n)
+	nums := make(int32Array, n)
+	started := make([]time.Time, n)
+	finished := make([]time.Time, n)
+	outcomes := make(textArray, n)
+	errs := make([]*string, n)
+	for i, a := range list {
+		ids[i], nums[i], started[i], finished[i], outcomes[i] = a.RowID, int32(a.Attempt), a.StartedAt, a.FinishedAt, a.Outcome
+		if a.Error != "" {
+			e := a.Error
+			errs[i] = &e
+		}
+	}
+	_, err := db.Exec(ctx, attemptsInsertSQL, pgx.NamedArgs{"row_ids": ids, "attempts": nums, "started": started, "finished": finished,
+		"outcomes": outcomes, "errors": errs, "worker": worker})
+	if err != nil {
+		return fmt.Errorf("record attempts: %w", err)
+	}
+	return nil
+}
+
+// History returns the recorded attempts of the row id, oldest first
+// (sql/attempts_list.sql).
+func History(ctx context.Context, db DB, id int64) ([]Attempt, error) {
+	out, err := queryAll(ctx, db, attemptsListSQL, pgx.NamedArgs{"row_id": id}, func(r pgx.CollectableRow) (Attempt, error) {
+		a := Attempt{RowID: id}
+		err := r.Scan(&a.Attempt, &a.StartedAt, &a.FinishedAt, &a.Worker, &a.Outcome, &a.Error)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("history of row %d: %w", id, err)
+	}
+	return out, nil
+}

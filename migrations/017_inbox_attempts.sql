@@ -1,0 +1,34 @@
+-- 017: a history per row (internal/ops, `inboxd show`, the console's
+-- timeline): each attempt's start, end, worker, outcome and error, for the
+-- last 25 attempts of a row. The engine writes an attempt only when it
+-- failed (a retry or a death) or when it finished a row that had failed
+-- before (attempt > 1): a row processed at its first attempt writes
+-- nothing here (its one attempt is the row itself: received_at,
+-- processed_at), so the happy path costs no statement more. The entries
+-- are written after the completion's commit, in one statement per batch
+-- of completions that holds any: a crash in between loses that entry,
+-- never a row. An inbox row's entries are deleted with it by retention
+-- (entries of rows that are gone are swept by age, finished_at).
+--
+-- No foreign key to inbox: an inbox row may be deleted (retention, a
+-- discard) while its history is written.
+--
+-- Expand only: binaries of schemas 1 to 16 do not know the table.
+-- inboxd:oldest-compatible-schema 1
+CREATE TABLE IF NOT EXISTS inbox_attempts (
+    row_id      bigint      NOT NULL,
+    attempt     integer     NOT NULL,
+    started_at  timestamptz NOT NULL,
+    finished_at timestamptz NOT NULL,
+    worker      text        NOT NULL DEFAULT '',
+    outcome     text        NOT NULL,
+    error       text,
+    PRIMARY KEY (row_id, attempt),
+    CONSTRAINT inbox_attempts_outcome_check CHECK (outcome IN ('processed', 'retried', 'dead', 'lease expired'))
+);
+
+CREATE INDEX IF NOT EXISTS inbox_attempts_finished_idx ON inbox_attempts (finished_at);
+
+---- create above / drop below ----
+
+DROP TABLE IF EXISTS inbox_attempts;
