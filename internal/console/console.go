@@ -75,6 +75,9 @@ type Config struct {
 	// accepts even before any row of theirs arrived (nil: only the routes
 	// the database knows).
 	Routes func() ([]string, error)
+	// MaxAttempts returns the attempt budget of an event type's route, for
+	// the lists ("attempt 6 of 25"); nil: not shown.
+	MaxAttempts func(eventType string) int
 	// Logger takes the console's lines (every action at info).
 	Logger zerolog.Logger
 	// SessionTTL is how long a sign-in lasts; zero is DefaultSessionTTL.
@@ -140,7 +143,7 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: cfg, auth: newAuth(cfg.Token, users, cfg.Proxy, cfg.SessionTTL, cfg.Now, cfg.DB),
 		log: log, pages: map[string]*template.Template{},
 		signins: make(chan struct{}, maxSignins)}
-	h.ops = ops.New(ops.Config{DB: cfg.DB, Remap: cfg.Remap, Routes: cfg.Routes, Logger: h.log})
+	h.ops = ops.New(ops.Config{DB: cfg.DB, Remap: cfg.Remap, Routes: cfg.Routes, MaxAttempts: cfg.MaxAttempts, Logger: h.log})
 	names, err := fs.Glob(templateFiles, "templates/*.html")
 	if err != nil {
 		return nil, err
@@ -168,6 +171,7 @@ func New(cfg Config) (*Handler, error) {
 	m.HandleFunc("GET /ui/search", h.search)
 	m.HandleFunc("GET /ui/blocked", h.blocked)
 	m.HandleFunc("GET /ui/audit", h.audit)
+	m.HandleFunc("GET /ui/throughput", h.throughput)
 	m.HandleFunc("GET /ui/signin", h.signinForm)
 	m.HandleFunc("POST /ui/signin", h.signin)
 	m.HandleFunc("POST /ui/signout", h.signout)
@@ -269,7 +273,7 @@ type page struct {
 
 // refreshEvery is how often each page that refreshes itself does, in
 // seconds.
-var refreshEvery = map[string]int{"overview": 5, "rows": 5, "blocked": 10}
+var refreshEvery = map[string]int{"overview": 5, "rows": 5, "blocked": 10, "throughput": 30}
 
 // render writes the page name with data, status code.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {

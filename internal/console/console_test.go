@@ -605,3 +605,107 @@ func TestRowPageShowsTheSourcesOwnMetadata(t *testing.T) {
 		at = i
 	}
 }
+
+// Every view is listed with its own columns, and the actions on unfinished
+// rows: a retrying row retried now and another cancelled from its list
+// (ticked), with the operator's name and reason in its last error; the
+// row page shows the attempts' timeline and offers retry now, cancel and
+// discard on a retrying row, cancel on a processing one.
+func TestViewsTimelineAndLiveActions(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testToken)
+	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, attempts, last_error, available_at, key) VALUES
+		('orders', 'r-1', 'order.created', 'received', 6, 'http 503', now() + interval '1 hour', 'k1'),
+		('orders', 'r-2', 'order.created', 'received', 2, 'http 503', now() + interval '2 hours', 'k2'),
+		('orders', 'w-1', 'order.created', 'received', 0, NULL, now(), 'k3'),
+		('orders', 'd-1', 'order.created', 'dead', 5, 'boom', now(), NULL)`)
+	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, processed_at, received_at) VALUES
+		('orders', 'p-1', 'order.paid', 'processed', now(), now() - interval '1500 milliseconds')`)
+	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, lease_token, lease_expires_at, locked_by) VALUES
+		('orders', 'h-1', 'order.paid', 'processing', 7, now() + interval '30 seconds', 'worker-7')`)
+	ctx := context.Background()
+	now := time.Now()
+	if err := driver.RecordAttempts(ctx, b.db.Pool, "worker-3", []driver.Attempt{
+		{RowID: 1, Attempt: 5, StartedAt: now.Add(-time.Minute), FinishedAt: now.Add(-time.Minute + 250*time.Millisecond), Outcome: "retried", Error: "http 503"},
+		{RowID: 1, Attempt: 6, StartedAt: now.Add(-time.Second), FinishedAt: now, Outcome: "retried", Error: "http 503: upstream down"}}); err != nil {
+		t.Fatal(err)
+	}
+	c, csrf := signedIn(t, b)
+	for view, want := range map[string][]string{
+		"retrying":   {"r-1", "r-2", "6", "next attempt"},
+		"waiting":    {"w-1", "due "},
+		"processing": {"h-1", "worker-7", "lease expires"},
+		"processed":  {"p-1", "1.5s"},
+		"dead":       {"d-1", "boom"},
+	} {
+		_, body := get(t, c, b.srv.URL+"/ui/rows?view="+view)
+		for _, w := range want {
+			if !strings.Contains(body, w) {
+				t.Errorf("view %s lacks %q", view, w)
+			}
+		}
+	}
+	_, body := get(t, c, b.srv.URL+"/ui/rows/1")
+	for _, want := range []string{`id="timeline"`, "worker-3", "http 503: upstream down", `id="retry-one"`, `id="cancel-one"`, `id="discard-one"`, "250ms"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the retrying row's page lacks %q", want)
+		}
+	}
+	if _, body := get(t, c, b.srv.URL+"/ui/rows/6"); !strings.Contains(body, `id="cancel-one"`) || strings.Contains(body, `id="retry-one"`) {
+		t.Errorf("the processing row's page does not offer cancel alone")
+	}
+	// Retry now r-1 from its page; cancel r-2, ticked in its list.
+	if _, body := post(t, c, b.srv.URL+"/ui/retry", url.Values{"csrf": {csrf}, "status": {"received"}, "id": {"1"}, "confirm": {"yes"}}, ""); idText(t, body, "count") != "1" {
+		t.Errorf("retry now:\n%s", body)
+	}
+	form := url.Values{"csrf": {csrf}, "view": {"retrying"}, "status": {"received"}, "scope": {"selection"}, "id": {"2"}, "reason": {"customer asked"}}
+	if _, body := post(t, c, b.srv.URL+"/ui/cancel", form, ""); idText(t, body, "count") != "1" {
+		t.Fatalf("cancel dry run:\n%s", body)
+	}
+	form.Set("confirm", "yes")
+	if _, body := post(t, c, b.srv.URL+"/ui/cancel", form, ""); idText(t, body, "count") != "1" {
+		t.Fatalf("cancel:\n%s", body)
+	}
+	var due bool
+	var st, lastErr string
+	if err := b.db.Pool.QueryRow(ctx, `SELECT available_at <= now() FROM inbox WHERE id = 1`).Scan(&due); err != nil || !due {
+		t.Errorf("the retried row is not due now (%v)", err)
+	}
+	if err := b.db.Pool.QueryRow(ctx, `SELECT status, last_error FROM inbox WHERE id = 2`).Scan(&st, &lastErr); err != nil || st != "dead" || lastErr != "cancelled by alice: customer asked" {
+		t.Errorf("the cancelled row: %s %q (%v)", st, lastErr, err)
+	}
+	var audit string
+	if err := b.db.Pool.QueryRow(ctx, `SELECT string_agg(operator || ' ' || action || ' ' || row_count, ', ' ORDER BY id) FROM ops_audit WHERE NOT dry_run`).Scan(&audit); err != nil ||
+		audit != "alice sign_in 0, alice retry_now 1, alice cancel 1" {
+		t.Errorf("the audit trail: %q (%v)", audit, err)
+	}
+	if _, body := get(t, c, b.srv.URL+"/ui/audit"); !strings.Contains(body, "retry_now") || !strings.Contains(body, "customer asked") {
+		t.Errorf("the audit page:\n%s", body)
+	}
+}
+
+// The throughput page draws each route's rollup over the window: the
+// totals, and the charts.
+func TestThroughputFromTheRollup(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	at := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Minute)
+	lat := make([]int64, 20)
+	lat[3] = 40
+	if err := driver.AddRollup(context.Background(), b.db.Pool, []driver.RollupCell{
+		{Span: driver.SpanMinute, At: at, Route: "order.created", Processed: 40, Retried: 3, Dead: 1, Latency: lat},
+		{Span: driver.SpanHour, At: at.Truncate(time.Hour), Route: "order.created", Processed: 40, Retried: 3, Dead: 1, Latency: lat}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"hour", "day", "week"} {
+		_, body := get(t, nil, b.srv.URL+"/ui/throughput?window="+w)
+		for _, want := range []string{`id="route-order.created"`, `<span class="n-processed">40</span>`, `<span class="n-retried">3</span>`, `<span class="n-dead">1</span>`, `<rect class="processed"`, `<polyline class="p50"`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("window %s lacks %s", w, want)
+			}
+		}
+	}
+	if code, _ := get(t, nil, b.srv.URL+"/ui/throughput?window=year"); code != http.StatusBadRequest {
+		t.Errorf("window=year: %d", code)
+	}
+}

@@ -2,6 +2,7 @@ package console
 
 import (
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"strings"
@@ -58,7 +59,13 @@ func readList(v url.Values, now time.Time) (listForm, ops.View, ops.Filter, erro
 	}
 	lf.Error = v.Get("error") // a piece of an error, spaces and all
 	if lf.View == "" {
-		lf.View = v.Get("status")
+		// An older link's, or a row page's form's: the status's view.
+		switch st := v.Get("status"); st {
+		case string(status.Received):
+			lf.View = string(ops.ViewWaiting)
+		default:
+			lf.View = st
+		}
 	}
 	if lf.View == "" {
 		lf.View = string(ops.ViewDead)
@@ -251,4 +258,50 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.render(w, r, http.StatusOK, "audit", "Audit trail", d)
+}
+
+// windows are the throughput page's windows: how many slots of what
+// length.
+var windows = map[ops.Window]struct {
+	slots int
+	slot  time.Duration
+}{ops.WindowHour: {60, time.Minute}, ops.WindowDay: {24, time.Hour}, ops.WindowWeek: {168, time.Hour}}
+
+// throughputData is the throughput page's.
+type throughputData struct {
+	Window, Route string
+	Windows       []string
+	Routes        []routeSeries
+}
+
+// routeSeries is one route's figures and charts.
+type routeSeries struct {
+	ops.Series
+	Chart template.HTML
+}
+
+// throughput shows each route's (or one route's) rows processed and
+// failed and their p50 and p99 latency over the last hour, day or week,
+// from the per-route rollup the engine's maintenance writes.
+func (h *Handler) throughput(w http.ResponseWriter, r *http.Request) {
+	d := throughputData{Window: r.URL.Query().Get("window"), Route: strings.TrimSpace(r.URL.Query().Get("route"))}
+	if d.Window == "" {
+		d.Window = string(ops.WindowHour)
+	}
+	win, ok := windows[ops.Window(d.Window)]
+	if !ok {
+		h.fail(w, r, http.StatusBadRequest, "window: hour, day or week")
+		return
+	}
+	d.Windows = []string{string(ops.WindowHour), string(ops.WindowDay), string(ops.WindowWeek)}
+	series, err := h.ops.Throughput(r.Context(), ops.Window(d.Window), d.Route)
+	if err != nil {
+		h.dbFail(w, r, "read the throughput", err)
+		return
+	}
+	end := h.cfg.Now().UTC().Truncate(win.slot).Add(win.slot)
+	for _, s := range series {
+		d.Routes = append(d.Routes, routeSeries{Series: s, Chart: seriesCharts(s, win.slots, win.slot, end)})
+	}
+	h.render(w, r, http.StatusOK, "throughput", "Throughput", d)
 }

@@ -41,7 +41,8 @@ var funcs = template.FuncMap{
 		}
 		return d.Round(10 * time.Millisecond).String()
 	},
-	"verb": func(v string) string { return verbText[v].Button },
+	"verb":  func(v string) string { return verbText[v].Button },
+	"since": func(from, to time.Time) time.Duration { return to.Sub(from) },
 	"short": func(s string) string {
 		s = strings.Join(strings.Fields(s), " ")
 		if utf8.RuneCountInString(s) > 120 {
@@ -176,6 +177,8 @@ type rowData struct {
 	// a dead row of a route whose dead rows block their key.
 	Held   []driver.FailedRow
 	Blocks bool
+	// Timeline is the row's recorded attempts, oldest first.
+	Timeline []ops.Attempt
 	// Verbs are the actions the row takes, by its status; Reason is true
 	// when one of them asks why (cancel).
 	Verbs  []string
@@ -289,6 +292,10 @@ func (h *Handler) row(w http.ResponseWriter, r *http.Request) {
 			h.dbFail(w, r, "read the rows behind the row", err)
 			return
 		}
+	}
+	if d.Timeline, err = h.ops.History(r.Context(), id); err != nil {
+		h.dbFail(w, r, "read the row's attempts", err)
+		return
 	}
 	h.render(w, r, http.StatusOK, "row", fmt.Sprintf("Row %d", id), d)
 }

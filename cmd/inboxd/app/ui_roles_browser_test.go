@@ -153,6 +153,9 @@ routes:
     on_dead: block
   - type: order.paid
     handler: ignore
+  - type: payment.captured
+    handler: ignore
+    max_attempts: 25
 default: ignore
 `
 	base, db, logs := consoleDaemonWith(t, routes, []string{"INBOXD_UI_USERS_FILE=" + users, "INBOXD_UI_BULK_ADMIN_OVER=2", "INBOXD_STATS_INTERVAL=1s", "INBOXD_UI_SHOW_PAYLOADS=true"}, `
@@ -174,7 +177,15 @@ default: ignore
 		VALUES ('orders', 'orders/1/90211', 'unknown', 'rejected', 'no event id: neither header event_id nor ce_id');
 		INSERT INTO inbox (source, event_id, event_type, status, processed_at, received_at)
 		SELECT 'orders', 'p-' || g, 'order.paid', 'processed', now() - ((g % 3600) || ' seconds')::interval, now() - ((g % 3600) || ' seconds')::interval
-		FROM generate_series(1, 3000) AS g WHERE (g % 3600) / 60 % 7 <> 3 OR g % 5 = 0`)
+		FROM generate_series(1, 3000) AS g WHERE (g % 3600) / 60 % 7 <> 3 OR g % 5 = 0;
+		INSERT INTO inbox (source, event_id, event_type, status, attempts, last_error, available_at, received_at, headers)
+		SELECT 'payments', 'cap-' || g, 'payment.captured', 'received', 5 + g, 'handler http: POST http://payments.internal/capture: 503 Service Unavailable',
+		       now() + ((g * 7) || ' minutes')::interval, now() - interval '40 minutes', '{"content-type":"application/json"}'
+		FROM generate_series(1, 4) AS g;
+		INSERT INTO inbox_attempts (row_id, attempt, started_at, finished_at, worker, outcome, error)
+		SELECT i.id, a, now() - ((40 - a * 5) || ' minutes')::interval, now() - ((40 - a * 5) || ' minutes')::interval + ((120 + a * 40) || ' milliseconds')::interval,
+		       'vm-replica-1/w' || (a % 3), 'retried', 'handler http: POST http://payments.internal/capture: 503 Service Unavailable'
+		FROM inbox i, generate_series(1, 6) AS a WHERE i.event_id = 'cap-1'`)
 	shots := os.Getenv(screenshotsEnv)
 	if shots == "" {
 		shots = t.TempDir()
@@ -255,6 +266,34 @@ default: ignore
 		return sql(`SELECT count(*)::text FROM inbox WHERE key = 'customer-1' AND status = 'processed'`) == "4"
 	})
 
+	// The retrying rows: one's timeline, retried now from its page; another
+	// cancelled, ticked in the list, with a reason.
+	b.do("retrying", chromedp.Navigate(base+"/ui/rows?view=retrying"), chromedp.WaitVisible(chromedp.ID("rows")))
+	if got := b.text(`#rows tr:nth-child(2) td:nth-child(7)`); got != "6 of 25" {
+		t.Errorf("the first retrying row's attempts: %q, want 6 of 25", got)
+	}
+	b.shot("retrying")
+	b.do("timeline", chromedp.Navigate(base+"/ui/rows/"+id("cap-1")), chromedp.WaitVisible(chromedp.ID("timeline")))
+	if n := b.count("#timeline tr.attempt"); n != 6 {
+		t.Errorf("the timeline shows %d attempts, want 6", n)
+	}
+	b.shot("timeline")
+	b.do("retry now", chromedp.Click(chromedp.ID("retry-one")), chromedp.WaitVisible(chromedp.ID("confirm")),
+		chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("back")))
+	testkit.WaitFor(t, 30*time.Second, "the row retried now processed", func() bool {
+		return sql(`SELECT status FROM inbox WHERE event_id = 'cap-1'`) == "processed"
+	})
+	b.do("cancel ticked", chromedp.Navigate(base+"/ui/rows?view=retrying"), chromedp.WaitVisible(chromedp.ID("rows")),
+		chromedp.Click(chromedp.CSS(`#rows input[value="`+id("cap-2")+`"]`)), chromedp.SendKeys(chromedp.ID("reason"), "duplicate capture"),
+		chromedp.Click(chromedp.ID("cancel-ticked")), chromedp.WaitVisible(chromedp.ID("confirm")))
+	if got := b.text("#count"); got != "1" {
+		t.Errorf("the cancel's dry run counts %s, want 1", got)
+	}
+	b.do("cancel confirm", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("back")))
+	if got := sql(`SELECT status || ': ' || last_error FROM inbox WHERE event_id = 'cap-2'`); got != "dead: cancelled by bob: duplicate capture" {
+		t.Errorf("the cancelled row: %s", got)
+	}
+
 	// Over the bulk bound (3 dead order.paid rows, bound 2): an admin's.
 	b.do("bulk", chromedp.Navigate(base+"/ui/rows?status=dead&type=order.paid"), chromedp.WaitVisible(chromedp.ID("requeue-set")),
 		chromedp.Click(chromedp.ID("requeue-set")), chromedp.WaitVisible(chromedp.ID("error")))
@@ -305,6 +344,19 @@ default: ignore
 		t.Errorf("the dead count was %s before the row died", before)
 	}
 
+	// The throughput of the routes, from the rollup the daemon writes.
+	testkit.WaitFor(t, 90*time.Second, "the rollup has the processed rows", func() bool {
+		return sql(`SELECT coalesce(sum(processed), 0)::text FROM route_rollup WHERE route = 'order.paid'`) != "0"
+	})
+	b.do("throughput", chromedp.Navigate(base+"/ui/throughput"), chromedp.WaitVisible(chromedp.ID("series")))
+	if n := b.count(`#route-order\.paid rect.processed`); n == 0 {
+		t.Errorf("no processed bar for order.paid")
+	}
+	b.shot("throughput")
+	b.do("audit", chromedp.Navigate(base+"/ui/audit"), chromedp.WaitVisible(chromedp.ID("audit")))
+	b.shot("audit")
+	b.do("overview", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.ID("n-dead")))
+
 	// Dark mode, as the system says.
 	if _, err := chromedp.Call(b.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
 		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}}); err != nil {
@@ -342,7 +394,7 @@ default: ignore
 		}
 	}
 	// Who did what: the audit trail (dry runs and refusals apart).
-	if got := sql(`SELECT string_agg(operator || ' ' || action || ' ' || row_count, ', ' ORDER BY id) FROM ops_audit WHERE NOT dry_run AND action IN ('requeue', 'pause', 'resume')`); got != "bob requeue 1, bob pause 0, bob resume 1, alice requeue 3" {
+	if got := sql(`SELECT string_agg(operator || ' ' || action || ' ' || row_count, ', ' ORDER BY id) FROM ops_audit WHERE NOT dry_run AND action IN ('requeue', 'retry_now', 'cancel', 'pause', 'resume')`); got != "bob requeue 1, bob retry_now 1, bob cancel 1, bob pause 0, bob resume 1, alice requeue 3" {
 		t.Errorf("the audit trail's actions: %s", got)
 	}
 	if !strings.Contains(l, `console action refused: role`) {
