@@ -101,7 +101,10 @@ func seriesCharts(s ops.Series, slots int, slot time.Duration, end time.Time) te
 		var pts []string
 		for i, d := range l.v {
 			if d > 0 {
-				pts = append(pts, fmt.Sprintf("%.2f,%.2f", float64(i)*w+w/2, height-float64(d)/float64(slow)*height))
+				x, y := float64(i)*w+w/2, height-float64(d)/float64(slow)*height
+				pts = append(pts, fmt.Sprintf("%.2f,%.2f", x, y))
+				fmt.Fprintf(&b, `<circle class="%s" cx="%.2f" cy="%.2f" r="2"><title>%s %s: %s</title></circle>`,
+					l.class, x, y, start.Add(time.Duration(i)*slot).UTC().Format("Jan 2 15:04"), l.class, d.Round(time.Millisecond))
 			}
 		}
 		if len(pts) > 0 {
