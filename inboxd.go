@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/inboxd/inboxd/handlers"
-	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/ingest/source"
 	"github.com/inboxd/inboxd/internal/engine"
 	"github.com/inboxd/inboxd/internal/maintenance"
 	"github.com/inboxd/inboxd/internal/startstop"
@@ -56,19 +56,12 @@ type Config struct {
 	// the defaults documented on worker.RetentionConfig; dead rows that
 	// block an ordered key are kept while the routes say so.
 	Retention worker.RetentionConfig
-	// Ingest configures the Kafka consumer; nil runs no ingest (rows come
-	// from other writers of the inbox table).
-	Ingest *ingest.Config
-	// AMQP configures the RabbitMQ source; nil runs none. It may run
-	// beside Ingest.
-	AMQP *ingest.AMQPConfig
-	// NATS configures the NATS JetStream source; nil runs none. It may run
-	// beside Ingest and AMQP.
-	NATS *ingest.NATSConfig
-	// Webhook configures the webhook source (signed HTTP requests on a
-	// listener of its own); nil runs none. It may run beside the others,
-	// or alone.
-	Webhook *ingest.WebhookConfig
+	// Sources are the sources Run runs beside the workers, any number of
+	// each kind (ingest.NewKafkaSource, NewAMQPSource, NewNATSSource,
+	// NewWebhookSource); none: rows come from other writers of the inbox
+	// table. The root package links no broker client: the program links
+	// those of the sources it lists.
+	Sources []source.Source
 	// NoHandOff keeps the sources from handing the rows they store to this
 	// engine's idle handlers (the hand-off at ingest, docs/performance.md).
 	// With it, every row waits for a claim, as rows written by other
@@ -93,11 +86,8 @@ type Inboxd struct {
 	migrate   bool
 	pool      *engine.Pool
 	retention *maintenance.Retention
-	consumer  *ingest.Consumer      // nil without ingest
-	amqp      *ingest.AMQPSource    // nil without a RabbitMQ source
-	nats      *ingest.NATSSource    // nil without a NATS source
-	webhook   *ingest.WebhookSource // nil without a webhook source
-	relay     *outboxRelay          // nil without the outbox
+	sources   []source.Running // Config.Sources, opened
+	relay     *outboxRelay     // nil without the outbox
 
 	mu        sync.Mutex
 	ran       bool               // Run was called
@@ -142,23 +132,10 @@ func New(cfg Config) (*Inboxd, error) {
 	if _, err := maintenance.NewRetention(cfg.DB, cfg.Retention, cfg.Logger, nil); err != nil {
 		errs = append(errs, err)
 	}
-	if cfg.Ingest != nil {
-		if _, err := ingest.New(*cfg.Ingest, cfg.DB, cfg.Logger, nil); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if cfg.AMQP != nil {
-		if _, err := ingest.NewAMQP(*cfg.AMQP, cfg.DB, cfg.Logger, nil); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if cfg.NATS != nil {
-		if _, err := ingest.NewNATS(*cfg.NATS, cfg.DB, cfg.Logger, nil); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if cfg.Webhook != nil {
-		if _, err := ingest.NewWebhook(*cfg.Webhook, cfg.DB, cfg.Logger, nil); err != nil {
+	for i, src := range cfg.Sources {
+		if src == nil {
+			errs = append(errs, fmt.Errorf("inboxd: Config.Sources[%d] is nil", i))
+		} else if _, err := src.Open(source.Env{DB: cfg.DB, Logger: cfg.Logger}); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -190,39 +167,18 @@ func New(cfg Config) (*Inboxd, error) {
 		return nil, err
 	}
 	// The sources hand the rows they store to this engine's idle handlers
-	// (ingest.HandOff), unless told not to; the pool knows it
+	// (source.HandOff), unless told not to; the pool knows it
 	// (worker.Config.HandOff, set above).
-	var handOff ingest.HandOff
+	env := source.Env{DB: cfg.DB, Logger: cfg.Logger, Registerer: cfg.Registerer}
 	if handsOff(cfg) {
-		handOff = ib.pool
+		env.HandOff = ib.pool
 	}
-	if cfg.Ingest != nil {
-		c := *cfg.Ingest
-		c.HandOff = handOff
-		if ib.consumer, err = ingest.New(c, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
+	for _, src := range cfg.Sources {
+		r, err := src.Open(env)
+		if err != nil {
 			return nil, err
 		}
-	}
-	if cfg.AMQP != nil {
-		c := *cfg.AMQP
-		c.Pipeline.HandOff = handOff
-		if ib.amqp, err = ingest.NewAMQP(c, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.NATS != nil {
-		c := *cfg.NATS
-		c.Pipeline.HandOff = handOff
-		if ib.nats, err = ingest.NewNATS(c, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.Webhook != nil {
-		c := *cfg.Webhook
-		c.Pipeline.HandOff = handOff
-		if ib.webhook, err = ingest.NewWebhook(c, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
-			return nil, err
-		}
+		ib.sources = append(ib.sources, r)
 	}
 	if cfg.Outbox != nil {
 		if ib.relay, err = newOutboxRelay(*cfg.Outbox, cfg.DB, cfg.Logger, cfg.Registerer); err != nil {
@@ -235,7 +191,7 @@ func New(cfg Config) (*Inboxd, error) {
 // handsOff reports whether cfg's sources hand the rows they store to the
 // engine's pool: some source is configured and NoHandOff is not set.
 func handsOff(cfg Config) bool {
-	return !cfg.NoHandOff && (cfg.Ingest != nil || cfg.AMQP != nil || cfg.NATS != nil || cfg.Webhook != nil)
+	return !cfg.NoHandOff && len(cfg.Sources) > 0
 }
 
 // SetRegistry replaces the handler registry (after a routes file was
@@ -291,37 +247,8 @@ func (ib *Inboxd) Run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error { return startstop.Run(gctx, ib.retention) })
-	if ib.consumer != nil {
-		g.Go(func() error {
-			if err := ib.consumer.Run(gctx); err != nil {
-				return fmt.Errorf("ingest: %w", err)
-			}
-			return nil
-		})
-	}
-	if ib.amqp != nil {
-		g.Go(func() error {
-			if err := ib.amqp.Run(gctx); err != nil {
-				return fmt.Errorf("ingest (RabbitMQ): %w", err)
-			}
-			return nil
-		})
-	}
-	if ib.nats != nil {
-		g.Go(func() error {
-			if err := ib.nats.Run(gctx); err != nil {
-				return fmt.Errorf("ingest (NATS): %w", err)
-			}
-			return nil
-		})
-	}
-	if ib.webhook != nil {
-		g.Go(func() error {
-			if err := ib.webhook.Run(gctx); err != nil {
-				return fmt.Errorf("ingest (webhooks): %w", err)
-			}
-			return nil
-		})
+	for _, src := range ib.sources {
+		g.Go(func() error { return src.Run(gctx) })
 	}
 	if ib.relay != nil {
 		g.Go(func() error { return ib.relay.run(gctx) })
@@ -346,8 +273,12 @@ func (ib *Inboxd) waitRunning(ctx context.Context) bool {
 		return false
 	}
 	reachable := func() bool {
-		return (ib.consumer == nil || ib.consumer.Reachable()) && (ib.amqp == nil || ib.amqp.Reachable()) &&
-			(ib.nats == nil || ib.nats.Reachable()) && (ib.webhook == nil || ib.webhook.Reachable())
+		for _, src := range ib.sources {
+			if !src.Reachable() {
+				return false
+			}
+		}
+		return true
 	}
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
@@ -424,17 +355,10 @@ func (ib *Inboxd) Ready(ctx context.Context) error {
 	if err := ib.db.Ping(ctx); err != nil {
 		return errors.New("database unreachable")
 	}
-	if ib.consumer != nil && !ib.consumer.Ready() {
-		return errors.New("ingest not ready: source_kind=kafka (cannot persist to the database or not consuming yet)")
-	}
-	if ib.amqp != nil && !ib.amqp.Ready() {
-		return errors.New("ingest not ready: source_kind=amqp (cannot persist to the database, not connected to RabbitMQ, or its connection is blocked)")
-	}
-	if ib.nats != nil && !ib.nats.Ready() {
-		return errors.New("ingest not ready: source_kind=nats (cannot persist to the database, or not connected to NATS with every stream's consumer bound)")
-	}
-	if ib.webhook != nil && !ib.webhook.Ready() {
-		return errors.New("ingest not ready: source_kind=webhook (cannot persist to the database, or not listening)")
+	for _, src := range ib.sources {
+		if err := src.Ready(); err != nil {
+			return err
+		}
 	}
 	if ib.relay != nil && !ib.relay.Ready() {
 		return errors.New("outbox relay not ready (cannot renew its shard leases in the database)")
@@ -446,8 +370,10 @@ func (ib *Inboxd) Ready(ctx context.Context) error {
 // process would help, that is when ingest's Kafka fetch loop is stuck. A
 // database outage is not a liveness failure.
 func (ib *Inboxd) Healthy() error {
-	if ib.consumer == nil {
-		return nil
+	for _, src := range ib.sources {
+		if err := src.Healthy(); err != nil {
+			return err
+		}
 	}
-	return ib.consumer.Healthy()
+	return nil
 }

@@ -11,17 +11,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 
 	"github.com/inboxd/inboxd"
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/ingest/source"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/syncbuf"
 	"github.com/inboxd/inboxd/worker"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // testConfig is a Config on db with short intervals suited to tests and a
 // shutdown budget longer than any test waits, so that a handler finishing
@@ -150,7 +148,7 @@ func TestNewRefusesABadConfig(t *testing.T) {
 		{"every part's settings", inboxd.Config{Registry: reg, DB: db,
 			Worker:    worker.Config{Workers: -1, MaxAttempts: -2},
 			Retention: worker.RetentionConfig{Processed: -time.Hour},
-			Ingest:    &ingest.Config{}},
+			Sources:   []source.Source{ingest.NewKafkaSource(ingest.Config{})}},
 			[]string{"workers must be between 1 and 10000, got -1", "max attempts must be between 1 and",
 				"processed retention must be at least 1s, got -1h0m0s", "ingest: no Kafka brokers"}},
 	} {

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/ingest/source"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/outbox"
 )
@@ -130,18 +130,12 @@ type OutboxConfig struct {
 	// Retention is how long published rows are kept (default 1h);
 	// negative keeps them.
 	Retention time.Duration
-	// KafkaCompression is the codec of the Kafka batches: gzip (the
-	// default), none, snappy, lz4 or zstd (kafkajs reads the last three
-	// only with a plug-in).
-	KafkaCompression string
 
-	// Kafka, AMQP and NATS are the brokers published to, by their
-	// connection settings alone (brokers, TLS, SASL, client id; URL, TLS;
-	// URL, credentials, TLS): the topics, queues and streams they name are
-	// not used. Nil: rows for that kind of destination wait, pending.
-	Kafka *ingest.Config
-	AMQP  *ingest.AMQPConfig
-	NATS  *ingest.NATSConfig
+	// Publishers are the brokers published to, one per kind of destination
+	// (ingest/outboxpub: Kafka, AMQP, NATS): rows
+	// for a kind without one wait, pending. The root package links no
+	// broker client: the program links those of the publishers it lists.
+	Publishers []source.Publisher
 }
 
 func (c OutboxConfig) relayConfig() outbox.Config {

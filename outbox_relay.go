@@ -3,12 +3,14 @@ package inboxd
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/internal/outbox"
+	"github.com/inboxd/inboxd/internal/startstop"
 )
 
 // outboxRelay is the relay with the publishers it owns.
@@ -36,36 +38,27 @@ func newOutboxRelay(cfg OutboxConfig, db *pgxpool.Pool, log zerolog.Logger, reg 
 // run runs the relay until ctx ends, then closes the publishers.
 func (r *outboxRelay) run(ctx context.Context) error {
 	defer closePublishers(r.pubs, r.log)
-	return r.Run(ctx)
+	return startstop.Run(ctx, r.Relay)
 }
 
-// newPublishers makes a publisher per kind of broker configured.
+// newPublishers opens the publishers of cfg, one per kind of destination.
 func newPublishers(cfg OutboxConfig, log zerolog.Logger) (map[string]outbox.Publisher, error) {
 	pubs := map[string]outbox.Publisher{}
 	var errs []error
-	if k := cfg.Kafka; k != nil {
-		p, err := outbox.NewKafka(outbox.KafkaConfig{Brokers: k.Brokers, ClientID: k.ClientID, TLS: k.TLS, SASL: k.SASL,
-			Compression: cfg.KafkaCompression}, log)
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			pubs[outbox.KindKafka] = p
+	for i, pp := range cfg.Publishers {
+		switch {
+		case pp == nil:
+			errs = append(errs, fmt.Errorf("inboxd: OutboxConfig.Publishers[%d] is nil", i))
+			continue
+		case pubs[pp.Kind()] != nil:
+			errs = append(errs, fmt.Errorf("inboxd: OutboxConfig.Publishers lists two publishers of kind %s", pp.Kind()))
+			continue
 		}
-	}
-	if a := cfg.AMQP; a != nil {
-		p, err := outbox.NewAMQP(outbox.AMQPConfig{URL: a.URL, TLS: a.TLS}, log)
+		p, err := pp.OpenPublisher(log)
 		if err != nil {
 			errs = append(errs, err)
 		} else {
-			pubs[outbox.KindAMQP] = p
-		}
-	}
-	if n := cfg.NATS; n != nil {
-		p, err := outbox.NewNATS(outbox.NATSConfig{URL: n.URL, CredsFile: n.CredsFile, TLS: n.TLS}, log)
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			pubs[outbox.KindNATS] = p
+			pubs[pp.Kind()] = p
 		}
 	}
 	if len(errs) > 0 {

@@ -17,6 +17,8 @@ import (
 	"github.com/inboxd/inboxd"
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/ingest/outboxpub"
+	"github.com/inboxd/inboxd/ingest/source"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
@@ -258,8 +260,8 @@ func TestOutboxAMQPRoundTripThroughIngest(t *testing.T) {
 	})
 
 	cfg := testConfig(db.Pool, handlers.NewRegistry(), zerolog.Nop())
-	cfg.AMQP = &ingest.AMQPConfig{URL: testkit.AMQPURL(), Queues: []string{queue}}
-	cfg.Outbox = &inboxd.OutboxConfig{PollInterval: 10 * time.Millisecond, AMQP: &ingest.AMQPConfig{URL: testkit.AMQPURL()}}
+	cfg.Sources = []source.Source{ingest.NewAMQPSource(ingest.AMQPConfig{URL: testkit.AMQPURL(), Queues: []string{queue}})}
+	cfg.Outbox = &inboxd.OutboxConfig{PollInterval: 10 * time.Millisecond, Publishers: []source.Publisher{outboxpub.AMQP(ingest.AMQPConfig{URL: testkit.AMQPURL()})}}
 	ib, err := inboxd.New(cfg)
 	if err != nil {
 		t.Fatal(err)

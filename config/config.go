@@ -26,7 +26,10 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/brokers"
+	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
 	"github.com/inboxd/inboxd/internal/console"
+	"github.com/inboxd/inboxd/internal/lease"
 	"github.com/inboxd/inboxd/internal/natsurl"
 	"github.com/inboxd/inboxd/internal/outbox"
 	"github.com/inboxd/inboxd/worker"
@@ -125,7 +128,7 @@ type Config struct {
 	// NATSStreams lists the JetStream streams consumed; each must exist.
 	NATSStreams []string `env:"INBOXD_NATS_STREAMS" envSeparator:"," help:"comma list of existing JetStream streams to consume; required with INBOXD_NATS_URL"`
 	// NATSConsumer is the durable pull consumer's name on every stream.
-	NATSConsumer string `env:"INBOXD_NATS_CONSUMER" envDefault:"inboxd" help:"durable pull consumer on each stream: bound if it exists, else created with explicit acks from the stream's first message"`
+	NATSConsumer string `env:"INBOXD_NATS_CONSUMER" help:"durable pull consumer on each stream: bound if it exists, else created with explicit acks from the stream's first message"`
 	// NATSSubjects is the subject filter of a created consumer.
 	NATSSubjects []string `env:"INBOXD_NATS_SUBJECTS" envSeparator:"," help:"comma list of subjects a created consumer is filtered on; empty = every subject of the stream"`
 	// NATSTLSCAFile is a PEM bundle of CAs to trust for TLS to NATS; empty
@@ -147,10 +150,10 @@ type Config struct {
 	WebhookTLSKeyFile string `env:"INBOXD_WEBHOOK_TLS_KEY_FILE" help:"key (PEM) of the webhook listener"`
 	// WebhookWriteTimeout bounds a webhook request's wait for its batch's
 	// commit; after it the request is answered 503 with Retry-After.
-	WebhookWriteTimeout time.Duration `env:"INBOXD_WEBHOOK_WRITE_TIMEOUT" envDefault:"10s" help:"longest a webhook request waits for the commit of its row before a 503 with Retry-After"`
+	WebhookWriteTimeout time.Duration `env:"INBOXD_WEBHOOK_WRITE_TIMEOUT" help:"longest a webhook request waits for the commit of its row before a 503 with Retry-After"`
 	// WebhookMaxRequests caps the verified webhook requests waiting for
 	// their commits at once.
-	WebhookMaxRequests int `env:"INBOXD_WEBHOOK_MAX_REQUESTS" envDefault:"1024" help:"verified webhook requests waiting for their commits at once; more are answered 503 with Retry-After (a request takes its place once its body is read and verified)"`
+	WebhookMaxRequests int `env:"INBOXD_WEBHOOK_MAX_REQUESTS" help:"verified webhook requests waiting for their commits at once; more are answered 503 with Retry-After (a request takes its place once its body is read and verified)"`
 	// WebhookBodyBudget is the memory the bodies of the webhook requests
 	// in hand may hold at once.
 	WebhookBodyBudget int64 `env:"INBOXD_WEBHOOK_BODY_BUDGET" help:"bytes the bodies of the webhook requests in hand may hold at once, verified or not; a request whose body does not fit in what is left is answered 503 with Retry-After before its body is read (at least about twice the largest max_body)"`
@@ -436,8 +439,11 @@ func engineDefaults() Config {
 		StaleAfter:          worker.DefaultStaleAfter,
 		StatsInterval:       worker.DefaultStatsInterval,
 
-		WebhookBodyBudget:  ingest.DefaultWebhookBodyBudget,
-		WebhookMinBodyRate: ingest.DefaultWebhookMinBodyRate,
+		WebhookBodyBudget:   ingest.DefaultWebhookBodyBudget,
+		WebhookMinBodyRate:  ingest.DefaultWebhookMinBodyRate,
+		WebhookWriteTimeout: ingest.DefaultWebhookWriteTimeout,
+		WebhookMaxRequests:  ingest.DefaultWebhookMaxRequests,
+		NATSConsumer:        ingest.DefaultNATSConsumer,
 
 		OutboxBatchSize:    outbox.DefaultBatchSize,
 		OutboxPollInterval: outbox.DefaultPollInterval,
@@ -522,9 +528,9 @@ func (c Config) Validate() error {
 	if (c.KafkaTLSCertFile == "") != (c.KafkaTLSKeyFile == "") {
 		bad("INBOXD_KAFKA_TLS_CERT_FILE", "and INBOXD_KAFKA_TLS_KEY_FILE must be set together")
 	}
-	switch c.KafkaSASLMechanism {
-	case "":
-	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+	switch {
+	case c.KafkaSASLMechanism == "":
+	case brokers.ValidSASLMechanism(c.KafkaSASLMechanism):
 		if c.KafkaSASLUsername == "" {
 			bad("INBOXD_KAFKA_SASL_USERNAME", "is required when INBOXD_KAFKA_SASL_MECHANISM is set")
 		}
@@ -532,7 +538,7 @@ func (c Config) Validate() error {
 			bad("INBOXD_KAFKA_SASL_PASSWORD", "is required when INBOXD_KAFKA_SASL_MECHANISM is set (or set INBOXD_KAFKA_SASL_PASSWORD_FILE)")
 		}
 	default:
-		bad("INBOXD_KAFKA_SASL_MECHANISM", "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got %q", c.KafkaSASLMechanism)
+		bad("INBOXD_KAFKA_SASL_MECHANISM", "must be %s, got %q", brokers.SASLMechanismsText, c.KafkaSASLMechanism)
 	}
 
 	if c.AMQPURL != "" {
@@ -548,8 +554,8 @@ func (c Config) Validate() error {
 	} else if len(c.AMQPQueues) > 0 {
 		bad("INBOXD_AMQP_URL", "is required when INBOXD_AMQP_QUEUES is set (or set INBOXD_AMQP_URL_FILE)")
 	}
-	if c.AMQPPrefetch < 0 || c.AMQPPrefetch > 65535 {
-		bad("INBOXD_AMQP_PREFETCH", "must be between 0 (automatic) and 65535, got %d", c.AMQPPrefetch)
+	if c.AMQPPrefetch < 0 || c.AMQPPrefetch > amqpconn.MaxPrefetch {
+		bad("INBOXD_AMQP_PREFETCH", "must be between 0 (automatic) and %d, got %d", amqpconn.MaxPrefetch, c.AMQPPrefetch)
 	}
 	if (c.AMQPTLSCertFile == "") != (c.AMQPTLSKeyFile == "") {
 		bad("INBOXD_AMQP_TLS_CERT_FILE", "and INBOXD_AMQP_TLS_KEY_FILE must be set together")
@@ -657,8 +663,8 @@ func (c Config) Validate() error {
 	}
 	minDur(&errs, "INBOXD_OUTBOX_POLL_INTERVAL", c.OutboxPollInterval, outbox.MinPollInterval)
 	minDur(&errs, "INBOXD_OUTBOX_LEASE", c.OutboxLease, outbox.MinLease)
-	if c.OutboxPublishTimeout < 0 || c.OutboxPublishTimeout > c.OutboxLease/3 {
-		bad("INBOXD_OUTBOX_PUBLISH_TIMEOUT", "must be 0 (automatic) or at most a third of INBOXD_OUTBOX_LEASE (%s), got %q", c.OutboxLease/3, c.OutboxPublishTimeout)
+	if c.OutboxPublishTimeout < 0 || c.OutboxPublishTimeout > lease.ShardStep(c.OutboxLease) {
+		bad("INBOXD_OUTBOX_PUBLISH_TIMEOUT", "must be 0 (automatic) or at most a third of INBOXD_OUTBOX_LEASE (%s), got %q", lease.ShardStep(c.OutboxLease), c.OutboxPublishTimeout)
 	}
 	if c.OutboxMaxAttempts < 1 || c.OutboxMaxAttempts > outbox.MaxAttemptsLimit {
 		bad("INBOXD_OUTBOX_MAX_ATTEMPTS", "must be between 1 and %d, got %d", outbox.MaxAttemptsLimit, c.OutboxMaxAttempts)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
 	"github.com/inboxd/inboxd/internal/natsurl"
 )
 
@@ -325,26 +326,12 @@ func (c Config) redacted() plainConfig {
 		c.KafkaSASLPassword = "[redacted]"
 	}
 	if c.AMQPURL != "" {
-		c.AMQPURL = redactAMQPURL(c.AMQPURL)
+		c.AMQPURL = amqpconn.RedactURL(c.AMQPURL)
 	}
 	if c.NATSURL != "" {
 		c.NATSURL = natsurl.Redact(c.NATSURL)
 	}
 	return plainConfig(c)
-}
-
-// redactAMQPURL reduces an AMQP URL to scheme://user@host/vhost: never
-// its password, nor anything when it does not parse.
-func redactAMQPURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.Host == "" {
-		return "(invalid)"
-	}
-	out := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
-	if u.User != nil {
-		out.User = url.User(u.User.Username())
-	}
-	return out.String()
 }
 
 // readSecret reads a secret from the file named by a *_FILE variable. Its

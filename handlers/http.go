@@ -266,6 +266,13 @@ func (h *httpHandler) Handle(ctx context.Context, ev *Event) error {
 	}
 	defer drainClose(resp.Body)
 
+	return h.responseError(resp)
+}
+
+// responseError is the error a response's status says (nil for a 2xx): a
+// redirect or a 4xx other than 408, 425 and 429 is permanent, the rest
+// retryable (after its Retry-After, capped).
+func (h *httpHandler) responseError(resp *http.Response) error {
 	code := resp.StatusCode
 	switch {
 	case code >= 200 && code < 300:
@@ -284,7 +291,7 @@ func (h *httpHandler) Handle(ctx context.Context, ev *Event) error {
 	if ex := excerpt(body); ex != "" {
 		msg += ": " + ex
 	}
-	err = errors.New(msg)
+	err := errors.New(msg)
 	if !retryableStatus(code) {
 		return Permanent(err)
 	}

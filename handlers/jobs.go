@@ -39,3 +39,28 @@ func NewJobRoute(ins JobInserter, job Job) TxHandler {
 		return ins.InsertJob(ctx, tx, job, ev)
 	})
 }
+
+// jobBatchInserter is a JobInserter that also enqueues the jobs of many
+// events at once (package handlers/riverjob's Inserter, with River's
+// InsertManyTx).
+type jobBatchInserter interface {
+	InsertJobs(ctx context.Context, tx pgx.Tx, job Job, evs []*Event) error
+}
+
+// newJobBatchRoute returns the transactional batch handler of a river
+// route with batch: it enqueues job for every event of a batch through
+// ins, in the batch's transaction: with one InsertJobs when ins has it,
+// else one InsertJob per event. A failed insert fails the whole batch.
+func newJobBatchRoute(ins JobInserter, job Job) TxBatchHandler {
+	return TxBatchHandlerFunc(func(ctx context.Context, tx pgx.Tx, evs []*Event) error {
+		if bi, ok := ins.(jobBatchInserter); ok {
+			return bi.InsertJobs(ctx, tx, job, evs)
+		}
+		for _, ev := range evs {
+			if err := ins.InsertJob(ctx, tx, job, ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -55,6 +55,10 @@ type Policy struct {
 	Burst int
 	// Breaker is the route's circuit breaker (off when Failures is 0).
 	Breaker Breaker
+	// Batch is how a batch route (a BatchHandler or TxBatchHandler)
+	// gathers its rows; MaxRows is 0 on every other route. A batch
+	// route's Concurrency counts rows, not batches (0: twice MaxRows).
+	Batch Batch
 }
 
 // Breaker is a route's circuit breaker, kept by each replica for itself:

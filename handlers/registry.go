@@ -22,6 +22,10 @@ type Route struct {
 	Tx bool
 	// Policy is how the engine runs the route's rows.
 	Policy Policy
+	// Batch runs a batch route's rows, many at a time (Policy.Batch says
+	// how many); nil on other routes. Tx says whether it is given a
+	// transaction (a TxBatchHandler) or nil (a BatchHandler).
+	Batch TxBatchHandler
 }
 
 // entry is one registered route before middleware.
@@ -29,7 +33,8 @@ type entry struct {
 	handler Handler
 	tx      bool
 	policy  Policy
-	wrapped Handler // handler with the middleware applied
+	wrapped Handler        // handler with the middleware applied
+	batch   TxBatchHandler // a batch route's handler (Route.Batch)
 }
 
 // Registry maps exact event types to handlers. Types with no handler go to
@@ -88,7 +93,7 @@ func (r *Registry) add(eventType string, e *entry) error {
 	if eventType == "" {
 		return errors.New("event type must not be empty")
 	}
-	if errs := e.policy.validate(); len(errs) > 0 {
+	if errs := append(e.policy.validate(), e.policy.checkBatch(e.batch != nil)...); len(errs) > 0 {
 		return fmt.Errorf("event type %q: %s", eventType, strings.Join(errs, "; "))
 	}
 	r.mu.Lock()
@@ -135,7 +140,7 @@ func (r *Registry) Lookup(eventType string) Route {
 }
 
 func (e *entry) route(eventType string) Route {
-	return Route{Type: eventType, Handler: e.wrapped, Tx: e.tx, Policy: e.policy}
+	return Route{Type: eventType, Handler: e.wrapped, Tx: e.tx, Policy: e.policy, Batch: e.batch}
 }
 
 // Routed reports whether eventType has a route of its own (not the default).

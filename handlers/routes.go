@@ -92,6 +92,10 @@ type RouteConfig struct {
 	Burst int
 	// Breaker is the route's circuit breaker; see Policy.Breaker.
 	Breaker Breaker
+	// Batch makes an http or river route a batch route (Policy.Batch):
+	// an http route POSTs its rows as one JSON array, a river route
+	// inserts their jobs with one InsertJobs (River's InsertManyTx).
+	Batch Batch
 }
 
 // Policy returns the engine policy the route asks for.
@@ -99,7 +103,7 @@ func (rc RouteConfig) Policy() Policy {
 	p := Policy{
 		Concurrency: rc.Concurrency, BackoffBase: rc.BackoffBase, BackoffMax: rc.BackoffMax,
 		Timeout: rc.Timeout, Ordered: rc.Ordered, OnDead: OnDead(rc.OnDead),
-		Rate: rc.Rate, Burst: rc.Burst, Breaker: rc.Breaker,
+		Rate: rc.Rate, Burst: rc.Burst, Breaker: rc.Breaker, Batch: rc.Batch,
 	}
 	if rc.Handler != HandlerRiver {
 		p.MaxAttempts = rc.MaxAttempts
@@ -158,7 +162,8 @@ func (rc RouteConfig) Problems() []string {
 	default:
 		errs = append(errs, fmt.Sprintf("handler: unknown handler %q (want http, ignore, dead or river)", rc.Handler))
 	}
-	return append(errs, rc.Policy().validate()...)
+	errs = append(errs, rc.Policy().validate()...)
+	return append(errs, rc.Policy().checkBatch(rc.Handler == HandlerHTTP || rc.Handler == HandlerRiver)...)
 }
 
 // RegisterOptions carries the settings that Register passes to the handlers
@@ -285,6 +290,9 @@ func (rc RouteConfig) build(opts RegisterOptions) (*entry, error) {
 			return nil, err
 		}
 		e.handler = h
+		if rc.Batch.MaxRows > 0 {
+			e.handler, e.batch = batchOnly{}, h.(*httpHandler).batch()
+		}
 	case HandlerIgnore:
 		e.handler = Ignore()
 	case HandlerDead:
@@ -293,9 +301,11 @@ func (rc RouteConfig) build(opts RegisterOptions) (*entry, error) {
 		if opts.Jobs == nil {
 			return nil, errors.New("handler: river routes need the daemon's River connection (RegisterOptions.Jobs)")
 		}
-		e.handler, e.tx = txAdapter{NewJobRoute(opts.Jobs, Job{
-			Kind: rc.Kind, Queue: rc.Queue, Priority: rc.Priority, MaxAttempts: rc.MaxAttempts,
-		})}, true
+		job := Job{Kind: rc.Kind, Queue: rc.Queue, Priority: rc.Priority, MaxAttempts: rc.MaxAttempts}
+		e.handler, e.tx = txAdapter{NewJobRoute(opts.Jobs, job)}, true
+		if rc.Batch.MaxRows > 0 {
+			e.handler, e.batch = batchOnly{}, newJobBatchRoute(opts.Jobs, job)
+		}
 	}
 	return e, nil
 }

@@ -269,3 +269,32 @@ func TestRoutesErrorsAreBounded(t *testing.T) {
 		t.Errorf("Register: error of %d lines, last %q", len(lines), lines[len(lines)-1])
 	}
 }
+
+// A route's batch makes an http route a plain batch route and a river
+// route a transactional one, both with the route's batch settings.
+func TestRoutesRegisterBatch(t *testing.T) {
+	t.Parallel()
+	r := &handlers.Routes{Routes: []handlers.RouteConfig{
+		{Type: "a", Handler: "http", URL: "http://h/x", Timeout: time.Second, Batch: handlers.Batch{MaxRows: 50, MaxWait: 10 * time.Millisecond}},
+		{Type: "b", Handler: "river", Kind: "b_job", Batch: handlers.Batch{MaxRows: 20}},
+		{Type: "c", Handler: "http", URL: "http://h/y", Timeout: time.Second},
+	}}
+	reg, err := handlers.NewRegistryFromRoutes(r, handlers.RegisterOptions{Jobs: &recordingInserter{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := reg.Lookup("a"), reg.Lookup("b"), reg.Lookup("c")
+	if a.Batch == nil || a.Tx || a.Policy.Batch != (handlers.Batch{MaxRows: 50, MaxWait: 10 * time.Millisecond}) {
+		t.Errorf("http batch route: batch %v, tx %v, policy %+v", a.Batch != nil, a.Tx, a.Policy.Batch)
+	}
+	if b.Batch == nil || !b.Tx || b.Policy.Batch.MaxRows != 20 {
+		t.Errorf("river batch route: batch %v, tx %v, policy %+v", b.Batch != nil, b.Tx, b.Policy.Batch)
+	}
+	if c.Batch != nil || c.Policy.Batch.MaxRows != 0 {
+		t.Errorf("http route without batch: batch %v, policy %+v", c.Batch != nil, c.Policy.Batch)
+	}
+	bad := &handlers.Routes{Routes: []handlers.RouteConfig{{Type: "d", Handler: "ignore", Batch: handlers.Batch{MaxRows: 5}}}}
+	if err := bad.Register(handlers.NewRegistry(), handlers.RegisterOptions{}); err == nil || !strings.Contains(err.Error(), "batch: only for batch handlers") {
+		t.Errorf("batch on an ignore route: %v", err)
+	}
+}

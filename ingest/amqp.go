@@ -2,15 +2,12 @@ package ingest
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +17,9 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/inboxd/inboxd/internal/brokers"
+	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
 )
 
 // AMQPKeyHeader is the AMQP header whose value is a message's key (for
@@ -32,20 +32,17 @@ const AMQPKeyHeader = "key"
 // table: the ones that carry meaning for a handler.
 const (
 	// AMQPContentTypeHeader holds the content-type property.
-	AMQPContentTypeHeader = "content-type"
+	AMQPContentTypeHeader = amqpconn.ContentTypeHeader
 	// AMQPCorrelationIDHeader holds the correlation-id property.
-	AMQPCorrelationIDHeader = "correlation-id"
+	AMQPCorrelationIDHeader = amqpconn.CorrelationIDHeader
 	// AMQPTimestampHeader holds the timestamp property (RFC 3339, UTC).
-	AMQPTimestampHeader = "timestamp"
+	AMQPTimestampHeader = amqpconn.TimestampHeader
 	// AMQPMessageIDHeader holds the message_id property, so that a
 	// rejected row keeps it and `inboxd requeue` can map it again.
-	AMQPMessageIDHeader = "amqp-message-id"
+	AMQPMessageIDHeader = amqpconn.MessageIDHeader
 	// AMQPTypeHeader holds the type property, for the same reason.
-	AMQPTypeHeader = "amqp-type"
+	AMQPTypeHeader = amqpconn.TypeHeader
 )
-
-// amqpDialTimeout bounds connecting to RabbitMQ, handshakes included.
-const amqpDialTimeout = 10 * time.Second
 
 // AMQPConfig configures an AMQPSource: RabbitMQ queues consumed into the
 // inbox through the persist-then-ack pipeline.
@@ -76,134 +73,10 @@ type AMQPConfig struct {
 func (c AMQPConfig) withDefaults() AMQPConfig {
 	c.Pipeline = c.Pipeline.withDefaults()
 	if c.Prefetch == 0 {
-		held := max(1, 4*c.Pipeline.BatchBytes/max(1, c.Pipeline.Mapping.largestMessage()))
-		c.Prefetch = min(2*c.Pipeline.BatchSize, held)
+		c.Prefetch = amqpconn.DefaultPrefetch(c.Pipeline.BatchSize, c.Pipeline.BatchBytes, c.Pipeline.Mapping.largestMessage())
 	}
-	c.TLS.Enabled = amqpsURL(c.URL)
+	c.TLS.Enabled = amqpconn.TLSURL(c.URL)
 	return c
-}
-
-// amqpsURL reports whether url asks for TLS: AMQP's TLS follows the
-// scheme.
-func amqpsURL(url string) bool { return strings.HasPrefix(strings.ToLower(url), "amqps://") }
-
-// amqpTLSPrefix names the TLS variables in errors.
-const amqpTLSPrefix = "INBOXD_AMQP_TLS"
-
-// DialAMQP opens a connection to the RabbitMQ server at url, as the
-// AMQPSource does for its queues and the outbox for its exchanges: TLS
-// (tls's files, enabled by an amqps:// URL whatever tls.Enabled says),
-// 10s heartbeats (or the URL's heartbeat parameter), connection_name
-// "inboxd". ctx bounds the TCP connection; the TLS and AMQP handshakes are
-// bounded by amqpDialTimeout (or the URL's connection_timeout), or ctx's
-// deadline when it comes first, and end when ctx is cancelled.
-func DialAMQP(ctx context.Context, url string, tls TLSConfig) (*amqp.Connection, error) {
-	conn, _, err := dialAMQP(ctx, url, tls, false)
-	return conn, err
-}
-
-// dialAMQP is DialAMQP, the server's frames read through amqpFrames when
-// frames is set (the source's connections: the outbox reads nothing a
-// sender wrote). It connects and does the TLS handshake itself, then hands
-// the connection to amqp.Open, so that amqpFrames reads the frames in
-// clear.
-func dialAMQP(ctx context.Context, rawURL string, tlsc TLSConfig, frames bool) (*amqp.Connection, *amqpFrames, error) {
-	uri, err := amqp.ParseURI(rawURL)
-	if err != nil {
-		return nil, nil, err
-	}
-	c := amqp.Config{Heartbeat: 10 * time.Second, Locale: "en_US", Vhost: uri.Vhost, ChannelMax: uri.ChannelMax,
-		Properties: amqp.Table{"connection_name": "inboxd"}}
-	if c.SASL, err = amqpSASL(uri); err != nil {
-		return nil, nil, err
-	}
-	// The URL's heartbeat parameter (seconds), as amqp.DialConfig reads
-	// it: amqp.URI keeps it unexported.
-	if u, err := url.Parse(rawURL); err == nil && u.Query().Has("heartbeat") {
-		if n, err := strconv.Atoi(u.Query().Get("heartbeat")); err == nil && n >= 0 {
-			c.Heartbeat = time.Duration(n) * time.Second
-		}
-	}
-	timeout := amqpDialTimeout
-	if uri.ConnectionTimeout > 0 {
-		timeout = time.Duration(uri.ConnectionTimeout) * time.Millisecond
-	}
-	d := net.Dialer{Timeout: timeout}
-	raw, err := d.DialContext(ctx, "tcp", net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port)))
-	if err != nil {
-		return nil, nil, err
-	}
-	// As amqp.DefaultDial: a deadline for the TLS and AMQP handshakes
-	// (heartbeats have not started), which amqp.Open clears once the
-	// connection is open; ctx's deadline if it comes first, and a
-	// cancelled ctx closes the connection meanwhile.
-	deadline := time.Now().Add(timeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
-	if err := raw.SetDeadline(deadline); err != nil {
-		_ = raw.Close()
-		return nil, nil, err
-	}
-	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
-	defer stop()
-	conn := raw
-	if tlsc.Enabled = amqpsURL(rawURL); tlsc.Enabled {
-		tc, err := tlsc.Build(amqpTLSPrefix)
-		if err != nil {
-			_ = raw.Close()
-			return nil, nil, err
-		}
-		if tc.ServerName == "" {
-			tc.ServerName = uri.Host
-		}
-		tconn := tls.Client(raw, tc)
-		if err := tconn.HandshakeContext(ctx); err != nil {
-			_ = raw.Close()
-			return nil, nil, err
-		}
-		conn = tconn
-	}
-	var f *amqpFrames
-	if frames {
-		f = newAMQPFrames(conn)
-		conn = f
-	}
-	ac, err := amqp.Open(conn, c)
-	if err != nil {
-		_ = conn.Close()
-		return nil, nil, err
-	}
-	if !stop() {
-		// ctx was cancelled as the handshake ended: the connection is
-		// closed under the library.
-		_ = ac.Close()
-		return nil, nil, ctx.Err()
-	}
-	return ac, f, nil
-}
-
-// amqpSASL is the SASL mechanisms of uri, as amqp.DialConfig picks them:
-// those of its auth_mechanism parameter, else PLAIN with its user and
-// password.
-func amqpSASL(uri amqp.URI) ([]amqp.Authentication, error) {
-	if len(uri.AuthMechanism) == 0 {
-		return []amqp.Authentication{uri.PlainAuth()}, nil
-	}
-	var sasl []amqp.Authentication
-	for _, m := range uri.AuthMechanism {
-		switch strings.ToUpper(m) {
-		case "PLAIN":
-			sasl = append(sasl, uri.PlainAuth())
-		case "AMQPLAIN":
-			sasl = append(sasl, uri.AMQPlainAuth())
-		case "EXTERNAL":
-			sasl = append(sasl, &amqp.ExternalAuth{})
-		default:
-			return nil, fmt.Errorf("unsupported auth_mechanism %q in the RabbitMQ URL", m)
-		}
-	}
-	return sasl, nil
 }
 
 // Validate reports every setting that cannot work, one line each; it never
@@ -213,7 +86,7 @@ func (c AMQPConfig) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.URL == "" {
 		bad("ingest: no RabbitMQ URL (INBOXD_AMQP_URL)")
-	} else if _, err := amqp.ParseURI(c.URL); err != nil {
+	} else if !amqpconn.ValidURL(c.URL) {
 		bad("ingest: INBOXD_AMQP_URL is not a valid amqp:// or amqps:// URL")
 	}
 	if len(c.Queues) == 0 {
@@ -226,13 +99,13 @@ func (c AMQPConfig) Validate() error {
 		}
 		seen[q] = true
 	}
-	if c.Prefetch < 1 || c.Prefetch > 65535 {
-		bad("ingest: RabbitMQ prefetch must be between 1 and 65535, got %d (INBOXD_AMQP_PREFETCH)", c.Prefetch)
+	if c.Prefetch < 1 || c.Prefetch > amqpconn.MaxPrefetch {
+		bad("ingest: RabbitMQ prefetch must be between 1 and %d, got %d (INBOXD_AMQP_PREFETCH)", amqpconn.MaxPrefetch, c.Prefetch)
 	}
-	if !c.TLS.Enabled && (c.TLS.CAFile != "" || c.TLS.CertFile != "" || c.TLS.KeyFile != "") {
+	if brokers.TLS(c.TLS).FilesWithoutTLS() {
 		bad("ingest: INBOXD_AMQP_TLS_CA_FILE, _CERT_FILE or _KEY_FILE is set but INBOXD_AMQP_URL is not amqps://")
 	}
-	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+	if brokers.TLS(c.TLS).HalfKeyPair() {
 		bad("ingest: INBOXD_AMQP_TLS_CERT_FILE and INBOXD_AMQP_TLS_KEY_FILE must be set together")
 	}
 	if c.Pipeline.BatchSize < 1 {
@@ -244,28 +117,29 @@ func (c AMQPConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// RedactAMQPURL reduces an AMQP URL to amqp[s]://user@host:port/vhost, for
-// logs: never the password. A URL that does not parse gives "(invalid)".
-func RedactAMQPURL(s string) string {
-	u, err := amqp.ParseURI(s)
+// dialAMQP is amqpconn.Dial, the server's frames read through amqpFrames
+// (which takes out a headers table amqp091-go would refuse): the source's
+// connections.
+func dialAMQP(ctx context.Context, url string, tlsc TLSConfig) (*amqp.Connection, *amqpFrames, error) {
+	var f *amqpFrames
+	conn, err := amqpconn.Dial(ctx, url, brokers.TLS(tlsc), func(c net.Conn) net.Conn {
+		f = newAMQPFrames(c)
+		return f
+	})
 	if err != nil {
-		return "(invalid)"
+		return nil, nil, err
 	}
-	out := url.URL{Scheme: u.Scheme, Host: net.JoinHostPort(u.Host, strconv.Itoa(u.Port)), Path: "/" + u.Vhost}
-	if u.Username != "" {
-		out.User = url.User(u.Username)
-	}
-	return out.String()
+	return conn, f, nil
 }
 
-// AMQPSource moves messages of RabbitMQ queues into the inbox table: each
+// amqpSource moves messages of RabbitMQ queues into the inbox table: each
 // queue on a connection and a channel of its own, with its QoS, one
 // Ack(multiple=true) per channel up to a batch's highest delivery tag once
 // its rows are committed, and a new connection, with backoff, whenever a
 // queue's is lost: one queue failing never stops the others. Create it
-// with NewAMQP and start it with Run; Ready and LastProgress may be called
+// with openAMQP (NewAMQPSource opens it) and start it with Run; Ready and LastProgress may be called
 // from any goroutine.
-type AMQPSource struct {
+type amqpSource struct {
 	*pipeline
 
 	cfg  AMQPConfig
@@ -284,10 +158,10 @@ type AMQPSource struct {
 	pending map[amqp.Acknowledger]uint64
 }
 
-// NewAMQP validates cfg (after applying defaults) and returns an
-// AMQPSource writing to pool. It does not connect: Run does. Metrics are
+// openAMQP validates cfg (after applying defaults) and returns an
+// amqpSource writing to pool. It does not connect: Run does. Metrics are
 // registered with reg (nil registers none) under source_kind=amqp.
-func NewAMQP(cfg AMQPConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*AMQPSource, error) {
+func openAMQP(cfg AMQPConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*amqpSource, error) {
 	w, err := writerOn(pool, cfg.Pipeline.HandOff)
 	if err != nil {
 		return nil, err
@@ -295,7 +169,7 @@ func NewAMQP(cfg AMQPConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prom
 	return newAMQP(cfg, w, logger, reg)
 }
 
-func newAMQP(cfg AMQPConfig, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*AMQPSource, error) {
+func newAMQP(cfg AMQPConfig, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*amqpSource, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -303,13 +177,13 @@ func newAMQP(cfg AMQPConfig, w inboxWriter, logger zerolog.Logger, reg prometheu
 	if cfg.TLS.Enabled {
 		// Read the files now: a bad one is a start-up error, not a
 		// connection failure retried forever.
-		if _, err := cfg.TLS.Build(amqpTLSPrefix); err != nil {
+		if _, err := brokers.TLS(cfg.TLS).Build(amqpconn.TLSPrefix); err != nil {
 			return nil, fmt.Errorf("ingest: %w", err)
 		}
 	}
-	s := &AMQPSource{cfg: cfg, pending: make(map[amqp.Acknowledger]uint64)}
+	s := &amqpSource{cfg: cfg, pending: make(map[amqp.Acknowledger]uint64)}
 	s.dial = func(ctx context.Context) (*amqp.Connection, *amqpFrames, error) {
-		return dialAMQP(ctx, cfg.URL, cfg.TLS, true)
+		return dialAMQP(ctx, cfg.URL, cfg.TLS)
 	}
 	for _, q := range cfg.Queues {
 		s.queues = append(s.queues, &amqpQueue{s: s, name: q})
@@ -324,26 +198,26 @@ func newAMQP(cfg AMQPConfig, w inboxWriter, logger zerolog.Logger, reg prometheu
 
 // Ready reports whether the source runs, its last batch write did not fail,
 // it consumes every queue and the server blocks none of its connections.
-func (s *AMQPSource) Ready() bool { return s.ready() }
+func (s *amqpSource) Ready() bool { return s.ready() }
 
 // Reachable reports whether every queue is consumed, on a connection the
 // server does not block.
-func (s *AMQPSource) Reachable() bool {
+func (s *amqpSource) Reachable() bool {
 	return int(s.consuming.Load()) == len(s.queues) && s.blocked.Load() == 0
 }
 
 // LastProgress returns when a message was last fetched or a batch last
 // written; zero before the first.
-func (s *AMQPSource) LastProgress() time.Time { return s.progress() }
+func (s *amqpSource) LastProgress() time.Time { return s.progress() }
 
 // Run consumes until ctx is cancelled and returns nil then; it returns an
 // error when a queue is missing at its first connection (a start-up error
 // naming it). Before returning it writes and acknowledges the batch in
 // hand within CloseTimeout, then closes the connections: deliveries not
 // acknowledged go back to their queues.
-func (s *AMQPSource) Run(ctx context.Context) error {
+func (s *amqpSource) Run(ctx context.Context) error {
 	return s.runSession(ctx, amqpFetcher{s}, func() {}, func() {
-		s.log.Info().Str("url", RedactAMQPURL(s.cfg.URL)).Strs("queues", s.cfg.Queues).
+		s.log.Info().Str("url", amqpconn.RedactURL(s.cfg.URL)).Strs("queues", s.cfg.Queues).
 			Int("prefetch", s.cfg.Prefetch).Int("batch_size", s.cfg.Pipeline.BatchSize).
 			Dur("batch_timeout", s.cfg.Pipeline.BatchTimeout).
 			Int64("max_bytes_held", int64(s.cfg.Prefetch)*int64(len(s.cfg.Queues))*int64(s.cfg.Pipeline.Mapping.largestMessage())).
@@ -355,7 +229,7 @@ func (s *AMQPSource) Run(ctx context.Context) error {
 // startConsumers starts one consumer per queue. They outlive ctx: the
 // batch in hand at shutdown is still acknowledged on their channels, and
 // stopConsumers ends them.
-func (s *AMQPSource) startConsumers(ctx context.Context) {
+func (s *amqpSource) startConsumers(ctx context.Context) {
 	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = stop
 	s.deliveries = make(chan amqpDelivery)
@@ -371,7 +245,7 @@ func (s *AMQPSource) startConsumers(ctx context.Context) {
 
 // stopConsumers ends every consumer and closes its connection: the server
 // puts every delivery not acknowledged back in its queue.
-func (s *AMQPSource) stopConsumers() {
+func (s *amqpSource) stopConsumers() {
 	if s.stop != nil {
 		s.stop()
 	}
@@ -385,7 +259,7 @@ func (s *AMQPSource) stopConsumers() {
 // amqpQueue is one queue's consumer: a connection with one consuming
 // channel, opened again with backoff whenever it is lost.
 type amqpQueue struct {
-	s       *AMQPSource
+	s       *amqpSource
 	name    string
 	blocked atomic.Bool
 
@@ -543,7 +417,7 @@ func (q *amqpQueue) connect(ctx context.Context) (*amqpSession, error) {
 	s := q.s
 	conn, frames, err := s.dial(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("connect to RabbitMQ at %s: %w", RedactAMQPURL(s.cfg.URL), err)
+		return nil, fmt.Errorf("connect to RabbitMQ at %s: %w", amqpconn.RedactURL(s.cfg.URL), err)
 	}
 	fail := func(err error) (*amqpSession, error) { s.closeConn(conn); return nil, err }
 	ch, err := conn.Channel()
@@ -639,12 +513,12 @@ func (q *amqpQueue) onBlocked(b amqp.Blocking) {
 // closeConn closes conn, waiting for the server's answer CloseTimeout at
 // most (a server cut off the network would hold a plain Close until the
 // heartbeats time out).
-func (s *AMQPSource) closeConn(conn *amqp.Connection) {
+func (s *amqpSource) closeConn(conn *amqp.Connection) {
 	_ = conn.CloseDeadline(time.Now().Add(s.cfg.Pipeline.CloseTimeout))
 }
 
 // amqpFetcher is the AMQPSource as the pipeline's source.
-type amqpFetcher struct{ s *AMQPSource }
+type amqpFetcher struct{ s *amqpSource }
 
 func (f amqpFetcher) fetch(ctx context.Context) (Row, error) {
 	s := f.s

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
 	"github.com/inboxd/inboxd/internal/netfault"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
@@ -39,7 +40,7 @@ func setupAMQP(t testing.TB) *amqpBundle {
 	t.Helper()
 	conn, err := amqp.Dial(testkit.AMQPURL())
 	if err != nil {
-		t.Fatalf("connect to RabbitMQ at %s (start it with rabbitmq-server -detached): %v", RedactAMQPURL(testkit.AMQPURL()), err)
+		t.Fatalf("connect to RabbitMQ at %s (start it with rabbitmq-server -detached): %v", amqpconn.RedactURL(testkit.AMQPURL()), err)
 	}
 	ch, err := conn.Channel()
 	if err != nil {
@@ -99,14 +100,14 @@ func (b *amqpBundle) config() AMQPConfig {
 }
 
 // startAMQP runs s until the test ends (or stop is called).
-func startAMQP(t testing.TB, s *AMQPSource) (stop func() error) {
+func startAMQP(t testing.TB, s *amqpSource) (stop func() error) {
 	t.Helper()
 	return startSource(t, s.Run)
 }
 
 // queueConn is the connection consuming the i-th queue of s, nil while
 // it is not consumed.
-func (s *AMQPSource) queueConn(i int) *amqp.Connection {
+func (s *amqpSource) queueConn(i int) *amqp.Connection {
 	q := s.queues[i]
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -213,7 +214,7 @@ func TestAMQPMissingQueue(t *testing.T) {
 // acknowledge it: the broker must deliver the batch again.
 type killWriter struct {
 	inner  inboxWriter
-	s      atomic.Pointer[AMQPSource]
+	s      atomic.Pointer[amqpSource]
 	killed atomic.Bool
 }
 
@@ -395,7 +396,7 @@ func TestAMQPConfigValidate(t *testing.T) {
 	if strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("error repeats the password: %q", err)
 	}
-	if got := RedactAMQPURL("amqps://u:s3cret@host:5671/vh"); got != "amqps://u@host:5671/vh" {
+	if got := amqpconn.RedactURL("amqps://u:s3cret@host:5671/vh"); got != "amqps://u@host:5671/vh" {
 		t.Errorf("RedactAMQPURL = %q", got)
 	}
 }
@@ -407,7 +408,7 @@ func TestAMQPTwoReplicasOnOneQueue(t *testing.T) {
 	b := setupAMQP(t)
 	cfg := b.config()
 	cfg.Prefetch = 20 // so that both replicas get deliveries
-	var replicas []*AMQPSource
+	var replicas []*amqpSource
 	for range 2 {
 		s, err := newAMQP(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
 		if err != nil {
@@ -879,7 +880,7 @@ func amqpFramesRefuse(t *testing.T, queue string) (refused, noted bool) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	conn, frames, err := dialAMQP(ctx, testkit.AMQPURL(), TLSConfig{}, true)
+	conn, frames, err := dialAMQP(ctx, testkit.AMQPURL(), TLSConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

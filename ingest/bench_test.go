@@ -12,11 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inboxd/inboxd/internal/testkit"
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/inboxd/inboxd/internal/testkit"
 )
 
 // BenchmarkIngest measures Kafka-to-inbox throughput with the default batch
@@ -115,7 +116,7 @@ func ingestAMQPOnce(b *testing.B, n int) (publish, ingest time.Duration) {
 	publish = time.Since(start)
 
 	pf, _ := strconv.Atoi(os.Getenv("INBOXD_BENCH_PREFETCH"))
-	s, err := NewAMQP(AMQPConfig{URL: testkit.AMQPURL(), Queues: []string{q.queue}, Prefetch: pf}, q.db.Pool, zerolog.Nop(), prometheus.NewRegistry())
+	s, err := openAMQP(AMQPConfig{URL: testkit.AMQPURL(), Queues: []string{q.queue}, Prefetch: pf}, q.db.Pool, zerolog.Nop(), prometheus.NewRegistry())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -153,7 +153,7 @@ func (a *adminProbe) topicRetention(ctx context.Context, topics []string) (map[s
 // publishes the group's lag per partition and whether the brokers can be
 // reached (ingest is not ready while they cannot). On the first answer it
 // checks the deduplication window against each topic's retention.
-func (c *Consumer) watchBrokers(ctx context.Context) {
+func (c *kafkaConsumer) watchBrokers(ctx context.Context) {
 	retry := backoff.NewRetrier(backoff.Exponential{Base: 500 * time.Millisecond, Max: c.cfg.LagInterval})
 	checked := false
 	for {
@@ -194,7 +194,7 @@ func (c *Consumer) watchBrokers(ctx context.Context) {
 // processed rows are kept: a message redelivered after its row was deleted
 // (a consumer group reset to the earliest offset, say) would be processed
 // again.
-func (c *Consumer) checkDedupWindow(ctx context.Context) {
+func (c *kafkaConsumer) checkDedupWindow(ctx context.Context) {
 	if c.cfg.DedupWindow <= 0 {
 		return
 	}

@@ -80,7 +80,7 @@ func TestDedupWindowCheckedAgainstTopicRetention(t *testing.T) {
 	cfg.Topics = []string{"kept-long", "kept-short"}
 	cfg.DedupWindow = time.Hour
 	var logs syncbuf.Buffer
-	c, err := New(cfg, b.db.Pool, zerolog.New(&logs), prometheus.NewRegistry())
+	c, err := openKafka(cfg, b.db.Pool, zerolog.New(&logs), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/inboxd/inboxd/internal/brokers"
 )
 
 // Defaults used by Config.withDefaults for fields left zero.
@@ -43,7 +45,7 @@ const (
 	// before Healthy reports the consumer stalled.
 	DefaultStallTimeout = 2 * time.Minute
 	// DefaultClientID is the client id sent to the brokers.
-	DefaultClientID = "inboxd"
+	DefaultClientID = brokers.DefaultClientID
 
 	// readerHeadroom is added to the largest message accepted (payload,
 	// key and headers at their bounds) for the reader's MaxBytes, so that
@@ -157,7 +159,8 @@ type Config struct {
 	SASL SASLConfig
 }
 
-// TLSConfig configures TLS to the brokers.
+// TLSConfig configures TLS to the brokers. Its fields are those of the
+// rules' own type (internal/brokers.TLS), which it converts to.
 type TLSConfig struct {
 	// Enabled turns TLS on.
 	Enabled bool
@@ -175,7 +178,8 @@ type TLSConfig struct {
 
 // SASLConfig configures SASL authentication to the brokers.
 type SASLConfig struct {
-	// Mechanism is empty (no SASL), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	// Mechanism is empty (no SASL), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
+	// (internal/brokers.SASLMechanisms).
 	Mechanism string
 	// Username is the SASL user name.
 	Username string
@@ -184,12 +188,7 @@ type SASLConfig struct {
 }
 
 // String describes the SASL settings without the password.
-func (s SASLConfig) String() string {
-	if s.Mechanism == "" {
-		return "none"
-	}
-	return fmt.Sprintf("%s user=%s password=[redacted]", s.Mechanism, s.Username)
-}
+func (s SASLConfig) String() string { return brokers.SASL(s).String() }
 
 // GoString describes the SASL settings without the password, for %#v.
 func (s SASLConfig) GoString() string { return "ingest.SASLConfig{" + s.String() + "}" }
@@ -285,16 +284,14 @@ func (c Config) Validate() error {
 			bad("ingest: %s must be positive, got %s", d.name, d.d)
 		}
 	}
-	if !c.TLS.Enabled && (c.TLS.CAFile != "" || c.TLS.CertFile != "" || c.TLS.KeyFile != "") {
+	if brokers.TLS(c.TLS).FilesWithoutTLS() {
 		bad("ingest: INBOXD_KAFKA_TLS_CA_FILE, _CERT_FILE or _KEY_FILE is set but INBOXD_KAFKA_TLS is false")
 	}
-	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+	if brokers.TLS(c.TLS).HalfKeyPair() {
 		bad("ingest: INBOXD_KAFKA_TLS_CERT_FILE and INBOXD_KAFKA_TLS_KEY_FILE must be set together")
 	}
-	switch c.SASL.Mechanism {
-	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
-	default:
-		bad("ingest: SASL mechanism must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got %q", c.SASL.Mechanism)
+	if !brokers.ValidSASLMechanism(c.SASL.Mechanism) {
+		bad("ingest: SASL mechanism must be %s, got %q", brokers.SASLMechanismsText, c.SASL.Mechanism)
 	}
 	return errors.Join(errs...)
 }

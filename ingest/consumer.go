@@ -15,10 +15,10 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// Consumer moves Kafka messages into the inbox table: the Kafka source of
-// the persist-then-ack pipeline. Create it with New and start it with Run.
+// kafkaConsumer moves Kafka messages into the inbox table: the Kafka source of
+// the persist-then-ack pipeline. Create it with openKafka (NewKafkaSource opens it) and start it with Run.
 // Ready, Healthy and LastProgress may be called from any goroutine.
-type Consumer struct {
+type kafkaConsumer struct {
 	*pipeline
 
 	cfg       Config
@@ -41,10 +41,10 @@ type topicPartition struct {
 	partition int
 }
 
-// New validates cfg (after applying defaults) and returns a Consumer writing
+// openKafka validates cfg (after applying defaults) and returns a kafkaConsumer writing
 // to pool. It does not connect to Kafka: Run does. Metrics are registered with
 // reg (nil registers none); log lines carry component=ingest.
-func New(cfg Config, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*Consumer, error) {
+func openKafka(cfg Config, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*kafkaConsumer, error) {
 	w, err := writerOn(pool, cfg.HandOff)
 	if err != nil {
 		return nil, err
@@ -52,7 +52,7 @@ func New(cfg Config, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.R
 	return newConsumer(cfg, w, logger, reg)
 }
 
-func newConsumer(cfg Config, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*Consumer, error) {
+func newConsumer(cfg Config, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*kafkaConsumer, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -61,7 +61,7 @@ func newConsumer(cfg Config, w inboxWriter, logger zerolog.Logger, reg prometheu
 	if err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
-	c := &Consumer{
+	c := &kafkaConsumer{
 		cfg:     cfg,
 		dialer:  dialer,
 		backlog: make(map[topicPartition]int64),
@@ -83,7 +83,7 @@ func newConsumer(cfg Config, w inboxWriter, logger zerolog.Logger, reg prometheu
 // and commits the batch in hand and closes the reader, both within
 // Config.CloseTimeout of the cancellation. Run may not be called again while
 // it runs.
-func (c *Consumer) Run(ctx context.Context) error {
+func (c *kafkaConsumer) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("ingest: Run is already running")
 	}
@@ -129,7 +129,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 // FetchMessage, maps with MapMessage and acknowledges a batch by
 // committing the highest offset it holds of each partition.
 type kafkaSource struct {
-	c *Consumer
+	c *kafkaConsumer
 	r messageReader
 }
 

@@ -11,8 +11,8 @@
 // only fetches, maps (to Message, then Row, through the one mapping every
 // source shares) and acknowledges: the pipeline seals each batch with the
 // source's acknowledgement and calls it only after the batch's insert
-// committed. Consumer is the Kafka source (a segmentio/kafka-go consumer
-// group; its acknowledgement is the offset commit); AMQPSource is the
+// committed. NewKafkaSource is the Kafka source (a segmentio/kafka-go consumer
+// group; its acknowledgement is the offset commit); NewAMQPSource is the
 // RabbitMQ source (one channel per queue with the prefetch as its QoS; its
 // acknowledgement is one Ack(multiple=true) per channel up to the batch's
 // highest delivery tag). Metrics carry a bounded source_kind label (kafka,
@@ -39,7 +39,7 @@
 // the largest message accepted; the default prefetch keeps that within
 // 4 x BatchBytes.
 //
-// NATS JetStream (NATSSource): one durable pull consumer per stream, bound
+// NATS JetStream (NewNATSSource): one durable pull consumer per stream, bound
 // if it exists, else created with explicit acks from the stream's first
 // message. Source is the stream; event id the Nats-Msg-Id header, else the
 // id headers, else its position "<stream>/<stream sequence>@<time

@@ -123,7 +123,7 @@ func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // unitConsumer builds a consumer on fakes; the returned run starts Run in a
 // goroutine and the stop function cancels it and waits for it to return.
-func unitConsumer(t *testing.T, w inboxWriter, r *fakeReader, mutate func(*Config)) (*Consumer, func() (stop func() error)) {
+func unitConsumer(t *testing.T, w inboxWriter, r *fakeReader, mutate func(*Config)) (*kafkaConsumer, func() (stop func() error)) {
 	t.Helper()
 	cfg := Config{
 		Brokers: []string{"127.0.0.1:1"}, Topics: []string{"t"}, Group: "g",

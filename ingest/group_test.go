@@ -168,7 +168,7 @@ func TestRunReturnsWhileGroupJoinIsPending(t *testing.T) {
 
 	cfg := b.config()
 	cfg.CloseTimeout = 300 * time.Millisecond
-	c, err := New(cfg, b.db.Pool, zerolog.New(zerolog.NewTestWriter(t)), prometheus.NewRegistry())
+	c, err := openKafka(cfg, b.db.Pool, zerolog.New(zerolog.NewTestWriter(t)), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

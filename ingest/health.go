@@ -12,14 +12,14 @@ import (
 // before Run, after Run returns, while the database refuses or fails batch
 // writes, and while the brokers cannot be reached (including at start,
 // until they first answer).
-func (c *Consumer) Ready() bool { return c.ready() }
+func (c *kafkaConsumer) Ready() bool { return c.ready() }
 
 // Reachable reports whether the brokers answered the consumer's last probe.
-func (c *Consumer) Reachable() bool { return c.reachable.Load() }
+func (c *kafkaConsumer) Reachable() bool { return c.reachable.Load() }
 
 // LastProgress returns when a message was last fetched or a batch last
 // written; zero before the first.
-func (c *Consumer) LastProgress() time.Time { return c.progress() }
+func (c *kafkaConsumer) LastProgress() time.Time { return c.progress() }
 
 // Healthy returns an error when the consumer looks stuck: the current
 // FetchMessage call has waited longer than Config.StallTimeout although
@@ -28,7 +28,7 @@ func (c *Consumer) LastProgress() time.Time { return c.progress() }
 // backlog is forgotten at each rebalance. Healthy returns nil when Run is not
 // running. It is meant for a liveness probe; see the package documentation for
 // what it cannot detect.
-func (c *Consumer) Healthy() error {
+func (c *kafkaConsumer) Healthy() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.reader == nil {
@@ -60,13 +60,13 @@ func (c *Consumer) Healthy() error {
 		waited.Round(time.Second), behind, worst.topic, worst.partition)
 }
 
-func (c *Consumer) fetchStarted() {
+func (c *kafkaConsumer) fetchStarted() {
 	c.mu.Lock()
 	c.fetchingSince = c.now()
 	c.mu.Unlock()
 }
 
-func (c *Consumer) fetchReturned(m kafka.Message, err error) {
+func (c *kafkaConsumer) fetchReturned(m kafka.Message, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.fetchingSince = time.Time{}

@@ -98,7 +98,7 @@ func (b *kafkaBundle) config() Config {
 
 // running is a consumer whose Run is in progress.
 type running struct {
-	c    *Consumer
+	c    *kafkaConsumer
 	stop func() error
 }
 
@@ -107,14 +107,14 @@ type running struct {
 func (b *kafkaBundle) start(t testing.TB, cfg Config, name string) *running {
 	t.Helper()
 	logger := zerolog.New(zerolog.NewTestWriter(t)).With().Str("consumer", name).Logger().Level(zerolog.InfoLevel)
-	c, err := New(cfg, b.db.Pool, logger, prometheus.NewRegistry())
+	c, err := openKafka(cfg, b.db.Pool, logger, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return startConsumer(t, c)
 }
 
-func startConsumer(t testing.TB, c *Consumer) *running {
+func startConsumer(t testing.TB, c *kafkaConsumer) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/inboxd/inboxd/internal/brokers"
+	"github.com/inboxd/inboxd/internal/brokers/natsconn"
 	"github.com/inboxd/inboxd/internal/natsurl"
 )
 
@@ -38,8 +39,6 @@ const NATSSubjectHeader = "nats-subject"
 const DefaultNATSConsumer = "inboxd"
 
 const (
-	// natsDialTimeout bounds connecting to NATS, handshakes included.
-	natsDialTimeout = 10 * time.Second
 	// natsAPITimeout bounds one JetStream API request (stream and consumer
 	// look-ups, consumer creation).
 	natsAPITimeout = 10 * time.Second
@@ -113,7 +112,7 @@ func (c NATSConfig) withDefaults() NATSConfig {
 	if c.AckWait == 0 {
 		c.AckWait = max(natsMinAckWait, 2*c.Pipeline.WriteTimeout)
 	}
-	c.TLS.Enabled = c.TLS.CAFile != "" || c.TLS.CertFile != "" || c.TLS.KeyFile != "" || natsurl.TLS(c.URL)
+	c.TLS.Enabled = natsconn.TLSWanted(c.URL, brokers.TLS(c.TLS))
 	return c
 }
 
@@ -168,18 +167,13 @@ func (c NATSConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// RedactNATSURL reduces a NATS URL, or a comma list of them, to
-// scheme://user@host:port each, for logs: never a password or token. A URL
-// that does not parse gives "(invalid)".
-func RedactNATSURL(s string) string { return natsurl.Redact(s) }
-
-// NATSSource moves messages of NATS JetStream streams into the inbox table:
+// natsSource moves messages of NATS JetStream streams into the inbox table:
 // one durable pull consumer per stream, fetched in batches, each message
 // acknowledged on its own (never AckAll: replicas share the consumer) once
 // its batch's rows are committed. nats.go reconnects by itself; while it is
-// disconnected the source is not ready. Create it with NewNATS and start it
+// disconnected the source is not ready. Create it with openNATS (NewNATSSource opens it) and start it
 // with Run; Ready and LastProgress may be called from any goroutine.
-type NATSSource struct {
+type natsSource struct {
 	*pipeline
 
 	cfg     NATSConfig
@@ -196,10 +190,10 @@ type NATSSource struct {
 	started bool // a session was opened once: a missing stream is no longer a start-up error
 }
 
-// NewNATS validates cfg (after applying defaults) and returns a NATSSource
+// openNATS validates cfg (after applying defaults) and returns a natsSource
 // writing to pool. It does not connect: Run does. Metrics are registered
 // with reg (nil registers none) under source_kind=nats.
-func NewNATS(cfg NATSConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*NATSSource, error) {
+func openNATS(cfg NATSConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*natsSource, error) {
 	w, err := writerOn(pool, cfg.Pipeline.HandOff)
 	if err != nil {
 		return nil, err
@@ -207,16 +201,16 @@ func NewNATS(cfg NATSConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prom
 	return newNATS(cfg, w, logger, reg)
 }
 
-func newNATS(cfg NATSConfig, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*NATSSource, error) {
+func newNATS(cfg NATSConfig, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*natsSource, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	opts, err := NATSOptions(cfg)
+	opts, err := natsconn.Options(cfg.URL, cfg.CredsFile, brokers.TLS(cfg.TLS))
 	if err != nil {
 		return nil, err
 	}
-	s := &NATSSource{cfg: cfg, opts: opts, mapping: natsMapOptions(cfg.Pipeline.Mapping), pullWait: natsPullWait}
+	s := &natsSource{cfg: cfg, opts: opts, mapping: natsMapOptions(cfg.Pipeline.Mapping), pullWait: natsPullWait}
 	s.pipeline, err = newPipeline(SourceNATS, cfg.Pipeline, w, logger, reg, s.Reachable)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: register metrics: %w", err)
@@ -224,37 +218,13 @@ func newNATS(cfg NATSConfig, w inboxWriter, logger zerolog.Logger, reg prometheu
 	return s, nil
 }
 
-// NATSOptions returns the nats.go options of a connection to cfg's server,
-// as the NATSSource opens it and the outbox's publisher too: the client
-// name "inboxd", natsDialTimeout, unlimited reconnections, cfg.CredsFile
-// and TLS (enabled by a tls:// URL or any of cfg.TLS's files). It reads
-// only cfg's URL, CredsFile and TLS, and adds no connection handler.
-func NATSOptions(cfg NATSConfig) ([]nats.Option, error) {
-	cfg = cfg.withDefaults()
-	opts := []nats.Option{nats.Name("inboxd"), nats.Timeout(natsDialTimeout), nats.MaxReconnects(-1)}
-	if cfg.CredsFile != "" {
-		if _, err := os.Stat(cfg.CredsFile); err != nil {
-			return nil, errors.New("ingest: INBOXD_NATS_CREDS_FILE: cannot read the file it names")
-		}
-		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
-	}
-	if cfg.TLS.Enabled {
-		tc, err := cfg.TLS.Build("INBOXD_NATS_TLS")
-		if err != nil {
-			return nil, fmt.Errorf("ingest: %w", err)
-		}
-		opts = append(opts, nats.Secure(tc))
-	}
-	return opts, nil
-}
-
 // Ready reports whether the source runs, its last batch write did not fail,
 // its consumers are bound and its connection is up.
-func (s *NATSSource) Ready() bool { return s.ready() }
+func (s *natsSource) Ready() bool { return s.ready() }
 
 // Reachable reports whether every stream's consumer is bound and the
 // connection to NATS is up.
-func (s *NATSSource) Reachable() bool {
+func (s *natsSource) Reachable() bool {
 	s.mu.Lock()
 	ss := s.session
 	s.mu.Unlock()
@@ -263,7 +233,7 @@ func (s *NATSSource) Reachable() bool {
 
 // LastProgress returns when a message was last fetched or a batch last
 // written; zero before the first.
-func (s *NATSSource) LastProgress() time.Time { return s.progress() }
+func (s *natsSource) LastProgress() time.Time { return s.progress() }
 
 // Run consumes until ctx is cancelled and returns nil then; it returns an
 // error when a stream is missing at the first connection (a start-up
@@ -273,9 +243,9 @@ func (s *NATSSource) LastProgress() time.Time { return s.progress() }
 // in hand within CloseTimeout, then closes the connection: deliveries not
 // acknowledged are delivered again after the consumer's AckWait (those
 // fetched but not yet batched are handed back at once).
-func (s *NATSSource) Run(ctx context.Context) error {
+func (s *natsSource) Run(ctx context.Context) error {
 	return s.runSession(ctx, natsFetcher{s}, s.reset, func() {
-		s.log.Info().Str("url", RedactNATSURL(s.cfg.URL)).Strs("streams", s.cfg.Streams).
+		s.log.Info().Str("url", natsurl.Redact(s.cfg.URL)).Strs("streams", s.cfg.Streams).
 			Str("consumer", s.cfg.Consumer).Strs("subjects", s.cfg.Subjects).Dur("ack_wait", s.cfg.AckWait).
 			Int("batch_size", s.cfg.Pipeline.BatchSize).Dur("batch_timeout", s.cfg.Pipeline.BatchTimeout).
 			Msg("ingest starting")
@@ -283,7 +253,7 @@ func (s *NATSSource) Run(ctx context.Context) error {
 }
 
 // reset readies s for a Run: a missing stream is a start-up error again.
-func (s *NATSSource) reset() {
+func (s *natsSource) reset() {
 	s.mu.Lock()
 	s.started = false
 	s.mu.Unlock()
@@ -340,7 +310,7 @@ var (
 
 // connect opens a session: the connection, then per stream its look-up
 // (it must exist), its consumer bound or created, and its puller.
-func (s *NATSSource) connect(ctx context.Context) (*natsSession, error) {
+func (s *natsSource) connect(ctx context.Context) (*natsSession, error) {
 	pctx, cancel := context.WithCancel(context.Background())
 	ss := &natsSession{msgs: make(chan natsMsg), dead: make(chan struct{}), cancel: cancel,
 		reconnects: make(chan struct{})}
@@ -368,7 +338,7 @@ func (s *NATSSource) connect(ctx context.Context) (*natsSession, error) {
 	)
 	nc, err := nats.Connect(s.cfg.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", RedactNATSURL(s.cfg.URL), err)
+		return nil, fmt.Errorf("connect to NATS at %s: %w", natsurl.Redact(s.cfg.URL), err)
 	}
 	ss.nc = nc
 	fail := func(err error) (*natsSession, error) { ss.fail(err); nc.Close(); return nil, err }
@@ -398,7 +368,7 @@ func (s *NATSSource) connect(ctx context.Context) (*natsSession, error) {
 // bind returns the stream's durable consumer: bound if it exists (never
 // changed), else created with explicit acknowledgements, from the stream's
 // first message, with AckWait and the subject filter.
-func (s *NATSSource) bind(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Consumer, error) {
+func (s *natsSource) bind(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Consumer, error) {
 	ctx, cancel := context.WithTimeout(ctx, natsAPITimeout)
 	defer cancel()
 	st, err := js.Stream(ctx, name)
@@ -494,7 +464,7 @@ var errSessionOver = errors.New("session over")
 // hands the messages delivered to the pipeline one by one, until the
 // session ends; messages it still holds then are handed back to JetStream
 // (Nak) for another consumer.
-func (s *NATSSource) pull(ctx context.Context, ss *natsSession, stream string, cons jetstream.Consumer, pullBytes int) {
+func (s *natsSource) pull(ctx context.Context, ss *natsSession, stream string, cons jetstream.Consumer, pullBytes int) {
 	defer ss.pulls.Done()
 	log := s.log.With().Str("stream", stream).Logger()
 	subject := jetstream.DefaultAPIPrefix + "CONSUMER.MSG.NEXT." + stream + "." + s.cfg.Consumer
@@ -547,7 +517,7 @@ func (s *NATSSource) pull(ctx context.Context, ss *natsSession, stream string, c
 // like any other, was skipped (Status: 100, never acknowledged) or ended
 // the pull with an error and dropped the messages after it (Status: 400):
 // here it is a message like any other.
-func (s *NATSSource) pullOnce(ctx context.Context, ss *natsSession, stream, subject string, req []byte, pullBytes int) error {
+func (s *natsSource) pullOnce(ctx context.Context, ss *natsSession, stream, subject string, req []byte, pullBytes int) error {
 	batch := s.cfg.Pipeline.BatchSize
 	ch := make(chan *nats.Msg, batch+natsPullSlack)
 	sub, err := ss.nc.ChanSubscribe(ss.nc.NewInbox(), ch)
@@ -711,7 +681,7 @@ func natsPullStatus(m *nats.Msg) (over bool, err error) {
 // closeSession closes the current session, if any: its pullers hand back
 // what they hold, and JetStream delivers again, after AckWait, every
 // message not acknowledged.
-func (s *NATSSource) closeSession() {
+func (s *natsSource) closeSession() {
 	s.mu.Lock()
 	ss := s.session
 	s.session = nil
@@ -727,7 +697,7 @@ func (s *NATSSource) closeSession() {
 }
 
 // natsFetcher is the NATSSource as the pipeline's source.
-type natsFetcher struct{ s *NATSSource }
+type natsFetcher struct{ s *natsSource }
 
 func (f natsFetcher) fetch(ctx context.Context) (Row, error) {
 	s := f.s

@@ -267,7 +267,7 @@ func (b *natsBundle) proxied(t *testing.T) (NATSConfig, *netfault.Proxy) {
 // ready and the server has dropped the cut connection's pull request (a
 // consumer's info counts only the requests someone still listens to), so
 // that the server sends nothing next into the connection that was cut.
-func (b *natsBundle) cutOff(t *testing.T, s *NATSSource, proxy *netfault.Proxy) {
+func (b *natsBundle) cutOff(t *testing.T, s *natsSource, proxy *netfault.Proxy) {
 	t.Helper()
 	proxy.Cut()
 	waitFor(t, 20*time.Second, func() (bool, string) { return !s.Ready(), "not ready while cut off" })
@@ -278,7 +278,7 @@ func (b *natsBundle) cutOff(t *testing.T, s *NATSSource, proxy *netfault.Proxy) 
 }
 
 // shortPulls makes each pull request of s wait 1 s on the server.
-func shortPulls(s *NATSSource) { s.pullWait = time.Second }
+func shortPulls(s *natsSource) { s.pullWait = time.Second }
 
 // A pull request sent while the connection is cut waits in nats.go's
 // buffer and goes out with the reconnection, and the server answers it at

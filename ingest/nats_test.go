@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
+	"github.com/inboxd/inboxd/internal/natsurl"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
@@ -37,7 +38,7 @@ func setupNATS(t *testing.T, opts ...func(*jetstream.StreamConfig)) *natsBundle 
 	t.Helper()
 	nc, err := nats.Connect(testkit.NATSURL())
 	if err != nil {
-		t.Fatalf("connect to NATS at %s (start it with nats-server -js): %v", RedactNATSURL(testkit.NATSURL()), err)
+		t.Fatalf("connect to NATS at %s (start it with nats-server -js): %v", natsurl.Redact(testkit.NATSURL()), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -140,7 +141,7 @@ func (b *natsBundle) config() NATSConfig {
 }
 
 // startNATS runs s until the test ends (or stop is called).
-func startNATS(t *testing.T, s *NATSSource) (stop func() error) {
+func startNATS(t *testing.T, s *natsSource) (stop func() error) {
 	t.Helper()
 	return startSource(t, s.Run)
 }
@@ -148,7 +149,7 @@ func startNATS(t *testing.T, s *NATSSource) (stop func() error) {
 // start runs a NATSSource with cfg on the bundle's database until the
 // test ends (or stop is called), logging to the test, its metrics on a
 // registry of its own; tune, if any, adjusts it before it runs.
-func (b *natsBundle) start(t *testing.T, cfg NATSConfig, tune ...func(*NATSSource)) (_ *NATSSource, stop func() error) {
+func (b *natsBundle) start(t *testing.T, cfg NATSConfig, tune ...func(*natsSource)) (_ *natsSource, stop func() error) {
 	t.Helper()
 	s, err := newNATS(cfg, pgWriter{pool: b.db.Pool}, testLogger(t), prometheus.NewRegistry())
 	if err != nil {
@@ -162,14 +163,14 @@ func (b *natsBundle) start(t *testing.T, cfg NATSConfig, tune ...func(*NATSSourc
 
 // storesFirst publishes a message and waits until s has stored it and is
 // ready: the source consumes.
-func (b *natsBundle) storesFirst(t *testing.T, s *NATSSource) {
+func (b *natsBundle) storesFirst(t *testing.T, s *natsSource) {
 	t.Helper()
 	b.publish(t, natsEvent("x", "before", "t", "1"))
 	waitFor(t, 20*time.Second, func() (bool, string) { return len(readRows(t, b.db)) == 1 && s.Ready(), "first row, ready" })
 }
 
 // conn returns the connection of s's session.
-func (s *NATSSource) conn() *nats.Conn {
+func (s *natsSource) conn() *nats.Conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.session.nc
@@ -355,7 +356,7 @@ func TestNATSBindsExistingConsumer(t *testing.T) {
 // pipeline can acknowledge it: JetStream must deliver the batch again.
 type natsKillWriter struct {
 	inner  inboxWriter
-	s      atomic.Pointer[NATSSource]
+	s      atomic.Pointer[natsSource]
 	killed atomic.Bool
 }
 
@@ -455,7 +456,7 @@ func TestNATSTwoReplicasOnOneConsumer(t *testing.T) {
 	b := setupNATS(t)
 	cfg := b.config()
 	cfg.Pipeline.BatchSize = 50 // so that both replicas get messages
-	var replicas []*NATSSource
+	var replicas []*natsSource
 	for range 2 {
 		s, _ := b.start(t, cfg)
 		replicas = append(replicas, s)
@@ -556,7 +557,7 @@ func TestNATSConfigValidate(t *testing.T) {
 	if strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("error repeats the password: %q", err)
 	}
-	if got := RedactNATSURL("nats://u:s3cret@h1:4222, tls://t0ken@h2:4443"); got != "nats://u@h1:4222,tls://%5Bredacted%5D@h2:4443" {
+	if got := natsurl.Redact("nats://u:s3cret@h1:4222, tls://t0ken@h2:4443"); got != "nats://u@h1:4222,tls://%5Bredacted%5D@h2:4443" {
 		t.Errorf("RedactNATSURL = %q", got)
 	}
 	if c := (NATSConfig{URL: "tls://h:4222"}).withDefaults(); !c.TLS.Enabled || c.Consumer != DefaultNATSConsumer ||

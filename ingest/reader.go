@@ -32,7 +32,7 @@ func (c Config) readerMaxBytes() int {
 	return c.Mapping.largestMessage() + readerHeadroom
 }
 
-func (c *Consumer) readerConfig() kafka.ReaderConfig {
+func (c *kafkaConsumer) readerConfig() kafka.ReaderConfig {
 	start := kafka.FirstOffset
 	if c.cfg.StartFromLatest {
 		start = kafka.LastOffset
@@ -71,7 +71,7 @@ func (c *Consumer) readerConfig() kafka.ReaderConfig {
 // Close blocks while a group join is pending. Offsets are committed per
 // batch, so abandoning the close loses nothing; the goroutine finishes on its
 // own.
-func (c *Consumer) closeReader(r messageReader, deadline time.Time) {
+func (c *kafkaConsumer) closeReader(r messageReader, deadline time.Time) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -129,7 +129,7 @@ func TestWrongPasswordKeepsRetryingAndIsNotLogged(t *testing.T) {
 	cfg.SASL = SASLConfig{Mechanism: "SCRAM-SHA-256", Username: user, Password: wrong}
 
 	var logs syncbuf.Buffer
-	c, err := New(cfg, b.db.Pool, zerolog.New(&logs).Level(zerolog.DebugLevel), prometheus.NewRegistry())
+	c, err := openKafka(cfg, b.db.Pool, zerolog.New(&logs).Level(zerolog.DebugLevel), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestKafkaUnreachableAtStart(t *testing.T) {
 	b := &kafkaBundle{topic: "orders", group: "inboxd-test", brokers: []string{fmt.Sprintf("127.0.0.1:%d", port)}}
 	b.db = setupDB(t)
 	var logs syncbuf.Buffer
-	c, err := New(b.config(), b.db.Pool, zerolog.New(&logs), prometheus.NewRegistry())
+	c, err := openKafka(b.config(), b.db.Pool, zerolog.New(&logs), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

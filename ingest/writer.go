@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	sourceapi "github.com/inboxd/inboxd/ingest/source"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 )
@@ -19,22 +20,9 @@ type inboxWriter interface {
 	WriteBatch(ctx context.Context, rows []Row) (inserted int, err error)
 }
 
-// HandOff is the worker pool of the same process, when ingest may hand it
-// rows as they are stored (worker.Pool implements it; see its Reserve).
-// Each batch write asks Reserve which of its rows the pool's idle handlers
-// take; the insert writes those reserved for them (driver.InsertBatch);
-// once it has committed, Deliver hands over the reserved rows it inserted
-// (duplicates are not), and if it failed, Cancel gives the room back.
-// Every source's writes go through here, so every source hands off.
-type HandOff interface {
-	// Reserve returns the reservation of the rows the pool takes (nil:
-	// none).
-	Reserve(rows []driver.NewRow) *driver.Reservation
-	// Deliver hands over the reserved rows the committed insert wrote.
-	Deliver(ctx context.Context, r *driver.Reservation, rows []driver.NewRow, got []driver.Reserved)
-	// Cancel ends a reservation whose insert failed.
-	Cancel(r *driver.Reservation)
-}
+// HandOff is the worker pool of the same process, to which the sources
+// hand the rows they store (source.HandOff says how).
+type HandOff = sourceapi.HandOff
 
 // pgWriter is the inboxWriter on PostgreSQL: one multi-row INSERT per batch
 // (driver.InsertBatch), handing rows off to the local workers when

@@ -117,7 +117,7 @@ func TestPgWriterWriteBatch(t *testing.T) {
 func TestRefusedRowBecomesPlaceholder(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	c, err := New(Config{Brokers: []string{"127.0.0.1:1"}, Topics: []string{"t"}, Group: "g"},
+	c, err := openKafka(Config{Brokers: []string{"127.0.0.1:1"}, Topics: []string{"t"}, Group: "g"},
 		db.Pool, zerolog.New(zerolog.NewTestWriter(t)), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func TestIdentityClashRejectsNothing(t *testing.T) {
 		SELECT g * 6, 'third-party', 'tp-' || g, 'x' FROM generate_series(1, 164) g`); err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(Config{Brokers: []string{"127.0.0.1:1"}, Topics: []string{"t"}, Group: "g"},
+	c, err := openKafka(Config{Brokers: []string{"127.0.0.1:1"}, Topics: []string{"t"}, Group: "g"},
 		db.Pool, zerolog.New(zerolog.NewTestWriter(t)), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
+	"github.com/inboxd/inboxd/internal/natsurl"
 )
 
 // The RabbitMQ and NATS JetStream runs use the real servers of the machine,
@@ -72,7 +73,7 @@ func benchRabbitMQ(ctx context.Context, env *environment, url string, n, prefetc
 
 	conn, err := amqp.Dial(url)
 	if err != nil {
-		return Rate{}, Rate{}, fmt.Errorf("connect to RabbitMQ at %s (start it with `rabbitmq-server -detached`, or leave it out of -run): %w", ingest.RedactAMQPURL(url), err)
+		return Rate{}, Rate{}, fmt.Errorf("connect to RabbitMQ at %s (start it with `rabbitmq-server -detached`, or leave it out of -run): %w", amqpconn.RedactURL(url), err)
 	}
 	defer conn.Close()
 	ch, err := conn.Channel()
@@ -163,7 +164,7 @@ func benchNATS(ctx context.Context, env *environment, url string, n int) (run, p
 
 	nc, err := nats.Connect(url)
 	if err != nil {
-		return Rate{}, Rate{}, fmt.Errorf("connect to NATS at %s (start nats-server with -js, or leave it out of -run): %w", ingest.RedactNATSURL(url), err)
+		return Rate{}, Rate{}, fmt.Errorf("connect to NATS at %s (start nats-server with -js, or leave it out of -run): %w", natsurl.Redact(url), err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
@@ -262,14 +263,14 @@ func checkBrokers(o *options) error {
 	if o.parts["rabbitmq"] {
 		conn, err := amqp.Dial(o.amqpURL)
 		if err != nil {
-			return fmt.Errorf("rabbitmq: connect to RabbitMQ at %s (start it with `rabbitmq-server -detached`, or leave rabbitmq out of -run): %w", ingest.RedactAMQPURL(o.amqpURL), err)
+			return fmt.Errorf("rabbitmq: connect to RabbitMQ at %s (start it with `rabbitmq-server -detached`, or leave rabbitmq out of -run): %w", amqpconn.RedactURL(o.amqpURL), err)
 		}
 		_ = conn.Close()
 	}
 	if o.parts["nats"] {
 		nc, err := nats.Connect(o.natsURL)
 		if err != nil {
-			return fmt.Errorf("nats: connect to NATS at %s (start nats-server with -js, or leave nats out of -run): %w", ingest.RedactNATSURL(o.natsURL), err)
+			return fmt.Errorf("nats: connect to NATS at %s (start nats-server with -js, or leave nats out of -run): %w", natsurl.Redact(o.natsURL), err)
 		}
 		nc.Close()
 	}

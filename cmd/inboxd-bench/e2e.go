@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inboxd/inboxd/cmd/inboxd/app"
+	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/syncbuf"
 )
 
@@ -197,11 +198,15 @@ type daemon struct {
 	metrics *prometheus.Registry // the daemon's metrics
 }
 
-func startDaemon(ctx context.Context, env []string) *daemon {
+func startDaemon(ctx context.Context, env []string) *daemon { return startDaemonWith(ctx, env, nil) }
+
+// startDaemonWith is startDaemon with reg's Go handlers beside the routes
+// file's (nil: none).
+func startDaemonWith(ctx context.Context, env []string, reg *handlers.Registry) *daemon {
 	ctx, cancel := context.WithCancel(ctx)
 	d := &daemon{cancel: cancel, done: make(chan int, 1), stderr: &syncbuf.Buffer{}, metrics: prometheus.NewRegistry()}
 	go func() {
-		d.done <- app.Main(ctx, []string{"run"}, env, io.Discard, d.stderr, app.Options{Registerer: d.metrics})
+		d.done <- app.Main(ctx, []string{"run"}, env, io.Discard, d.stderr, app.Options{Registerer: d.metrics, Registry: reg})
 	}()
 	return d
 }
@@ -437,6 +442,12 @@ func (m daemonRun) rate(name, label string, n int) Rate {
 // the broker's server process, whose CPU time is measured too; writes, when
 // not nil, takes its end snapshot when the clock stops.
 func measureDaemon(ctx context.Context, db *database, pool *pgxpool.Pool, source string, lastIDs []string, n int, env []string, prof profiles, broker string, writes *writeMeter) (daemonRun, error) {
+	return measureDaemonWith(ctx, db, pool, source, lastIDs, n, env, prof, broker, writes, nil)
+}
+
+// measureDaemonWith is measureDaemon with reg's Go handlers in the daemon
+// (nil: none).
+func measureDaemonWith(ctx context.Context, db *database, pool *pgxpool.Pool, source string, lastIDs []string, n int, env []string, prof profiles, broker string, writes *writeMeter, reg *handlers.Registry) (daemonRun, error) {
 	stopProfiles, err := startProfiles(prof)
 	if err != nil {
 		return daemonRun{}, err
@@ -450,7 +461,7 @@ func measureDaemon(ctx context.Context, db *database, pool *pgxpool.Pool, source
 		meter.measureBroker(broker)
 	}
 	start := time.Now()
-	d := startDaemon(ctx, env)
+	d := startDaemonWith(ctx, env, reg)
 	err = waitProcessed(ctx, pool, source, lastIDs, d.exited(), d.stderr.String, 10*time.Minute)
 	m := daemonRun{elapsed: time.Since(start)}
 	if err == nil {

@@ -19,6 +19,11 @@
 //     inbox → workers → processed, as BenchmarkEndToEnd;
 //   - retained: the same on an inbox already holding -retained processed
 //     rows;
+//   - batch: the same daemon with a transactional Go handler that upserts
+//     each event into a table of its own, once per row (batch-row) and once
+//     per batch of 100 rows (batch-100, a batch route), each on a database
+//     of its own: events/s and PostgreSQL CPU per event, the ratios
+//     against the target of 3×.
 //   - rabbitmq: the same daemon from a durable queue of the run's own on
 //     the RabbitMQ server of -amqp-url, deleted afterwards: the -events
 //     events published first with publisher confirms (that rate alone, the
@@ -121,10 +126,10 @@ func main() {
 }
 
 // parts are the measurements, in the order they run.
-var parts = []string{"raw", "river", "pool", "e2e", "e2e-claimed", "retained", "rabbitmq", "nats", "outbox", "outbox-codecs", "webhook", "console", "latency", "memory", "explain", "long"}
+var parts = []string{"raw", "river", "pool", "e2e", "e2e-claimed", "retained", "batch", "rabbitmq", "nats", "outbox", "outbox-codecs", "webhook", "console", "latency", "memory", "explain", "long"}
 
 // defaultParts is what runs without -run: everything but the long run.
-const defaultParts = "raw,river,pool,e2e,e2e-claimed,retained,rabbitmq,nats,outbox,outbox-codecs,webhook,console,latency,memory,explain"
+const defaultParts = "raw,river,pool,e2e,e2e-claimed,retained,batch,rabbitmq,nats,outbox,outbox-codecs,webhook,console,latency,memory,explain"
 
 // options are the parsed flags.
 type options struct {
@@ -336,6 +341,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		name string
 		f    func() ([]Rate, error)
 	}{
+		{"batch", func() ([]Rate, error) { return benchBatchRuns(ctx, env, o.events) }},
 		{"rabbitmq", func() ([]Rate, error) { return benchRabbitMQRuns(ctx, env, o.amqpURL, o.events) }},
 		{"nats", func() ([]Rate, error) { return benchNATSRuns(ctx, env, o.natsURL, o.events) }},
 	}

@@ -156,6 +156,15 @@ func newRate(name, label string, n int, d time.Duration) Rate {
 	return Rate{Name: name, Label: label, Events: n, Seconds: d.Seconds(), PerSecond: float64(n) / d.Seconds()}
 }
 
+// Postgres is the PostgreSQL backends' CPU time per event, in seconds (0
+// when not measured).
+func (r Rate) Postgres() float64 {
+	if r.CPU == nil || r.Events == 0 {
+		return 0
+	}
+	return r.CPU.Postgres / float64(r.Events)
+}
+
 func (r Rate) note() string {
 	var s string
 	if r.StartupSeconds > 0 {
@@ -424,6 +433,16 @@ func (r *Results) evaluate() {
 		if y, ok := r.rate("raw"); ok && y.CPU != nil && e.Events > 0 && y.Events > 0 {
 			check("PostgreSQL CPU per event end to end < the yardstick's", e.CPU.Postgres/float64(e.Events)*1e6,
 				y.CPU.Postgres/float64(y.Events)*1e6, false, "µs")
+		}
+	}
+	// Issue 30's target: a batch route of 100 rows against one row at a
+	// time, the same upsert end to end; and PostgreSQL's CPU per event.
+	if v, ok := ratio("batch-100", "batch-row"); ok {
+		check("batch route (100 rows) ≥ 3.0× per row, end to end", v, 3.0, true, "×")
+		b, _ := r.rate("batch-100")
+		p, _ := r.rate("batch-row")
+		if b.CPU != nil && p.CPU != nil && b.Postgres() > 0 {
+			r.Ratios = append(r.Ratios, Ratio{Name: "PostgreSQL CPU per event: batch-row / batch-100", Value: p.Postgres() / b.Postgres()})
 		}
 	}
 	ratio("e2e", "e2e-claimed")

@@ -18,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
+	"github.com/inboxd/inboxd/internal/natsurl"
 )
 
 // sources are the demo's --source values (send also takes webhook).
@@ -175,7 +177,7 @@ type rabbitSource struct {
 func openRabbitMQ(url, queue string, own bool, out io.Writer) (*rabbitSource, error) {
 	conn, err := amqp.Dial(url)
 	if err != nil {
-		return nil, fmt.Errorf("connect to RabbitMQ at %s (is it running? `rabbitmq-server -detached`; set INBOXD_DEMO_AMQP_URL): %w", ingest.RedactAMQPURL(url), err)
+		return nil, fmt.Errorf("connect to RabbitMQ at %s (is it running? `rabbitmq-server -detached`; set INBOXD_DEMO_AMQP_URL): %w", amqpconn.RedactURL(url), err)
 	}
 	ch, err := conn.Channel()
 	if err == nil {
@@ -191,7 +193,7 @@ func openRabbitMQ(url, queue string, own bool, out io.Writer) (*rabbitSource, er
 		return nil, fmt.Errorf("declare queue %s: %w", r.queue, err)
 	}
 	if own {
-		fmt.Fprintf(out, "rabbitmq   server at %s, queue %q (deleted at the end)\n", ingest.RedactAMQPURL(url), r.queue)
+		fmt.Fprintf(out, "rabbitmq   server at %s, queue %q (deleted at the end)\n", amqpconn.RedactURL(url), r.queue)
 	}
 	return r, nil
 }
@@ -267,7 +269,7 @@ type natsSource struct {
 func openNATS(ctx context.Context, url, stream string, own bool, out io.Writer) (*natsSource, error) {
 	nc, err := nats.Connect(url)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s (is nats-server running with -js? set INBOXD_DEMO_NATS_URL): %w", ingest.RedactNATSURL(url), err)
+		return nil, fmt.Errorf("connect to NATS at %s (is nats-server running with -js? set INBOXD_DEMO_NATS_URL): %w", natsurl.Redact(url), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -290,7 +292,7 @@ func openNATS(ctx context.Context, url, stream string, own bool, out io.Writer) 
 		return nil, fmt.Errorf("create stream %s: %w", n.stream, err)
 	}
 	if own {
-		fmt.Fprintf(out, "nats       JetStream server at %s, stream %q (deleted at the end)\n", ingest.RedactNATSURL(url), n.stream)
+		fmt.Fprintf(out, "nats       JetStream server at %s, stream %q (deleted at the end)\n", natsurl.Redact(url), n.stream)
 	}
 	return n, nil
 }

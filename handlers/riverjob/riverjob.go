@@ -70,6 +70,27 @@ func (i *Inserter) InsertJob(ctx context.Context, tx pgx.Tx, job handlers.Job, e
 	return nil
 }
 
+// InsertJobs inserts job for every event of evs in tx with one River
+// InsertManyTx, as InsertJob does for one: a river route with batch:
+// calls it for each batch.
+func (i *Inserter) InsertJobs(ctx context.Context, tx pgx.Tx, job handlers.Job, evs []*handlers.Event) error {
+	if err := CheckJob(job); err != nil {
+		return handlers.Permanent(fmt.Errorf("river job: %w", err))
+	}
+	opts := &river.InsertOpts{Queue: job.Queue, Priority: job.Priority, MaxAttempts: job.MaxAttempts}
+	params := make([]river.InsertManyParams, len(evs))
+	for n, ev := range evs {
+		params[n] = river.InsertManyParams{Args: jobArgs{kind: job.Kind, EventArgs: NewEventArgs(ev)}, InsertOpts: opts}
+	}
+	if _, err := i.client.InsertManyTx(ctx, tx, params); err != nil {
+		if schemaError(err) {
+			return fmt.Errorf("insert river jobs (River's schema is missing or out of date: run `inboxd migrate --river`): %w", err)
+		}
+		return fmt.Errorf("insert river jobs: %w", err)
+	}
+	return nil
+}
+
 // schemaError reports whether err is PostgreSQL saying that a table,
 // column, type or function River needs does not exist.
 func schemaError(err error) bool {

@@ -272,3 +272,62 @@ func TestInsertJobWithoutRiverSchema(t *testing.T) {
 		t.Fatalf("insert without River's schema: %v", err)
 	}
 }
+
+// A river route with batch: inserts one job per event with one
+// InsertJobs (InsertManyTx) in the batch's transaction: all of them on
+// commit, none on rollback.
+func TestInsertJobs(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	db := pgtest.New(t)
+	if _, err := Migrate(ctx, db.Pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	ins, err := New(db.Pool, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := []*handlers.Event{
+		{ID: 1, Source: "payments", EventID: "many-1", EventType: "payment.captured", Payload: []byte(`{"n": 1}`)},
+		{ID: 2, Source: "payments", EventID: "many-2", EventType: "payment.captured", Payload: []byte{0xff}},
+		{ID: 3, Source: "payments", EventID: "many-3", EventType: "payment.captured", Payload: []byte(`{"n": 3}`)},
+	}
+	reg, err := handlers.NewRegistryFromRoutes(&handlers.Routes{Routes: []handlers.RouteConfig{
+		{Type: "payment.captured", Handler: "river", Kind: "payment_captured", Queue: "payments", Priority: 2,
+			Batch: handlers.Batch{MaxRows: 10}},
+	}}, handlers.RegisterOptions{Jobs: ins})
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := reg.Lookup("payment.captured").Batch
+	for _, commit := range []bool{false, true} {
+		tx, err := db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := route.HandleBatchTx(ctx, tx, evs); err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			err = tx.Commit(ctx)
+		} else {
+			err = tx.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			got := jobsFor(t, db.Pool, ev.EventID)
+			want := 0
+			if commit {
+				want = 1
+			}
+			if len(got) != want {
+				t.Fatalf("commit %v: %d jobs for %s, want %d", commit, len(got), ev.EventID, want)
+			}
+			if commit && (got[0].Queue != "payments" || got[0].Priority != 2 || got[0].Kind != "payment_captured") {
+				t.Fatalf("job for %s: %+v", ev.EventID, got[0])
+			}
+		}
+	}
+}

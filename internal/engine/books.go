@@ -149,6 +149,9 @@ func (b *books) trackLocked(jobs []*job) (releases []*job) {
 // room, unless the pool is stopping. It returns the jobs whose leases are
 // at risk, to be given back by the caller once the lock is released.
 func (b *books) dispatchLocked(rs *routeState) (atRisk []*job) {
+	if rs.policy.Batch.MaxRows > 0 {
+		return b.dispatchBatchLocked(rs)
+	}
 	for !b.stopping && rs.running < rs.limit && len(rs.queue) > 0 {
 		j := rs.queue[0]
 		if j.suspect && b.suspectRunning && context.Cause(j.ctx) != errLeaseLost {
@@ -426,6 +429,9 @@ func (b *books) moveLocked(j *job, to jobState, front bool) {
 			rs.queue = slices.Insert(rs.queue, 0, j)
 		} else {
 			rs.queue = append(rs.queue, j)
+		}
+		if rs.policy.Batch.MaxRows > 0 {
+			j.queuedAt = b.clock.Now()
 		}
 	case jobRunning:
 		rs.running++

@@ -168,10 +168,10 @@ func (c *completer) loop(stop context.Context) {
 // (at-least-once, never lost).
 func (c *completer) flush(stop context.Context, batch []result) {
 	retry := backoff.NewRetrier(backoff.Exponential{Base: 50 * time.Millisecond, Max: 5 * time.Second})
-	var applied []int64
+	var written []int64
 	for {
 		var err error
-		applied, err = c.writeOutcomes(stop, batch)
+		written, err = c.writeOutcomes(stop, batch)
 		if err == nil {
 			break
 		}
@@ -191,8 +191,8 @@ func (c *completer) flush(stop context.Context, batch []result) {
 	}
 
 	now := c.clock.Now()
-	c.recordHistory(stop, batch, applied, now)
-	c.tally(batch, applied, now)
+	c.recordHistory(stop, batch, written, now)
+	c.tally(batch, written, now)
 	c.b.forgetResults(batch)
 	for _, r := range batch {
 		// doneAt was written before the result was submitted, and is not
@@ -201,28 +201,39 @@ func (c *completer) flush(stop context.Context, batch []result) {
 		if r.job != nil && !r.job.doneAt.IsZero() {
 			c.metrics.outcomeWriteDelay.Observe(now.Sub(r.job.doneAt).Seconds())
 		}
-		if _, ok := slices.BinarySearch(applied, r.id); !ok {
+		if _, ok := slices.BinarySearch(written, r.id); !ok {
 			c.metrics.fenced.Inc()
 			rowLog(&c.log, zerolog.WarnLevel, r).Str("outcome", r.outcome).
 				Msg("fenced: lease lost before completion, outcome not applied")
 			continue
 		}
-		label := r.typeLabel
-		if label == "" {
-			label = otherEventTypes
-		}
-		c.metrics.completedCounter(r.outcome, label).Inc()
-		switch r.outcome {
-		case outcomeProcessed:
-			rowLog(&c.log, zerolog.DebugLevel, r).Msg("processed")
-		case outcomeRetried:
-			rowLog(&c.log, zerolog.WarnLevel, r).Dur("retry_in", r.delay).Msg("attempt failed, will retry")
-		case outcomeDead:
-			rowLog(&c.log, zerolog.ErrorLevel, r).Msg("dead")
-		case outcomeReleased:
-			rowLog(&c.log, zerolog.InfoLevel, r).Msg("released")
-		}
+		applied(c.metrics, &c.log, r)
 	}
+}
+
+// applied counts and logs r, an outcome written.
+func applied(m *metrics, log *zerolog.Logger, r result) {
+	label := r.typeLabel
+	if label == "" {
+		label = otherEventTypes
+	}
+	m.completedCounter(r.outcome, label).Inc()
+	switch r.outcome {
+	case outcomeProcessed:
+		rowLog(log, zerolog.DebugLevel, r).Msg("processed")
+	case outcomeRetried:
+		rowLog(log, zerolog.WarnLevel, r).Dur("retry_in", r.delay).Msg("attempt failed, will retry")
+	case outcomeDead:
+		rowLog(log, zerolog.ErrorLevel, r).Msg("dead")
+	case outcomeReleased:
+		rowLog(log, zerolog.InfoLevel, r).Msg("released")
+	}
+}
+
+// completion is r as the completion statement writes it.
+func (r result) completion() driver.Completion {
+	return driver.Completion{ID: r.id, Token: r.token, Status: r.status, Delay: r.delay,
+		Error: r.lastError, Release: r.release, Chained: r.chained}
 }
 
 // writeOutcomes runs the fenced batch completion and returns the ids it
@@ -232,8 +243,7 @@ func (c *completer) writeOutcomes(ctx context.Context, batch []result) ([]int64,
 	completions := make([]driver.Completion, len(batch))
 	released := false
 	for i, r := range batch {
-		completions[i] = driver.Completion{ID: r.id, Token: r.token, Status: r.status, Delay: r.delay,
-			Error: r.lastError, Release: r.release, Chained: r.chained}
+		completions[i] = r.completion()
 		released = released || r.release
 	}
 	// Sorted by id: the statement then locks the rows in id order (see

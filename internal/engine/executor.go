@@ -128,6 +128,7 @@ func (e *executor) start(t execTask) {
 // dispatch.
 type execTask struct {
 	j      *job
+	batch  []*job // a batch route's batch (batch.go), instead of j
 	policy routePolicy
 }
 
@@ -144,7 +145,13 @@ func (e *executor) loop(t execTask) {
 	defer idle.Stop()
 	slot := new(execSlot)
 	for {
-		next, ok := e.execute(t.j, t.policy, slot)
+		var next execTask
+		ok := false
+		if t.batch != nil {
+			e.executeBatch(t.batch, t.policy)
+		} else {
+			next, ok = e.execute(t.j, t.policy, slot)
+		}
 		e.running.Done()
 		if ok {
 			t = next // dispatched into this goroutine's slot: run it now
@@ -367,14 +374,7 @@ func (h *engineHandler) Handle(ctx context.Context, ev *handlers.Event) error {
 	start := h.e.clock.Now()
 	err := h.recovered(ctx, ev)
 	took := h.e.clock.Since(start)
-	result := "ok"
-	switch {
-	case errors.Is(err, errPanicked):
-		result = "panic"
-	case err != nil:
-		result = "error"
-	}
-	h.e.metrics.handlerObserver(result, h.label).Observe(took.Seconds())
+	h.e.metrics.handlerObserver(handlerResult(err), h.label).Observe(took.Seconds())
 	if l := h.e.log.Debug(); l.Enabled() {
 		if err != nil {
 			l = l.Err(err)
@@ -383,6 +383,18 @@ func (h *engineHandler) Handle(ctx context.Context, ev *handlers.Event) error {
 			Int("attempt", ev.Attempt).Dur("took", took).Msg("handler returned")
 	}
 	return err
+}
+
+// handlerResult is the result label of a handler's (or a batch's) error
+// for the handler duration metric.
+func handlerResult(err error) string {
+	switch {
+	case errors.Is(err, errPanicked):
+		return "panic"
+	case err != nil:
+		return "error"
+	}
+	return "ok"
 }
 
 // recovered runs the handler, turning a panic into an error.

@@ -52,6 +52,7 @@ type job struct {
 	premark     *startMark // its start mark, written ahead while it waits near the front of its route's queue (see premarkLocked)
 	leaseUntil  time.Time  // when the lease ends at the latest, by the local clock
 	runAt       time.Time  // when its handler was dispatched
+	queuedAt    time.Time  // when it last joined a batch route's queue (batch.go); zero on other routes
 	doneAt      time.Time  // when the handler returned; outcome-write delay starts here
 	stuckAfter  time.Time  // when a running handler counts as stuck: its route's timeout + stuckGrace (zero: no timeout)
 	stuck       bool       // found stuck: its lease is no longer renewed

@@ -19,8 +19,12 @@ import (
 // Under sustained load with a retention of one second, the table does not
 // grow: after each of four rounds of traffic retention empties it of
 // processed rows, and (vacuumed between rounds, as autovacuum would) its
-// size with indexes, once it has reached its working size in the second
-// round, stays there.
+// heap, once it has reached its working size in the second round, stays
+// there. The indexes' size is logged, not held: PostgreSQL 15 recycles a
+// deleted b-tree page only once no transaction of the whole cluster is
+// older than its deletion (the shared horizon, not the database's), so any
+// long transaction of another test's database keeps the freed pages out of
+// reach; the heap's space is this database's alone.
 func TestRetentionKeepsTheTableBounded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -57,12 +61,12 @@ func TestRetentionKeepsTheTableBounded(t *testing.T) {
 		if _, err := b.db.Pool.Exec(ctx, `VACUUM inbox`); err != nil {
 			t.Fatal(err)
 		}
-		var size int64
-		if err := b.db.Pool.QueryRow(ctx, `SELECT pg_total_relation_size('inbox')`).Scan(&size); err != nil {
+		var size, indexes int64
+		if err := b.db.Pool.QueryRow(ctx, `SELECT pg_table_size('inbox'), pg_indexes_size('inbox')`).Scan(&size, &indexes); err != nil {
 			t.Fatal(err)
 		}
 		sizes = append(sizes, size)
-		t.Logf("round %d: 5,000 rows processed and pruned; inbox with indexes: %d kB", round+1, size/1024)
+		t.Logf("round %d: 5,000 rows processed and pruned; inbox's heap: %d kB (its indexes: %d kB)", round+1, size/1024, indexes/1024)
 	}
 	if sizes[3] > sizes[1]*5/4 {
 		t.Errorf("the table kept growing: %d kB after round 2, %d kB after round 4", sizes[1]/1024, sizes[3]/1024)

@@ -23,7 +23,10 @@ type routeState struct {
 	waiting  int       // claimed behind the row before them in an ordered key's chain
 	reserved int       // idle handlers promised to rows being inserted by ingest (handoff.go)
 	lastRows time.Time // when a claim last gave it rows
-	gauges   *routeGauges
+	// batchTimer dispatches a batch route's batch that waits for more rows
+	// once its Batch.MaxWait is up (batch.go); nil when none waits.
+	batchTimer *time.Timer
+	gauges     *routeGauges
 
 	// Route controls (controls.go).
 	paused    bool         // paused by an operator: no claims

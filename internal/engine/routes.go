@@ -136,7 +136,12 @@ func (rt *routeTable) retireLocked(rs *routeState, jobs map[int64]*job) {
 // what it leaves out comes from the pool's, if that is an
 // worker.ExponentialBackoff).
 func (rt *routeTable) resolvePolicy(pol handlers.Policy) routePolicy {
-	if pol.Concurrency == 0 {
+	switch {
+	case pol.Concurrency > 0:
+	case pol.Batch.MaxRows > 0:
+		// Two batches at once: one runs while the next gathers.
+		pol.Concurrency = min(handlers.MaxConcurrency, 2*pol.Batch.MaxRows)
+	default:
 		pol.Concurrency = rt.cfg.Workers
 	}
 	if pol.MaxAttempts == 0 {

@@ -243,14 +243,21 @@ func TestOrderedRouteKeepsArrivalOrder(t *testing.T) {
 	b.insertKeyed(t, "order.event", keys, events)
 	waitFor(t, 120*time.Second, "every row processed", func() bool { return b.countStatus(t, "processed") == keys*events })
 
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	if len(log.overlap) > 0 {
-		t.Errorf("two rows of one key ran at once for keys %v", log.overlap)
+	log.check(t, keys, events)
+}
+
+// check fails t unless no two rows of a key ran at once and each of keys
+// keys (insertKeyed's) had its events events succeed first in order.
+func (o *orderLog) check(t *testing.T, keys, events int) {
+	t.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.overlap) > 0 {
+		t.Errorf("two rows of one key ran at once for keys %v", o.overlap)
 	}
 	for k := range keys {
 		key := fmt.Sprintf("k%04d", k)
-		got := log.done[key]
+		got := o.done[key]
 		if len(got) != events {
 			t.Errorf("key %s: %d events succeeded, want %d", key, len(got), events)
 			continue

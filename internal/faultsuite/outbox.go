@@ -274,8 +274,14 @@ type KeyedInputs struct {
 	sent  int
 }
 
-// ProduceKeyed starts producing the inputs.
+// ProduceKeyed starts producing the inputs, of type outbox.effect.
 func ProduceKeyed(ctx context.Context, t testing.TB, k *Kafka, topic string, n, keys, rate int) *KeyedInputs {
+	t.Helper()
+	return ProduceKeyedOf(ctx, t, k, topic, "outbox.effect", n, keys, rate)
+}
+
+// ProduceKeyedOf is ProduceKeyed with inputs of event type typ.
+func ProduceKeyedOf(ctx context.Context, t testing.TB, k *Kafka, topic, typ string, n, keys, rate int) *KeyedInputs {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Cluster.ListenAddrs()...), kgo.DefaultProduceTopic(topic),
 		kgo.ProducerLinger(0))
@@ -296,7 +302,7 @@ func ProduceKeyed(ctx context.Context, t testing.TB, k *Kafka, topic string, n, 
 			for i := start; i < min(start+batch, n); i++ {
 				id, key := fmt.Sprintf("in-%06d", i), fmt.Sprintf("k%02d", i%keys)
 				body, _ := json.Marshal(seqPayload{Key: key, Seq: i / keys, N: i})
-				r := Record(id, "outbox.effect", body)
+				r := Record(id, typ, body)
 				r.Key = []byte(key)
 				recs = append(recs, r)
 			}

@@ -55,3 +55,12 @@ func StartMargin(lease time.Duration) time.Duration { return startMargin.of(leas
 func RescueInterval(lease time.Duration) time.Duration {
 	return min(max(rescueEvery.of(lease), minRescueInterval), maxRescueInterval)
 }
+
+// shardStep is the outbox's fraction of a shard lease: see ShardStep.
+var shardStep = fraction{1, 3}
+
+// ShardStep is the outbox's one fraction of a shard lease, a third: the
+// relay renews its shard leases every ShardStep, bounds each statement and
+// each batch's publishing by it (so that a renewal is never held up past
+// a lease), and reads no shard whose lease has less than it left.
+func ShardStep(lease time.Duration) time.Duration { return shardStep.of(lease) }

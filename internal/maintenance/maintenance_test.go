@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
+	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/internal/startstop/startstoptest"
 
@@ -331,11 +331,7 @@ func testMetrics() *Metrics {
 // rounds fail, which says nothing of how they start and stop.
 func TestStartStopContract(t *testing.T) {
 	t.Parallel()
-	db, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := pgtest.Unreachable(t)
 	cfg := maintenanceConfig()
 	cfg.RescueInterval, cfg.StatsInterval = time.Hour, time.Hour
 	routes := fakeRoutes{}

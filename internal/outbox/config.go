@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/lease"
 )
 
 // The relay's defaults, the values a zero Config field takes.
@@ -94,7 +95,7 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.PollInterval, DefaultPollInterval)
 	def(&c.Lease, DefaultLease)
-	def(&c.PublishTimeout, min(DefaultPublishTimeout, c.Lease/3))
+	def(&c.PublishTimeout, min(DefaultPublishTimeout, lease.ShardStep(c.Lease)))
 	def(&c.Retention, DefaultRetention)
 	def(&c.RetentionInterval, DefaultRetentionInterval)
 	def(&c.StatsInterval, DefaultStatsInterval)
@@ -120,8 +121,8 @@ func (c Config) Validate() error {
 	if c.Lease < MinLease {
 		bad("outbox: lease must be at least %s, got %s", MinLease, c.Lease)
 	}
-	if c.PublishTimeout <= 0 || c.PublishTimeout > c.Lease/3 {
-		bad("outbox: publish timeout must be positive and at most a third of the lease (%s), got %s", c.Lease/3, c.PublishTimeout)
+	if c.PublishTimeout <= 0 || c.PublishTimeout > lease.ShardStep(c.Lease) {
+		bad("outbox: publish timeout must be positive and at most a third of the lease (%s), got %s", lease.ShardStep(c.Lease), c.PublishTimeout)
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > MaxAttemptsLimit {
 		bad("outbox: max attempts must be between 1 and %d, got %d", MaxAttemptsLimit, c.MaxAttempts)
@@ -137,3 +138,16 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// KafkaCompressions are the codecs the Kafka publisher's compression takes. gzip is
+// read by every mainstream client as it is; snappy, lz4 and zstd need a
+// codec plug-in in some (kafkajs reads none of them without one).
+var KafkaCompressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+
+// DefaultKafkaCompression is the Kafka publisher's compression when it is empty:
+// gzip, which every mainstream client reads without a plug-in. Measured
+// with the relay (cmd/inboxd-bench -run outbox-codecs, 1 KiB JSON events):
+// the same rate as none, the relay being bound by PostgreSQL, for about 5
+// µs more of its CPU per message, and a fifth of the bytes on the wire
+// and on the brokers' disks (docs/outbox.md#configuration).
+const DefaultKafkaCompression = "gzip"

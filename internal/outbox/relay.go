@@ -19,12 +19,16 @@ import (
 
 	"github.com/inboxd/inboxd/internal/backoff"
 	"github.com/inboxd/inboxd/internal/driver"
+	"github.com/inboxd/inboxd/internal/lease"
+	"github.com/inboxd/inboxd/internal/startstop"
 )
 
 // Relay publishes the outbox table's pending rows. Several relays (one per
 // replica) share the table's shards, each publishing the shards it holds a
 // lease on.
 type Relay struct {
+	startstop.Base
+
 	db      *pgxpool.Pool
 	pubs    map[string]Publisher // by kind
 	cfg     Config
@@ -111,41 +115,45 @@ func (r *Relay) Ready() bool {
 	return r.ready.Load() && last != 0 && time.Since(time.Unix(0, last)) < r.cfg.Lease
 }
 
-// Run publishes until ctx is done, then gives its shards back and returns
-// nil. The batches in flight when ctx ends are finished (within the publish
-// timeout) and their outcomes written.
+// Start launches the relay: it publishes until Stop (or the end of ctx),
+// then gives its shards back. The batches in flight at the stop are
+// finished (within the publish timeout) and their outcomes written before
+// Stop returns. A relay runs once (package startstop).
 //
 // Loops publish at once, each the shards s with s % Loops its own, so that a
 // key (one shard) is published by one loop, in order, while the others go
 // on: a relay is several database sessions, not one queued behind the
-// writers'. The lease loop, here, renews and shares the shards.
-func (r *Relay) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); r.maintain(ctx) }()
-	defer wg.Wait()
-
-	r.log.Info().Int("batch_size", r.cfg.BatchSize).Int("loops", r.cfg.Loops).Dur("lease", r.cfg.Lease).
-		Strs("kinds", r.kinds()).Msg("outbox relay started")
-	r.leaseTick(ctx) // the loops start with shards to publish
-	var loops sync.WaitGroup
-	for i := range r.cfg.Loops {
-		loops.Add(1)
-		go func() { defer loops.Done(); r.publishLoop(ctx, i) }()
-	}
-	t := time.NewTicker(r.cfg.Lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			loops.Wait()
-			r.releaseAll()
-			r.log.Info().Msg("outbox relay stopped")
-			return nil
-		case <-t.C:
-			r.leaseTick(ctx)
-		}
-	}
+// writers'. The lease loop, here, renews and shares the shards; the
+// maintenance loop reads the gauges and deletes published rows.
+func (r *Relay) Start(ctx context.Context) error {
+	return r.StartWith(ctx, func(ctx context.Context) error {
+		r.Go(func() { r.maintain(ctx) })
+		r.Go(func() {
+			r.log.Info().Int("batch_size", r.cfg.BatchSize).Int("loops", r.cfg.Loops).Dur("lease", r.cfg.Lease).
+				Strs("kinds", kinds(r.pubs)).Msg("outbox relay started")
+			r.leaseTick(ctx) // the loops start with shards to publish
+			var loops sync.WaitGroup
+			for i := range r.cfg.Loops {
+				loops.Add(1)
+				r.Go(func() { defer loops.Done(); r.publishLoop(ctx, i) })
+			}
+			t := time.NewTicker(lease.ShardStep(r.cfg.Lease))
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					// The loops finish their batches; then the shards go back.
+					loops.Wait()
+					r.releaseAll()
+					r.log.Info().Msg("outbox relay stopped")
+					return
+				case <-t.C:
+					r.leaseTick(ctx)
+				}
+			}
+		})
+		return nil
+	})
 }
 
 // publishLoop publishes loop's shards until ctx is done.
@@ -171,9 +179,10 @@ func (r *Relay) publishLoop(ctx context.Context, loop int) {
 	}
 }
 
-func (r *Relay) kinds() []string {
-	ks := make([]string, 0, len(r.pubs))
-	for k := range r.pubs {
+// kinds lists the kinds of pubs, sorted.
+func kinds(pubs map[string]Publisher) []string {
+	ks := make([]string, 0, len(pubs))
+	for k := range pubs {
 		ks = append(ks, k)
 	}
 	sort.Strings(ks)
@@ -181,7 +190,7 @@ func (r *Relay) kinds() []string {
 }
 
 // statementTimeout bounds the relay's own statements.
-func (r *Relay) statementTimeout() time.Duration { return r.cfg.Lease / 3 }
+func (r *Relay) statementTimeout() time.Duration { return lease.ShardStep(r.cfg.Lease) }
 
 // leaseTick beats, renews the shards held, and takes or gives back shards
 // towards this relay's share: the 32 shards over the relays alive. Its
@@ -317,7 +326,7 @@ func (r *Relay) usable(now time.Time, loop int) ([]driver.ShardLease, time.Time)
 	var out []driver.ShardLease
 	var end time.Time
 	for s, l := range r.shards {
-		if int(s)%r.cfg.Loops != loop || l.deadline.Sub(now) < r.cfg.Lease/3 {
+		if int(s)%r.cfg.Loops != loop || l.deadline.Sub(now) < lease.ShardStep(r.cfg.Lease) {
 			continue
 		}
 		out = append(out, driver.ShardLease{Shard: s, Token: l.token})
@@ -697,4 +706,19 @@ func (r *Relay) deletePublished(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// SetBackoffs replaces the delays before a refused row is tried again
+// (retry) and before a destination not reached is tried again (hold), for
+// the tests that run a relay on real publishers (package publishers): call
+// it before Run.
+func (r *Relay) SetBackoffs(retry, hold backoff.Exponential) { r.retry, r.hold = retry, hold }
+
+// Backoffs returns the delays SetBackoffs sets.
+func (r *Relay) Backoffs() (retry, hold backoff.Exponential) { return r.retry, r.hold }
+
+// FailedCount is the outbox_failed_total counter of dest and reason: how
+// many publications to it failed so, for the same tests.
+func (r *Relay) FailedCount(dest, reason string) prometheus.Counter {
+	return r.metrics.failed.WithLabelValues(r.metrics.destination(dest), reason)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
 
@@ -105,16 +106,20 @@ func testConfig() Config {
 		RetentionInterval: time.Hour}
 }
 
-// startRelay runs a relay on db with pubs until the test ends.
-func startRelay(t *testing.T, db *pgtest.DB, cfg Config, pubs map[string]Publisher) (*Relay, context.CancelFunc) {
+// startRelay runs a relay on db with pubs until the test ends, tuned
+// first by each of tune.
+func startRelay(t *testing.T, db *pgtest.DB, cfg Config, pubs map[string]Publisher, tune ...func(r *Relay)) (*Relay, context.CancelFunc) {
 	t.Helper()
 	r, err := New(db.Pool, pubs, cfg, zerolog.Nop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, f := range tune {
+		f(r)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = r.Run(ctx); close(done) }()
+	go func() { _ = startstop.Run(ctx, r); close(done) }()
 	stop := func() {
 		cancel()
 		select {
@@ -253,7 +258,7 @@ func TestRefusedRowHoldsItsKeyThenGoesDead(t *testing.T) {
 	r.retry.Base, r.retry.Max = 200*time.Millisecond, 200*time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = r.Run(ctx); close(done) }()
+	go func() { _ = startstop.Run(ctx, r); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	testkit.WaitFor(t, 20*time.Second, "c1 dead and the rest published", func() bool {
 		return count(t, db, "status = 'dead'") == 1 && count(t, db, "status = 'published'") == 8
@@ -618,10 +623,11 @@ func TestFailedRowStopsItsKeyInTheRound(t *testing.T) {
 				}
 				return nil
 			}}
-			runTunedRelay(t, db, testConfig(), map[string]Publisher{KindNATS: pub}, zerolog.Nop(), func(r *Relay) {
+			r, stop := startRelay(t, db, testConfig(), map[string]Publisher{KindNATS: pub}, func(r *Relay) {
 				r.retry.Base, r.retry.Max = 20*time.Millisecond, 20*time.Millisecond
 				r.hold.Base, r.hold.Max = 20*time.Millisecond, 20*time.Millisecond
 			})
+			_, _ = r, stop
 			testkit.WaitFor(t, 20*time.Second, "every row published", func() bool { return count(t, db, "status = 'published'") == 6 })
 			pos := map[string]int{}
 			for i, id := range pub.firsts() {

@@ -15,8 +15,8 @@ import (
 // message its destination parses for (Kafka: header names and values are
 // any bytes).
 var encodingRules = map[string]func(m Message) []string{
-	KindAMQP: func(m Message) []string { return amqpEncodable(m, DefaultAMQPFrameSize) },
-	KindNATS: natsEncodable,
+	KindAMQP: func(m Message) []string { return AMQPEncodable(m, DefaultAMQPFrameSize) },
+	KindNATS: NATSEncodable,
 }
 
 // eventIDStandIn stands for the event id the database makes (a UUID) when
@@ -53,9 +53,9 @@ func Validate(m driver.OutboxMessage) []error {
 	return errs
 }
 
-// unencodableError is Check's error for the reasons m breaks its kind's
+// UnencodableError is Check's error for the reasons m breaks its kind's
 // encoding rules, or nil.
-func unencodableError(reasons []string) error {
+func UnencodableError(reasons []string) error {
 	if len(reasons) == 0 {
 		return nil
 	}

@@ -58,18 +58,17 @@ var (
 
 // template returns the migrated template database's name, making it if
 // needed (again, when remake is set).
-func template(ctx context.Context, t testing.TB, remake bool) string {
-	t.Helper()
+func template(ctx context.Context, remake bool) (string, error) {
 	templateMu.Lock()
 	defer templateMu.Unlock()
 	if templateName == "" || remake {
 		name, err := ensureTemplate(ctx)
 		if err != nil {
-			t.Fatalf("pgtest: prepare template database: %v", err)
+			return "", fmt.Errorf("pgtest: prepare template database: %w", err)
 		}
 		templateName = name
 	}
-	return templateName
+	return templateName, nil
 }
 
 // New creates a migrated database for t, and drops it when t ends.
@@ -82,17 +81,40 @@ func New(t testing.TB) *DB {
 // no inbox schema at all (for migration tests).
 func NewEmpty(t testing.TB, migrated bool) *DB {
 	t.Helper()
+	db, drop, err := create(migrated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := drop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return db
+}
+
+// Open creates a migrated database where there is no test to own it (a
+// TestMain, for the package's Examples), and returns the function that
+// closes its pool and drops it.
+func Open() (*DB, func() error, error) { return create(true) }
+
+// create creates a database, migrated or empty, and returns the function
+// that closes its pool and drops it.
+func create(migrated bool) (*DB, func() error, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
 	tmpl := "template0"
 	if migrated {
-		tmpl = template(ctx, t, false)
+		var err error
+		if tmpl, err = template(ctx, false); err != nil {
+			return nil, nil, err
+		}
 	}
 
 	admin, err := pgx.Connect(ctx, AdminURL())
 	if err != nil {
-		t.Fatalf("pgtest: connect to PostgreSQL (set INBOXD_TEST_DATABASE_URL): %v", err)
+		return nil, nil, fmt.Errorf("pgtest: connect to PostgreSQL (set INBOXD_TEST_DATABASE_URL): %w", err)
 	}
 	defer admin.Close(ctx)
 
@@ -103,33 +125,35 @@ func NewEmpty(t testing.TB, migrated bool) *DB {
 		// A test binary built from another migration set (another checkout
 		// testing at the same time) dropped our template as stale: make it
 		// again.
-		tmpl = template(ctx, t, true)
+		if tmpl, err = template(ctx, true); err != nil {
+			return nil, nil, err
+		}
 		_, err = admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl))
 	}
 	if err != nil {
-		t.Fatalf("pgtest: create database: %v", err)
+		return nil, nil, fmt.Errorf("pgtest: create database: %w", err)
 	}
 	dbURL := WithDatabase(AdminURL(), name)
 
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
-		t.Fatalf("pgtest: open pool: %v", err)
+		return nil, nil, fmt.Errorf("pgtest: open pool: %w", err)
 	}
-	t.Cleanup(func() {
+	drop := func() error {
 		pool.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		admin, err := pgx.Connect(ctx, AdminURL())
 		if err != nil {
-			t.Errorf("pgtest: connect to drop %s: %v", name, err)
-			return
+			return fmt.Errorf("pgtest: connect to drop %s: %w", name, err)
 		}
 		defer admin.Close(ctx)
 		if _, err := admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name)); err != nil {
-			t.Errorf("pgtest: drop %s: %v", name, err)
+			return fmt.Errorf("pgtest: drop %s: %w", name, err)
 		}
-	})
-	return &DB{Name: name, URL: dbURL, Pool: pool}
+		return nil
+	}
+	return &DB{Name: name, URL: dbURL, Pool: pool}, drop, nil
 }
 
 // ensureTemplate creates (once per migration set, across processes) a
@@ -243,4 +267,50 @@ func UniqueName(prefix string) string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return prefix + hex.EncodeToString(b)
+}
+
+// TestingM is what a TestMain runs: *testing.M, or a wrapper of it.
+type TestingM interface{ Run() int }
+
+// MainWithDatabase wraps m (a TestMain's *testing.M) so that its Run runs the
+// tests and Examples with a migrated database of their own named by the
+// environment variable env (DATABASE_URL, as a service's configuration
+// would name its database), dropped after; for the Examples, which have no
+// t to call New with. Hand the result to goleak.VerifyTestMain.
+func MainWithDatabase(m TestingM, env string) TestingM { return withDatabase{m, env} }
+
+type withDatabase struct {
+	m   TestingM
+	env string
+}
+
+func (w withDatabase) Run() int {
+	db, drop, err := Open()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := os.Setenv(w.env, db.URL); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := w.m.Run()
+	if err := drop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	return code
+}
+
+// Unreachable returns a pool on a database that never answers (nothing
+// listens on its port), closed when t ends: for the parts that decide, or
+// start and stop, without a database. The pool connects only when used.
+func Unreachable(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	db, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db
 }

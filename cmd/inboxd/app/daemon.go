@@ -20,7 +20,6 @@ import (
 	"github.com/inboxd/inboxd"
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/handlers"
-	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/console"
 	"github.com/inboxd/inboxd/internal/httpserve"
 	"github.com/inboxd/inboxd/worker"
@@ -102,12 +101,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	if err := metricsReg.Register(buildInfo()); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	var ingestCfg *ingest.Config
-	if cfg.IngestEnabled() {
-		ic := ingestConfig(cfg)
-		ingestCfg = &ic
-	}
-	webhookCfg, err := webhookConfig(cfg)
+	sources, err := sourcesToRun(cfg)
 	if err != nil {
 		return usageError{err}
 	}
@@ -119,10 +113,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		Registerer: metricsReg,
 		Worker:     workerConfig(cfg),
 		Retention:  retentionConfig(cfg),
-		Ingest:     ingestCfg,
-		AMQP:       amqpConfig(cfg),
-		NATS:       natsConfig(cfg),
-		Webhook:    webhookCfg,
+		Sources:    sources,
 		NoHandOff:  !cfg.IngestHandOff,
 		Outbox:     outboxConfig(cfg),
 		Migrate:    migrateFirst,

@@ -4,6 +4,8 @@ import (
 	"github.com/inboxd/inboxd"
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/ingest/outboxpub"
+	"github.com/inboxd/inboxd/ingest/source"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -151,20 +153,16 @@ func outboxConfig(c config.Config) *inboxd.OutboxConfig {
 		PublishTimeout: c.OutboxPublishTimeout,
 		MaxAttempts:    c.OutboxMaxAttempts,
 		Retention:      c.OutboxRetention,
-
-		KafkaCompression: c.OutboxKafkaCompression,
 	}
 	if len(c.KafkaBrokers) > 0 {
-		k := ingestConfig(c)
-		o.Kafka = &k
+		o.Publishers = append(o.Publishers, outboxpub.Kafka(ingestConfig(c), c.OutboxKafkaCompression))
 	}
 	if c.AMQPURL != "" {
-		o.AMQP = &ingest.AMQPConfig{URL: c.AMQPURL,
-			TLS: amqpTLS(c)}
+		o.Publishers = append(o.Publishers, outboxpub.AMQP(ingest.AMQPConfig{URL: c.AMQPURL, TLS: amqpTLS(c)}))
 	}
 	if c.NATSURL != "" {
-		o.NATS = &ingest.NATSConfig{URL: c.NATSURL, CredsFile: c.NATSCredsFile,
-			TLS: natsTLS(c)}
+		o.Publishers = append(o.Publishers, outboxpub.NATS(ingest.NATSConfig{URL: c.NATSURL, CredsFile: c.NATSCredsFile,
+			TLS: natsTLS(c)}))
 	}
 	return o
 }
@@ -179,4 +177,28 @@ func amqpTLS(c config.Config) ingest.TLSConfig {
 // publisher alike.
 func natsTLS(c config.Config) ingest.TLSConfig {
 	return ingest.TLSConfig{CAFile: c.NATSTLSCAFile, CertFile: c.NATSTLSCertFile, KeyFile: c.NATSTLSKeyFile}
+}
+
+// sourcesToRun is the sources cfg configures, for inboxd.Config.Sources: the
+// Kafka consumer, the RabbitMQ, NATS JetStream and webhook sources, in this
+// order (the order their errors and readiness are reported in).
+func sourcesToRun(cfg config.Config) ([]source.Source, error) {
+	var out []source.Source
+	if cfg.IngestEnabled() {
+		out = append(out, ingest.NewKafkaSource(ingestConfig(cfg)))
+	}
+	if c := amqpConfig(cfg); c != nil {
+		out = append(out, ingest.NewAMQPSource(*c))
+	}
+	if c := natsConfig(cfg); c != nil {
+		out = append(out, ingest.NewNATSSource(*c))
+	}
+	c, err := webhookConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		out = append(out, ingest.NewWebhookSource(*c))
+	}
+	return out, nil
 }

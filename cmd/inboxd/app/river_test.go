@@ -290,3 +290,77 @@ WHEN (NEW.status = 'processed' AND NEW.event_id = 'mark-fails') EXECUTE FUNCTION
 		t.Errorf("%d jobs in all, want 3", total)
 	}
 }
+
+// A river route with batch: inserts a batch's jobs with one InsertManyTx
+// in the transaction that writes the rows' outcomes. One event whose job
+// River's table refuses (a trigger) fails each batch it is in: nothing of
+// those batches is committed, every row of them is retried, and on its
+// last attempt it runs alone and goes dead alone; every other event gets
+// exactly one job.
+func TestRiverBatchRouteInsertsJobsWithTheRows(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db := pgtest.New(t)
+	routes := riverRoutes + "    batch: {max_rows: 50}\n"
+	env := []string{"INBOXD_DATABASE_URL=" + db.URL, "INBOXD_HTTP_ADDR=", "INBOXD_ROUTES=" + writeRiverRoutes(t, routes),
+		"INBOXD_MAX_ATTEMPTS=3", "INBOXD_BACKOFF_BASE=20ms", "INBOXD_BACKOFF_MAX=50ms", "INBOXD_POLL_INTERVAL=50ms"}
+	if code, out, stderr := runMain(t, env, "migrate", "--river"); code != 0 {
+		t.Fatalf("migrate --river: exit %d, out %q, stderr %q", code, out, stderr)
+	}
+	for _, sql := range []string{
+		`CREATE FUNCTION river_job_test_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.args->>'event_id' = 'poison' THEN
+		RAISE EXCEPTION 'test trigger refuses the job of %', NEW.args->>'event_id';
+	END IF;
+	RETURN NEW;
+END $$`,
+		`CREATE TRIGGER river_job_test BEFORE INSERT ON river_job FOR EACH ROW EXECUTE FUNCTION river_job_test_trigger()`,
+		`INSERT INTO inbox (source, event_id, event_type, payload)
+		 SELECT 'payments', 'ev-' || i, 'payment.captured', '{"n": 1}' FROM generate_series(1, 119) AS i`,
+		`INSERT INTO inbox (source, event_id, event_type, payload) VALUES ('payments', 'poison', 'payment.captured', '{}')`,
+	} {
+		if _, err := db.Pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var errOut syncbuf.Buffer
+	done := make(chan int, 1)
+	go func() { done <- Main(runCtx, []string{"run"}, env, &bytes.Buffer{}, &errOut, Options{}) }()
+	for {
+		var left int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE status IN ('received', 'processing')`).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("rows still unfinished; logs:\n%s", errOut.String())
+		case code := <-done:
+			t.Fatalf("run exited %d; logs:\n%s", code, errOut.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("run exit %d; logs:\n%s", code, errOut.String())
+	}
+	var processed, dead, jobs, distinct, poisonAttempts int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'processed'), count(*) FILTER (WHERE status = 'dead'),
+		(SELECT count(*) FROM river_job), (SELECT count(DISTINCT args->>'event_id') FROM river_job),
+		(SELECT attempts FROM inbox WHERE event_id = 'poison') FROM inbox`).Scan(&processed, &dead, &jobs, &distinct, &poisonAttempts); err != nil {
+		t.Fatal(err)
+	}
+	if processed != 119 || dead != 1 || poisonAttempts != 3 {
+		t.Errorf("%d processed, %d dead (the poison row after %d attempts), want 119, 1 and 3", processed, dead, poisonAttempts)
+	}
+	if jobs != 119 || distinct != 119 {
+		t.Errorf("%d River jobs for %d distinct events, want one each for the 119 processed", jobs, distinct)
+	}
+}

@@ -41,10 +41,12 @@ func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
-// text returns the trimmed text of the element sel.
+// text returns the trimmed text of the element sel, read in one
+// evaluation in the page (the auto-refresh may replace the element between
+// two protocol calls).
 func (b *browser) text(sel string) string {
 	b.t.Helper()
-	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](fmt.Sprintf(`(function () { var e = document.querySelector(%q); return e ? e.innerText : "<no element>"; })()`, sel)))
 	if err != nil {
 		b.t.Fatalf("text of %s: %v", sel, err)
 	}

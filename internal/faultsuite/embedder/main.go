@@ -9,6 +9,14 @@
 //     transaction open. A committed effect row per event is the
 //     effectively-once guarantee; two rows for one event id are a
 //     duplicate.
+//   - batch.effect, a transactional batch handler (handlers.TxBatchHandler,
+//     batches of up to 100 rows waiting at most 20ms): it inserts the
+//     effects of a batch's rows that do not fail (FAULT_FAIL_RATE, drawn per
+//     row: those fail on their own, handlers.RowErrors, and write nothing)
+//     in one statement inside the transaction that writes every row's
+//     outcome.
+//   - obatch.effect, the same on an ordered route (on_dead: block): each key's
+//     effects must commit in arrival order.
 //   - http.effect, a plain handler (at-least-once): it POSTs the payload to
 //     FAULT_SINK_URL with the built-in http handler, so the request carries
 //     the event id as Idempotency-Key, like an http route.
@@ -57,13 +65,15 @@ import (
 )
 
 // effectsDDL creates the audit table; deliberately without a unique
-// constraint, so a duplicate effect is stored and can be counted.
+// constraint, so a duplicate effect is stored and can be counted. tx is
+// the transaction that wrote the effect: the rows of one batch share it.
 const effectsDDL = `CREATE TABLE IF NOT EXISTS effects (
     event_id text        NOT NULL,
     source   text        NOT NULL,
     attempt  integer     NOT NULL,
     pid      integer     NOT NULL,
-    at       timestamptz NOT NULL DEFAULT clock_timestamp()
+    at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    tx       bigint      NOT NULL DEFAULT txid_current()
 )`
 
 func main() {
@@ -91,6 +101,16 @@ func run(ctx context.Context) int {
 		return app.ExitFailure
 	}
 	if err := reg.HandleTx("outbox.effect", handlers.TxHandlerFunc(cfg.outboxEffect), handlers.Ordered(handlers.OnDeadBlock)); err != nil {
+		fmt.Fprintln(os.Stderr, "embedder:", err)
+		return app.ExitFailure
+	}
+	if err := reg.HandleTxBatch("batch.effect", handlers.TxBatchHandlerFunc(cfg.batchEffect),
+		handlers.Batching(100, 0, 20*time.Millisecond)); err != nil {
+		fmt.Fprintln(os.Stderr, "embedder:", err)
+		return app.ExitFailure
+	}
+	if err := reg.HandleTxBatch("obatch.effect", handlers.TxBatchHandlerFunc(cfg.batchEffect),
+		handlers.Batching(100, 0, 20*time.Millisecond), handlers.Ordered(handlers.OnDeadBlock)); err != nil {
 		fmt.Fprintln(os.Stderr, "embedder:", err)
 		return app.ExitFailure
 	}
@@ -221,6 +241,34 @@ func (c *config) outboxEffect(ctx context.Context, tx pgx.Tx, ev *handlers.Event
 	}
 	if c.injectFailure() {
 		return errors.New("injected failure (FAULT_FAIL_RATE)")
+	}
+	return nil
+}
+
+// batchEffect is the transactional batch handler of batch.effect and
+// obatch.effect: the effects of the rows that succeed, in one statement,
+// commit with every row's outcome.
+func (c *config) batchEffect(ctx context.Context, tx pgx.Tx, evs []*handlers.Event) error {
+	var ids, sources []string
+	var attempts []int32
+	errs := make(handlers.RowErrors, len(evs))
+	failed := false
+	for i, ev := range evs {
+		c.recordRun(ev)
+		if c.injectFailure() {
+			errs[i], failed = errors.New("injected failure (FAULT_FAIL_RATE)"), true
+			continue
+		}
+		ids, sources, attempts = append(ids, ev.EventID), append(sources, ev.Source), append(attempts, int32(ev.Attempt))
+	}
+	if _, err := tx.Exec(ctx,
+		`INSERT INTO effects (event_id, source, attempt, pid)
+		 SELECT e.id, e.source, e.attempt, $4 FROM unnest($1::text[], $2::text[], $3::int[]) AS e(id, source, attempt)`,
+		ids, sources, attempts, c.pid); err != nil {
+		return fmt.Errorf("insert effects: %w", err)
+	}
+	if failed {
+		return errs
 	}
 	return nil
 }

@@ -17,6 +17,7 @@
 //	    rate: 50/s                 # most rows a second (or /m a minute) for the whole fleet
 //	    burst: 50                  # with rate: the bucket's size (default one second's worth, at least 1)
 //	    breaker: {failures: 5, cool_down: 30s}  # per replica: no claims for cool_down after 5 failures in a row
+//	    batch: {max_rows: 100, max_bytes: 1048576, max_wait: 50ms}  # http and river only: rows many at a time
 //	  - type: payment.captured
 //	    handler: river             # a River job, enqueued with the row's move to processed
 //	    kind: payment_captured     # river only; required there
@@ -207,7 +208,7 @@ func (p *routesParser) parseList(r *handlers.Routes, list *yaml.Node) {
 var routeFields = [...]string{
 	"type", "handler", "url", "timeout", "idempotency_key", "concurrency", "max_attempts",
 	"backoff_base", "backoff_max", "ordered", "on_dead", "kind", "queue", "priority",
-	"rate", "burst", "breaker",
+	"rate", "burst", "breaker", "batch",
 }
 
 // parseRoute parses one route: it reads the fields into a RouteConfig
@@ -241,10 +242,14 @@ func parseRoute(item *yaml.Node) (handlers.RouteConfig, []string) {
 				errs = append(errs, fmt.Sprintf("%s: given twice", key.Value))
 				continue
 			}
-			if key.Value == "breaker" {
+			if key.Value == "breaker" || key.Value == "batch" {
 				values[key.Value] = ""
 				var berrs []string
-				rc.Breaker, berrs = parseBreaker(val)
+				if key.Value == "breaker" {
+					rc.Breaker, berrs = parseBreaker(val)
+				} else {
+					rc.Batch, berrs = parseBatch(val)
+				}
 				errs = append(errs, berrs...)
 				if len(berrs) > 0 {
 					values[key.Value] = "\x00bad"
@@ -357,46 +362,34 @@ func parseRate(s string) (float64, error) {
 }
 
 // breakerFields are the fields of a route's breaker.
-var breakerFields = [...]string{"failures", "cool_down"}
+var breakerFields = []string{"failures", "cool_down"}
 
 // parseBreaker parses a route's breaker mapping ({failures: 5, cool_down:
 // 30s}); both fields are required. Its errors name the field as
 // "breaker: failures: ...".
 func parseBreaker(n *yaml.Node) (handlers.Breaker, []string) {
 	var b handlers.Breaker
-	if isNull(n) || n.Kind != yaml.MappingNode {
-		return b, []string{"breaker: must be a mapping with failures and cool_down, such as {failures: 5, cool_down: 30s}"}
+	values, errs := subMapping(n, "breaker", breakerFields, "{failures: 5, cool_down: 30s}")
+	if values == nil {
+		return b, errs
 	}
-	var errs []string
-	seen := make(map[string]bool)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		key, val := resolve(n.Content[i]), resolve(n.Content[i+1])
-		if key.Kind != yaml.ScalarNode || !slices.Contains(breakerFields[:], key.Value) {
-			errs = append(errs, fmt.Sprintf("breaker: unknown field %q (want failures, cool_down)", key.Value))
-			continue
-		}
-		if seen[key.Value] {
-			errs = append(errs, fmt.Sprintf("breaker: %s: given twice", key.Value))
-			continue
-		}
-		seen[key.Value] = true
-		s, ok := scalarValue(val)
-		if !ok || s == "" {
-			errs = append(errs, fmt.Sprintf("breaker: %s: must be a value", key.Value))
-			continue
-		}
-		switch key.Value {
-		case "failures":
-			f, err := strconv.Atoi(s)
+	for _, f := range breakerFields {
+		s, ok := values[f]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Sprintf("breaker: %s: required", f))
+		case s == "":
+		case f == "failures":
+			n, err := strconv.Atoi(s)
 			switch {
 			case err != nil:
 				errs = append(errs, fmt.Sprintf("breaker: failures: %q is not a whole number", s))
-			case f < 1 || f > handlers.MaxBreakerFailures:
-				errs = append(errs, fmt.Sprintf("breaker: failures: must be between 1 and %d, got %d", handlers.MaxBreakerFailures, f))
+			case n < 1 || n > handlers.MaxBreakerFailures:
+				errs = append(errs, fmt.Sprintf("breaker: failures: must be between 1 and %d, got %d", handlers.MaxBreakerFailures, n))
 			default:
-				b.Failures = f
+				b.Failures = n
 			}
-		case "cool_down":
+		case f == "cool_down":
 			d, err := time.ParseDuration(s)
 			switch {
 			case err != nil:
@@ -408,15 +401,41 @@ func parseBreaker(n *yaml.Node) (handlers.Breaker, []string) {
 			}
 		}
 	}
-	for _, f := range breakerFields {
-		if !seen[f] {
-			errs = append(errs, fmt.Sprintf("breaker: %s: required", f))
-		}
-	}
 	if len(errs) > 0 {
 		return handlers.Breaker{}, errs
 	}
 	return b, nil
+}
+
+// subMapping reads a route's field that is a mapping of scalars (breaker,
+// batch) into its values by name: an unknown field, one given twice or
+// one without a value is an error naming the field as "field: name: ...",
+// and such a field's value is "" (a field left out is absent). values is
+// nil when n is not a mapping at all (example shows one).
+func subMapping(n *yaml.Node, field string, fields []string, example string) (values map[string]string, errs []string) {
+	if isNull(n) || n.Kind != yaml.MappingNode {
+		list := strings.Join(fields[:len(fields)-1], ", ") + " and " + fields[len(fields)-1]
+		return nil, []string{fmt.Sprintf("%s: must be a mapping with %s, such as %s", field, list, example)}
+	}
+	values = make(map[string]string, len(fields))
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := resolve(n.Content[i]), resolve(n.Content[i+1])
+		if key.Kind != yaml.ScalarNode || !slices.Contains(fields, key.Value) {
+			errs = append(errs, fmt.Sprintf("%s: unknown field %q (want %s)", field, key.Value, strings.Join(fields, ", ")))
+			continue
+		}
+		if _, dup := values[key.Value]; dup {
+			errs = append(errs, fmt.Sprintf("%s: %s: given twice", field, key.Value))
+			continue
+		}
+		s, ok := scalarValue(val)
+		if !ok || s == "" {
+			errs = append(errs, fmt.Sprintf("%s: %s: must be a value", field, key.Value))
+			s = ""
+		}
+		values[key.Value] = s
+	}
+	return values, errs
 }
 
 // fieldRank is the position of the field an error names in routeFields

@@ -85,6 +85,16 @@ default: dead              # unmatched types: dead (default) or ignore
 			wantDefault: "dead",
 		},
 		{
+			name: "batch",
+			yaml: "routes:\n  - {type: a, handler: http, url: 'https://h/x', batch: {max_rows: 100, max_bytes: 1048576, max_wait: 50ms}}\n  - {type: b, handler: river, kind: b_job, batch: {max_rows: 500}}\n",
+			wantRoutes: []handlers.RouteConfig{
+				{Type: "a", Handler: "http", URL: "https://h/x", Timeout: handlers.DefaultHTTPTimeout,
+					Batch: handlers.Batch{MaxRows: 100, MaxBytes: 1 << 20, MaxWait: 50 * time.Millisecond}},
+				{Type: "b", Handler: "river", Kind: "b_job", Batch: handlers.Batch{MaxRows: 500}},
+			},
+			wantDefault: "dead",
+		},
+		{
 			name:        "alias value",
 			yaml:        "routes:\n  - type: a\n    handler: http\n    url: &u http://h/hook\n  - type: b\n    handler: http\n    url: *u\n",
 			wantRoutes:  []handlers.RouteConfig{{Type: "a", Handler: "http", URL: "http://h/hook", Timeout: handlers.DefaultHTTPTimeout}, {Type: "b", Handler: "http", URL: "http://h/hook", Timeout: handlers.DefaultHTTPTimeout}},
@@ -135,7 +145,7 @@ var badRoutes = []struct {
 	{"zero_timeout.bad.yml", []string{`route 1 (type "order.created"): timeout: must be greater than 0`}},
 	{"long_timeout.bad.yml", []string{`route 1 (type "order.created"): timeout: must be at most 10m0s`}},
 	{"unknown_field.bad.yml", []string{
-		`route 1 (type "order.created"): unknown field "urll" (want type, handler, url, timeout, idempotency_key, concurrency, max_attempts, backoff_base, backoff_max, ordered, on_dead, kind, queue, priority, rate, burst, breaker)`,
+		`route 1 (type "order.created"): unknown field "urll" (want type, handler, url, timeout, idempotency_key, concurrency, max_attempts, backoff_base, backoff_max, ordered, on_dead, kind, queue, priority, rate, burst, breaker, batch)`,
 		`route 1 (type "order.created"): url: required for handler http`,
 	}},
 	{"bad_rate.bad.yml", []string{
@@ -147,6 +157,14 @@ var badRoutes = []struct {
 	{"burst_without_rate.bad.yml", []string{
 		`route 1 (type "a"): burst: only with a rate`,
 		`route 2 (type "b"): burst: must be at least 1, got 0`,
+	}},
+	{"bad_batch.bad.yml", []string{
+		`route 1 (type "a"): batch: max_rows: required`,
+		`route 2 (type "b"): batch: max_rows: must be between 1 and 10000, got 0`,
+		`route 3 (type "c"): batch: unknown field "maxrows" (want max_rows, max_bytes, max_wait)`,
+		`route 4 (type "d"): batch: must be a mapping with max_rows, max_bytes and max_wait`,
+		`route 5 (type "e"): batch: max_wait: "10" is not a Go duration such as 50ms`,
+		`route 6 (type "f"): batch: only for batch handlers`,
 	}},
 	{"bad_breaker.bad.yml", []string{
 		`route 1 (type "a"): breaker: cool_down: required`,

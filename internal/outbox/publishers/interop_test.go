@@ -1,4 +1,4 @@
-package outbox
+package publishers
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/inboxd/inboxd/internal/outbox"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
@@ -86,7 +87,7 @@ func TestKafkaJSReadsTheRelaysMessages(t *testing.T) {
 	topic := b.topic(t, 3, nil)
 	rows := interopRows(30)
 	writeRows(t, db, "kafka:"+topic, rows)
-	startRelay(t, db, testConfig(), map[string]Publisher{KindKafka: b.pub})
+	startRelay(t, db, testConfig(), map[string]outbox.Publisher{outbox.KindKafka: b.pub})
 	testkit.WaitFor(t, 20*time.Second, "every row published", func() bool { return count(t, db, "status = 'published'") == len(rows) })
 
 	if codecs := b.batchCodecs(t, topic, len(rows)); !codecs[1] {
@@ -102,7 +103,7 @@ func TestKafkaJSReadsTheRelaysMessages(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("kafkajs printed %q: %v", line, err)
 		}
-		id := m.Headers[EventIDHeader]
+		id := m.Headers[outbox.EventIDHeader]
 		if _, dup := byID[id]; dup {
 			continue // at least once: a duplicate is allowed, not counted twice
 		}
@@ -122,8 +123,8 @@ func TestKafkaJSReadsTheRelaysMessages(t *testing.T) {
 		if m.Key == nil || *m.Key != r.key {
 			t.Errorf("%s: key %v, want %q", r.eventID, m.Key, r.key)
 		}
-		if m.Headers[EventTypeHeader] != "order.shipped" {
-			t.Errorf("%s: event_type %q", r.eventID, m.Headers[EventTypeHeader])
+		if m.Headers[outbox.EventTypeHeader] != "order.shipped" {
+			t.Errorf("%s: event_type %q", r.eventID, m.Headers[outbox.EventTypeHeader])
 		}
 		for k, v := range r.headers {
 			if m.Headers[k] != v {
@@ -167,7 +168,7 @@ func TestAmqplibReadsTheRelaysProperties(t *testing.T) {
 	}
 	writeRows(t, db, "amqp:"+ab.exchange+"/rk", rows)
 	ap := newAMQPPub(t, AMQPConfig{})
-	startRelay(t, db, testConfig(), map[string]Publisher{KindAMQP: ap})
+	startRelay(t, db, testConfig(), map[string]outbox.Publisher{outbox.KindAMQP: ap})
 	testkit.WaitFor(t, 20*time.Second, "both rows published", func() bool { return count(t, db, "status = 'published'") == 2 })
 
 	out := node.Run(t, 60*time.Second, "amqp_outbox_properties.js",
@@ -223,7 +224,7 @@ func TestAmqplibReadsTheRelaysProperties(t *testing.T) {
 			t.Errorf("header %s is in the headers table too: %v", k, p.Headers)
 		}
 	}
-	for k, v := range map[string]string{"tenant": "acme", EventIDHeader: "with-props", EventTypeHeader: "order.shipped", KeyHeader: "order-1"} {
+	for k, v := range map[string]string{"tenant": "acme", outbox.EventIDHeader: "with-props", outbox.EventTypeHeader: "order.shipped", outbox.KeyHeader: "order-1"} {
 		if p.Headers[k] != v {
 			t.Errorf("headers table %s = %v, want %q", k, p.Headers[k], v)
 		}

@@ -1,4 +1,4 @@
-package outbox
+package publishers
 
 import (
 	"context"
@@ -13,7 +13,9 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 
-	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/brokers"
+	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
+	"github.com/inboxd/inboxd/internal/outbox"
 )
 
 // DefaultAMQPMaxMessageBytes is AMQPConfig.MaxMessageBytes when it is zero:
@@ -32,7 +34,7 @@ type AMQPConfig struct {
 	URL string
 	// TLS configures amqps://: CA bundle and client certificate, as for
 	// the source. Enabled follows the URL's scheme.
-	TLS ingest.TLSConfig
+	TLS brokers.TLS
 	// MaxMessageBytes is the largest payload sent; a larger one is
 	// refused. It must not exceed the server's max_message_size. Zero is
 	// DefaultAMQPMaxMessageBytes.
@@ -77,7 +79,7 @@ func (c *amqpChannel) closeReason() *amqp.Error {
 	return c.reason
 }
 
-var _ Publisher = (*AMQPPublisher)(nil)
+var _ outbox.Publisher = (*AMQPPublisher)(nil)
 
 // NewAMQP returns an AMQPPublisher for cfg's server. It does not connect:
 // the first Publish does.
@@ -95,17 +97,17 @@ func NewAMQP(cfg AMQPConfig, log zerolog.Logger) (*AMQPPublisher, error) {
 		cfg.MaxMessageBytes = DefaultAMQPMaxMessageBytes
 	}
 	return &AMQPPublisher{cfg: cfg, sem: make(chan struct{}, 1),
-		log: log.With().Str("component", "outbox").Str("broker", KindAMQP).Str("url", ingest.RedactAMQPURL(cfg.URL)).Logger()}, nil
+		log: log.With().Str("component", "outbox").Str("broker", outbox.KindAMQP).Str("url", amqpconn.RedactURL(cfg.URL)).Logger()}, nil
 }
 
 // Check refuses a message amqp091-go cannot send as it is (amqpEncodable:
 // ErrUnencodable) or whose payload exceeds MaxMessageBytes.
-func (p *AMQPPublisher) Check(m Message) error {
-	if err := unencodableError(amqpEncodable(m, p.frameSize())); err != nil {
+func (p *AMQPPublisher) Check(m outbox.Message) error {
+	if err := outbox.UnencodableError(outbox.AMQPEncodable(m, p.frameSize())); err != nil {
 		return err
 	}
 	if len(m.Payload) > p.cfg.MaxMessageBytes {
-		return Refused("amqp: payload of %d bytes exceeds the limit of %d bytes", len(m.Payload), p.cfg.MaxMessageBytes)
+		return outbox.Refused("amqp: payload of %d bytes exceeds the limit of %d bytes", len(m.Payload), p.cfg.MaxMessageBytes)
 	}
 	return nil
 }
@@ -115,11 +117,6 @@ func (p *AMQPPublisher) Check(m Message) error {
 // over its length limit, room made between the two).
 func (p *AMQPPublisher) PipelinesKeys() bool { return false }
 
-// DefaultAMQPFrameSize is the largest frame assumed before the first
-// connection tells the one negotiated: RabbitMQ's default frame_max, and
-// amqp091-go's.
-const DefaultAMQPFrameSize = 131072
-
 // frameSize is the connection's negotiated frame_max once connected, else
 // DefaultAMQPFrameSize.
 func (p *AMQPPublisher) frameSize() int {
@@ -128,7 +125,7 @@ func (p *AMQPPublisher) frameSize() int {
 	if p.conn != nil && p.conn.Config.FrameSize > 0 {
 		return p.conn.Config.FrameSize
 	}
-	return DefaultAMQPFrameSize
+	return outbox.DefaultAMQPFrameSize
 }
 
 // Publish publishes msgs on the channel in their order, mandatory and
@@ -157,7 +154,7 @@ func (p *AMQPPublisher) frameSize() int {
 // for one of the next, but what was written to the socket may still be
 // routed: the duplicates the relay's at-least-once bound counts. Opening
 // the connection is bounded by ctx's deadline.
-func (p *AMQPPublisher) Publish(ctx context.Context, msgs []Message) []error {
+func (p *AMQPPublisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	errs := make([]error, len(msgs))
 	failAll := func(from int, err error) {
 		for i := from; i < len(msgs); i++ {
@@ -182,7 +179,7 @@ func (p *AMQPPublisher) Publish(ctx context.Context, msgs []Message) []error {
 	dcs := make([]*amqp.DeferredConfirmation, len(msgs))
 	byID := map[string][]int{} // message_id → indexes, to match returns
 	for i, m := range msgs {
-		if m.Destination.Kind != KindAMQP {
+		if m.Destination.Kind != outbox.KindAMQP {
 			errs[i] = fmt.Errorf("amqp: destination %s is not a RabbitMQ exchange", m.Destination)
 			continue
 		}
@@ -190,7 +187,7 @@ func (p *AMQPPublisher) Publish(ctx context.Context, msgs []Message) []error {
 		if len(why) > 0 {
 			// amqp091-go would close the connection on it, every
 			// message on it failing: refused here, never sent.
-			errs[i] = unencodableError(why)
+			errs[i] = outbox.UnencodableError(why)
 			continue
 		}
 		dc, err := ch.ch.PublishWithDeferredConfirmWithContext(ctx, m.Destination.Name, m.Destination.RoutingKey,
@@ -256,7 +253,7 @@ func (p *AMQPPublisher) Publish(ctx context.Context, msgs []Message) []error {
 		switch reason := ch.closeReason(); {
 		case dc.Acked():
 			if r, ok := returned[i]; ok {
-				errs[i] = Refused("amqp: exchange %q, routing key %q: unroutable, no queue took it (%d %s)",
+				errs[i] = outbox.Refused("amqp: exchange %q, routing key %q: unroutable, no queue took it (%d %s)",
 					m.Destination.Name, m.Destination.RoutingKey, r.ReplyCode, r.ReplyText)
 			}
 		case reason != nil || ch.ch.IsClosed():
@@ -290,7 +287,7 @@ var amqpBadHeader = regexp.MustCompile(`unacceptable_type_in_header,\\?"([^"\\]*
 // refuses, an expiration or a user_id it does not take): a refusal,
 // never an outage of its exchange. When the reason names the size or the
 // header, m must be the message it names.
-func (p *AMQPPublisher) closedError(m Message, reason *amqp.Error, culprit bool) error {
+func (p *AMQPPublisher) closedError(m outbox.Message, reason *amqp.Error, culprit bool) error {
 	if reason == nil {
 		return fmt.Errorf("amqp: exchange %q: not confirmed: the channel closed", m.Destination.Name)
 	}
@@ -299,10 +296,10 @@ func (p *AMQPPublisher) closedError(m Message, reason *amqp.Error, culprit bool)
 		if sm := amqpTooLarge.FindStringSubmatch(reason.Reason); sm != nil {
 			its = sm[1] == strconv.Itoa(len(m.Payload))
 		} else if sm := amqpBadHeader.FindStringSubmatch(reason.Reason); sm != nil {
-			its = slices.ContainsFunc(m.Headers, func(h Header) bool { return h.Key == sm[1] })
+			its = slices.ContainsFunc(m.Headers, func(h outbox.Header) bool { return h.Key == sm[1] })
 		}
 		if its {
-			return Refused("amqp: exchange %q: %s", m.Destination.Name, reason.Reason)
+			return outbox.Refused("amqp: exchange %q: %s", m.Destination.Name, reason.Reason)
 		}
 	}
 	if culprit && reason.Code == amqp.NotFound {
@@ -313,104 +310,39 @@ func (p *AMQPPublisher) closedError(m Message, reason *amqp.Error, culprit bool)
 	return fmt.Errorf("amqp: exchange %q: not confirmed, the channel closed: %w", m.Destination.Name, reason)
 }
 
-// amqpMaxTableEntries is the most entries amqp091-go reads in a headers
-// table: a message with more closes its consumer's connection (inboxd's
-// own RabbitMQ source uses amqp091-go).
-const amqpMaxTableEntries = 8192
-
-// amqpProperties are ingest.AMQPProperties by header name.
-var amqpProperties = func() map[string]ingest.AMQPProperty {
-	m := make(map[string]ingest.AMQPProperty, len(ingest.AMQPProperties))
-	for _, p := range ingest.AMQPProperties {
+// amqpProperties are amqpconn.Properties by header name.
+var amqpProperties = func() map[string]amqpconn.Property {
+	m := make(map[string]amqpconn.Property, len(amqpconn.Properties))
+	for _, p := range amqpconn.Properties {
 		m[p.Header] = p
 	}
 	return m
 }()
 
 // amqpMessage is m as RabbitMQ receives it, persistent: message_id =
-// EventID, type = EventType, the properties of ingest.AMQPProperties from
+// EventID, type = EventType, the properties of amqpconn.Properties from
 // the headers of their names, the other headers and KeyHeader = Key in the
 // headers table. It also returns why amqp091-go could not send it within
-// frames of frameMax bytes, or a consumer on amqp091-go read it (none
-// when it can): a shortstr over 255 bytes (message_id, type, a property, a
-// header's name), a property's value it cannot be, a CC or BCC header
-// (RabbitMQ closes the channel on one that is not an array), a headers
-// table of more than 8,192 entries, properties too large for one frame.
-func amqpMessage(m Message, frameMax int) (amqp.Publishing, []string) {
+// frames of frameMax bytes, or a consumer on amqp091-go read it
+// (amqpEncodable, the rules without the client).
+func amqpMessage(m outbox.Message, frameMax int) (amqp.Publishing, []string) {
 	body := m.Payload
 	if body == nil {
 		body = []byte{}
 	}
 	pub := amqp.Publishing{Headers: make(amqp.Table, len(m.Headers)+1), DeliveryMode: amqp.Persistent,
 		MessageId: m.EventID, Type: m.EventType, Body: body}
-	var why []string
-	shortstr := func(what, v string) {
-		if len(v) > ingest.MaxAMQPShortstr {
-			why = append(why, fmt.Sprintf("amqp: %s of %d bytes, over the %d of an AMQP shortstr", what, len(v), ingest.MaxAMQPShortstr))
-		}
-	}
-	shortstr("message_id (the event id)", m.EventID)
-	shortstr("type (the event type)", m.EventType)
 	for _, h := range m.Headers {
 		if prop, ok := amqpProperties[h.Key]; ok {
-			if err := prop.Set(&pub, h.Value); err != nil {
-				why = append(why, "amqp: "+err.Error())
-			}
+			_ = prop.Set(&pub, h.Value) // a refusal is among outbox.AMQPEncodable's reasons
 			continue
-		}
-		switch {
-		case len(h.Key) > ingest.MaxAMQPShortstr:
-			shortstr(fmt.Sprintf("header name %.40q…", h.Key), h.Key)
-		case h.Key == "CC" || h.Key == "BCC":
-			// RabbitMQ's sender-selected routing: it closes the channel on
-			// one that is not an array of routing keys, and a header here
-			// is a string.
-			why = append(why, fmt.Sprintf("amqp: header %s: RabbitMQ takes it as an array of routing keys, never a string", h.Key))
 		}
 		pub.Headers[h.Key] = h.Value
 	}
 	if m.Key != "" {
-		pub.Headers[KeyHeader] = m.Key
+		pub.Headers[outbox.KeyHeader] = m.Key
 	}
-	if n := len(pub.Headers); n > amqpMaxTableEntries {
-		why = append(why, fmt.Sprintf("amqp: %d headers, over the %d a consumer on amqp091-go reads", n, amqpMaxTableEntries))
-	}
-	if n := amqpHeaderFrameSize(pub); n > frameMax {
-		why = append(why, fmt.Sprintf("amqp: properties and headers of %d bytes, over the frame size of %d bytes (they travel in one frame)", n, frameMax))
-	}
-	return pub, why
-}
-
-// amqpEncodable returns why amqp091-go cannot send m within frames of
-// frameMax bytes (amqpMessage).
-func amqpEncodable(m Message, frameMax int) []string {
-	_, why := amqpMessage(m, frameMax)
-	return why
-}
-
-// amqpHeaderFrameSize is the size of pub's content header frame as
-// amqp091-go writes it: the frame's 8 bytes, the content header's 14 and
-// the properties set (shortstrs with their length byte, the headers table
-// of long strings, the delivery mode, the timestamp).
-func amqpHeaderFrameSize(pub amqp.Publishing) int {
-	n := 8 + 14 + 1 // frame, content header, delivery mode
-	for _, s := range []string{pub.ContentType, pub.ContentEncoding, pub.CorrelationId, pub.ReplyTo, pub.Expiration,
-		pub.MessageId, pub.Type, pub.UserId, pub.AppId} {
-		if s != "" {
-			n += 1 + len(s)
-		}
-	}
-	if !pub.Timestamp.IsZero() {
-		n += 8
-	}
-	if len(pub.Headers) > 0 {
-		n += 4
-		for k, v := range pub.Headers {
-			s, _ := v.(string)
-			n += 1 + len(k) + 1 + 4 + len(s)
-		}
-	}
-	return n
+	return pub, outbox.AMQPEncodable(m, frameMax)
 }
 
 // channel returns the open channel, opening the connection and the channel
@@ -430,9 +362,9 @@ func (p *AMQPPublisher) channel(ctx context.Context) (*amqpChannel, error) {
 		p.conn = nil
 	}
 	if p.conn == nil {
-		conn, err := ingest.DialAMQP(ctx, p.cfg.URL, p.cfg.TLS)
+		conn, err := amqpconn.Dial(ctx, p.cfg.URL, p.cfg.TLS, nil)
 		if err != nil {
-			return nil, fmt.Errorf("amqp: connect to %s: %w", ingest.RedactAMQPURL(p.cfg.URL), err)
+			return nil, fmt.Errorf("amqp: connect to %s: %w", amqpconn.RedactURL(p.cfg.URL), err)
 		}
 		p.conn = conn
 		p.log.Info().Msg("connected to RabbitMQ")

@@ -1,4 +1,4 @@
-package outbox
+package publishers
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
+	"github.com/inboxd/inboxd/internal/outbox"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
 
@@ -26,7 +28,7 @@ func setupAMQPPub(t *testing.T) *amqpBundle {
 	t.Helper()
 	conn, err := amqp.Dial(testkit.AMQPURL())
 	if err != nil {
-		t.Fatalf("connect to RabbitMQ at %s: %v", ingest.RedactAMQPURL(testkit.AMQPURL()), err)
+		t.Fatalf("connect to RabbitMQ at %s: %v", amqpconn.RedactURL(testkit.AMQPURL()), err)
 	}
 	ch, err := conn.Channel()
 	if err != nil {
@@ -72,8 +74,8 @@ func newAMQPPub(t *testing.T, cfg AMQPConfig) *AMQPPublisher {
 	return p
 }
 
-func (b *amqpBundle) dest() Destination {
-	return Destination{Kind: KindAMQP, Name: b.exchange, RoutingKey: "rk"}
+func (b *amqpBundle) dest() outbox.Destination {
+	return outbox.Destination{Kind: outbox.KindAMQP, Name: b.exchange, RoutingKey: "rk"}
 }
 
 // consume reads n messages from the queue, each mapped by inboxd's
@@ -93,7 +95,7 @@ func (b *amqpBundle) consume(t *testing.T, n int) []received {
 			if d.DeliveryMode != amqp.Persistent {
 				t.Errorf("%s: delivery mode %d, want persistent", d.MessageId, d.DeliveryMode)
 			}
-			if d.MessageId == "" || d.MessageId != d.Headers[EventIDHeader] || d.Type != d.Headers[EventTypeHeader] {
+			if d.MessageId == "" || d.MessageId != d.Headers[outbox.EventIDHeader] || d.Type != d.Headers[outbox.EventTypeHeader] {
 				t.Errorf("properties message_id %q, type %q; headers %v", d.MessageId, d.Type, d.Headers)
 			}
 			hs := map[string]string{}
@@ -101,7 +103,7 @@ func (b *amqpBundle) consume(t *testing.T, n int) []received {
 				s, _ := v.(string)
 				hs[k] = s
 			}
-			got = append(got, received{key: hs[KeyHeader], headers: hs, payload: d.Body,
+			got = append(got, received{key: hs[outbox.KeyHeader], headers: hs, payload: d.Body,
 				row: ingest.MapDelivery(b.queue, d, ingest.MapOptions{})})
 		}
 		return len(got) >= n, "messages read back from the queue"
@@ -118,7 +120,7 @@ func TestAMQPPublishKeepsOrderAndHeaders(t *testing.T) {
 	b := setupAMQPPub(t)
 	p := newAMQPPub(t, AMQPConfig{})
 	if p.Ready() {
-		t.Error("ready before the first Publish (it does not connect in New)")
+		t.Error("ready before the first Publish (it does not connect in outbox.New)")
 	}
 	batches := orderedBatches(b.dest(), 200, 4, 3)
 	publishAll(t, p, batches)
@@ -140,18 +142,18 @@ func TestAMQPRefusesTooLargeAndUnroutable(t *testing.T) {
 		t.Errorf("Check of a message at MaxMessageBytes: %v", err)
 	}
 
-	unroutable := testMessage(Destination{Kind: KindAMQP, Name: b.exchange, RoutingKey: "nobody"}, "lost", "t", "k", []byte("{}"))
+	unroutable := testMessage(outbox.Destination{Kind: outbox.KindAMQP, Name: b.exchange, RoutingKey: "nobody"}, "lost", "t", "k", []byte("{}"))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	errs := p.Publish(ctx, []Message{unroutable, testMessage(b.dest(), "routed", "t", "k", []byte("{}"))})
+	errs := p.Publish(ctx, []outbox.Message{unroutable, testMessage(b.dest(), "routed", "t", "k", []byte("{}"))})
 	wantRefused(t, "an unroutable message", errs[0])
 	if errs[1] != nil {
 		t.Errorf("the routable message after it: %v", errs[1])
 	}
 	// The default exchange and a queue that does not exist: unroutable too.
-	_, err := publishOne(p, testMessage(Destination{Kind: KindAMQP, Name: "", RoutingKey: randomName("no-queue-")}, "lost2", "t", "", []byte("{}")), 20*time.Second)
+	_, err := publishOne(p, testMessage(outbox.Destination{Kind: outbox.KindAMQP, Name: "", RoutingKey: randomName("no-queue-")}, "lost2", "t", "", []byte("{}")), 20*time.Second)
 	wantRefused(t, "a message to the default exchange for a missing queue", err)
-	if got := b.consume(t, 1); got[0].headers[EventIDHeader] != "routed" {
+	if got := b.consume(t, 1); got[0].headers[outbox.EventIDHeader] != "routed" {
 		t.Errorf("read back %v", got[0].headers)
 	}
 }
@@ -164,11 +166,11 @@ func TestAMQPMissingExchangeIsNotRefused(t *testing.T) {
 	b := setupAMQPPub(t)
 	p := newAMQPPub(t, AMQPConfig{})
 	const deadline = 10 * time.Second
-	missing := Destination{Kind: KindAMQP, Name: randomName("missing-"), RoutingKey: "rk"}
+	missing := outbox.Destination{Kind: outbox.KindAMQP, Name: randomName("missing-"), RoutingKey: "rk"}
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	start := time.Now()
-	errs := p.Publish(ctx, []Message{testMessage(missing, "m1", "t", "k", []byte("{}")), testMessage(missing, "m2", "t", "k", []byte("{}"))})
+	errs := p.Publish(ctx, []outbox.Message{testMessage(missing, "m1", "t", "k", []byte("{}")), testMessage(missing, "m2", "t", "k", []byte("{}"))})
 	for i, err := range errs {
 		wantTransient(t, "a missing exchange", err, time.Since(start), deadline)
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -181,7 +183,7 @@ func TestAMQPMissingExchangeIsNotRefused(t *testing.T) {
 	if _, err := publishOne(p, testMessage(b.dest(), "after", "t", "k", []byte("{}")), deadline); err != nil {
 		t.Errorf("an existing exchange after the missing one: %v", err)
 	}
-	if got := b.consume(t, 1); got[0].headers[EventIDHeader] != "after" {
+	if got := b.consume(t, 1); got[0].headers[outbox.EventIDHeader] != "after" {
 		t.Errorf("read back %v", got[0].headers)
 	}
 }
@@ -212,8 +214,8 @@ func TestAMQPConnectionCut(t *testing.T) {
 		return err == nil, "a Publish succeeds after the network heals (last: " + errString(err) + ")"
 	})
 	got := b.consume(t, 2)
-	if got[0].headers[EventIDHeader] != "before" || got[1].headers[EventIDHeader] != "after" {
-		t.Errorf("read back %v then %v", got[0].headers[EventIDHeader], got[1].headers[EventIDHeader])
+	if got[0].headers[outbox.EventIDHeader] != "before" || got[1].headers[outbox.EventIDHeader] != "after" {
+		t.Errorf("read back %v then %v", got[0].headers[outbox.EventIDHeader], got[1].headers[outbox.EventIDHeader])
 	}
 }
 
@@ -254,18 +256,18 @@ func TestAMQPRefusesWhatItCannotEncode(t *testing.T) {
 	b := setupAMQPPub(t)
 	p := newAMQPPub(t, AMQPConfig{})
 	many := testMessage(b.dest(), "many", "t", "k", nil)
-	for i := range amqpMaxTableEntries + 1 {
-		many.Headers = append(many.Headers, Header{Key: fmt.Sprintf("h%05d", i), Value: "v"})
+	for i := range outbox.AMQPMaxTableEntries + 1 {
+		many.Headers = append(many.Headers, outbox.Header{Key: fmt.Sprintf("h%05d", i), Value: "v"})
 	}
 	big := testMessage(b.dest(), "big-headers", "t", "k", nil)
-	big.Headers = append(big.Headers, Header{Key: "blob", Value: strings.Repeat("x", DefaultAMQPFrameSize)})
-	withHeader := func(id, k, v string) Message {
+	big.Headers = append(big.Headers, outbox.Header{Key: "blob", Value: strings.Repeat("x", outbox.DefaultAMQPFrameSize)})
+	withHeader := func(id, k, v string) outbox.Message {
 		m := testMessage(b.dest(), id, "t", "k", []byte("{}"))
-		m.Headers = append(m.Headers, Header{Key: k, Value: v})
+		m.Headers = append(m.Headers, outbox.Header{Key: k, Value: v})
 		return m
 	}
 	for _, c := range []struct {
-		m    Message
+		m    outbox.Message
 		want string
 	}{
 		{testMessage(b.dest(), strings.Repeat("x", 256), "t", "k", nil), "message_id"},
@@ -279,19 +281,19 @@ func TestAMQPRefusesWhatItCannotEncode(t *testing.T) {
 		{big, "frame size"},
 	} {
 		err := p.Check(c.m)
-		if !errors.Is(err, ErrUnencodable) || !errors.Is(err, ErrRefused) || !strings.Contains(errString(err), c.want) {
+		if !errors.Is(err, outbox.ErrUnencodable) || !errors.Is(err, outbox.ErrRefused) || !strings.Contains(errString(err), c.want) {
 			t.Errorf("Check of %.20s: %v, want unencodable, saying %q", c.m.EventID, err, c.want)
 		}
 	}
 	wantUnencodableThenNext(t, p, withHeader("cc", "CC", "other-queue"), testMessage(b.dest(), "after", "t", "k", []byte("{}")))
-	if got := b.consume(t, 1); got[0].headers[EventIDHeader] != "after" {
+	if got := b.consume(t, 1); got[0].headers[outbox.EventIDHeader] != "after" {
 		t.Errorf("read back %v", got[0].headers)
 	}
 
 	// A 406 RabbitMQ closes the channel with is a refusal of the message
 	// it names, not of another.
 	m := testMessage(b.dest(), "m", "t", "k", make([]byte, 10))
-	m.Headers = append(m.Headers, Header{Key: "X-Odd", Value: "v"})
+	m.Headers = append(m.Headers, outbox.Header{Key: "X-Odd", Value: "v"})
 	for _, c := range []struct {
 		reason  string
 		culprit bool
@@ -305,7 +307,7 @@ func TestAMQPRefusesWhatItCannotEncode(t *testing.T) {
 		{`PRECONDITION_FAILED - user_id property set to 'x' but authenticated user was 'guest'`, false, false},
 	} {
 		err := p.closedError(m, &amqp.Error{Code: amqp.PreconditionFailed, Reason: c.reason}, c.culprit)
-		if errors.Is(err, ErrRefused) != c.refused {
+		if errors.Is(err, outbox.ErrRefused) != c.refused {
 			t.Errorf("closed with %q (culprit %v): %v, refused %v", c.reason, c.culprit, err, c.refused)
 		}
 	}

@@ -1,4 +1,4 @@
-package outbox
+package publishers
 
 import (
 	"context"
@@ -16,7 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/brokers"
+	"github.com/inboxd/inboxd/internal/outbox"
 )
 
 // DefaultKafkaMaxMessageBytes is KafkaConfig.MaxMessageBytes when it is
@@ -46,12 +47,12 @@ type KafkaConfig struct {
 	// Brokers are the seed brokers, host:port.
 	Brokers []string
 	// ClientID identifies the producer to the brokers; empty is
-	// ingest.DefaultClientID.
+	// brokers.DefaultClientID.
 	ClientID string
 	// TLS configures TLS to the brokers, as for the source.
-	TLS ingest.TLSConfig
+	TLS brokers.TLS
 	// SASL configures SASL authentication, as for the source.
-	SASL ingest.SASLConfig
+	SASL brokers.SASL
 	// MaxMessageBytes is the largest batch sent to a partition, and so the
 	// largest message (key, payload and headers with the batch's overhead);
 	// a larger one is refused. It must not exceed the topics'
@@ -64,19 +65,6 @@ type KafkaConfig struct {
 	// out compressed only when that makes it smaller.
 	Compression string
 }
-
-// KafkaCompressions are the codecs KafkaConfig.Compression takes. gzip is
-// read by every mainstream client as it is; snappy, lz4 and zstd need a
-// codec plug-in in some (kafkajs reads none of them without one).
-var KafkaCompressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
-
-// DefaultKafkaCompression is KafkaConfig.Compression when it is empty:
-// gzip, which every mainstream client reads without a plug-in. Measured
-// with the relay (cmd/inboxd-bench -run outbox-codecs, 1 KiB JSON events):
-// the same rate as none, the relay being bound by PostgreSQL, for about 5
-// µs more of its CPU per message, and a fifth of the bytes on the wire
-// and on the brokers' disks (docs/outbox.md#configuration).
-const DefaultKafkaCompression = "gzip"
 
 // kafkaCodec is the franz-go codec of a KafkaCompressions name.
 func kafkaCodec(name string) (kgo.CompressionCodec, bool) {
@@ -111,7 +99,7 @@ type KafkaPublisher struct {
 	closeOnce sync.Once
 }
 
-var _ Publisher = (*KafkaPublisher)(nil)
+var _ outbox.Publisher = (*KafkaPublisher)(nil)
 
 // NewKafka returns a KafkaPublisher for cfg's brokers. It does not connect:
 // the first Publish does.
@@ -126,17 +114,17 @@ func NewKafka(cfg KafkaConfig, log zerolog.Logger) (*KafkaPublisher, error) {
 		cfg.MaxMessageBytes = DefaultKafkaMaxMessageBytes
 	}
 	if cfg.ClientID == "" {
-		cfg.ClientID = ingest.DefaultClientID
+		cfg.ClientID = brokers.DefaultClientID
 	}
 	if cfg.Compression == "" {
-		cfg.Compression = DefaultKafkaCompression
+		cfg.Compression = outbox.DefaultKafkaCompression
 	}
 	codec, ok := kafkaCodec(cfg.Compression)
 	if !ok {
-		return nil, fmt.Errorf("outbox: Kafka compression must be one of %s, got %q", strings.Join(KafkaCompressions, ", "), cfg.Compression)
+		return nil, fmt.Errorf("outbox: Kafka compression must be one of %s, got %q", strings.Join(outbox.KafkaCompressions, ", "), cfg.Compression)
 	}
 	p := &KafkaPublisher{max: cfg.MaxMessageBytes,
-		log: log.With().Str("component", "outbox").Str("broker", KindKafka).Logger()}
+		log: log.With().Str("component", "outbox").Str("broker", outbox.KindKafka).Logger()}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
@@ -159,14 +147,14 @@ func NewKafka(cfg KafkaConfig, log zerolog.Logger) (*KafkaPublisher, error) {
 	}
 	switch s := cfg.SASL; s.Mechanism {
 	case "":
-	case "PLAIN":
+	case brokers.SASLPlain:
 		opts = append(opts, kgo.SASL(plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism()))
-	case "SCRAM-SHA-256":
+	case brokers.SASLScramSHA256:
 		opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha256Mechanism()))
-	case "SCRAM-SHA-512":
+	case brokers.SASLScramSHA512:
 		opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism()))
 	default:
-		return nil, fmt.Errorf("outbox: INBOXD_KAFKA_SASL_MECHANISM: must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got %q", s.Mechanism)
+		return nil, fmt.Errorf("outbox: INBOXD_KAFKA_SASL_MECHANISM: must be %s, got %q", brokers.SASLMechanismsText, s.Mechanism)
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -181,9 +169,9 @@ func NewKafka(cfg KafkaConfig, log zerolog.Logger) (*KafkaPublisher, error) {
 
 // Check refuses a message whose key, payload and headers, with a batch's
 // overhead, exceed MaxMessageBytes.
-func (p *KafkaPublisher) Check(m Message) error {
+func (p *KafkaPublisher) Check(m outbox.Message) error {
 	if n := kafkaSize(m); n > p.max {
-		return Refused("kafka: message of %d bytes (key, payload, headers and batch overhead) exceeds the limit of %d bytes", n, p.max)
+		return outbox.Refused("kafka: message of %d bytes (key, payload, headers and batch overhead) exceeds the limit of %d bytes", n, p.max)
 	}
 	return nil
 }
@@ -195,7 +183,7 @@ func (p *KafkaPublisher) Check(m Message) error {
 func (p *KafkaPublisher) PipelinesKeys() bool { return true }
 
 // kafkaSize bounds what the broker counts of m alone in its batch.
-func kafkaSize(m Message) int {
+func kafkaSize(m outbox.Message) int {
 	n := kafkaRecordOverhead + len(m.Key) + len(m.Payload)
 	for _, h := range m.Headers {
 		n += kafkaHeaderOverhead + len(h.Key) + len(h.Value)
@@ -221,7 +209,7 @@ func kafkaSize(m Message) int {
 // the relay's at-least-once bound already counts (the relay republishes
 // the batch), never a reordering, since everything produced later to that
 // partition queues behind them.
-func (p *KafkaPublisher) Publish(ctx context.Context, msgs []Message) []error {
+func (p *KafkaPublisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	errs := make([]error, len(msgs))
 	type result struct {
 		i   int
@@ -230,7 +218,7 @@ func (p *KafkaPublisher) Publish(ctx context.Context, msgs []Message) []error {
 	results := make(chan result, len(msgs)) // promises may run after Publish returned
 	pending := 0
 	for i, m := range msgs {
-		if m.Destination.Kind != KindKafka {
+		if m.Destination.Kind != outbox.KindKafka {
 			errs[i] = fmt.Errorf("kafka: destination %s is not a Kafka topic", m.Destination)
 			continue
 		}
@@ -256,7 +244,7 @@ func (p *KafkaPublisher) Publish(ctx context.Context, msgs []Message) []error {
 		case <-ctx.Done():
 			n := 0
 			for i, m := range msgs {
-				if !acked[i] && errs[i] == nil && m.Destination.Kind == KindKafka {
+				if !acked[i] && errs[i] == nil && m.Destination.Kind == outbox.KindKafka {
 					errs[i] = fmt.Errorf("kafka: topic %s: not acknowledged: %w", m.Destination.Name, ctx.Err())
 					n++
 				}
@@ -271,14 +259,14 @@ func (p *KafkaPublisher) Publish(ctx context.Context, msgs []Message) []error {
 // classify turns a record's produce error into Publish's: a broker's
 // verdict on the record itself (too large, invalid) is a refusal; anything
 // else (a missing topic, an unreachable broker, authorization) is not.
-func (p *KafkaPublisher) classify(m Message, err error) error {
+func (p *KafkaPublisher) classify(m outbox.Message, err error) error {
 	switch {
 	case err == nil:
 		p.reachable.Store(true)
 		return nil
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge), errors.Is(err, kerr.InvalidRecord):
 		p.reachable.Store(true)
-		return Refused("kafka: topic %s: %v", m.Destination.Name, err)
+		return outbox.Refused("kafka: topic %s: %v", m.Destination.Name, err)
 	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
 		return fmt.Errorf("kafka: topic %s does not exist (topics are not created): %w", m.Destination.Name, err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -1,4 +1,4 @@
-package outbox
+package publishers
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/natsurl"
+	"github.com/inboxd/inboxd/internal/outbox"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
 
@@ -27,7 +29,7 @@ func setupNATSPub(t *testing.T, opts ...func(*jetstream.StreamConfig)) *natsBund
 	t.Helper()
 	nc, err := nats.Connect(testkit.NATSURL())
 	if err != nil {
-		t.Fatalf("connect to NATS at %s: %v", ingest.RedactNATSURL(testkit.NATSURL()), err)
+		t.Fatalf("connect to NATS at %s: %v", natsurl.Redact(testkit.NATSURL()), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -69,8 +71,8 @@ func newNATSPub(t *testing.T, url string) *NATSPublisher {
 	return p
 }
 
-func (b *natsBundle) dest(subject string) Destination {
-	return Destination{Kind: KindNATS, Name: b.stream + "." + subject}
+func (b *natsBundle) dest(subject string) outbox.Destination {
+	return outbox.Destination{Kind: outbox.KindNATS, Name: b.stream + "." + subject}
 }
 
 // messages is how many messages the stream holds.
@@ -110,10 +112,10 @@ func (b *natsBundle) consume(t *testing.T, n int) []received {
 			for k := range m.Headers() {
 				hs[k] = m.Headers().Get(k)
 			}
-			if id := hs[jetstream.MsgIDHeader]; id == "" || id != hs[EventIDHeader] {
-				t.Errorf("Nats-Msg-Id %q, event_id %q", id, hs[EventIDHeader])
+			if id := hs[jetstream.MsgIDHeader]; id == "" || id != hs[outbox.EventIDHeader] {
+				t.Errorf("Nats-Msg-Id %q, event_id %q", id, hs[outbox.EventIDHeader])
 			}
-			got = append(got, received{key: hs[KeyHeader], headers: hs, payload: m.Data(),
+			got = append(got, received{key: hs[outbox.KeyHeader], headers: hs, payload: m.Data(),
 				row: ingest.MapNATS(b.stream, m, ingest.MapOptions{})})
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
@@ -134,7 +136,7 @@ func TestNATSPublishKeepsOrderAndHeaders(t *testing.T) {
 	b := setupNATSPub(t)
 	p := newNATSPub(t, testkit.NATSURL())
 	if p.Ready() {
-		t.Error("ready before the first Publish (it does not connect in New)")
+		t.Error("ready before the first Publish (it does not connect in outbox.New)")
 	}
 	batches := orderedBatches(b.dest("orders"), 200, 4, 3)
 	publishAll(t, p, batches)
@@ -151,7 +153,7 @@ func TestNATSSameEventIDIsStoredOnce(t *testing.T) {
 	b := setupNATSPub(t)
 	p := newNATSPub(t, testkit.NATSURL())
 	m := testMessage(b.dest("orders"), "once", "t", "k", []byte("{}"))
-	publishAll(t, p, [][]Message{{m, m}, {m}})
+	publishAll(t, p, [][]outbox.Message{{m, m}, {m}})
 	if got := b.messages(t); got != 1 {
 		t.Errorf("the stream holds %d messages, want 1", got)
 	}
@@ -173,7 +175,7 @@ func TestNATSRefusesTooLarge(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	errs := p.Publish(ctx, []Message{
+	errs := p.Publish(ctx, []outbox.Message{
 		testMessage(dest, "over-stream-limit", "t", "k", make([]byte, 8192)),
 		testMessage(dest, "fits", "t", "k", []byte("{}")),
 	})
@@ -194,7 +196,7 @@ func TestNATSMissingStreamIsNotRefused(t *testing.T) {
 	b := setupNATSPub(t)
 	p := newNATSPub(t, testkit.NATSURL())
 	const deadline = 10 * time.Second
-	took, err := publishOne(p, testMessage(Destination{Kind: KindNATS, Name: randomName("nostream.")}, "m", "t", "k", []byte("{}")), deadline)
+	took, err := publishOne(p, testMessage(outbox.Destination{Kind: outbox.KindNATS, Name: randomName("nostream.")}, "m", "t", "k", []byte("{}")), deadline)
 	wantTransient(t, "a subject without a stream", err, took, deadline)
 	if errors.Is(err, context.DeadlineExceeded) || !strings.Contains(errString(err), "no JetStream stream") {
 		t.Errorf("a subject without a stream: %v, want no responders said", err)
@@ -230,8 +232,8 @@ func TestNATSConnectionCut(t *testing.T) {
 		return err == nil, "a Publish succeeds after the network heals (last: " + errString(err) + ")"
 	})
 	got := b.consume(t, 2)
-	if got[0].headers[EventIDHeader] != "before" || got[1].headers[EventIDHeader] != "after" {
-		t.Errorf("read back %v then %v", got[0].headers[EventIDHeader], got[1].headers[EventIDHeader])
+	if got[0].headers[outbox.EventIDHeader] != "before" || got[1].headers[outbox.EventIDHeader] != "after" {
+		t.Errorf("read back %v then %v", got[0].headers[outbox.EventIDHeader], got[1].headers[outbox.EventIDHeader])
 	}
 }
 
@@ -268,13 +270,13 @@ func TestNATSRefusesWhatItCannotEncode(t *testing.T) {
 	t.Parallel()
 	b := setupNATSPub(t)
 	p := newNATSPub(t, testkit.NATSURL())
-	withHeader := func(id, k, v string) Message {
+	withHeader := func(id, k, v string) outbox.Message {
 		m := testMessage(b.dest("orders"), id, "t", "k", []byte("{}"))
-		m.Headers = append(m.Headers, Header{Key: k, Value: v})
+		m.Headers = append(m.Headers, outbox.Header{Key: k, Value: v})
 		return m
 	}
 	for _, c := range []struct {
-		m    Message
+		m    outbox.Message
 		want string
 	}{
 		{withHeader("space", "bad name", "v"), `header name "bad name"`},
@@ -286,7 +288,7 @@ func TestNATSRefusesWhatItCannotEncode(t *testing.T) {
 		{testMessage(b.dest("orders"), "key", "t", "k\r\n", nil), "header key"},
 	} {
 		err := p.Check(c.m)
-		if !errors.Is(err, ErrUnencodable) || !errors.Is(err, ErrRefused) || !strings.Contains(errString(err), c.want) {
+		if !errors.Is(err, outbox.ErrUnencodable) || !errors.Is(err, outbox.ErrRefused) || !strings.Contains(errString(err), c.want) {
 			t.Errorf("Check of %q: %v, want unencodable, saying %q", c.m.EventID, err, c.want)
 		}
 	}
@@ -294,7 +296,7 @@ func TestNATSRefusesWhatItCannotEncode(t *testing.T) {
 		t.Errorf("Check of a header NATS carries: %v", err)
 	}
 	wantUnencodableThenNext(t, p, withHeader("space", "bad name", "v"), testMessage(b.dest("orders"), "after", "t", "k", []byte("{}")))
-	if got := b.consume(t, 1); got[0].headers[EventIDHeader] != "after" {
+	if got := b.consume(t, 1); got[0].headers[outbox.EventIDHeader] != "after" {
 		t.Errorf("read back %v", got[0].headers)
 	}
 }

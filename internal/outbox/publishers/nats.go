@@ -1,12 +1,10 @@
-package outbox
+package publishers
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/textproto"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,7 +12,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/brokers"
+	"github.com/inboxd/inboxd/internal/brokers/natsconn"
+	"github.com/inboxd/inboxd/internal/natsurl"
+	"github.com/inboxd/inboxd/internal/outbox"
 )
 
 // DefaultNATSMaxPayload is the size limit Check applies before the first
@@ -33,7 +34,7 @@ const (
 
 // NATSConfig configures a NATSPublisher: the connection settings of the
 // NATS source (INBOXD_NATS_URL, INBOXD_NATS_CREDS_FILE, INBOXD_NATS_TLS_*),
-// the same fields as ingest.NATSConfig's, passed to ingest.NATSOptions.
+// the same fields as the NATS source's, passed to natsconn.Options.
 type NATSConfig struct {
 	// URL is the server's nats:// or tls:// URL, or a comma list of them.
 	// A password in it is never logged.
@@ -43,7 +44,7 @@ type NATSConfig struct {
 	CredsFile string
 	// TLS configures TLS, as for the source: enabled by a tls:// URL or
 	// any file set.
-	TLS ingest.TLSConfig
+	TLS brokers.TLS
 }
 
 // NATSPublisher publishes to NATS JetStream: every message with
@@ -64,7 +65,7 @@ type NATSPublisher struct {
 	closed bool
 }
 
-var _ Publisher = (*NATSPublisher)(nil)
+var _ outbox.Publisher = (*NATSPublisher)(nil)
 
 // NewNATS returns a NATSPublisher for cfg's server. It does not connect:
 // the first Publish does.
@@ -72,12 +73,12 @@ func NewNATS(cfg NATSConfig, log zerolog.Logger) (*NATSPublisher, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("outbox: no NATS URL (INBOXD_NATS_URL)")
 	}
-	opts, err := ingest.NATSOptions(ingest.NATSConfig{URL: cfg.URL, CredsFile: cfg.CredsFile, TLS: cfg.TLS})
+	opts, err := natsconn.Options(cfg.URL, cfg.CredsFile, cfg.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
 	p := &NATSPublisher{cfg: cfg,
-		log: log.With().Str("component", "outbox").Str("broker", KindNATS).Str("url", ingest.RedactNATSURL(cfg.URL)).Logger()}
+		log: log.With().Str("component", "outbox").Str("broker", outbox.KindNATS).Str("url", natsurl.Redact(cfg.URL)).Logger()}
 	p.opts = append(opts,
 		// No buffering while reconnecting: a publication then fails at
 		// once, rather than waiting in the client to be sent after its
@@ -105,13 +106,13 @@ func NewNATS(cfg NATSConfig, log zerolog.Logger) (*NATSPublisher, error) {
 
 // natsMsg is m as JetStream receives it: its headers (each value of a
 // repeated one), KeyHeader = Key when it has one, Nats-Msg-Id = EventID.
-func natsMsg(m Message) *nats.Msg {
+func natsMsg(m outbox.Message) *nats.Msg {
 	msg := &nats.Msg{Subject: m.Destination.Name, Data: m.Payload, Header: make(nats.Header, len(m.Headers)+2)}
 	for _, h := range m.Headers {
 		msg.Header.Add(h.Key, h.Value)
 	}
 	if m.Key != "" {
-		msg.Header.Set(KeyHeader, m.Key)
+		msg.Header.Set(outbox.KeyHeader, m.Key)
 	}
 	msg.Header.Set(jetstream.MsgIDHeader, m.EventID)
 	return msg
@@ -143,61 +144,17 @@ func (p *NATSPublisher) maxPayload() int {
 	return DefaultNATSMaxPayload
 }
 
-// natsHeaderForbidden are the printable ASCII characters nats.go refuses
-// in a header name (ErrBadHeaderMsg), beside spaces and control
-// characters: its rule, ADR-4's printable ASCII without ':', a little
-// stricter.
-const natsHeaderForbidden = `"()/,:;<=>?@[\]{}`
-
-// natsHeaderName reports whether nats.go sends a header of this name.
-func natsHeaderName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; c < 33 || c > 126 || strings.IndexByte(natsHeaderForbidden, c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// natsEncodable returns why nats.go cannot send m as it is, a reason per
-// header: a name it refuses (the whole publication fails), or a value it
-// would change (it replaces a line break with a space and trims white
-// space off the ends), the event id, type and key included, which travel
-// as headers.
-func natsEncodable(m Message) []string {
-	var why []string
-	check := func(k, v string) {
-		if !natsHeaderName(k) {
-			why = append(why, fmt.Sprintf("nats: header name %.60q is not printable ASCII without spaces and %s", k, natsHeaderForbidden))
-			return
-		}
-		if strings.ContainsAny(v, "\r\n") || textproto.TrimString(v) != v {
-			why = append(why, fmt.Sprintf("nats: header %s: its value %.60q has a line break or white space at an end, which NATS headers do not keep", k, v))
-		}
-	}
-	for _, h := range m.Headers {
-		check(h.Key, h.Value)
-	}
-	if m.Key != "" {
-		check(KeyHeader, m.Key)
-	}
-	return why
-}
-
 // Check refuses a message nats.go cannot send as it is (natsEncodable:
 // ErrUnencodable), or whose data and headers exceed the server's
 // max_payload (DefaultNATSMaxPayload before the first connection). A
 // stream's own max_msg_size, lower, is enforced by the server: Publish
 // refuses the message then.
-func (p *NATSPublisher) Check(m Message) error {
-	if err := unencodableError(natsEncodable(m)); err != nil {
+func (p *NATSPublisher) Check(m outbox.Message) error {
+	if err := outbox.UnencodableError(outbox.NATSEncodable(m)); err != nil {
 		return err
 	}
 	if n, limit := natsSize(natsMsg(m)), p.maxPayload(); n > limit {
-		return Refused("nats: message of %d bytes (data and headers) exceeds the server's max_payload of %d bytes", n, limit)
+		return outbox.Refused("nats: message of %d bytes (data and headers) exceeds the server's max_payload of %d bytes", n, limit)
 	}
 	return nil
 }
@@ -220,7 +177,7 @@ func (p *NATSPublisher) PipelinesKeys() bool { return false }
 // failing with ctx's error. What was written to the socket may still be
 // stored: republished by the relay with the same Nats-Msg-Id, it is
 // dropped by the stream as a duplicate within its window.
-func (p *NATSPublisher) Publish(ctx context.Context, msgs []Message) []error {
+func (p *NATSPublisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	errs := make([]error, len(msgs))
 	js, err := p.connect(ctx)
 	if err != nil {
@@ -231,13 +188,13 @@ func (p *NATSPublisher) Publish(ctx context.Context, msgs []Message) []error {
 	}
 	futures := make([]jetstream.PubAckFuture, len(msgs))
 	for i, m := range msgs {
-		if m.Destination.Kind != KindNATS {
+		if m.Destination.Kind != outbox.KindNATS {
 			errs[i] = fmt.Errorf("nats: destination %s is not a NATS subject", m.Destination)
 			continue
 		}
 		f, err := js.PublishMsgAsync(natsMsg(m), jetstream.WithRetryAttempts(0))
 		if err != nil {
-			if errs[i] = natsError(m, err); !errors.Is(errs[i], ErrRefused) {
+			if errs[i] = natsError(m, err); !errors.Is(errs[i], outbox.ErrRefused) {
 				for j := i + 1; j < len(msgs); j++ {
 					errs[j] = fmt.Errorf("nats: subject %s: not sent after an earlier failure: %w", msgs[j].Destination.Name, err)
 				}
@@ -279,15 +236,15 @@ const natsAccountResourcesExceeded jetstream.ErrorCode = 10002
 // 10071 a wrong expected last sequence, a sealed stream, …) and a refusal,
 // but for an account over its limits; a 503 or 500 (no leader, storage
 // unavailable, a stream full with discard new) is not.
-func natsError(m Message, err error) error {
+func natsError(m outbox.Message, err error) error {
 	var apiErr *jetstream.APIError
 	switch {
 	case errors.Is(err, nats.ErrBadHeaderMsg):
-		return Unencodable("nats: subject %s: %v", m.Destination.Name, err)
+		return outbox.Unencodable("nats: subject %s: %v", m.Destination.Name, err)
 	case errors.Is(err, nats.ErrMaxPayload):
-		return Refused("nats: subject %s: %v", m.Destination.Name, err)
+		return outbox.Refused("nats: subject %s: %v", m.Destination.Name, err)
 	case errors.As(err, &apiErr) && apiErr.Code == 400 && apiErr.ErrorCode != natsAccountResourcesExceeded:
-		return Refused("nats: subject %s: %v (JetStream error %d)", m.Destination.Name, err, apiErr.ErrorCode)
+		return outbox.Refused("nats: subject %s: %v (JetStream error %d)", m.Destination.Name, err, apiErr.ErrorCode)
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
 		return fmt.Errorf("nats: no JetStream stream stores subject %s: %w", m.Destination.Name, err)
 	}
@@ -321,7 +278,7 @@ func (p *NATSPublisher) connect(ctx context.Context) (jetstream.JetStream, error
 	}
 	nc, err := nats.Connect(p.cfg.URL, append(slices.Clip(p.opts), nats.Timeout(timeout))...)
 	if err != nil {
-		return nil, fmt.Errorf("nats: connect to %s: %w", ingest.RedactNATSURL(p.cfg.URL), err)
+		return nil, fmt.Errorf("nats: connect to %s: %w", natsurl.Redact(p.cfg.URL), err)
 	}
 	js, err = jetstream.New(nc, jetstream.WithPublishAsyncTimeout(natsAckTimeout))
 	if err != nil {

@@ -1,4 +1,4 @@
-package outbox
+package publishers
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/netfault"
+	"github.com/inboxd/inboxd/internal/outbox"
 )
 
 // The publishers' tests share these helpers: messages as the relay builds
@@ -46,28 +47,28 @@ const testTraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
 
 // testMessage is a message as the relay hands it over: its headers (a user
 // header, traceparent) with event_id and event_type, sorted by name.
-func testMessage(dest Destination, eventID, eventType, key string, payload []byte) Message {
-	hs := []Header{
-		{Key: EventIDHeader, Value: eventID},
-		{Key: EventTypeHeader, Value: eventType},
-		{Key: TraceParentHeader, Value: testTraceParent},
+func testMessage(dest outbox.Destination, eventID, eventType, key string, payload []byte) outbox.Message {
+	hs := []outbox.Header{
+		{Key: outbox.EventIDHeader, Value: eventID},
+		{Key: outbox.EventTypeHeader, Value: eventType},
+		{Key: outbox.TraceParentHeader, Value: testTraceParent},
 		{Key: "tenant", Value: "acme"},
 	}
-	slices.SortFunc(hs, func(a, b Header) int { return strings.Compare(a.Key, b.Key) })
-	return Message{Destination: dest, EventID: eventID, EventType: eventType, Key: key, Headers: hs, Payload: payload}
+	slices.SortFunc(hs, func(a, b outbox.Header) int { return strings.Compare(a.Key, b.Key) })
+	return outbox.Message{Destination: dest, EventID: eventID, EventType: eventType, Key: key, Headers: hs, Payload: payload}
 }
 
 // orderedBatches is n messages over keys keys, split in parts batches.
-func orderedBatches(dest Destination, n, keys, parts int) [][]Message {
+func orderedBatches(dest outbox.Destination, n, keys, parts int) [][]outbox.Message {
 	run := randomName("")
-	var all []Message
+	var all []outbox.Message
 	for i := range n {
 		m := testMessage(dest, fmt.Sprintf("e-%s-%03d", run, i), "order.shipped", fmt.Sprintf("order-%d", i%keys),
 			fmt.Appendf(nil, `{"n":%d}`, i))
 		m.ID = int64(i + 1)
 		all = append(all, m)
 	}
-	var out [][]Message
+	var out [][]outbox.Message
 	size := (n + parts - 1) / parts
 	for len(all) > 0 {
 		k := min(size, len(all))
@@ -87,7 +88,7 @@ type received struct {
 }
 
 // publishAll publishes each batch in turn and fails t on any error.
-func publishAll(t testing.TB, p Publisher, batches [][]Message) {
+func publishAll(t testing.TB, p outbox.Publisher, batches [][]outbox.Message) {
 	t.Helper()
 	for _, b := range batches {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -108,13 +109,13 @@ func publishAll(t testing.TB, p Publisher, batches [][]Message) {
 // the same event ids in the same order; each message's headers (event_id,
 // event_type, traceparent, the user's) and payload intact; the row
 // inboxd's ingest maps it to with the same event id, type and key.
-func checkReceived(t testing.TB, batches [][]Message, got []received) {
+func checkReceived(t testing.TB, batches [][]outbox.Message, got []received) {
 	t.Helper()
 	sent := slices.Concat(batches...)
 	if len(got) != len(sent) {
 		t.Fatalf("read back %d messages, want %d", len(got), len(sent))
 	}
-	byID := map[string]Message{}
+	byID := map[string]outbox.Message{}
 	wantOrder := map[string][]string{}
 	for _, m := range sent {
 		byID[m.EventID] = m
@@ -122,7 +123,7 @@ func checkReceived(t testing.TB, batches [][]Message, got []received) {
 	}
 	gotOrder := map[string][]string{}
 	for _, r := range got {
-		id := r.headers[EventIDHeader]
+		id := r.headers[outbox.EventIDHeader]
 		m, ok := byID[id]
 		if !ok {
 			t.Fatalf("read back a message with event_id %q, never sent", id)
@@ -150,30 +151,30 @@ func checkReceived(t testing.TB, batches [][]Message, got []received) {
 
 // publishOne publishes m alone within timeout and returns how long Publish
 // took and m's error.
-func publishOne(p Publisher, m Message, timeout time.Duration) (time.Duration, error) {
+func publishOne(p outbox.Publisher, m outbox.Message, timeout time.Duration) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	start := time.Now()
-	errs := p.Publish(ctx, []Message{m})
+	errs := p.Publish(ctx, []outbox.Message{m})
 	return time.Since(start), errs[0]
 }
 
 // wantRefused fails t unless err wraps ErrRefused.
 func wantRefused(t testing.TB, what string, err error) {
 	t.Helper()
-	if !errors.Is(err, ErrRefused) {
-		t.Errorf("%s: got %v, want an error wrapping ErrRefused", what, err)
+	if !errors.Is(err, outbox.ErrRefused) {
+		t.Errorf("%s: got %v, want an error wrapping outbox.ErrRefused", what, err)
 	}
 }
 
 // wantUnencodableThenNext publishes bad and next in one call and fails t
 // unless bad is refused as unencodable and next is acknowledged.
-func wantUnencodableThenNext(t testing.TB, p Publisher, bad, next Message) {
+func wantUnencodableThenNext(t testing.TB, p outbox.Publisher, bad, next outbox.Message) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	errs := p.Publish(ctx, []Message{bad, next})
-	if !errors.Is(errs[0], ErrUnencodable) {
+	errs := p.Publish(ctx, []outbox.Message{bad, next})
+	if !errors.Is(errs[0], outbox.ErrUnencodable) {
 		t.Errorf("Publish of %.20s: %v, want unencodable", bad.EventID, errs[0])
 	}
 	if errs[1] != nil {
@@ -185,8 +186,8 @@ func wantUnencodableThenNext(t testing.TB, p Publisher, bad, next Message) {
 // ErrRefused, returned within the deadline (plus a little).
 func wantTransient(t testing.TB, what string, err error, took, deadline time.Duration) {
 	t.Helper()
-	if err == nil || errors.Is(err, ErrRefused) {
-		t.Errorf("%s: got %v, want an error not wrapping ErrRefused", what, err)
+	if err == nil || errors.Is(err, outbox.ErrRefused) {
+		t.Errorf("%s: got %v, want an error not wrapping outbox.ErrRefused", what, err)
 	}
 	if took > deadline+time.Second {
 		t.Errorf("%s: Publish took %s, past its %s deadline", what, took, deadline)

@@ -1,4 +1,4 @@
-package outbox
+package publishers
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/outbox"
 )
 
 // kafkaBundle is one test's in-process Kafka cluster (kfake), an admin
@@ -132,7 +133,7 @@ func TestKafkaPublishKeepsOrderAndHeaders(t *testing.T) {
 	t.Parallel()
 	b := setupKafkaPub(t, KafkaConfig{})
 	topic := b.topic(t, 3, nil)
-	batches := orderedBatches(Destination{Kind: KindKafka, Name: topic}, 200, 4, 3)
+	batches := orderedBatches(outbox.Destination{Kind: outbox.KindKafka, Name: topic}, 200, 4, 3)
 	publishAll(t, b.pub, batches)
 	if !b.pub.Ready() {
 		t.Error("not ready after publishing")
@@ -148,7 +149,7 @@ func TestKafkaRefusesTooLarge(t *testing.T) {
 	b := setupKafkaPub(t, KafkaConfig{MaxMessageBytes: 64 << 10})
 	limit := "2048"
 	small := b.topic(t, 1, map[string]*string{"max.message.bytes": &limit})
-	dest := Destination{Kind: KindKafka, Name: small}
+	dest := outbox.Destination{Kind: outbox.KindKafka, Name: small}
 
 	big := testMessage(dest, "big", "t", "k", make([]byte, 64<<10))
 	wantRefused(t, "Check of a message over MaxMessageBytes", b.pub.Check(big))
@@ -175,7 +176,7 @@ func TestKafkaMissingTopicIsNotRefused(t *testing.T) {
 	b := setupKafkaPub(t, KafkaConfig{})
 	topic := b.topic(t, 1, nil)
 	const deadline = 15 * time.Second
-	took, err := publishOne(b.pub, testMessage(Destination{Kind: KindKafka, Name: randomName("missing-")}, "m", "t", "k", []byte("{}")), deadline)
+	took, err := publishOne(b.pub, testMessage(outbox.Destination{Kind: outbox.KindKafka, Name: randomName("missing-")}, "m", "t", "k", []byte("{}")), deadline)
 	wantTransient(t, "a missing topic", err, took, deadline)
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a missing topic took the whole deadline (%v): want the unknown-topic retries to end it", err)
@@ -183,10 +184,10 @@ func TestKafkaMissingTopicIsNotRefused(t *testing.T) {
 	if err != nil && !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("a missing topic: %v, want it said", err)
 	}
-	if _, err := publishOne(b.pub, testMessage(Destination{Kind: KindKafka, Name: topic}, "after", "t", "k", []byte("{}")), deadline); err != nil {
+	if _, err := publishOne(b.pub, testMessage(outbox.Destination{Kind: outbox.KindKafka, Name: topic}, "after", "t", "k", []byte("{}")), deadline); err != nil {
 		t.Errorf("an existing topic after the missing one: %v", err)
 	}
-	if got := b.consume(t, topic, 1); got[0].headers[EventIDHeader] != "after" {
+	if got := b.consume(t, topic, 1); got[0].headers[outbox.EventIDHeader] != "after" {
 		t.Errorf("read back %v", got[0].headers)
 	}
 }
@@ -203,7 +204,7 @@ func TestKafkaPublishReturnsWithinCtx(t *testing.T) {
 	})
 	p := kafkaPub(t, KafkaConfig{Brokers: cluster.ListenAddrs()})
 	const deadline = 2 * time.Second
-	took, err := publishOne(p, testMessage(Destination{Kind: KindKafka, Name: "t"}, "held", "t", "k", []byte("{}")), deadline)
+	took, err := publishOne(p, testMessage(outbox.Destination{Kind: outbox.KindKafka, Name: "t"}, "held", "t", "k", []byte("{}")), deadline)
 	wantTransient(t, "a produce never answered", err, took, deadline)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("got %v, want the ctx's error", err)

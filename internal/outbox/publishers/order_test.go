@@ -1,4 +1,4 @@
-package outbox
+package publishers
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/inboxd/inboxd/internal/backoff"
+	"github.com/inboxd/inboxd/internal/outbox"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
@@ -55,8 +57,9 @@ func TestNATSFailedPubAckHoldsItsKey(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.MaxAttempts = 2
-	runTunedRelay(t, db, cfg, map[string]Publisher{KindNATS: newNATSPub(t, testkit.NATSURL())}, pubLogger(t), func(r *Relay) {
-		r.retry.Base, r.retry.Max = 100*time.Millisecond, 100*time.Millisecond
+	runTunedRelay(t, db, cfg, map[string]outbox.Publisher{outbox.KindNATS: newNATSPub(t, testkit.NATSURL())}, pubLogger(t), func(r *outbox.Relay) {
+		_, hold := r.Backoffs()
+		r.SetBackoffs(backoff.Exponential{Base: 100 * time.Millisecond, Max: 100 * time.Millisecond}, hold)
 	})
 	testkit.WaitFor(t, 20*time.Second, "k0 dead", func() bool { return keyHeldWhilePending(t, db, "k0", "k1", "k2") == "dead" })
 	testkit.WaitFor(t, 20*time.Second, "k1, k2 and o0 published", func() bool { return count(t, db, "status = 'published'") == 3 })
@@ -68,7 +71,7 @@ func TestNATSFailedPubAckHoldsItsKey(t *testing.T) {
 	var order []string
 	for _, g := range got {
 		if g.key == "k" {
-			order = append(order, g.headers[EventIDHeader])
+			order = append(order, g.headers[outbox.EventIDHeader])
 		}
 	}
 	if len(order) != 2 || order[0] != "k1" || order[1] != "k2" {
@@ -104,10 +107,11 @@ func TestAMQPNackedRowHoldsItsKey(t *testing.T) {
 		  ($1, 'o0', 't', 'o', 'x')`, dest); err != nil {
 		t.Fatal(err)
 	}
-	r := runTunedRelay(t, db, testConfig(), map[string]Publisher{KindAMQP: newAMQPPub(t, AMQPConfig{})}, pubLogger(t), func(r *Relay) {
-		r.hold.Base, r.hold.Max = 20*time.Millisecond, 20*time.Millisecond
+	r := runTunedRelay(t, db, testConfig(), map[string]outbox.Publisher{outbox.KindAMQP: newAMQPPub(t, AMQPConfig{})}, pubLogger(t), func(r *outbox.Relay) {
+		retry, _ := r.Backoffs()
+		r.SetBackoffs(retry, backoff.Exponential{Base: 20 * time.Millisecond, Max: 20 * time.Millisecond})
 	})
-	nacks := r.metrics.failed.WithLabelValues(r.metrics.destination(dest), "unavailable")
+	nacks := r.FailedCount(dest, "unavailable")
 	testkit.WaitFor(t, 20*time.Second, "k0 nacked three times and o0 published", func() bool {
 		keyHeldWhilePending(t, db, "k0", "k1")
 		st, _, _ := rowState(t, db, "o0")
@@ -148,8 +152,8 @@ func TestKafkaFailedRecordFailsTheRestOfItsKey(t *testing.T) {
 	if !p.PipelinesKeys() {
 		t.Fatal("the Kafka publisher does not pipeline a key's messages")
 	}
-	dest := Destination{Kind: KindKafka, Name: "t"}
-	var msgs []Message
+	dest := outbox.Destination{Kind: outbox.KindKafka, Name: "t"}
+	var msgs []outbox.Message
 	for _, id := range []string{"k0", "k1", "k2"} {
 		msgs = append(msgs, testMessage(dest, id, "t", "k", []byte(randomText(300))))
 	}
@@ -163,8 +167,8 @@ func TestKafkaFailedRecordFailsTheRestOfItsKey(t *testing.T) {
 		}
 	}
 	kb := &kafkaBundle{brokers: cluster.ListenAddrs()}
-	publishAll(t, p, [][]Message{{testMessage(dest, "after", "t", "k", []byte("{}"))}})
-	if got := kb.consume(t, "t", 1); got[0].headers[EventIDHeader] != "after" {
-		t.Errorf("the topic's first record is %s, want the one published after the failure", got[0].headers[EventIDHeader])
+	publishAll(t, p, [][]outbox.Message{{testMessage(dest, "after", "t", "k", []byte("{}"))}})
+	if got := kb.consume(t, "t", 1); got[0].headers[outbox.EventIDHeader] != "after" {
+		t.Errorf("the topic's first record is %s, want the one published after the failure", got[0].headers[outbox.EventIDHeader])
 	}
 }

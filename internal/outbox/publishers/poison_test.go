@@ -1,4 +1,4 @@
-package outbox
+package publishers
 
 import (
 	"context"
@@ -9,7 +9,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/inboxd/inboxd/internal/backoff"
+	"github.com/inboxd/inboxd/internal/outbox"
 	"github.com/inboxd/inboxd/internal/pgtest"
+	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/internal/syncbuf"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
@@ -17,9 +20,9 @@ import (
 // runTunedRelay makes a relay on db with pubs and cfg, logging to log, has
 // tune adjust it (its backoffs) before it runs, and runs it until the test
 // ends.
-func runTunedRelay(t *testing.T, db *pgtest.DB, cfg Config, pubs map[string]Publisher, log zerolog.Logger, tune func(r *Relay)) *Relay {
+func runTunedRelay(t *testing.T, db *pgtest.DB, cfg outbox.Config, pubs map[string]outbox.Publisher, log zerolog.Logger, tune func(r *outbox.Relay)) *outbox.Relay {
 	t.Helper()
-	r, err := New(db.Pool, pubs, cfg, log, nil)
+	r, err := outbox.New(db.Pool, pubs, cfg, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,11 +32,11 @@ func runTunedRelay(t *testing.T, db *pgtest.DB, cfg Config, pubs map[string]Publ
 }
 
 // runRelay runs r until the test ends.
-func runRelay(t *testing.T, r *Relay) {
+func runRelay(t *testing.T, r *outbox.Relay) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = r.Run(ctx); close(done) }()
+	go func() { _ = startstop.Run(ctx, r); close(done) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -101,8 +104,9 @@ func TestUnencodableRowIsRefusedNotAnOutage(t *testing.T) {
 	t.Cleanup(func() { _ = np.Close() })
 	cfg := testConfig()
 	cfg.MaxAttempts = 3
-	runTunedRelay(t, db, cfg, map[string]Publisher{KindAMQP: ap, KindNATS: np}, log, func(r *Relay) {
-		r.retry.Base, r.retry.Max = 50*time.Millisecond, 50*time.Millisecond
+	runTunedRelay(t, db, cfg, map[string]outbox.Publisher{outbox.KindAMQP: ap, outbox.KindNATS: np}, log, func(r *outbox.Relay) {
+		_, hold := r.Backoffs()
+		r.SetBackoffs(backoff.Exponential{Base: 50 * time.Millisecond, Max: 50 * time.Millisecond}, hold)
 	})
 
 	ok := []string{"ok-a-1", "ok-a-2", "after-poison-a", "ok-q-1", "ok-q-2", "after-poison-n"}

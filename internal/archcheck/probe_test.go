@@ -1,0 +1,68 @@
+package archcheck
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/inboxd/inboxd/internal/testkit"
+)
+
+// brokerClients are the modules of the brokers' client libraries: a program
+// that imports only the root package and handlers links none of them, the
+// sources and publishers an embedder picks bring theirs.
+var brokerClients = []string{
+	"github.com/segmentio/kafka-go",
+	"github.com/twmb/franz-go",
+	"github.com/rabbitmq/amqp091-go",
+	"github.com/nats-io/nats.go",
+}
+
+// The probe's ceilings, which only come down: the modules it links (its own
+// included; 51 when issue 26 counted them, 39 once the sources and the
+// outbox's publishers were given to the root package rather than imported
+// by it; the target is 30) and the broker clients it may still link (all
+// four then, none since).
+var (
+	probeModules        = 39
+	probeBrokersAllowed = map[string]bool{}
+)
+
+// TestEmbedderLinks builds testdata/probe, the least an embedder writes
+// (the root package and handlers), and holds what it links to the ceilings
+// above: no broker client beyond those allowed, at most probeModules
+// modules. With -v it prints the modules and the binary's size.
+func TestEmbedderLinks(t *testing.T) {
+	t.Parallel()
+	dir, own := root(t)
+	bin := filepath.Join(t.TempDir(), "probe")
+	if err := testkit.Build(filepath.Join(dir, "internal", "archcheck"), bin, "./testdata/probe", false); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatalf("go version -m: %v", err)
+	}
+	modules := LinkedModules(string(out))
+	fi, err := os.Stat(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("probe: %d modules, %.1f MB", len(modules), float64(fi.Size())/1e6)
+	t.Logf("modules: %s", strings.Join(modules, " "))
+	if !own {
+		return
+	}
+	if len(modules) > probeModules {
+		t.Errorf("the probe links %d modules, more than %d", len(modules), probeModules)
+	}
+	for _, m := range modules {
+		for _, b := range brokerClients {
+			if m == b && !probeBrokersAllowed[b] {
+				t.Errorf("the probe links the broker client %s: the root package or handlers import a source or publisher", b)
+			}
+		}
+	}
+}
