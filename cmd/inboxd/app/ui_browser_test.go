@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -104,7 +105,9 @@ func TestConsoleInTheBrowser(t *testing.T) {
 	}
 	text := func(sel string) string {
 		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		// One evaluation in the page: a node looked up and then read in two
+		// protocol calls can go in between (a page replaced).
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(function () { var e = document.querySelector(%q); return e ? e.innerText : "<no element>"; })()`, sel)))
 		if err != nil {
 			t.Fatalf("text of %s: %v", sel, err)
 		}
