@@ -16,6 +16,7 @@ import (
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/ingest/source"
 	"github.com/inboxd/inboxd/internal/engine"
+	"github.com/inboxd/inboxd/internal/handoff"
 	"github.com/inboxd/inboxd/internal/maintenance"
 	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/worker"
@@ -167,7 +168,7 @@ func New(cfg Config) (*Inboxd, error) {
 		return nil, err
 	}
 	// The sources hand the rows they store to this engine's idle handlers
-	// (source.HandOff), unless told not to; the pool knows it
+	// (internal/handoff, through source.Env), unless told not to; the pool knows it
 	// (worker.Config.HandOff, set above).
 	env := source.Env{DB: cfg.DB, Logger: cfg.Logger, Registerer: cfg.Registerer}
 	if handsOff(cfg) {
@@ -187,6 +188,9 @@ func New(cfg Config) (*Inboxd, error) {
 	}
 	return ib, nil
 }
+
+// The engine's pool is the hand-off the sources take from source.Env.
+var _ handoff.HandOff = (*engine.Pool)(nil)
 
 // handsOff reports whether cfg's sources hand the rows they store to the
 // engine's pool: some source is configured and NoHandOff is not set.

@@ -54,12 +54,18 @@ func newPublishers(cfg OutboxConfig, log zerolog.Logger) (map[string]outbox.Publ
 			errs = append(errs, fmt.Errorf("inboxd: OutboxConfig.Publishers lists two publishers of kind %s", pp.Kind()))
 			continue
 		}
-		p, err := pp.OpenPublisher(log)
+		c, err := pp.OpenPublisher(log)
 		if err != nil {
 			errs = append(errs, err)
-		} else {
-			pubs[pp.Kind()] = p
+			continue
 		}
+		p, ok := c.(outbox.Publisher)
+		if !ok {
+			_ = c.Close()
+			errs = append(errs, fmt.Errorf("inboxd: OutboxConfig.Publishers[%d] (%s) is not one of ingest/outboxpub's", i, pp.Kind()))
+			continue
+		}
+		pubs[pp.Kind()] = p
 	}
 	if len(errs) > 0 {
 		closePublishers(pubs, log)

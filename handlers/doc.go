@@ -16,6 +16,13 @@
 // database writes commit together with the row, or not at all. It should do
 // short database work only, since it holds a transaction open.
 //
+// A BatchHandler or TxBatchHandler (Registry.HandleBatch, HandleTxBatch)
+// takes a route's rows many at a time, as the route's Batch says (Batching):
+// each row keeps its own attempts, lease and outcome, given by RowErrors;
+// any other error is the whole batch's and retries every row of it. A
+// TxBatchHandler's writes commit with every row's outcome. An http or
+// river route with a batch in the routes file is one too.
+//
 // Errors decide what happens to the row: nil marks it processed; an error
 // wrapped by Permanent sends it to dead at once; any other error retries it
 // with exponential backoff (RetryAfter asks for a specific delay) until the

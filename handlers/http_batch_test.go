@@ -105,5 +105,7 @@ func TestHTTPBatch(t *testing.T) {
 
 // batchOf calls route's plain batch handler (given no transaction).
 func batchOf(route handlers.Route) func(context.Context, []*handlers.Event) error {
-	return func(ctx context.Context, evs []*handlers.Event) error { return route.Batch.HandleBatchTx(ctx, nil, evs) }
+	return func(ctx context.Context, evs []*handlers.Event) error {
+		return route.Batch.HandleBatchTx(ctx, nil, evs)
+	}
 }

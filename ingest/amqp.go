@@ -162,7 +162,7 @@ type amqpSource struct {
 // amqpSource writing to pool. It does not connect: Run does. Metrics are
 // registered with reg (nil registers none) under source_kind=amqp.
 func openAMQP(cfg AMQPConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*amqpSource, error) {
-	w, err := writerOn(pool, cfg.Pipeline.HandOff)
+	w, err := writerOn(pool, cfg.Pipeline.handOff)
 	if err != nil {
 		return nil, err
 	}
@@ -605,7 +605,7 @@ func mapDelivery(queue string, d amqp.Delivery, u *amqpUnreadable, opts MapOptio
 	if len(key) == 0 {
 		key = nil
 	}
-	m := &Message{
+	m := &sourceMessage{
 		Source:  queue,
 		EventID: d.MessageId, EventIDProperty: "message_id",
 		EventType: d.Type, EventTypeProperty: "type",
@@ -677,7 +677,7 @@ func mapAMQPRejected(eventID string, m kafka.Message, opts MapOptions) Row {
 	hs := fromKafkaHeaders(m.Headers)
 	id, _ := lastHeader(hs, AMQPMessageIDHeader)
 	typ, _ := lastHeader(hs, AMQPTypeHeader)
-	return mapMessage(&Message{
+	return mapMessage(&sourceMessage{
 		Source:  m.Topic,
 		EventID: string(id), EventIDProperty: "message_id",
 		EventType: string(typ), EventTypeProperty: "type",

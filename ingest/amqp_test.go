@@ -523,7 +523,7 @@ func TestRemapRejectedUsesTheSourceRules(t *testing.T) {
 	}
 	m := kafka.Message{Topic: "q", Key: rejected.Key, Value: rejected.Payload, Headers: hs}
 	fixed := MapOptions{EventTypeHeaders: []string{"kind"}}
-	row := RemapRejected(rejected.EventID, m, fixed)
+	row := remapRejected(rejected.EventID, m, fixed)
 	if row.Status != StatusReceived || row.EventID != "m-1" || row.EventType != "order.created" {
 		t.Errorf("AMQP row mapped again: %+v", row)
 	}
@@ -531,7 +531,7 @@ func TestRemapRejectedUsesTheSourceRules(t *testing.T) {
 		t.Errorf("by Kafka's rules it would have been accepted too: %+v (the test proves nothing)", k)
 	}
 	km := kafka.Message{Topic: "orders", Partition: 1, Offset: 5, Headers: []kafka.Header{{Key: "event_id", Value: []byte("e")}, {Key: "event_type", Value: []byte("t")}}}
-	if row := RemapRejected(PositionID("orders", 1, 5), km, MapOptions{}); row.Status != StatusReceived || row.EventID != "e" {
+	if row := remapRejected(kafkaPositionID("orders", 1, 5), km, MapOptions{}); row.Status != StatusReceived || row.EventID != "e" {
 		t.Errorf("Kafka row mapped again: %+v", row)
 	}
 }

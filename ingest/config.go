@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/inboxd/inboxd/internal/brokers"
+	"github.com/inboxd/inboxd/internal/handoff"
 )
 
 // Defaults used by Config.withDefaults for fields left zero.
@@ -136,10 +137,11 @@ type Config struct {
 	// the reader together: Run returns within CloseTimeout of its context's
 	// cancellation.
 	CloseTimeout time.Duration
-	// HandOff, when set, is the worker pool of this process, to which the
+	// handOff, when set, is the worker pool of this process, to which the
 	// batches' rows are handed as they are stored while it has idle
-	// handlers (see HandOff). nil: every row waits for a claim.
-	HandOff HandOff
+	// handlers (the Inboxd's, set from source.Env). nil: every row waits
+	// for a claim.
+	handOff handoff.HandOff
 	// StallTimeout is how long a fetch may wait while messages are known to
 	// be waiting before Healthy reports an error.
 	StallTimeout time.Duration

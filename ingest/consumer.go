@@ -45,7 +45,7 @@ type topicPartition struct {
 // to pool. It does not connect to Kafka: Run does. Metrics are registered with
 // reg (nil registers none); log lines carry component=ingest.
 func openKafka(cfg Config, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*kafkaConsumer, error) {
-	w, err := writerOn(pool, cfg.HandOff)
+	w, err := writerOn(pool, cfg.handOff)
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@
 // the body; headers the headers table with the properties of
 // AMQPProperties (content-type, content-encoding, correlation-id, reply-to,
 // expiration, timestamp), message_id and type (the last two
-// as amqp-message-id and amqp-type, so that RemapRejected, behind `inboxd
+// as amqp-message-id and amqp-type, so that RemapRejectedRow, behind `inboxd
 // requeue --status rejected`, can map a rejected row again by RabbitMQ's
 // rules). A rejected delivery's event id is
 // "<queue>/sha256/<hex>" over what it carries less the headers a broker adds
@@ -133,5 +133,5 @@
 // Logs carry component=ingest and snake_case keys; payloads, SASL passwords and
 // database URLs are never logged. kafka-go's own messages go to the logger at
 // debug level and its errors at warn level, so an unreachable broker is visible
-// while the reader keeps retrying. Metrics are described in NewMetrics.
+// while the reader keeps retrying. Metrics are described in metrics.go.
 package ingest

@@ -8,11 +8,11 @@ import (
 
 // MapMessage maps the Kafka message m to its inbox row. It never fails: a
 // message that cannot be accepted becomes a rejected row that says why,
-// with event id PositionID(topic, partition, offset). Zero fields of opts
+// with event id kafkaPositionID(topic, partition, offset). Zero fields of opts
 // take the defaults of DefaultMapOptions (a nil header list is the default
 // list; an empty non-nil one means no header is consulted).
 func MapMessage(m kafka.Message, opts MapOptions) Row {
-	return mapMessage(&Message{
+	return mapMessage(&sourceMessage{
 		Source:    m.Topic,
 		Key:       m.Key,
 		Value:     m.Value,
@@ -24,17 +24,17 @@ func MapMessage(m kafka.Message, opts MapOptions) Row {
 	}, opts.withDefaults())
 }
 
-// RemapRejected maps a rejected row again, as `inboxd requeue --status
+// remapRejected maps a rejected row again, as `inboxd requeue --status
 // rejected` does once the cause is fixed, by the rules of the source that
 // stored it: eventID is the row's event id (which tells a RabbitMQ or a
 // NATS row from a Kafka one), m the row's key, payload, headers and position as a Kafka
 // message. It knows no webhook source: a webhook source's row stays
 // rejected and says so (RemapRejectedRow maps it).
-func RemapRejected(eventID string, m kafka.Message, opts MapOptions) Row {
+func remapRejected(eventID string, m kafka.Message, opts MapOptions) Row {
 	return RemapRejectedRow(eventID, m, opts, nil)
 }
 
-// RemapRejectedRow is RemapRejected knowing the webhook sources (as
+// RemapRejectedRow is remapRejected knowing the webhook sources (as
 // LoadWebhookMapping reads them; nil: none is known): a webhook source's
 // rejected row (its event id is "rejected/sha256:<hex>") is mapped by the
 // rules of the source of that name, never by the brokers' (they would take
@@ -47,7 +47,7 @@ func RemapRejectedRow(eventID string, m kafka.Message, opts MapOptions, webhooks
 	if isContentRejectID(m.Topic, eventID) {
 		return mapAMQPRejected(eventID, m, opts)
 	}
-	if row, ok := RemapNATSRejected(eventID, m.Topic, m.Key, m.Value, fromKafkaHeaders(m.Headers), opts); ok {
+	if row, ok := remapNATSRejected(eventID, m.Topic, m.Key, m.Value, fromKafkaHeaders(m.Headers), opts); ok {
 		return row
 	}
 	return MapMessage(m, opts)

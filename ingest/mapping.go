@@ -154,7 +154,7 @@ type Row struct {
 	Offset int64
 	// RejectID is the event id the message's rejected row (or placeholder)
 	// takes, stable across redeliveries; "" means its Kafka position
-	// (PositionID).
+	// (kafkaPositionID).
 	RejectID string
 }
 
@@ -162,7 +162,7 @@ type Row struct {
 // for every source alike. It never fails: a message that cannot be accepted
 // becomes a rejected row that says why, under the event id m.rejectID().
 // opts must have its defaults applied.
-func mapMessage(m *Message, opts MapOptions) Row {
+func mapMessage(m *sourceMessage, opts MapOptions) Row {
 	row := Row{
 		Source:    m.Source,
 		Key:       m.Key,
@@ -248,7 +248,7 @@ func (r Row) rejectID() string {
 	if r.RejectID != "" {
 		return r.RejectID
 	}
-	return PositionID(r.Source, int(r.Partition), r.Offset)
+	return kafkaPositionID(r.Source, int(r.Partition), r.Offset)
 }
 
 // A rejected row's event id must be the same on every delivery of its
@@ -351,9 +351,9 @@ func Unstored(lastError string) []string {
 	return parts
 }
 
-// PositionID is the event id given to a rejected row of a Kafka message:
+// kafkaPositionID is the event id given to a rejected row of a Kafka message:
 // "<topic>/<partition>/<offset>".
-func PositionID(topic string, partition int, offset int64) string {
+func kafkaPositionID(topic string, partition int, offset int64) string {
 	return topic + "/" + strconv.Itoa(partition) + "/" + strconv.FormatInt(offset, 10)
 }
 
@@ -366,7 +366,7 @@ const TombstoneHeader = "inboxd-tombstone"
 
 // rowHeaders returns the headers stored for m: its own, less any called
 // TombstoneHeader, and TombstoneHeader: true when m is a tombstone.
-func rowHeaders(m *Message) []Header {
+func rowHeaders(m *sourceMessage) []Header {
 	hs := m.Headers
 	if slices.ContainsFunc(hs, isTombstoneHeader) {
 		hs = slices.DeleteFunc(slices.Clone(hs), isTombstoneHeader)
@@ -404,14 +404,14 @@ type identifierPlaces struct {
 }
 
 // idPlaces returns the places where m's event id is looked for.
-func (m *Message) idPlaces(opts MapOptions) identifierPlaces {
+func (m *sourceMessage) idPlaces(opts MapOptions) identifierPlaces {
 	return identifierPlaces{what: "event id", property: m.EventID, propertyName: m.EventIDProperty,
 		headers: opts.EventIDHeaders, field: opts.EventIDJSONField,
 		fallback: m.EventIDFallback, fallbackName: m.EventIDFallbackProperty}
 }
 
 // typePlaces returns the places where m's event type is looked for.
-func (m *Message) typePlaces(opts MapOptions) identifierPlaces {
+func (m *sourceMessage) typePlaces(opts MapOptions) identifierPlaces {
 	return identifierPlaces{what: "event type", property: m.EventType, propertyName: m.EventTypeProperty,
 		headers: opts.EventTypeHeaders, field: opts.EventTypeJSONField,
 		fallback: m.EventTypeFallback, fallbackName: m.EventTypeFallbackProperty}

@@ -217,7 +217,7 @@ func TestEncodeHeaders(t *testing.T) {
 
 func TestPositionID(t *testing.T) {
 	t.Parallel()
-	if got := PositionID("orders.v1", 12, 9876543210); got != "orders.v1/12/9876543210" {
+	if got := kafkaPositionID("orders.v1", 12, 9876543210); got != "orders.v1/12/9876543210" {
 		t.Errorf("PositionID = %q", got)
 	}
 }

@@ -9,10 +9,10 @@ type Header struct {
 	Value []byte
 }
 
-// Message is one broker message in the pipeline's terms: what a source
+// sourceMessage is one broker message in the pipeline's terms: what a source
 // hands to the mapping shared by every source (one rule, one place for ids,
 // types, bounds, headers and rejections).
-type Message struct {
+type sourceMessage struct {
 	// Source is the row's source: the Kafka topic, the RabbitMQ queue.
 	Source string
 	// EventID, when not empty, is the event id the broker carries as a
@@ -51,6 +51,6 @@ type Message struct {
 	UnreadableBytes int
 	// RejectID, when set, is the event id of the message's rejected row, a
 	// stable id derived from the message so that a redelivery does not add
-	// a second rejected row; "" means PositionID(Source, Partition, Offset).
+	// a second rejected row; "" means kafkaPositionID(Source, Partition, Offset).
 	RejectID string
 }

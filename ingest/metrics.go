@@ -6,8 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the ingest metrics. Build them with NewMetrics.
-type Metrics struct {
+// ingestMetrics are the ingest metrics. Build them with newMetrics.
+type ingestMetrics struct {
 	// MessagesFetched counts messages returned by FetchMessage.
 	MessagesFetched prometheus.Counter
 	// RowsInserted counts rows inserted into the inbox (accepted and
@@ -42,7 +42,7 @@ type Metrics struct {
 	Reconnects prometheus.Counter
 }
 
-// NewMetrics creates the ingest metrics of a Kafka source and registers
+// newKafkaMetrics creates the ingest metrics of a Kafka source and registers
 // them with reg (nil registers nothing). They are:
 //
 //	inboxd_ingest_messages_fetched_total{source_kind}
@@ -61,10 +61,12 @@ type Metrics struct {
 //
 // source_kind is kafka, amqp or nats: a bounded label. A metric already
 // registered with reg (by another source) is shared.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) { return newMetrics(reg, SourceKafka) }
+func newKafkaMetrics(reg prometheus.Registerer) (*ingestMetrics, error) {
+	return newMetrics(reg, SourceKafka)
+}
 
-// newMetrics is NewMetrics for the source kind given.
-func newMetrics(reg prometheus.Registerer, kind string) (*Metrics, error) {
+// newMetrics builds them for the source kind given.
+func newMetrics(reg prometheus.Registerer, kind string) (*ingestMetrics, error) {
 	const ns, sub = "inboxd", "ingest"
 	kl := []string{"source_kind"}
 	counter := func(name, help string) *prometheus.CounterVec {
@@ -115,7 +117,7 @@ func newMetrics(reg prometheus.Registerer, kind string) (*Metrics, error) {
 			return nil, err
 		}
 	}
-	m := &Metrics{
+	m := &ingestMetrics{
 		MessagesFetched:    fetched.WithLabelValues(kind),
 		RowsInserted:       inserted.WithLabelValues(kind),
 		Duplicates:         dups.WithLabelValues(kind),

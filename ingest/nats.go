@@ -194,7 +194,7 @@ type natsSource struct {
 // writing to pool. It does not connect: Run does. Metrics are registered
 // with reg (nil registers none) under source_kind=nats.
 func openNATS(cfg NATSConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*natsSource, error) {
-	w, err := writerOn(pool, cfg.Pipeline.HandOff)
+	w, err := writerOn(pool, cfg.Pipeline.handOff)
 	if err != nil {
 		return nil, err
 	}
@@ -846,7 +846,7 @@ func mapNATS(stream, subject string, h nats.Header, data []byte, seq uint64, sto
 // was, "<stream>/<stream sequence>"), hs its headers with
 // NATSSubjectHeader, key its key (header or subject).
 func natsRow(stream, position, subject string, key, data []byte, hs []Header, opts MapOptions) Row {
-	return mapMessage(&Message{
+	return mapMessage(&sourceMessage{
 		Source:          stream,
 		EventIDFallback: position, EventIDFallbackProperty: "stream sequence and time stored",
 		EventTypeFallback: subject, EventTypeFallbackProperty: "subject",
@@ -857,7 +857,7 @@ func natsRow(stream, position, subject string, key, data []byte, hs []Header, op
 	}, opts)
 }
 
-// RemapNATSRejected maps again, by the NATS rules, a rejected row that the
+// remapNATSRejected maps again, by the NATS rules, a rejected row that the
 // NATS source stored, as `inboxd requeue --status rejected` does once the
 // cause is fixed: eventID is the row's event id, source its stream, key,
 // payload and headers its columns (the headers as ingest stored them,
@@ -865,7 +865,7 @@ func natsRow(stream, position, subject string, key, data []byte, hs []Header, op
 // natsPositionID of source, nor "<source>/<stream sequence>" (the id that
 // versions before it gave), ids only the NATS source gives a rejected row
 // (Kafka's have a partition and an offset, RabbitMQ's a hash).
-func RemapNATSRejected(eventID, source string, key, payload []byte, headers []Header, opts MapOptions) (row Row, ok bool) {
+func remapNATSRejected(eventID, source string, key, payload []byte, headers []Header, opts MapOptions) (row Row, ok bool) {
 	if !isnatsPositionID(source, eventID) {
 		return Row{}, false
 	}

@@ -207,7 +207,7 @@ func TestMapNATSRejectReasonsNameThePlacesInOrder(t *testing.T) {
 				t.Errorf("got %s %q (%s), want rejected %q", r.Status, r.LastError, r.EventID, tt.want)
 			}
 			// RemapNATSRejected walks the same places.
-			again, ok := RemapNATSRejected(r.EventID, "s", r.Key, tt.msg.data, natsHeaders(tt.msg.header, tt.msg.subject), tt.opts)
+			again, ok := remapNATSRejected(r.EventID, "s", r.Key, tt.msg.data, natsHeaders(tt.msg.header, tt.msg.subject), tt.opts)
 			if !ok || again.LastError != tt.want {
 				t.Errorf("remapped: %q, ok %v", again.LastError, ok)
 			}

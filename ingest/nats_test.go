@@ -670,16 +670,16 @@ func TestRemapNATSRejected(t *testing.T) {
 		t.Fatalf("rejected = %+v", rejected)
 	}
 	hs := []Header{{Key: NATSMsgIDHeader, Value: []byte("m-1")}, {Key: NATSSubjectHeader, Value: []byte("s.orders")}}
-	row, ok := RemapNATSRejected(rejected.EventID, "s", []byte("s.orders"), m.data, hs, MapOptions{MaxPayload: 1024})
+	row, ok := remapNATSRejected(rejected.EventID, "s", []byte("s.orders"), m.data, hs, MapOptions{MaxPayload: 1024})
 	if !ok || row.Status != StatusReceived || row.EventID != "m-1" || row.EventType != "s.orders" || string(row.Payload) != "0123456789" {
 		t.Errorf("remapped = %+v, ok %v", row, ok)
 	}
-	if old, ok := RemapNATSRejected("s/7", "s", []byte("s.orders"), m.data, hs, MapOptions{MaxPayload: 1024}); !ok || old.EventID != "m-1" {
+	if old, ok := remapNATSRejected("s/7", "s", []byte("s.orders"), m.data, hs, MapOptions{MaxPayload: 1024}); !ok || old.EventID != "m-1" {
 		t.Errorf("a row of an older version remapped = %+v, ok %v", old, ok)
 	}
 	for _, id := range []string{"s/0/7", "s/sha256/ab", "t/7", "s/", "s/7@", "s/7@yesterday", "s/x@2025-01-02T03:04:05Z",
 		"s/7@2025-01-02T05:04:05+02:00", "s/7@2025-01-02T03:04:05.000000060Z"} {
-		if _, ok := RemapNATSRejected(id, "s", nil, nil, nil, MapOptions{}); ok {
+		if _, ok := remapNATSRejected(id, "s", nil, nil, nil, MapOptions{}); ok {
 			t.Errorf("%q taken for a NATS row", id)
 		}
 	}
@@ -693,7 +693,7 @@ func TestRemapRejectedUsesTheNATSRules(t *testing.T) {
 	rejected := MapNATS("s", m, MapOptions{MaxPayload: 5})
 	km := kafka.Message{Topic: "s", Key: rejected.Key, Value: m.data, Headers: []kafka.Header{
 		{Key: NATSMsgIDHeader, Value: []byte("m-1")}, {Key: NATSSubjectHeader, Value: []byte("s.orders")}}}
-	row := RemapRejected(rejected.EventID, km, MapOptions{MaxPayload: 1024})
+	row := remapRejected(rejected.EventID, km, MapOptions{MaxPayload: 1024})
 	if row.Status != StatusReceived || row.EventID != "m-1" || row.EventType != "s.orders" {
 		t.Errorf("NATS row mapped again: %+v", row)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/internal/backoff"
+	"github.com/inboxd/inboxd/internal/handoff"
 )
 
 // Source kinds: the bounded values of the source_kind label of the ingest
@@ -53,10 +54,11 @@ type PipelineConfig struct {
 	// CloseTimeout bounds, at shutdown, the final flush and the closing of
 	// the source together.
 	CloseTimeout time.Duration
-	// HandOff, when set, is the worker pool of this process, to which the
+	// handOff, when set, is the worker pool of this process, to which the
 	// batches' rows are handed as they are stored while it has idle
-	// handlers (see HandOff). nil: every row waits for a claim.
-	HandOff HandOff
+	// handlers (the Inboxd's, set from source.Env). nil: every row waits
+	// for a claim.
+	handOff handoff.HandOff
 }
 
 // pipeline is the Config's pipeline part.
@@ -114,7 +116,7 @@ type pipeline struct {
 	kind        string // SourceKafka, SourceAMQP, SourceNATS
 	writer      inboxWriter
 	log         zerolog.Logger
-	metrics     *Metrics
+	metrics     *ingestMetrics
 	now         func() time.Time
 	backoff     func(attempt int) time.Duration
 	sourceReady func() bool // the broker side of readiness

@@ -7,23 +7,24 @@ import (
 	"time"
 
 	sourceapi "github.com/inboxd/inboxd/ingest/source"
+	"github.com/inboxd/inboxd/internal/handoff"
 )
 
 // NewKafkaSource returns the Kafka source of cfg (a kafka-go consumer
-// group), for inboxd.Config.Sources. cfg.HandOff is the Inboxd's to set.
+// group), for inboxd.Config.Sources. The Inboxd hands it its workers' hand-off.
 func NewKafkaSource(cfg Config) sourceapi.Source { return kafkaDef{cfg} }
 
 // NewAMQPSource returns the RabbitMQ source of cfg, for
-// inboxd.Config.Sources. cfg.Pipeline.HandOff is the Inboxd's to set.
+// inboxd.Config.Sources. The Inboxd hands it its workers' hand-off.
 func NewAMQPSource(cfg AMQPConfig) sourceapi.Source { return amqpDef{cfg} }
 
 // NewNATSSource returns the NATS JetStream source of cfg, for
-// inboxd.Config.Sources. cfg.Pipeline.HandOff is the Inboxd's to set.
+// inboxd.Config.Sources. The Inboxd hands it its workers' hand-off.
 func NewNATSSource(cfg NATSConfig) sourceapi.Source { return natsDef{cfg} }
 
 // NewWebhookSource returns the webhook source of cfg (signed HTTP requests
 // on a listener of its own), for inboxd.Config.Sources.
-// cfg.Pipeline.HandOff is the Inboxd's to set.
+// The Inboxd hands it its workers' hand-off.
 func NewWebhookSource(cfg WebhookConfig) sourceapi.Source { return webhookDef{cfg} }
 
 type (
@@ -40,7 +41,7 @@ func (webhookDef) Kind() string { return SourceWebhook }
 
 func (s kafkaDef) Open(env sourceapi.Env) (sourceapi.Running, error) {
 	c := s.cfg
-	c.HandOff = env.HandOff
+	c.handOff = handOffOf(env)
 	r, err := openKafka(c, env.DB, env.Logger, env.Registerer)
 	if err != nil {
 		return nil, err
@@ -51,7 +52,7 @@ func (s kafkaDef) Open(env sourceapi.Env) (sourceapi.Running, error) {
 
 func (s amqpDef) Open(env sourceapi.Env) (sourceapi.Running, error) {
 	c := s.cfg
-	c.Pipeline.HandOff = env.HandOff
+	c.Pipeline.handOff = handOffOf(env)
 	r, err := openAMQP(c, env.DB, env.Logger, env.Registerer)
 	if err != nil {
 		return nil, err
@@ -62,7 +63,7 @@ func (s amqpDef) Open(env sourceapi.Env) (sourceapi.Running, error) {
 
 func (s natsDef) Open(env sourceapi.Env) (sourceapi.Running, error) {
 	c := s.cfg
-	c.Pipeline.HandOff = env.HandOff
+	c.Pipeline.handOff = handOffOf(env)
 	r, err := openNATS(c, env.DB, env.Logger, env.Registerer)
 	if err != nil {
 		return nil, err
@@ -73,8 +74,8 @@ func (s natsDef) Open(env sourceapi.Env) (sourceapi.Running, error) {
 
 func (s webhookDef) Open(env sourceapi.Env) (sourceapi.Running, error) {
 	c := s.cfg
-	c.Pipeline.HandOff = env.HandOff
-	r, err := NewWebhook(c, env.DB, env.Logger, env.Registerer)
+	c.Pipeline.handOff = handOffOf(env)
+	r, err := openWebhook(c, env.DB, env.Logger, env.Registerer)
 	if err != nil {
 		return nil, err
 	}
@@ -121,4 +122,20 @@ func (r openedSource) Healthy() error {
 		return nil
 	}
 	return r.healthy()
+}
+
+// Addr is the address the source listens on, for a webhook source once it
+// listens ("" before, and for the other kinds): reached by a type
+// assertion on the source.Running, as the tests that post to it do.
+func (r openedSource) Addr() string {
+	if a, ok := r.r.(interface{ Addr() string }); ok {
+		return a.Addr()
+	}
+	return ""
+}
+
+// handOffOf is env's hand-off, when it is the engine's (nil otherwise).
+func handOffOf(env sourceapi.Env) handoff.HandOff {
+	h, _ := env.HandOff.(handoff.HandOff)
+	return h
 }

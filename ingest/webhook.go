@@ -53,13 +53,13 @@ const (
 	webhookPruneBatch    = 1000
 )
 
-// WebhookSource receives webhooks over HTTP into the inbox table: each
+// webhookSource receives webhooks over HTTP into the inbox table: each
 // request is verified, mapped to its row and handed to the persist-then-ack
 // pipeline shared with the brokers, and answered 200 only once the batch
 // holding its row has committed (a duplicate too). Create it with
-// NewWebhook and start it with Run; Ready, Addr and LastProgress may be
-// called from any goroutine.
-type WebhookSource struct {
+// openWebhook (NewWebhookSource opens it) and start it with Run; Ready,
+// Addr and LastProgress may be called from any goroutine.
+type webhookSource struct {
 	*pipeline
 
 	cfg       WebhookConfig
@@ -129,19 +129,19 @@ type webhookItem struct {
 	done chan struct{}
 }
 
-// NewWebhook validates cfg (after applying defaults) and returns a
-// WebhookSource writing to pool. It does not listen: Run does. Metrics are
+// openWebhook validates cfg (after applying defaults) and returns a
+// webhookSource writing to pool. It does not listen: Run does. Metrics are
 // registered with reg (nil registers none): the ingest metrics under
 // source_kind=webhook, and inboxd_webhook_*.
-func NewWebhook(cfg WebhookConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*WebhookSource, error) {
-	w, err := writerOn(pool, cfg.Pipeline.HandOff)
+func openWebhook(cfg WebhookConfig, pool *pgxpool.Pool, logger zerolog.Logger, reg prometheus.Registerer) (*webhookSource, error) {
+	w, err := writerOn(pool, cfg.Pipeline.handOff)
 	if err != nil {
 		return nil, err
 	}
 	return newWebhook(cfg, w, logger, reg)
 }
 
-func newWebhook(cfg WebhookConfig, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*WebhookSource, error) {
+func newWebhook(cfg WebhookConfig, w inboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*webhookSource, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -154,7 +154,7 @@ func newWebhook(cfg WebhookConfig, w inboxWriter, logger zerolog.Logger, reg pro
 	if err != nil {
 		return nil, fmt.Errorf("ingest: register metrics: %w", err)
 	}
-	s := &WebhookSource{cfg: cfg, tls: tc, wm: wm, endpoints: map[string]*webhookEndpoint{},
+	s := &webhookSource{cfg: cfg, tls: tc, wm: wm, endpoints: map[string]*webhookEndpoint{},
 		in: make(chan *webhookItem), sem: make(chan struct{}, cfg.MaxRequests), stopping: make(chan struct{}),
 		budget: newBodyBudget(cfg.Admission.BodyBudget, wm.bodyBytes, wm.bodyBudget)}
 	base := cfg.Pipeline.Mapping.withDefaults()
@@ -251,13 +251,13 @@ func (m webhookMapping) repeatedHeader(h http.Header) string {
 
 // Ready reports whether the source runs, listens, and its last batch write
 // did not fail.
-func (s *WebhookSource) Ready() bool { return s.ready() }
+func (s *webhookSource) Ready() bool { return s.ready() }
 
 // Reachable reports whether the listener is up.
-func (s *WebhookSource) Reachable() bool { return s.addr.Load() != nil }
+func (s *webhookSource) Reachable() bool { return s.addr.Load() != nil }
 
 // Addr returns the listener's address once Run listens, else "".
-func (s *WebhookSource) Addr() string {
+func (s *webhookSource) Addr() string {
 	if a := s.addr.Load(); a != nil {
 		return *a
 	}
@@ -266,7 +266,7 @@ func (s *WebhookSource) Addr() string {
 
 // LastProgress returns when a request's row was last fetched or a batch
 // last written; zero before the first.
-func (s *WebhookSource) LastProgress() time.Time { return s.progress() }
+func (s *webhookSource) LastProgress() time.Time { return s.progress() }
 
 // Run listens on cfg.Addr and serves until ctx is cancelled; it returns
 // nil then, and an error when it cannot listen (a start-up error) or the
@@ -274,7 +274,7 @@ func (s *WebhookSource) LastProgress() time.Time { return s.progress() }
 // hand get their answers (their rows written within CloseTimeout), then
 // the pipeline stops: a request whose row could not be written is
 // answered 503, and the sender retries.
-func (s *WebhookSource) Run(ctx context.Context) error {
+func (s *webhookSource) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("INBOXD_WEBHOOK_ADDR: cannot listen on %s: %w", s.cfg.Addr, err)
@@ -353,7 +353,7 @@ func (s *WebhookSource) Run(ctx context.Context) error {
 // returns at once when no source has a window. Every replica prunes (SKIP
 // LOCKED keeps them off each other's rows); a failure is logged and tried
 // again at the next round.
-func (s *WebhookSource) pruneReplays(ctx context.Context) {
+func (s *webhookSource) pruneReplays(ctx context.Context) {
 	if s.replays == nil {
 		return
 	}
@@ -386,7 +386,7 @@ func (s *WebhookSource) pruneReplays(ctx context.Context) {
 }
 
 // ServeHTTP serves POST /webhooks/<name>.
-func (s *WebhookSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *webhookSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name, ok := strings.CutPrefix(r.URL.Path, WebhookPathPrefix)
 	e := s.endpoints[name]
 	if !ok || e == nil {
@@ -402,7 +402,7 @@ func (s *WebhookSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 var webhookCodes = []string{"200", "400", "401", "405", "408", "413", "415", "499", "503"}
 
 // serve answers one request to e and returns the answer's code.
-func (s *WebhookSource) serve(w http.ResponseWriter, r *http.Request, e *webhookEndpoint) int {
+func (s *webhookSource) serve(w http.ResponseWriter, r *http.Request, e *webhookEndpoint) int {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		return answer(w, http.StatusMethodNotAllowed, `{"error":"only POST"}`)
@@ -474,7 +474,7 @@ func (s *WebhookSource) serve(w http.ResponseWriter, r *http.Request, e *webhook
 // signature fails, a header the signature or the mapping reads is
 // repeated, a JSON body is needed and missing, the inbox cannot be
 // written to), else it returns 0.
-func (s *WebhookSource) admit(w http.ResponseWriter, r *http.Request, e *webhookEndpoint, body []byte) int {
+func (s *webhookSource) admit(w http.ResponseWriter, r *http.Request, e *webhookEndpoint, body []byte) int {
 	if reason := e.verifier.verify(r.Header, body, s.cfg.Now()); reason != "" {
 		e.verifyFail.WithLabelValues(reason).Inc()
 		s.log.Debug().Str("source", e.cfg.Name).Str("reason", reason).Str("remote", r.RemoteAddr).
@@ -502,7 +502,7 @@ func (s *WebhookSource) admit(w http.ResponseWriter, r *http.Request, e *webhook
 // cannot be written by deadline (503), else it returns 0. A source without
 // a window, and a rejected row (its id is the body's hash already), cost
 // nothing.
-func (s *WebhookSource) replayed(w http.ResponseWriter, r *http.Request, e *webhookEndpoint, row Row, body []byte,
+func (s *webhookSource) replayed(w http.ResponseWriter, r *http.Request, e *webhookEndpoint, row Row, body []byte,
 	deadline time.Time) int {
 	if e.cfg.ReplayWindow <= 0 || row.Status != StatusReceived {
 		return 0
@@ -564,7 +564,7 @@ func (m webhookMapping) mapRequest(h http.Header, body []byte) Row {
 func (m webhookMapping) mapStored(hs []Header, body []byte) Row {
 	sum := sha256.Sum256(body)
 	hexSum := hex.EncodeToString(sum[:])
-	msg := &Message{Source: m.cfg.Name, Value: body, Headers: hs, RejectID: webhookRejectPrefix + hexSum}
+	msg := &sourceMessage{Source: m.cfg.Name, Value: body, Headers: hs, RejectID: webhookRejectPrefix + hexSum}
 	if m.cfg.EventType.Value != "" {
 		msg.EventType, msg.EventTypeProperty = m.cfg.EventType.Value, "event_type value"
 	}
@@ -640,7 +640,7 @@ func webhookHeaders(h http.Header, keep func(lk string) bool) []Header {
 }
 
 // webhookFetcher is the WebhookSource as the pipeline's source.
-type webhookFetcher struct{ s *WebhookSource }
+type webhookFetcher struct{ s *webhookSource }
 
 func (f webhookFetcher) fetch(ctx context.Context) (Row, error) {
 	select {

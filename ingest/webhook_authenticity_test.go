@@ -154,7 +154,7 @@ func TestWebhookBodyOnlySignatureDecidesTheRow(t *testing.T) {
 	}
 	// Allowed explicitly, as the file says it.
 	secret := writeFile(t, t.TempDir(), "s", "s\n")
-	srcs, err := ParseWebhookSources("w.yaml", []byte(`sources:
+	srcs, err := parseWebhookSources("w.yaml", []byte(`sources:
   - name: h
     verify: hmac-sha256
     header: X-Sig
@@ -170,7 +170,7 @@ func TestWebhookBodyOnlySignatureDecidesTheRow(t *testing.T) {
 	if err != nil || !srcs[0].UnsignedID || !srcs[0].UnsignedType || !srcs[0].UnsignedKey || srcs[0].ReplayWindow != 24*time.Hour {
 		t.Fatalf("allowed explicitly: %+v, %v", srcs, err)
 	}
-	_, err = ParseWebhookSources("w.yaml", []byte("sources:\n  - {name: h, verify: hmac-sha256, header: X-Sig, secret_file: "+secret+
+	_, err = parseWebhookSources("w.yaml", []byte("sources:\n  - {name: h, verify: hmac-sha256, header: X-Sig, secret_file: "+secret+
 		", event_id: {json: id}, event_type: {header: X-Type}, unsigned_type: maybe, replay_window: 2h}\n  - {name: s, verify: standard-webhooks, secret_file: "+
 		secret+", replay_window: 1h}\n"), os.ReadFile)
 	for _, want := range []string{"unsigned_type: must be allow or refuse", "event_type: header X-Type is not signed",
@@ -303,7 +303,7 @@ func TestWebhookInteropSvixAndStandardWebhooks(t *testing.T) {
 	unpadded := "whsec_" + strings.TrimRight(padded, "=")
 	dir := t.TempDir()
 	file := func(name, secret string) string { return writeFile(t, dir, name, secret+"\n") }
-	srcs, err := ParseWebhookSources("w.yaml", []byte(fmt.Sprintf(`sources:
+	srcs, err := parseWebhookSources("w.yaml", []byte(fmt.Sprintf(`sources:
   - {name: svix, verify: standard-webhooks, secret_file: %s}
   - {name: unpadded, verify: standard-webhooks, secret_file: %s}
   - {name: bare, verify: standard-webhooks, secret_file: %s}
@@ -514,7 +514,7 @@ func TestRemapRejectedWebhookRowUsesItsSourceRules(t *testing.T) {
 	for k, v := range hm {
 		m.Headers = append(m.Headers, kafka.Header{Key: k, Value: []byte(v)})
 	}
-	if row := RemapRejected(eventID, m, MapOptions{}); row.Status != StatusRejected || !strings.Contains(row.LastError, "INBOXD_WEBHOOK_SOURCES is not set") {
+	if row := remapRejected(eventID, m, MapOptions{}); row.Status != StatusRejected || !strings.Contains(row.LastError, "INBOXD_WEBHOOK_SOURCES is not set") {
 		t.Fatalf("without the webhook sources: %+v", row)
 	}
 	srcs := testWebhookSources()

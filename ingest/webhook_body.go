@@ -83,7 +83,7 @@ type bodyRefusal struct {
 // once the request is answered), or the refusal to answer with. A body
 // whose declared length does not fit in what the budget has left is
 // refused before a byte of it is read.
-func (s *WebhookSource) readBody(w http.ResponseWriter, r *http.Request, max int) ([]byte, func(), *bodyRefusal) {
+func (s *webhookSource) readBody(w http.ResponseWriter, r *http.Request, max int) ([]byte, func(), *bodyRefusal) {
 	budget := s.budget
 	spent := &bodyRefusal{http.StatusServiceUnavailable, "the webhook body budget is spent; retry later", "budget"}
 	if r.ContentLength > 0 && bodyNeed(r.ContentLength) > budget.left() {

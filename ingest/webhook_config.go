@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,10 +15,11 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/inboxd/inboxd/internal/opfiles"
 	"github.com/inboxd/inboxd/internal/sensitive"
 )
 
-// SourceWebhook is the source kind of the webhook source (WebhookSource):
+// SourceWebhook is the source kind of the webhook source (NewWebhookSource):
 // the source_kind label of its ingest metrics and readiness.
 const SourceWebhook = "webhook"
 
@@ -447,8 +447,12 @@ func (f *webhookFileField) field() WebhookField {
 // secret files it names. Errors name the file and the source, one line
 // each; they never hold a secret.
 func LoadWebhookSources(path string) ([]WebhookSourceConfig, error) {
-	return loadWebhookSources(path, os.ReadFile)
+	return loadWebhookSources(path, readSecretFile)
 }
+
+// readSecretFile reads a secret file through the operator files' capped
+// reader: one of more than maxSecretFileBytes is never read whole.
+func readSecretFile(path string) ([]byte, error) { return opfiles.Read(path, maxSecretFileBytes) }
 
 // LoadWebhookMapping reads the webhook sources file at path without its
 // secret files: the sources' mapping rules, enough to map a stored row
@@ -459,55 +463,38 @@ func LoadWebhookMapping(path string) ([]WebhookSourceConfig, error) {
 }
 
 func loadWebhookSources(path string, readFile func(string) ([]byte, error)) ([]WebhookSourceConfig, error) {
-	data, err := readCapped(path, MaxWebhookSourcesFileBytes)
+	data, err := opfiles.Read(path, MaxWebhookSourcesFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("INBOXD_WEBHOOK_SOURCES: %w", err)
 	}
-	return ParseWebhookSources(path, data, readFile)
+	return parseWebhookSources(path, data, readFile)
 }
 
-// readCapped reads the file at path, refusing one over limit bytes.
-func readCapped(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s: larger than the limit of %d bytes", path, limit)
-	}
-	return data, nil
-}
-
-// ParseWebhookSources parses a webhook sources file (name is used in
+// parseWebhookSources parses a webhook sources file (name is used in
 // errors) as strictly as the routes file: unknown fields, repeated keys,
 // repeated names and bad values are errors, every one reported, one line
 // each. readFile reads the secret files (nil: none are read and each
 // source has no secret).
-func ParseWebhookSources(name string, data []byte, readFile func(string) ([]byte, error)) ([]WebhookSourceConfig, error) {
+func parseWebhookSources(name string, data []byte, readFile func(string) ([]byte, error)) ([]WebhookSourceConfig, error) {
 	if len(data) > MaxWebhookSourcesFileBytes {
-		return nil, fmt.Errorf("%s: file of %d bytes is larger than the limit of %d bytes", name, len(data), MaxWebhookSourcesFileBytes)
+		return nil, opfiles.TooLarge(name, int64(len(data)), MaxWebhookSourcesFileBytes)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var f webhookFile
 	if err := dec.Decode(&f); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: empty file: it needs a sources list", name)
+			return nil, opfiles.Errorf(name, 0, "empty file: it needs a sources list")
 		}
-		return nil, yamlErrors(name, err)
+		return nil, opfiles.YAMLError(name, err)
 	}
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: holds more than one YAML document", name)
+		return nil, opfiles.Errorf(name, 0, "holds more than one YAML document")
 	}
 	var errs []error
 	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{name}, args...)...))
+		errs = append(errs, opfiles.Errorf(name, 0, format, args...))
 	}
 	if len(f.Sources) == 0 {
 		bad("sources: the list is empty")
@@ -518,7 +505,7 @@ func ParseWebhookSources(name string, data []byte, readFile func(string) ([]byte
 			EventID: fs.EventID.field(), EventType: fs.EventType.field(), Key: fs.Key.field(), KeepHeaders: fs.KeepHeaders}
 		where := fmt.Sprintf("source %d (%s)", i+1, fs.Name)
 		if fs.MaxBody != "" {
-			n, err := ParseByteSize(fs.MaxBody)
+			n, err := parseByteSize(fs.MaxBody)
 			if err != nil {
 				bad("%s: max_body: %v", where, err)
 			}
@@ -580,23 +567,9 @@ func ParseWebhookSources(name string, data []byte, readFile func(string) ([]byte
 		out = append(out, s)
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, opfiles.Join(name, errs)
 	}
 	return out, nil
-}
-
-// yamlErrors turns a YAML decoding error into one line per problem, each
-// after the file's name.
-func yamlErrors(name string, err error) error {
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		errs := make([]error, len(te.Errors))
-		for i, e := range te.Errors {
-			errs[i] = fmt.Errorf("%s: %s", name, e)
-		}
-		return errors.Join(errs...)
-	}
-	return fmt.Errorf("%s: %s", name, strings.TrimPrefix(err.Error(), "yaml: "))
 }
 
 // readSecrets reads a secret file: every line that is not blank is a
@@ -609,6 +582,9 @@ func yamlErrors(name string, err error) error {
 // lists several). Errors never quote the file's content.
 func readSecrets(path string, readFile func(string) ([]byte, error)) ([]string, error) {
 	data, err := readFile(path)
+	if errors.Is(err, opfiles.ErrTooLarge) {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxSecretFileBytes)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s", path)
 	}
@@ -639,9 +615,9 @@ func readSecrets(path string, readFile func(string) ([]byte, error)) ([]string, 
 	return out, nil
 }
 
-// ParseByteSize parses a size in bytes: a number, optionally followed by
+// parseByteSize parses a size in bytes: a number, optionally followed by
 // B, KB, MB, KiB or MiB ("1MiB", "512KiB", "65536").
-func ParseByteSize(s string) (int, error) {
+func parseByteSize(s string) (int, error) {
 	t := strings.TrimSpace(s)
 	units := []struct {
 		suffix string

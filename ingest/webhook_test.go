@@ -54,7 +54,7 @@ func (w *recordingWriter) largest() int {
 
 type whBundle struct {
 	pool *pgxpool.Pool
-	src  *WebhookSource
+	src  *webhookSource
 	w    *recordingWriter
 	base string
 	logs *bytes.Buffer
@@ -385,7 +385,7 @@ func TestParseWebhookSources(t *testing.T) {
     event_type: {value: order.paid}
     key: {json: customer}
 `, std, gh, gh)
-	srcs, err := ParseWebhookSources("w.yaml", []byte(good), os.ReadFile)
+	srcs, err := parseWebhookSources("w.yaml", []byte(good), os.ReadFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +414,7 @@ func TestParseWebhookSources(t *testing.T) {
 		"secret not written": {"sources:\n  - {name: a, verify: standard-webhooks, secret_file: " + gh + "}\n", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := ParseWebhookSources("w.yaml", []byte(tc.yaml), os.ReadFile)
+			_, err := parseWebhookSources("w.yaml", []byte(tc.yaml), os.ReadFile)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -427,7 +427,7 @@ func TestParseWebhookSources(t *testing.T) {
 		})
 	}
 	// Several problems: every one, one line each.
-	_, err = ParseWebhookSources("w.yaml", []byte("sources:\n  - {name: a, verify: nope}\n  - {name: b, verify: none}\n"), os.ReadFile)
+	_, err = parseWebhookSources("w.yaml", []byte("sources:\n  - {name: a, verify: nope}\n  - {name: b, verify: none}\n"), os.ReadFile)
 	if err == nil || len(strings.Split(err.Error(), "\n")) < 3 {
 		t.Fatalf("want several lines, got %v", err)
 	}

@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	sourceapi "github.com/inboxd/inboxd/ingest/source"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
+	"github.com/inboxd/inboxd/internal/handoff"
 )
 
 // inboxWriter persists batches of rows. WriteBatch writes all rows or none
@@ -20,21 +20,17 @@ type inboxWriter interface {
 	WriteBatch(ctx context.Context, rows []Row) (inserted int, err error)
 }
 
-// HandOff is the worker pool of the same process, to which the sources
-// hand the rows they store (source.HandOff says how).
-type HandOff = sourceapi.HandOff
-
 // pgWriter is the inboxWriter on PostgreSQL: one multi-row INSERT per batch
 // (driver.InsertBatch), handing rows off to the local workers when
 // handOff is set.
 type pgWriter struct {
 	pool    *pgxpool.Pool
-	handOff HandOff // nil: none
+	handOff handoff.HandOff // nil: none
 }
 
 // writerOn is the writer of a source storing its rows through pool and
 // handing them off to h (nil: none).
-func writerOn(pool *pgxpool.Pool, h HandOff) (inboxWriter, error) {
+func writerOn(pool *pgxpool.Pool, h handoff.HandOff) (inboxWriter, error) {
 	if pool == nil {
 		return nil, errors.New("ingest: nil database pool")
 	}

@@ -7,8 +7,9 @@
 -- processed_at), so the happy path costs no statement more. The entries
 -- are written after the completion's commit, in one statement per batch
 -- of completions that holds any: a crash in between loses that entry,
--- never a row. An inbox row's entries are deleted with it by retention
--- (entries of rows that are gone are swept by age, finished_at).
+-- never a row. The entries of rows that are gone (retention, a discard)
+-- are swept by the maintenance's rollup service, oldest first by
+-- finished_at; a row's entries stay as long as the row.
 --
 -- No foreign key to inbox: an inbox row may be deleted (retention, a
 -- discard) while its history is written.

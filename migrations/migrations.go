@@ -1,5 +1,6 @@
 // Package migrations holds inboxd's SQL schema as embedded, numbered
-// migrations and applies them with jackc/tern.
+// migrations and applies them (migrator.go: a migrator of its own,
+// compatible with the databases jackc/tern migrated before it).
 //
 // Migrate serialises migrators with a PostgreSQL advisory lock, so several
 // replicas may call it at once at start-up: one applies the pending
@@ -38,7 +39,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/tern/v2/migrate"
 )
 
 // VersionTable is the table in which the applied schema version is recorded.
@@ -136,16 +136,13 @@ func Migrate(ctx context.Context, conn *pgx.Conn) (Result, error) {
 		}
 		return Result{From: st.Current, To: st.Current, Ahead: true}, nil
 	}
-	m, err := newMigrator(ctx, conn)
+	ms, err := loadMigrations(files)
 	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("load migrations: %w", err)
 	}
-	if err := m.Migrate(ctx); err != nil {
+	to, err := applyPending(ctx, conn, ms)
+	if err != nil {
 		return Result{}, fmt.Errorf("apply migrations: %w", err)
-	}
-	to, err := m.GetCurrentVersion(ctx)
-	if err != nil {
-		return Result{}, fmt.Errorf("read schema version: %w", err)
 	}
 	if err := recordCompat(ctx, conn, to); err != nil {
 		return Result{}, err
@@ -279,17 +276,6 @@ func Compat() ([]int32, error) {
 		out[i] = int32(n)
 	}
 	return out, nil
-}
-
-func newMigrator(ctx context.Context, conn *pgx.Conn) (*migrate.Migrator, error) {
-	m, err := migrate.NewMigrator(ctx, conn, VersionTable)
-	if err != nil {
-		return nil, fmt.Errorf("prepare migrator: %w", err)
-	}
-	if err := m.LoadMigrations(files); err != nil {
-		return nil, fmt.Errorf("load migrations: %w", err)
-	}
-	return m, nil
 }
 
 // Files returns the embedded migration files.

@@ -14,7 +14,7 @@ import (
 )
 
 // Several replicas migrating one empty database at once must all succeed
-// and leave exactly one schema: tern's advisory lock serialises them.
+// and leave exactly one schema: the migration lock serialises them.
 func TestMigrateConcurrently(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewEmpty(t, false)

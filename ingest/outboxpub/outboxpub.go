@@ -5,6 +5,8 @@
 package outboxpub
 
 import (
+	"io"
+
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/ingest"
@@ -44,16 +46,16 @@ func (kafkaPub) Kind() string { return outbox.KindKafka }
 func (amqpPub) Kind() string  { return outbox.KindAMQP }
 func (natsPub) Kind() string  { return outbox.KindNATS }
 
-func (p kafkaPub) OpenPublisher(log zerolog.Logger) (outbox.Publisher, error) {
+func (p kafkaPub) OpenPublisher(log zerolog.Logger) (io.Closer, error) {
 	k := p.cfg
 	return publishers.NewKafka(publishers.KafkaConfig{Brokers: k.Brokers, ClientID: k.ClientID, TLS: brokers.TLS(k.TLS),
 		SASL: brokers.SASL(k.SASL), Compression: p.compression}, log)
 }
 
-func (p amqpPub) OpenPublisher(log zerolog.Logger) (outbox.Publisher, error) {
+func (p amqpPub) OpenPublisher(log zerolog.Logger) (io.Closer, error) {
 	return publishers.NewAMQP(publishers.AMQPConfig{URL: p.cfg.URL, TLS: brokers.TLS(p.cfg.TLS)}, log)
 }
 
-func (p natsPub) OpenPublisher(log zerolog.Logger) (outbox.Publisher, error) {
+func (p natsPub) OpenPublisher(log zerolog.Logger) (io.Closer, error) {
 	return publishers.NewNATS(publishers.NATSConfig{URL: p.cfg.URL, CredsFile: p.cfg.CredsFile, TLS: brokers.TLS(p.cfg.TLS)}, log)
 }

@@ -13,14 +13,12 @@ package source
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-
-	"github.com/inboxd/inboxd/internal/driver"
-	"github.com/inboxd/inboxd/internal/outbox"
 )
 
 // Source is one source's settings, ready to be opened by an Inboxd: an
@@ -44,9 +42,11 @@ type Env struct {
 	Logger zerolog.Logger
 	// Registerer receives its metrics (nil: none are registered).
 	Registerer prometheus.Registerer
-	// HandOff is this process's worker pool, to which the rows stored are
-	// handed while it has idle handlers; nil: every row waits for a claim.
-	HandOff HandOff
+	// HandOff is set by the Inboxd to its worker pool's hand-off: the
+	// rows stored are handed to its idle handlers while it has some. Nil:
+	// every row waits for a claim. Its type is the engine's own (an
+	// embedder leaves it nil; Open ignores any other value).
+	HandOff any
 }
 
 // Running is an opened source.
@@ -68,24 +68,6 @@ type Running interface {
 	Healthy() error
 }
 
-// HandOff is the worker pool of the same process, when the sources may
-// hand it rows as they are stored (the engine's pool implements it). Each
-// batch write asks Reserve which of its rows the pool's idle handlers
-// take; the insert writes those reserved for them (driver.InsertBatch);
-// once it has committed, Deliver hands over the reserved rows it inserted
-// (duplicates are not), and if it failed, Cancel gives the room back.
-// Every source's writes go through ingest's one writer, so every source
-// hands off.
-type HandOff interface {
-	// Reserve returns the reservation of the rows the pool takes (nil:
-	// none).
-	Reserve(rows []driver.NewRow) *driver.Reservation
-	// Deliver hands over the reserved rows the committed insert wrote.
-	Deliver(ctx context.Context, r *driver.Reservation, rows []driver.NewRow, got []driver.Reserved)
-	// Cancel ends a reservation whose insert failed.
-	Cancel(r *driver.Reservation)
-}
-
 // Publisher is one broker's connection for the outbox relay: an element of
 // inboxd.OutboxConfig.Publishers (package ingest/outboxpub makes them).
 // Its publisher connects when it first publishes.
@@ -93,6 +75,7 @@ type Publisher interface {
 	// Kind is the kind of destination it publishes to: kafka, amqp or nats.
 	Kind() string
 	// OpenPublisher validates the settings and builds the publisher,
-	// logging to log; the relay closes it.
-	OpenPublisher(log zerolog.Logger) (outbox.Publisher, error)
+	// logging to log; the relay closes it. What it returns is the relay's
+	// own kind of publisher, which the Inboxd alone uses.
+	OpenPublisher(log zerolog.Logger) (io.Closer, error)
 }

@@ -36,7 +36,7 @@ var layers = []layer{
 	{"the outbox", []string{"internal/outbox"}},
 	{"the engine's settings", []string{"worker"}},
 	{"the handler API", []string{"handlers"}},
-	{"the statements", []string{"internal/driver", "internal/partitions"}},
+	{"the statements", []string{"internal/driver", "internal/handoff", "internal/partitions"}},
 	{"building blocks", []string{"internal/brokers", "internal/opfiles", "internal/backoff", "internal/clock",
 		"internal/lease", "internal/startstop", "internal/httpserve", "internal/natsurl", "internal/sensitive",
 		"internal/stdwebhooks", "migrations"}},

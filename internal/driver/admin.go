@@ -38,6 +38,9 @@ type filterColumns struct {
 	Time string
 	// Key, when not "", is the column FailedFilter.Key matches.
 	Key string
+	// NoRange leaves out the range of ids (after, upto]: see
+	// sql/failed_filter.sql.
+	NoRange bool
 }
 
 // inboxColumns are the inbox's: a dead or rejected row's time is when it

@@ -70,3 +70,20 @@ func History(ctx context.Context, db DB, id int64) ([]Attempt, error) {
 	}
 	return out, nil
 }
+
+var attemptsSweepSQL = load("attempts_sweep.sql")
+
+// SweepAttempts deletes one batch of at most limit history entries of rows
+// that are gone, among the oldest finished after after, and returns the
+// batch's last finished_at; ok is false when none is left after after
+// (sql/attempts_sweep.sql).
+func SweepAttempts(ctx context.Context, db DB, after time.Time, limit int) (last time.Time, ok bool, err error) {
+	var t *time.Time
+	if err := db.QueryRow(ctx, attemptsSweepSQL, pgx.NamedArgs{"after": after, "limit": limit}).Scan(&t); err != nil {
+		return time.Time{}, false, fmt.Errorf("sweep the attempts of deleted rows: %w", err)
+	}
+	if t == nil {
+		return time.Time{}, false, nil
+	}
+	return *t, true, nil
+}

@@ -47,7 +47,7 @@ var orderAt = map[status.Status]string{status.Received: "available_at", status.P
 // liveColumnsOf are the inbox's columns for a live status: its time is
 // when it was received.
 func liveColumnsOf(st status.Status, a LiveAction) liveColumns {
-	return liveColumns{filterColumns: filterColumns{Source: "source", Time: "received_at", Key: "key"},
+	return liveColumns{filterColumns: filterColumns{Source: "source", Time: "received_at", Key: "key", NoRange: true},
 		Status: string(st), Action: string(a), OrderAt: orderAt[st]}
 }
 
@@ -58,24 +58,33 @@ type liveKey struct {
 }
 
 var (
-	liveMatchSQL, cancelSQL = liveStatements()
-	retryNowSQL             = render("ops_retry_now.sql", liveColumnsOf(status.Received, LiveRetryNow), "failed_filter.sql", "ops_eligible.sql")
-	discardLiveSQL          = render("ops_discard_live.sql", liveColumnsOf(status.Received, LiveDiscard), "failed_filter.sql", "ops_eligible.sql")
-	auditInsertSQL          = load("ops_audit_insert.sql")
-	auditListSQL            = load("ops_audit_list.sql")
+	liveMatchSQL   = renderLiveMatches()
+	cancelSQL      = renderCancels()
+	retryNowSQL    = render("ops_retry_now.sql", liveColumnsOf(status.Received, LiveRetryNow), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
+	discardLiveSQL = render("ops_discard_live.sql", liveColumnsOf(status.Received, LiveDiscard), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
+	auditInsertSQL = load("ops_audit_insert.sql")
+	auditListSQL   = load("ops_audit_list.sql")
 )
 
-// liveStatements renders the match statement of every live status and
-// action, and the cancel statement of every live status.
-func liveStatements() (map[liveKey]string, map[status.Status]string) {
-	match, cancel := map[liveKey]string{}, map[status.Status]string{}
+// renderLiveMatches renders the dry runs' statement of each live status
+// and action.
+func renderLiveMatches() map[liveKey]string {
+	out := map[liveKey]string{}
 	for _, st := range []status.Status{status.Received, status.Processing} {
 		for _, a := range []LiveAction{LiveCancel, LiveRetryNow, LiveDiscard} {
-			match[liveKey{st, a}] = render("ops_live_match.sql", liveColumnsOf(st, a), "failed_filter.sql", "ops_eligible.sql")
+			out[liveKey{st, a}] = render("ops_live_match.sql", liveColumnsOf(st, a), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
 		}
-		cancel[st] = render("ops_cancel.sql", liveColumnsOf(st, LiveCancel), "failed_filter.sql", "ops_eligible.sql")
 	}
-	return match, cancel
+	return out
+}
+
+// renderCancels renders the cancel statement of each live status.
+func renderCancels() map[status.Status]string {
+	out := map[status.Status]string{}
+	for _, st := range []status.Status{status.Received, status.Processing} {
+		out[st] = render("ops_cancel.sql", liveColumnsOf(st, LiveCancel), "failed_filter.sql", "ops_eligible.sql", "ops_batch.sql")
+	}
+	return out
 }
 
 // LiveStatuses are the statuses an action of a reads: cancel, received
@@ -256,43 +265,49 @@ type viewSQL struct {
 const parkedMark = "'9999-12-31 00:00:00+00'"
 
 var views = map[ListView]viewSQL{
-	ViewRetrying: {filterColumns{"source", "received_at", "key"},
+	ViewRetrying: {filterColumns{"source", "received_at", "key", true},
 		"i.status = 'received' AND i.lease_token IS NULL AND i.attempts > 0 AND i.available_at <> " + parkedMark, "i.available_at", false},
-	ViewWaiting: {filterColumns{"source", "received_at", "key"},
+	ViewWaiting: {filterColumns{"source", "received_at", "key", true},
 		"i.status = 'received' AND i.lease_token IS NULL AND (i.attempts = 0 OR i.available_at = " + parkedMark + ")", "i.available_at", false},
-	ViewProcessed: {filterColumns{"source", "processed_at", "key"}, "i.status = 'processed'", "i.processed_at", true},
-	ViewDead:      {filterColumns{"source", "updated_at", "key"}, "i.status = 'dead' AND i.status IN ('dead', 'rejected')", "", true},
-	ViewRejected:  {filterColumns{"source", "updated_at", "key"}, "i.status = 'rejected' AND i.status IN ('dead', 'rejected')", "", true},
+	ViewProcessed: {filterColumns{"source", "processed_at", "key", true}, "i.status = 'processed'", "i.processed_at", true},
+	ViewDead:      {filterColumns{"source", "updated_at", "key", true}, "i.status = 'dead' AND i.status IN ('dead', 'rejected')", "", true},
+	ViewRejected:  {filterColumns{"source", "updated_at", "key", true}, "i.status = 'rejected' AND i.status IN ('dead', 'rejected')", "", true},
 }
 
 // processingViews are the two halves of ViewProcessing: processing rows,
 // and received rows reserved at ingest.
 var processingViews = [2]viewSQL{
-	{filterColumns{"source", "received_at", "key"}, "i.status = 'processing'", "i.lease_expires_at", false},
-	// A reservation's available_at is its lease's end: those ending within
-	// reservationWindow are read, not every received row.
-	{filterColumns{"source", "received_at", "key"}, "i.status = 'received' AND i.lease_token IS NOT NULL" +
-		" AND i.available_at > now() AND i.available_at <= now() + interval '" + reservationWindow + "'", "i.available_at", false},
+	{filterColumns{"source", "received_at", "key", true}, "i.status = 'processing'", "i.lease_expires_at", false},
+	// A reservation's available_at is its lease's end (renewals move it to
+	// now + the lease): those ending within the lease (@window_ms) are read,
+	// not every received row.
+	{filterColumns{"source", "received_at", "key", true}, "i.status = 'received' AND i.lease_token IS NOT NULL" +
+		" AND i.available_at > now() AND i.available_at <= now() + @window_ms::bigint * interval '1 millisecond'", "i.available_at", false},
 }
 
-// reservationWindow bounds the reservations ViewProcessing reads: those
-// whose lease ends within it (a lease is far shorter), so that the list
-// reads a slice of the received rows' index, not all of it.
-const reservationWindow = "10 minutes"
+// DefaultReservationWindow is ListQuery.Lease when it is zero.
+const DefaultReservationWindow = time.Minute
 
-var listSQL, listProcessingSQL = listStatements()
+var (
+	listSQL           = renderLists()
+	listProcessingSQL = renderProcessingLists()
+)
 
-// listStatements renders the list statement of every view, and of the
-// two halves of the processing view.
-func listStatements() (map[ListView]string, [2]string) {
-	list, processing := map[ListView]string{}, [2]string{}
+// renderLists renders the list statement of each view.
+func renderLists() map[ListView]string {
+	out := map[ListView]string{}
 	for v, d := range views {
-		list[v] = render("ops_list.sql", d, "failed_filter.sql")
+		out[v] = render("ops_list.sql", d, "failed_filter.sql")
 	}
+	return out
+}
+
+// renderProcessingLists renders the processing view's two statements.
+func renderProcessingLists() (out [2]string) {
 	for i, d := range processingViews {
-		processing[i] = render("ops_list.sql", d, "failed_filter.sql")
+		out[i] = render("ops_list.sql", d, "failed_filter.sql")
 	}
-	return list, processing
+	return out
 }
 
 // ListedRow is a row of an operator's list, without its payload.
@@ -338,12 +353,20 @@ type ListQuery struct {
 	AfterAt time.Time
 	AfterID int64
 	Limit   int
+	// Lease is the workers' lease (INBOXD_LEASE): ViewProcessing reads the
+	// reservations at ingest whose lease ends within it (zero:
+	// DefaultReservationWindow).
+	Lease time.Duration
 }
 
 // ListRows returns one page of q.View (sql/ops_list.sql).
 func ListRows(ctx context.Context, db DB, q ListQuery) ([]ListedRow, error) {
 	args := q.Filter.args(0, math.MaxInt64)
 	args["ids"], args["limit"] = []int64(nil), q.Limit
+	if q.Lease <= 0 {
+		q.Lease = DefaultReservationWindow
+	}
+	args["window_ms"] = q.Lease.Milliseconds()
 	d, ok := views[q.View]
 	switch {
 	case q.View == ViewProcessing:
@@ -406,7 +429,8 @@ func sortByOrder(rows []ListedRow) {
 var routeKnownSQL = load("ops_route_known.sql")
 
 // RouteKnown says whether the database knows route: an operator's control
-// of it, or a live or failed row of its type (sql/ops_route_known.sql).
+// of it, an outcome of its rows in the rollup, or a processing row of it
+// (sql/ops_route_known.sql).
 func RouteKnown(ctx context.Context, db DB, route string) (bool, error) {
 	var ok bool
 	if err := db.QueryRow(ctx, routeKnownSQL, pgx.NamedArgs{"route": route}).Scan(&ok); err != nil {

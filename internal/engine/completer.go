@@ -311,15 +311,24 @@ func (c *completer) recordHistory(stop context.Context, batch []result, applied 
 	}
 }
 
-// tally counts the applied outcomes of batch for the per-route rollup
-// (maintenance.Tally): one lock for the batch.
-func (c *completer) tally(batch []result, applied []int64, now time.Time) {
-	outcomes := make([]maintenance.Outcome, 0, len(batch))
+// tally counts the written outcomes of batch for the per-route rollup
+// (tallyResults).
+func (c *completer) tally(batch []result, written []int64, now time.Time) {
+	applied := make([]result, 0, len(batch))
 	for _, r := range batch {
-		if r.release {
-			continue
+		if _, ok := slices.BinarySearch(written, r.id); ok {
+			applied = append(applied, r)
 		}
-		if _, ok := slices.BinarySearch(applied, r.id); !ok {
+	}
+	tallyResults(c.metrics, now, applied)
+}
+
+// tallyResults counts outcomes written at now for the per-route rollup
+// (maintenance.Tally), under one lock; released rows are no outcome.
+func tallyResults(m *metrics, now time.Time, rs []result) {
+	outcomes := make([]maintenance.Outcome, 0, len(rs))
+	for _, r := range rs {
+		if r.release || r.outcome == outcomeReleased {
 			continue
 		}
 		o := maintenance.Outcome{Route: r.typeLabel, Processed: r.outcome == outcomeProcessed,
@@ -332,5 +341,5 @@ func (c *completer) tally(batch []result, applied []int64, now time.Time) {
 		}
 		outcomes = append(outcomes, o)
 	}
-	c.metrics.maintenance.Tally.Add(now, outcomes...)
+	m.maintenance.Tally.Add(now, outcomes...)
 }

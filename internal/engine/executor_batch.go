@@ -197,11 +197,7 @@ func (e *executor) batchOutcomes(ctx context.Context, jobs []*job, evs []*handle
 // the completer, once their places are freed.
 func (e *executor) submitBatch(ctx context.Context, jobs []*job, evs []*handlers.Event, errs []error, policy routePolicy, label string) {
 	rs, proceed := e.batchOutcomes(ctx, jobs, evs, errs, policy, label)
-	chained := e.b.batchReturned(jobs, proceed)
-	for i := range rs {
-		rs[i].chained = chained[i]
-		e.out.submit(rs[i])
-	}
+	e.submitResults(jobs, rs, proceed)
 }
 
 // runTxBatch runs a transactional batch: the handler in a transaction on
@@ -237,11 +233,17 @@ func (e *executor) runTxBatch(base, ctx context.Context, jobs []*job, evs []*han
 			return
 		}
 		rs, proceed := e.batchOutcomes(ctx, jobs, evs, errs, policy, label)
+		done := e.clock.Now()
 		fenced, err := e.completeTx(tx, jobs, rs)
 		if err == nil && len(fenced) == 0 {
 			err = e.commitTx(tx)
 			if err == nil {
+				delay := e.clock.Since(done).Seconds()
+				for range jobs {
+					e.metrics.outcomeWriteDelay.Observe(delay)
+				}
 				e.b.batchReturned(jobs, proceed)
+				tallyResults(e.metrics, e.clock.Now(), rs)
 				for i, j := range jobs {
 					e.b.forget(j)
 					applied(e.metrics, &e.log, rs[i])

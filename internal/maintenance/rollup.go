@@ -160,7 +160,8 @@ const (
 
 // Rollup is the service that adds a tally to the database's per-route
 // rollup (migration 018) every RollupInterval, and deletes the cells past
-// their keeping. A failed write keeps the counts for the next round; at
+// their keeping and the attempt histories of deleted rows (every ten
+// minutes). A failed write keeps the counts for the next round; at
 // Stop it writes what is left once more.
 type Rollup struct {
 	periodic
@@ -170,6 +171,9 @@ type Rollup struct {
 	m     *Metrics
 	// lastPrune is when the cells past their keeping were last deleted.
 	lastPrune time.Time
+	// swept is how far the sweep of the histories of deleted rows got
+	// (driver.SweepAttempts' cursor; zero: from the oldest).
+	swept time.Time
 }
 
 // NewRollup returns the rollup of tally on db.
@@ -197,6 +201,28 @@ func (r *Rollup) round(ctx context.Context) {
 		return
 	}
 	r.lastPrune = time.Now()
+	r.sweepAttempts(ctx)
+}
+
+// sweepBatches bounds the batches of one sweep of the histories of deleted
+// rows (of driver.FailedBatch entries each); the next sweep goes on.
+const sweepBatches = 20
+
+// sweepAttempts deletes the attempt histories (migration 017) of rows that
+// are gone, a few batches a round, from where the last round stopped.
+func (r *Rollup) sweepAttempts(ctx context.Context) {
+	for range sweepBatches {
+		last, ok, err := driver.SweepAttempts(ctx, r.db, r.swept, driver.FailedBatch)
+		if err != nil {
+			r.dbError(err, "delete the attempt histories of deleted rows")
+			return
+		}
+		if !ok {
+			r.swept = time.Time{} // the next sweep starts from the oldest again
+			return
+		}
+		r.swept = last
+	}
 }
 
 // Flush adds the tally's cells to the database now (a round does it

@@ -87,3 +87,31 @@ func BenchmarkTallyAdd(b *testing.B) {
 		t.Add(now, batch...)
 	}
 }
+
+// The histories of deleted rows are swept; a row that stays keeps its own.
+func TestSweepAttemptsOfDeletedRows(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	var kept int64
+	if err := db.Pool.QueryRow(ctx, "INSERT INTO inbox (source, event_id, event_type, status) VALUES ('s', 'e', 't', 'dead') RETURNING id").Scan(&kept); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	var list []driver.Attempt
+	for id := kept; id < kept+2500; id++ { // kept, and 2,499 rows that are gone
+		list = append(list, driver.Attempt{RowID: id, Attempt: 1, StartedAt: old, FinishedAt: old.Add(time.Duration(id) * time.Millisecond), Outcome: "dead"})
+	}
+	if err := driver.RecordAttempts(ctx, db.Pool, "w", list); err != nil {
+		t.Fatal(err)
+	}
+	r := NewRollup(db.Pool, NewTally(), time.Hour, testLogger(t), nil)
+	r.sweepAttempts(ctx)
+	var n int
+	if err := db.Pool.QueryRow(ctx, "SELECT count(*) FROM inbox_attempts").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d entries left (%v), want the kept row's 1", n, err)
+	}
+	if h, err := driver.History(ctx, db.Pool, kept); err != nil || len(h) != 1 {
+		t.Fatalf("the kept row's history: %+v %v", h, err)
+	}
+}

@@ -92,7 +92,8 @@ func (o *Ops) List(ctx context.Context, q ListQuery) (Page, error) {
 	}
 	f := q.Filter.driver()
 	f.IDs, f.Status = nil, ""
-	rows, err := driver.ListRows(ctx, o.cfg.DB, driver.ListQuery{View: q.View, Filter: f, AfterAt: at, AfterID: id, Limit: q.Limit + 1})
+	rows, err := driver.ListRows(ctx, o.cfg.DB, driver.ListQuery{View: q.View, Filter: f, AfterAt: at, AfterID: id, Limit: q.Limit + 1,
+		Lease: o.cfg.Lease})
 	if err != nil {
 		return Page{}, err
 	}

@@ -168,6 +168,10 @@ type Config struct {
 	// Routes returns the routes the operator's files name (the routes
 	// file's event types); nil: only the database's are known.
 	Routes func() ([]string, error)
+	// Lease is the workers' lease (INBOXD_LEASE): the processing list reads
+	// the rows reserved at ingest whose lease ends within it (zero: a
+	// minute).
+	Lease time.Duration
 	// MaxAttempts returns the attempt budget of an event type's route (nil:
 	// unknown, lists show none).
 	MaxAttempts func(eventType string) int

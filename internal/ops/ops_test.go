@@ -226,7 +226,14 @@ func TestRetryNowLeavesParkedRows(t *testing.T) {
 
 func TestPauseChecksTheRoute(t *testing.T) {
 	b := setup(t)
-	b.insert(t, "x", "order.created", "")
+	b.insert(t, "x", "order.created", "") // a row alone does not make a route known: no index reads types
+	if _, err := b.ops.Pause(b.ctx, alice, "order.created", "typo"); !errors.Is(err, ErrUnknownRoute) {
+		t.Fatalf("pause of a route without outcomes: %v", err)
+	}
+	if err := driver.AddRollup(b.ctx, b.pool, []driver.RollupCell{{Span: driver.SpanMinute, At: time.Now().Truncate(time.Minute),
+		Route: "order.created", Processed: 1, Latency: []int64{1}}}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := b.ops.Pause(b.ctx, alice, "order.nonexistent", "typo"); !errors.Is(err, ErrUnknownRoute) {
 		t.Fatalf("pause of an unknown route: %v", err)
 	}
@@ -271,12 +278,12 @@ func TestListViews(t *testing.T) {
 	head := b.insert(t, "h", "order.created", dead+", key = 'K'::bytea")
 	pk := b.insert(t, "pk", "order.created", parked+", key = 'K'::bytea")
 	p1 := b.insert(t, "p1", "order.created", processing)
-	res := b.insert(t, "res", "order.created", "lease_token = 9, lease_expires_at = now() + interval '2 minute', available_at = now() + interval '2 minute', attempts = 1")
+	res := b.insert(t, "res", "order.created", "lease_token = 9, lease_expires_at = now() + interval '30 second', available_at = now() + interval '30 second', attempts = 1")
 	done := b.insert(t, "done", "order.paid", "status = 'processed', processed_at = received_at + interval '3 second'")
 	rej := b.insert(t, "rej", "unknown", "status = 'rejected', last_error = 'missing event_type'")
 	o := New(Config{DB: b.pool, MaxAttempts: func(string) int { return 25 }})
 	want := map[View][]int64{
-		ViewRetrying: {r1}, ViewWaiting: {w1, pk}, ViewProcessing: {p1, res},
+		ViewRetrying: {r1}, ViewWaiting: {w1, pk}, ViewProcessing: {res, p1}, // by lease expiry: the reservation's ends first
 		ViewProcessed: {done}, ViewDead: {head}, ViewRejected: {rej},
 	}
 	for v, ids := range want {

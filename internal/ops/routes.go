@@ -41,7 +41,7 @@ func (o *Ops) checkRoute(ctx context.Context, route string) error {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("%w: %q is in no routes file and has no row in the inbox (route list shows the paused ones)", ErrUnknownRoute, route)
+		return fmt.Errorf("%w: %q is in no routes file and none of its rows was processed, retried or died in the last eight days (route list shows the paused ones)", ErrUnknownRoute, route)
 	}
 	return nil
 }

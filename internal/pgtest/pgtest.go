@@ -209,10 +209,15 @@ func ensureTemplate(ctx context.Context) (string, error) {
 
 // dropStaleTemplates removes templates left by earlier migration sets, so
 // changing a migration does not leave a database behind on the server. A
-// template still in use is left alone.
+// template still in use is left alone, and so is one made within the last
+// hour (by its PG_VERSION file's time): another checkout testing another
+// migration set at the same time uses it, and dropping it made that
+// checkout's next tests fail to create their databases (SQLSTATE 3D000)
+// while the two rebuilt and dropped each other's templates.
 func dropStaleTemplates(ctx context.Context, admin *pgx.Conn, keep string) {
 	rows, err := admin.Query(ctx,
-		`SELECT datname FROM pg_database WHERE datname LIKE 'inboxd\_tmpl\_%' AND datname <> $1`, keep)
+		`SELECT datname FROM pg_database WHERE datname LIKE 'inboxd\_tmpl\_%' AND datname <> $1
+		   AND (pg_stat_file('base/' || oid || '/PG_VERSION', true)).modification < now() - interval '1 hour'`, keep)
 	if err != nil {
 		return
 	}

@@ -226,11 +226,7 @@ func butNot(st string, not []string) string {
 func (f *failedFilter) register(fs *flag.FlagSet, verb string) {
 	fs.StringVar(&f.status, "status", string(status.Dead), "`status` of the rows to "+verb+": dead or rejected")
 	fs.StringVar(&f.ids, "id", "", "only the rows with these `IDS` (comma-separated)")
-	fs.StringVar(&f.eventType, "type", "", "only rows of this event `type`")
-	fs.StringVar(&f.eventType, "route", "", "only rows of this route: its event `type` (the same as --type)")
-	fs.StringVar(&f.source, "source", "", sourceUsage)
-	fs.StringVar(&f.errorText, "error", "", "only rows whose last error contains `TEXT` (any case)")
-	fs.StringVar(&f.key, "key", "", "only rows with this ordering `KEY` (its bytes as text)")
+	registerConditions(fs, &f.eventType, &f.source, &f.errorText, &f.key)
 	fs.StringVar(&f.since, "since", "", "only rows that failed (updated_at) at or after `TIME`: RFC 3339, or a Go duration meaning that long ago (90m, 24h)")
 	fs.StringVar(&f.until, "until", "", "only rows that failed (updated_at) before `TIME`, as --since")
 	fs.BoolVar(&f.all, "all", false, "every row of the status (the other filters narrow it)")

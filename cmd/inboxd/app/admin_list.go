@@ -27,16 +27,22 @@ type listQueryFlags struct {
 
 // register adds the listing flags to fs.
 func (f *listQueryFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.eventType, "type", "", "only rows of this event `type`")
-	fs.StringVar(&f.eventType, "route", "", "only rows of this route: its event `type` (the same as --type)")
-	fs.StringVar(&f.source, "source", "", sourceUsage)
-	fs.StringVar(&f.errorText, "error", "", "only rows whose last error contains `TEXT` (any case)")
-	fs.StringVar(&f.key, "key", "", "only rows with this ordering `KEY` (its bytes as text)")
+	registerConditions(fs, &f.eventType, &f.source, &f.errorText, &f.key)
 	fs.StringVar(&f.since, "since", "", "only rows of `TIME` or later (received; processed; failed, by the list): RFC 3339, or a Go duration meaning that long ago")
 	fs.StringVar(&f.until, "until", "", "only rows before `TIME`, as --since")
 	fs.StringVar(&f.after, "after", "", "the page after this `CURSOR` (printed on stderr below a full page)")
 	fs.IntVar(&f.limit, "limit", 50, "at most `N` rows")
 	jsonFlagVar(fs, &f.json, "print JSON lines")
+}
+
+// registerConditions adds the row conditions every listing and action
+// takes to fs: --type (and --route, the same), --source, --error, --key.
+func registerConditions(fs *flag.FlagSet, eventType, source, errorText, key *string) {
+	fs.StringVar(eventType, "type", "", "only rows of this event `type`")
+	fs.StringVar(eventType, "route", "", "only rows of this route: its event `type` (the same as --type)")
+	fs.StringVar(source, "source", "", sourceUsage)
+	fs.StringVar(errorText, "error", "", "only rows whose last error contains `TEXT` (any case)")
+	fs.StringVar(key, "key", "", "only rows with this ordering `KEY` (its bytes as text)")
 }
 
 // query is the listing's ops query for view.
@@ -133,7 +139,7 @@ func runListView(ctx context.Context, cfg config.Config, stdout, stderr io.Write
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	o := ops.New(ops.Config{DB: conn, MaxAttempts: maxAttemptsOf(cfg)})
+	o := ops.New(ops.Config{DB: conn, MaxAttempts: maxAttemptsOf(cfg), Lease: cfg.Lease})
 	page, err := o.List(ctx, q)
 	if err != nil {
 		return fmt.Errorf("%s: %w", cmd, err)

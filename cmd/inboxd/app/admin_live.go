@@ -51,11 +51,7 @@ func (f *liveFlags) register(fs *flag.FlagSet, verb, statusUsage string) {
 		fs.StringVar(&f.filter.status, "status", "", statusUsage)
 	}
 	fs.StringVar(&f.filter.ids, "id", "", "only the rows with these `IDS` (comma-separated)")
-	fs.StringVar(&f.filter.eventType, "type", "", "only rows of this event `type`")
-	fs.StringVar(&f.filter.eventType, "route", "", "only rows of this route: its event `type` (the same as --type)")
-	fs.StringVar(&f.filter.source, "source", "", sourceUsage)
-	fs.StringVar(&f.filter.errorText, "error", "", "only rows whose last error contains `TEXT` (any case)")
-	fs.StringVar(&f.filter.key, "key", "", "only rows with this ordering `KEY` (its bytes as text)")
+	registerConditions(fs, &f.filter.eventType, &f.filter.source, &f.filter.errorText, &f.filter.key)
 	fs.StringVar(&f.filter.since, "since", "", "only rows received at or after `TIME`: RFC 3339, or a Go duration meaning that long ago (90m, 24h)")
 	fs.StringVar(&f.filter.until, "until", "", "only rows received before `TIME`, as --since")
 	fs.BoolVar(&f.filter.all, "all", false, "every row the action takes (the other filters narrow it)")

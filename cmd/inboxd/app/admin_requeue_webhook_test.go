@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/ingest/source"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
@@ -33,7 +34,7 @@ var webhookKey = []byte("requeue-test-key-0123456789abcdef")
 // headers, and returns the answer's code and body.
 func postSignedWebhook(t *testing.T, db *pgtest.DB, sources []ingest.WebhookSourceConfig, id string, body []byte, extra http.Header) (int, string) {
 	t.Helper()
-	src, err := ingest.NewWebhook(ingest.WebhookConfig{Addr: "127.0.0.1:0", Sources: sources}, db.Pool, zerolog.Nop(), nil)
+	src, err := ingest.NewWebhookSource(ingest.WebhookConfig{Addr: "127.0.0.1:0", Sources: sources}).Open(source.Env{DB: db.Pool, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,12 +47,12 @@ func postSignedWebhook(t *testing.T, db *pgtest.DB, sources []ingest.WebhookSour
 			t.Errorf("webhook source: %v", err)
 		}
 	}()
-	testkit.WaitFor(t, 10*time.Second, "the webhook source listens", src.Ready)
+	testkit.WaitFor(t, 10*time.Second, "the webhook source listens", func() bool { return src.Ready() == nil })
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	mac := hmac.New(sha256.New, webhookKey)
 	mac.Write([]byte(id + "." + ts + "."))
 	mac.Write(body)
-	req, err := http.NewRequest(http.MethodPost, "http://"+src.Addr()+ingest.WebhookPathPrefix+sources[0].Name, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, "http://"+src.(interface{ Addr() string }).Addr()+ingest.WebhookPathPrefix+sources[0].Name, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

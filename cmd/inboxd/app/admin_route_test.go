@@ -37,12 +37,13 @@ func TestRoutePauseListResume(t *testing.T) {
 	// A type neither the routes file nor the database knows is refused
 	// (a typo): nothing is paused.
 	code, _, stderr = runMain(t, env, "route", "pause", "order.nonexistent")
-	if code != ExitUsage || !strings.Contains(stderr, `"order.nonexistent" is in no routes file and has no row in the inbox`) {
+	if code != ExitUsage || !strings.Contains(stderr, `"order.nonexistent" is in no routes file and none of its rows was processed`) {
 		t.Fatalf("route pause of an unknown type: %d %s", code, stderr)
 	}
-	// One the database knows but the routes file does not: paused, with
-	// a warning.
-	if _, err := db.Pool.Exec(t.Context(), `INSERT INTO inbox (source, event_id, event_type) VALUES ('s', 'e', 'order.unrouted')`); err != nil {
+	// One the database knows (its rows had outcomes) but the routes file
+	// does not: paused, with a warning.
+	if _, err := db.Pool.Exec(t.Context(), `INSERT INTO route_rollup (span, at, route, processed, latency_buckets)
+		VALUES (60, date_trunc('minute', now()), 'order.unrouted', 1, '{1}')`); err != nil {
 		t.Fatal(err)
 	}
 	code, _, stderr = runMain(t, env, "route", "pause", "order.unrouted")

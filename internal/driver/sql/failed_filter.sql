@@ -9,9 +9,13 @@ index on the failed rows serves the range.
 The data names the table's columns (driver.filterColumns): .Source, the
 inbox's source or the outbox's destination; .Time, the column --since and
 --until bound (the inbox's updated_at, the outbox's created_at); .Key, when
-set, the column @key bytea (NULL = any) must equal (the inbox's key). */}}
+set, the column @key bytea (NULL = any) must equal (the inbox's key);
+.NoRange leaves the id range out (the lists and the actions on live rows,
+which read another index: with the range in, a generic plan, which pgx's
+prepared statements get after five runs, estimated one row for it and
+scanned the primary key). */}}
 {{- define "failed_filter" -}}
-id > @after::bigint AND id <= @upto::bigint
+{{if .NoRange}}true{{else}}id > @after::bigint AND id <= @upto::bigint{{end}}
   AND (@ids::bigint[] IS NULL OR id = ANY (@ids::bigint[]))
   AND (@event_type::text = '' OR event_type = @event_type::text)
   AND (@source::text = '' OR {{.Source}} = @source::text)

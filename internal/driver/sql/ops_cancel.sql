@@ -6,17 +6,8 @@
 -- LOCKED), for a later batch or run. The rows leave the filter's set, so
 -- the caller repeats the batch until it changes nothing.
 -- Index: as sql/ops_live_match.sql; the primary key for the update.
--- The filter: sql/failed_filter.sql; sql/ops_eligible.sql.
-WITH batch AS (
-    SELECT id
-    FROM inbox
-    WHERE status = '{{.Status}}'
-      AND {{template "failed_filter" .}}
-      AND {{template "ops_eligible" .}}
-    ORDER BY {{.OrderAt}}, id
-    LIMIT @limit::int
-    FOR UPDATE SKIP LOCKED
-)
+-- The batch: sql/ops_batch.sql.
+WITH {{template "ops_batch" .}}
 UPDATE inbox AS i
 SET status = 'dead', last_error = @reason::text, started = false,
     lease_token = NULL, lease_expires_at = NULL, locked_by = NULL, updated_at = now()

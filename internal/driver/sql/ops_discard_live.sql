@@ -5,16 +5,7 @@
 -- transaction). The caller repeats the batch until it deletes nothing.
 -- Index: inbox_received_idx (available_at, id); the primary key for the
 -- delete.
-WITH batch AS (
-    SELECT id
-    FROM inbox
-    WHERE status = 'received'
-      AND {{template "failed_filter" .}}
-      AND {{template "ops_eligible" .}}
-    ORDER BY available_at, id
-    LIMIT @limit::int
-    FOR UPDATE SKIP LOCKED
-)
+WITH {{template "ops_batch" .}}
 DELETE FROM inbox AS i
 USING batch
 WHERE i.id = batch.id

@@ -5,16 +5,7 @@
 -- the batch until it changes nothing.
 -- Index: inbox_received_idx (available_at, id), from now on; the primary
 -- key for the update.
-WITH batch AS (
-    SELECT id
-    FROM inbox
-    WHERE status = 'received'
-      AND {{template "failed_filter" .}}
-      AND {{template "ops_eligible" .}}
-    ORDER BY available_at, id
-    LIMIT @limit::int
-    FOR UPDATE SKIP LOCKED
-)
+WITH {{template "ops_batch" .}}
 UPDATE inbox AS i
 SET available_at = now(), updated_at = now()
 FROM batch
