@@ -72,9 +72,9 @@ docs:
 	$(GO) test -count=1 -timeout 60s -run '^TestConfigurationPageIsWrittenByTheCode$$' ./config/ -update
 	$(GO) test -count=1 -timeout 10m -run '^TestModels$$' ./internal/model/ -update
 
-## screenshots: rewrite docs/images/console-*.png, the console's main pages in chromium (TestScreenshots)
+## screenshots: rewrite docs/images/console-*.png: the console end to end in chromium, every role (TestConsoleEndToEnd)
 screenshots:
-	INBOXD_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -timeout 5m -run '^TestScreenshots$$' ./internal/console/
+	INBOXD_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -timeout 5m -run '^TestConsoleEndToEnd$$' ./cmd/inboxd/app/
 
 ## alerts: promtool check and unit tests of the alert rules
 alerts:

@@ -28,6 +28,7 @@ import (
 	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/brokers"
 	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
+	"github.com/inboxd/inboxd/internal/console"
 	"github.com/inboxd/inboxd/internal/lease"
 	"github.com/inboxd/inboxd/internal/natsurl"
 	"github.com/inboxd/inboxd/internal/outbox"
@@ -267,6 +268,26 @@ type Config struct {
 	// console read-only. The token itself is read by UIToken, never kept
 	// in Config.
 	UITokenFile string `env:"INBOXD_UI_TOKEN_FILE" help:"file holding the token that the console (/ui/) asks for before any action (requeue, discard, pause); empty = the console is read-only"`
+	// UIUsersFile names the console's users file: a line per operator,
+	// "name role sha256:<hex of the token's SHA-256>" (or "-" for one who
+	// signs in through the proxy alone); read again when it changes.
+	UIUsersFile string `env:"INBOXD_UI_USERS_FILE" help:"the console's users file: a line per operator, name role (viewer, operator, admin) and sha256:<hex> of their token (- for the proxy's users); read again when it changes, no restart"`
+	// UIProxyHeader names the header a trusted reverse proxy passes the
+	// signed-in operator's name in.
+	UIProxyHeader string `env:"INBOXD_UI_PROXY_HEADER" help:"header in which a trusted single sign-on proxy passes the operator's name (X-Auth-Request-User, X-Forwarded-Email); needs INBOXD_UI_TRUSTED_PROXIES"`
+	// UITrustedProxies are the addresses the proxy connects from.
+	UITrustedProxies []string `env:"INBOXD_UI_TRUSTED_PROXIES" envSeparator:"," help:"comma list of the addresses or CIDR ranges the single sign-on proxy connects from; INBOXD_UI_PROXY_HEADER is ignored from anywhere else"`
+	// UIProxyRole is the role of a proxy's user the users file does not
+	// name; none refuses them.
+	UIProxyRole string `env:"INBOXD_UI_PROXY_ROLE" envDefault:"viewer" help:"role of a proxy's user that INBOXD_UI_USERS_FILE does not name: viewer, operator, admin, or none (refused)"`
+	// UIProxySignOutURL is where the console's sign-out sends a proxy's
+	// user next.
+	UIProxySignOutURL string `env:"INBOXD_UI_PROXY_SIGNOUT_URL" help:"where the console's sign-out sends a proxy's user next, to end the proxy's session too (oauth2-proxy: /oauth2/sign_out); empty = the console's session alone"`
+	// UISessionTTL is how long a console sign-in lasts.
+	UISessionTTL time.Duration `env:"INBOXD_UI_SESSION_TTL" envDefault:"8h" help:"how long a console sign-in lasts; sign-out ends it sooner"`
+	// UIBulkAdminOver is the number of rows over which a console action on
+	// a filter or a selection needs an admin.
+	UIBulkAdminOver int64 `env:"INBOXD_UI_BULK_ADMIN_OVER" envDefault:"1000" help:"a console action on more rows than this (a filter or a selection) needs the admin role"`
 	// UIShowPayloads shows rows' payloads in the console; they are hidden
 	// otherwise, since they may hold personal data.
 	UIShowPayloads bool `env:"INBOXD_UI_SHOW_PAYLOADS" envDefault:"false" help:"show rows' payloads in the console (/ui/); hidden by default, since they may hold personal data"`
@@ -651,6 +672,13 @@ func (c Config) Validate() error {
 	minDur(&errs, "INBOXD_OUTBOX_RETENTION", c.OutboxRetention, worker.MinRetention)
 	if !slices.Contains(outbox.KafkaCompressions, c.OutboxKafkaCompression) {
 		bad("INBOXD_OUTBOX_KAFKA_COMPRESSION", "must be one of %s, got %q", strings.Join(outbox.KafkaCompressions, ", "), c.OutboxKafkaCompression)
+	}
+	if _, err := console.ParseProxy(c.UIProxyHeader, c.UITrustedProxies, c.UIProxyRole, c.UIProxySignOutURL); err != nil {
+		errs = append(errs, splitJoined(err)...)
+	}
+	minDur(&errs, "INBOXD_UI_SESSION_TTL", c.UISessionTTL, time.Minute)
+	if c.UIBulkAdminOver < 1 {
+		bad("INBOXD_UI_BULK_ADMIN_OVER", "must be at least 1, got %d", c.UIBulkAdminOver)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -5,18 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
-	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 	"github.com/inboxd/inboxd/internal/ops"
 )
 
-// action wraps an action's handler: without a token configured it answers
-// 403, without a credential 401 (the console's gate has checked it), and
-// a cookie session's POST without its CSRF token 403.
-func (h *Handler) action(fn func(w http.ResponseWriter, r *http.Request, c who)) http.HandlerFunc {
+// action wraps an action's handler, which needs role: without a
+// credential configured it answers 403, without a credential 401 (the
+// console's gate has checked it), to a role below role 403, and to a
+// cookie session's POST without its CSRF token 403.
+func (h *Handler) action(role Role, fn func(w http.ResponseWriter, r *http.Request, c who)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !h.auth.enabled() {
 			h.fail(w, r, http.StatusForbidden, readOnly)
@@ -25,7 +27,12 @@ func (h *Handler) action(fn func(w http.ResponseWriter, r *http.Request, c who))
 		c := whoOf(r)
 		if !c.ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="inboxd"`)
-			h.fail(w, r, http.StatusUnauthorized, "sign in first: this action needs the console's token")
+			h.fail(w, r, http.StatusUnauthorized, "sign in first: this action needs a credential")
+			return
+		}
+		if !c.can(role) {
+			h.log.Warn().Str("user", c.user).Str("role", c.role.String()).Str("path", r.URL.Path).Msg("console action refused: role")
+			h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s is a %s: this action needs an %s", c.user, c.role, role))
 			return
 		}
 		if !c.csrfOK(r) {
@@ -37,40 +44,125 @@ func (h *Handler) action(fn func(w http.ResponseWriter, r *http.Request, c who))
 	}
 }
 
-// change is a requeue or a discard: what the dry-run and the result pages
+// verbText is how the pages name each action on rows: the button, the
+// result ("3 rows ..."), and the ops action it runs.
+var verbText = map[string]struct{ Button, Done string }{
+	"requeue": {"Requeue", "requeued: the workers take them now"},
+	"discard": {"Discard", "discarded (deleted for good)"},
+	"cancel":  {"Cancel", "cancelled: dead, with the reason in their last error"},
+	"retry":   {"Retry now", "due now: the workers take them"},
+}
+
+// verbStatuses are the statuses of the rows each action takes.
+var verbStatuses = map[string][]status.Status{
+	"requeue": {status.Dead, status.Rejected},
+	"discard": {status.Dead, status.Rejected, status.Received},
+	"cancel":  {status.Received, status.Processing},
+	"retry":   {status.Received},
+}
+
+// change is an action on rows: what the dry-run and the result pages
 // show.
 type change struct {
-	// Verb is "requeue" or "discard".
-	Verb   string
-	Filter filterForm
-	// ID is the one row changed, 0 for the filtered set.
-	ID int64
+	Verb, Button, Done string
+	// Status is the rows' status.
+	Status string
+	Filter listForm
+	// IDs are the rows ticked (or the row page's one row); nil for the
+	// filter's rows.
+	IDs []int64
+	// Reason is why (cancel).
+	Reason string
 	// Count is how many rows the dry run matched, or the action changed.
 	Count int64
-	// Done is true on the result page.
-	Done bool
+	// Finished is true on the result page.
+	Finished bool
 	// Back is where the page links back to.
 	Back string
 }
 
-// selection reads the rows an action is on: the one row ?id=, or the
-// filter.
-func (h *Handler) selection(r *http.Request) (change, driver.FailedFilter, error) {
-	ff, f, err := readFilter(r.PostForm, h.cfg.Now())
+// Hidden are the fields the confirmation posts again.
+func (c change) Hidden() []hidden {
+	out := append([]hidden{{"status", c.Status}}, c.Filter.Hidden()...)
+	if c.IDs != nil {
+		out = append(out, hidden{"scope", "selection"})
+		for _, id := range c.IDs {
+			out = append(out, hidden{"id", strconv.FormatInt(id, 10)})
+		}
+	} else {
+		out = append(out, hidden{"scope", "filter"})
+	}
+	if c.Reason != "" {
+		out = append(out, hidden{"reason", c.Reason})
+	}
+	return out
+}
+
+// One is the one row the change is on, 0 when it is on more or a filter.
+func (c change) One() int64 {
+	if len(c.IDs) == 1 {
+		return c.IDs[0]
+	}
+	return 0
+}
+
+// readChange reads the rows an action verb is on: the status (status=, or
+// the view's), and the rows ticked (scope=selection, or a row page's
+// id=) or the view's filter (scope=filter, or no id at all).
+func readChange(r *http.Request, verb string, now time.Time) (change, ops.Filter, error) {
+	lf, view, f, err := readList(r.PostForm, now)
 	if err != nil {
 		return change{}, f, err
 	}
-	c := change{Filter: ff, Back: "/ui/rows?" + ff.query().Encode()}
-	if s := r.PostFormValue("id"); s != "" {
+	st := status.Status(r.PostFormValue("status"))
+	if st == "" {
+		st = viewStatus[view]
+	}
+	if !slices.Contains(verbStatuses[verb], st) {
+		return change{}, f, fmt.Errorf("%s takes %s rows, not %s ones", verb, statusList(verbStatuses[verb]), st)
+	}
+	text := verbText[verb]
+	c := change{Verb: verb, Button: text.Button, Done: text.Done, Status: string(st), Filter: lf, Back: lf.URL(),
+		Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	f.Status = st
+	ids, scope := r.PostForm["id"], r.PostFormValue("scope")
+	if scope == "filter" || (scope == "" && len(ids) == 0) {
+		return c, f, nil
+	}
+	if len(ids) == 0 {
+		return c, f, errors.New("tick the rows to act on first")
+	}
+	for _, s := range ids {
 		id, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || id < 1 {
 			return c, f, fmt.Errorf("not a row id: %q", s)
 		}
-		c.ID = id
-		c.Back = fmt.Sprintf("/ui/rows/%d", id)
-		f = driver.FailedFilter{Status: f.Status, IDs: []int64{id}}
+		c.IDs = append(c.IDs, id)
 	}
+	if len(c.IDs) > maxSelection {
+		return c, f, fmt.Errorf("%d rows ticked: at most %d at once (act on the filter for more)", len(c.IDs), maxSelection)
+	}
+	if len(c.IDs) == 1 && r.PostFormValue("scope") == "" {
+		c.Back = fmt.Sprintf("/ui/rows/%d", c.IDs[0]) // the row page's
+	}
+	f = ops.Filter{Status: st, IDs: c.IDs}
 	return c, f, nil
+}
+
+// maxSelection bounds the rows ticked in one action: a page's worth, a few
+// pages at most.
+const maxSelection = 1000
+
+// statusList is sts as a page names them: "dead or rejected".
+func statusList(sts []status.Status) string {
+	s := make([]string, len(sts))
+	for i, st := range sts {
+		s[i] = string(st)
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }
 
 // operator is who acts through the console: the signed-in user, from
@@ -79,22 +171,43 @@ func operator(r *http.Request, c who) ops.Operator {
 	return ops.Operator{Name: c.user, From: "console " + r.RemoteAddr}
 }
 
-// runChange is a requeue or discard: without confirm=yes, the dry-run page
-// with the count and the confirm form; with it, the change, batch after
-// batch, and the result page. do is the ops action (each writes its audit
-// entry).
+// runChange runs the action verb (do, an ops action: each writes its
+// audit entry) on the rows the form selects: without confirm=yes, the dry
+// run's page with the count and the confirm form; with it, the action,
+// batch after batch, and the result page. An operator's action on more
+// than Config.BulkAdminOver rows is refused: it needs an admin.
 func (h *Handler) runChange(w http.ResponseWriter, r *http.Request, c who, verb string,
 	do func(ctx context.Context, req ops.Request) (ops.Result, error)) {
-	ch, f, err := h.selection(r)
-	ch.Verb = verb
+	ch, f, err := readChange(r, verb, h.cfg.Now())
 	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	req := ops.Request{Operator: operator(r, c), DryRun: r.PostFormValue("confirm") != "yes",
-		Filter: ops.Filter{Status: f.Status, IDs: f.IDs, EventType: f.EventType, Source: f.Source, Error: f.Error, Since: f.Since, Until: f.Until}}
+	req := ops.Request{Operator: operator(r, c), DryRun: r.PostFormValue("confirm") != "yes", Filter: f, Reason: ch.Reason}
+	title := ch.Button
+	if ch.One() == 0 && !c.can(RoleAdmin) {
+		// An operator's action on more than one row: its dry run first,
+		// even at the confirmation, since over the bound it needs an admin.
+		dry := req
+		dry.DryRun = true
+		res, err := do(r.Context(), dry)
+		if err != nil {
+			h.dbFail(w, r, verb+" dry run", err)
+			return
+		}
+		if res.Rows > h.cfg.BulkAdminOver {
+			h.log.Warn().Str("user", c.user).Str("action", verb).Int64("rows", res.Rows).Int64("bound", h.cfg.BulkAdminOver).
+				Msg("console action refused: over the bulk bound for an operator")
+			h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s would %s %d rows: over %d rows needs an admin", c.user, verb, res.Rows, h.cfg.BulkAdminOver))
+			return
+		}
+		if req.DryRun {
+			ch.Count = res.Rows
+			h.render(w, r, http.StatusOK, "confirm", title+": dry run", ch)
+			return
+		}
+	}
 	res, err := do(r.Context(), req)
-	title := strings.ToUpper(verb[:1]) + verb[1:]
 	if req.DryRun {
 		if err != nil {
 			h.dbFail(w, r, verb+" dry run", err)
@@ -106,14 +219,14 @@ func (h *Handler) runChange(w http.ResponseWriter, r *http.Request, c who, verb 
 	}
 	var notify *ops.NotifyError
 	if errors.As(err, &notify) {
-		h.log.Warn().Err(err).Msg("wake the workers after a requeue (they find the rows at their next poll)")
+		h.log.Warn().Err(err).Msg("wake the workers after an action (they find the rows at their next poll)")
 		err = nil
 	}
 	if err != nil {
 		h.dbFail(w, r, fmt.Sprintf("%s (stopped after %d rows, which stay done; run it again for the rest)", verb, res.Rows), err)
 		return
 	}
-	ch.Count, ch.Done = res.Rows, true
+	ch.Count, ch.Finished = res.Rows, true
 	h.render(w, r, http.StatusOK, "confirm", title+": done", ch)
 }
 
@@ -122,22 +235,29 @@ func (h *Handler) runChange(w http.ResponseWriter, r *http.Request, c who, verb 
 // requeue --status rejected` does: the dry run counts the rows that would
 // map to a storable event now.
 func (h *Handler) requeue(w http.ResponseWriter, r *http.Request, c who) {
-	if st := r.PostFormValue("status"); st == string(status.Rejected) {
-		if h.cfg.Remap == nil {
-			h.fail(w, r, http.StatusBadRequest, "this console does not re-map rejected rows; use `inboxd requeue --status rejected`")
-			return
-		}
-	} else if st != "" && st != string(status.Dead) {
-		h.fail(w, r, http.StatusBadRequest, "requeue takes dead or rejected rows")
+	if st := r.PostFormValue("status"); (st == string(status.Rejected) || r.PostFormValue("view") == string(ops.ViewRejected)) && h.cfg.Remap == nil {
+		h.fail(w, r, http.StatusBadRequest, "this console does not re-map rejected rows; use `inboxd requeue --status rejected`")
 		return
 	}
 	h.runChange(w, r, c, "requeue", h.ops.Requeue)
 }
 
-// discard deletes dead or rejected rows; deleting a dead row unparks the
-// rows behind it on an ordered route, in the batch's transaction.
+// discard deletes dead, rejected or received rows; deleting a dead row
+// unparks the rows behind it on an ordered route, in the batch's
+// transaction.
 func (h *Handler) discard(w http.ResponseWriter, r *http.Request, c who) {
 	h.runChange(w, r, c, "discard", h.ops.Discard)
+}
+
+// cancel moves received or processing rows to dead, "cancelled by <name>:
+// <reason>"; a processing row's worker is fenced out.
+func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, c who) {
+	h.runChange(w, r, c, "cancel", h.ops.Cancel)
+}
+
+// retryNow makes received rows waiting out a backoff due now.
+func (h *Handler) retryNow(w http.ResponseWriter, r *http.Request, c who) {
+	h.runChange(w, r, c, "retry", h.ops.RetryNow)
 }
 
 // pause pauses a route on every replica.

@@ -32,11 +32,23 @@ type DB interface {
 type Config struct {
 	// DB is the inbox's database.
 	DB DB
-	// Token is the console's credential: with it every page and action
-	// needs it (a bearer header, or a session from the sign-in form); ""
-	// makes the console read-only and open to whoever reaches it, which
-	// the daemon allows on a loopback address only.
+	// Token is the console's shared credential (INBOXD_UI_TOKEN_FILE):
+	// whoever holds it is an admin, named by the sign-in form. With it, a
+	// users file or a proxy, every page and action needs a credential (a
+	// bearer header, a session from the sign-in form, the proxy's header);
+	// with none the console is read-only and open to whoever reaches it,
+	// which the daemon allows on a loopback address only.
 	Token string
+	// UsersFile names the users file (INBOXD_UI_USERS_FILE): an operator a
+	// line, with their role and their token's hash (see HashToken); read
+	// again when it changes. "" is none.
+	UsersFile string
+	// Proxy is the trusted reverse proxy's single sign-on; its zero value
+	// is none.
+	Proxy ProxyAuth
+	// BulkAdminOver is the number of rows over which an action on a
+	// filter or a selection needs an admin; zero is DefaultBulkAdminOver.
+	BulkAdminOver int64
 	// ShowPayloads shows the payloads of rows; they are hidden otherwise
 	// (they may hold personal data).
 	ShowPayloads bool
@@ -46,6 +58,15 @@ type Config struct {
 	// Local is what the console shows of the replica it runs in; nil in
 	// `inboxd ui`.
 	Local Local
+	// BlockingTypes returns the event types of the ordered routes whose
+	// dead rows hold their key back (on_dead: block), as the routes are
+	// now: the blocked keys page lists their keys alone, as
+	// inboxd_ordered_blocked_keys counts them. Nil: no route blocks.
+	BlockingTypes func() []string
+	// OrderedTypes returns the event types of the ordered routes, as the
+	// routes are now: the blocked keys page lists their keys held back by
+	// a failing head too. Nil: no route is ordered.
+	OrderedTypes func() []string
 	// Remap maps a rejected row again with the daemon's mapping settings,
 	// by the rules `inboxd requeue --status rejected` applies. Nil: the
 	// console does not requeue rejected rows.
@@ -54,6 +75,9 @@ type Config struct {
 	// accepts even before any row of theirs arrived (nil: only the routes
 	// the database knows).
 	Routes func() ([]string, error)
+	// MaxAttempts returns the attempt budget of an event type's route, for
+	// the lists ("attempt 6 of 25"); nil: not shown.
+	MaxAttempts func(eventType string) int
 	// Logger takes the console's lines (every action at info).
 	Logger zerolog.Logger
 	// SessionTTL is how long a sign-in lasts; zero is DefaultSessionTTL.
@@ -90,6 +114,10 @@ const (
 	maxSignins = 4
 )
 
+// DefaultBulkAdminOver is Config.BulkAdminOver's default: an action on
+// more rows than this needs an admin.
+const DefaultBulkAdminOver = 1000
+
 // formPace is how fast a form's body must arrive (see httpserve.Pace).
 var formPace = httpserve.Pace{Grace: httpserve.DefaultGrace, Rate: httpserve.DefaultMinRate, Stall: httpserve.DefaultStall}
 
@@ -101,10 +129,21 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	h := &Handler{cfg: cfg, auth: newAuth(cfg.Token, cfg.SessionTTL, cfg.Now, cfg.DB),
-		log: cfg.Logger.With().Str("component", "console").Logger(), pages: map[string]*template.Template{},
+	if cfg.BulkAdminOver <= 0 {
+		cfg.BulkAdminOver = DefaultBulkAdminOver
+	}
+	log := cfg.Logger.With().Str("component", "console").Logger()
+	var users *usersFile
+	if cfg.UsersFile != "" {
+		var err error
+		if users, err = loadUsers(cfg.UsersFile, cfg.Now, log); err != nil {
+			return nil, fmt.Errorf("console: %w", err)
+		}
+	}
+	h := &Handler{cfg: cfg, auth: newAuth(cfg.Token, users, cfg.Proxy, cfg.SessionTTL, cfg.Now, cfg.DB),
+		log: log, pages: map[string]*template.Template{},
 		signins: make(chan struct{}, maxSignins)}
-	h.ops = ops.New(ops.Config{DB: cfg.DB, Remap: cfg.Remap, Routes: cfg.Routes, Logger: h.log})
+	h.ops = ops.New(ops.Config{DB: cfg.DB, Remap: cfg.Remap, Routes: cfg.Routes, MaxAttempts: cfg.MaxAttempts, Logger: h.log})
 	names, err := fs.Glob(templateFiles, "templates/*.html")
 	if err != nil {
 		return nil, err
@@ -131,13 +170,17 @@ func New(cfg Config) (*Handler, error) {
 	m.HandleFunc("GET /ui/rows/{id}", h.row)
 	m.HandleFunc("GET /ui/search", h.search)
 	m.HandleFunc("GET /ui/blocked", h.blocked)
+	m.HandleFunc("GET /ui/audit", h.audit)
+	m.HandleFunc("GET /ui/throughput", h.throughput)
 	m.HandleFunc("GET /ui/signin", h.signinForm)
 	m.HandleFunc("POST /ui/signin", h.signin)
 	m.HandleFunc("POST /ui/signout", h.signout)
-	m.HandleFunc("POST /ui/requeue", h.action(h.requeue))
-	m.HandleFunc("POST /ui/discard", h.action(h.discard))
-	m.HandleFunc("POST /ui/routes/pause", h.action(h.pause))
-	m.HandleFunc("POST /ui/routes/resume", h.action(h.resume))
+	m.HandleFunc("POST /ui/requeue", h.action(RoleOperator, h.requeue))
+	m.HandleFunc("POST /ui/discard", h.action(RoleOperator, h.discard))
+	m.HandleFunc("POST /ui/cancel", h.action(RoleOperator, h.cancel))
+	m.HandleFunc("POST /ui/retry", h.action(RoleOperator, h.retryNow))
+	m.HandleFunc("POST /ui/routes/pause", h.action(RoleOperator, h.pause))
+	m.HandleFunc("POST /ui/routes/resume", h.action(RoleOperator, h.resume))
 	h.mux = m
 	return h, nil
 }
@@ -149,7 +192,7 @@ func New(cfg Config) (*Handler, error) {
 // sign-in form, and nothing of the inbox.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
-	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Referrer-Policy", "no-referrer")
@@ -168,6 +211,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !c.ok {
 			h.askSignIn(w, r)
 			return
+		}
+		if c.newSession != "" {
+			if err := h.ops.Record(r.Context(), operator(r, c), ops.ActSignIn, "as "+c.role.String()+" via "+c.via); err != nil {
+				_, _ = h.auth.endSession(context.WithoutCancel(r.Context()), c.newSession)
+				h.dbFail(w, r, "record the sign-in in the audit trail", err)
+				return
+			}
+			h.auth.setCookie(w, r, c.newSession)
 		}
 		r = r.WithContext(context.WithValue(r.Context(), whoKey{}, c))
 	}
@@ -188,7 +239,13 @@ func (h *Handler) askSignIn(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		next = r.URL.RequestURI()
 	}
-	h.render(w, r, http.StatusUnauthorized, "signin", "Sign in", signinData{Error: "sign in first: every page of this console needs its token", Next: next})
+	h.render(w, r, http.StatusUnauthorized, "signin", "Sign in", h.auth.signinPage("sign in first: every page of this console needs a credential", next))
+}
+
+// setCookie sets the cookie of the session id.
+func (a *auth) setCookie(w http.ResponseWriter, r *http.Request, id string) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: Prefix, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(a.ttl.Seconds())})
 }
 
 // page is what every page's layout reads.
@@ -197,22 +254,33 @@ type page struct {
 	// Enabled is true when a token is configured (every page needs it,
 	// actions are possible).
 	Enabled bool
-	// CanAct is true when the request may act; User names who.
-	CanAct bool
-	User   string
+	// CanAct is true when the request may act on rows and routes (an
+	// operator or an admin), Admin when it may do what only an admin may;
+	// Signed is true when it carries a credential. User names who, Role
+	// says what they are.
+	CanAct, Admin, Signed bool
+	User, Role            string
 	// CSRF is the token every action form carries.
 	CSRF string
 	// Remaps is true when rejected rows can be requeued (re-mapped).
 	Remaps bool
+	// Refresh is how often, in seconds, the page's live parts are fetched
+	// again (static/refresh.js); 0: never.
+	Refresh int
 	// Data is the page's own.
 	Data any
 }
 
+// refreshEvery is how often each page that refreshes itself does, in
+// seconds.
+var refreshEvery = map[string]int{"overview": 5, "rows": 5, "blocked": 10, "throughput": 30}
+
 // render writes the page name with data, status code.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
 	c := whoOf(r)
-	p := page{Title: title, Enabled: h.auth.enabled(), CanAct: c.ok, User: c.user, CSRF: c.csrf,
-		Remaps: h.cfg.Remap != nil, Data: data}
+	p := page{Title: title, Enabled: h.auth.enabled(), CanAct: c.can(RoleOperator), Admin: c.can(RoleAdmin),
+		Signed: c.ok, User: c.user, Role: c.role.String(), CSRF: c.csrf,
+		Remaps: h.cfg.Remap != nil, Refresh: refreshEvery[name], Data: data}
 	var b strings.Builder
 	if err := h.pages[name].Execute(&b, p); err != nil {
 		h.log.Error().Err(err).Str("page", name).Msg("render page")

@@ -204,8 +204,8 @@ func TestRowsFilterAndKeysetPaging(t *testing.T) {
 	if n := len(idsOf(body)); n != 1 {
 		t.Errorf("rejected: %d rows, want 1", n)
 	}
-	if code, _ := get(t, nil, b.srv.URL+"/ui/rows?status=processed"); code != http.StatusBadRequest {
-		t.Errorf("status=processed: %d, want 400", code)
+	if code, _ := get(t, nil, b.srv.URL+"/ui/rows?view=nonsense"); code != http.StatusBadRequest {
+		t.Errorf("view=nonsense: %d, want 400", code)
 	}
 }
 
@@ -310,7 +310,7 @@ func TestDryRunCountThenAction(t *testing.T) {
 		t.Errorf("after requeue: %d received, %d dead; want 2500, 3", received, dead)
 	}
 	logs := b.log.String()
-	if !strings.Contains(logs, `"user":"alice"`) || !strings.Contains(logs, `"rows":2500`) || !strings.Contains(logs, `"action":"requeue"`) {
+	if !strings.Contains(logs, `"operator":"alice"`) || !strings.Contains(logs, `"rows":2500`) || !strings.Contains(logs, `"action":"requeue"`) {
 		t.Errorf("the action's log line lacks who/what/how many:\n%s", logs)
 	}
 	if strings.Contains(logs, "4111-secret") || strings.Contains(logs, testToken) {
@@ -352,7 +352,7 @@ func TestPayloadHiddenByDefault(t *testing.T) {
 
 func TestSearchByEventIDAcrossSourcesAndHeldRows(t *testing.T) {
 	t.Parallel()
-	b := setup(t, "")
+	b := setup(t, "", func(c *Config) { c.BlockingTypes = func() []string { return []string{"t"} } })
 	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, key, last_error) VALUES
 		('a', 'e-1', 't', 'dead', 'k1', 'boom'), ('b', 'e-1', 't', 'received', NULL, NULL),
 		('a', 'e-2', 't', 'received', 'k1', NULL), ('a', 'e-3', 't', 'received', 'k2', NULL)`)
@@ -376,6 +376,80 @@ func TestSearchByEventIDAcrossSourcesAndHeldRows(t *testing.T) {
 	_, body = get(t, nil, b.srv.URL+"/ui/blocked")
 	if !strings.Contains(body, "k1") || strings.Contains(body, "k2") {
 		t.Errorf("blocked keys:\n%s", body)
+	}
+}
+
+// The blocked keys page lists the keys the gauge inboxd_ordered_blocked_keys
+// counts, no more: one entry per (source, key) of a dead row of a route
+// that blocks (ordered, on_dead: block), its head the key's oldest dead
+// row, with the rows waiting behind it; not the dead rows of an unordered
+// route nor of an ordered route that skips its dead rows, not rows
+// without a key, not RabbitMQ rows stored without a key header (their key
+// is the routing key, the queue's name here, on an unordered route). The
+// row page lists the rows a dead row holds back only where it holds them.
+func TestBlockedKeysAreTheGaugesKeys(t *testing.T) {
+	t.Parallel()
+	blocking := []string{"order.created"}
+	ordered := []string{"order.created", "order.paid"}
+	b := setup(t, "", func(c *Config) {
+		c.BlockingTypes = func() []string { return blocking }
+		c.OrderedTypes = func() []string { return ordered }
+	})
+	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, key, last_error) VALUES
+		('orders', 'o-1', 'order.created', 'dead', 'cust-1', 'boom'),
+		('orders', 'o-2', 'order.created', 'received', 'cust-1', NULL),
+		('orders', 'o-3', 'order.created', 'dead', 'cust-1', 'boom'),
+		('orders', 'o-4', 'order.created', 'received', 'cust-1', NULL),
+		('orders', 'o-5', 'order.created', 'dead', 'cust-2', 'boom'),
+		('billing', 'o-1', 'order.created', 'dead', 'cust-1', 'boom'),
+		('billing', 'o-2', 'order.created', 'received', 'cust-1', NULL),
+		('orders', 'p-1', 'order.paid', 'dead', 'cust-3', 'boom'),
+		('orders', 'p-2', 'order.paid', 'received', 'cust-3', NULL),
+		('orders', 'n-1', 'order.created', 'dead', NULL, 'boom'),
+		('orders-q', 'r-1', 'order.shipped', 'dead', 'orders-q', 'boom'),
+		('orders-q', 'r-2', 'order.shipped', 'dead', 'orders-q', 'boom'),
+		('orders-q', 'r-3', 'order.shipped', 'received', 'orders-q', NULL)`)
+	// Failing heads: f-1 (order.paid, ordered) holds f-2 back; p-3 fails
+	// behind the dead p-1 (not a head); f-3 fails with nothing behind it;
+	// u-1 fails on an unordered route.
+	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, key, attempts, last_error) VALUES
+		('orders', 'f-1', 'order.paid', 'received', 'cust-4', 2, 'http 503'),
+		('orders', 'f-2', 'order.paid', 'received', 'cust-4', 0, NULL),
+		('orders', 'p-3', 'order.paid', 'received', 'cust-3', 1, 'http 503'),
+		('orders', 'f-3', 'order.paid', 'received', 'cust-5', 1, 'http 503'),
+		('orders', 'u-1', 'order.shipped', 'received', 'cust-6', 3, 'http 503'),
+		('orders', 'u-2', 'order.shipped', 'received', 'cust-6', 0, NULL)`)
+	gauge, err := driver.BlockedKeys(context.Background(), b.db.Pool, blocking)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := get(t, nil, b.srv.URL+"/ui/blocked")
+	entries := regexp.MustCompile(`<tr class="blocked-key"><td class="num"><a href="/ui/rows/(\d+)">\d+</a></td><td>([^<]*)</td><td>([^<]*)</td>.*?<td class="num">(\d+)</td></tr>`).FindAllStringSubmatch(body, -1)
+	var got []string
+	for _, e := range entries {
+		got = append(got, fmt.Sprintf("head %s %s/%s behind %s", e[1], e[2], e[3], e[4]))
+	}
+	want := []string{"head 6 billing/cust-1 behind 1", "head 5 orders/cust-2 behind 0", "head 1 orders/cust-1 behind 3"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("blocked keys %q, want %q", got, want)
+	}
+	if int64(len(got)) != gauge {
+		t.Errorf("the page lists %d keys, inboxd_ordered_blocked_keys's query counts %d", len(got), gauge)
+	}
+	failing := regexp.MustCompile(`<tr class="failing-key"><td class="num"><a href="/ui/rows/\d+">(\d+)</a></td><td>([^<]*)</td><td>([^<]*)</td>.*?<td class="num">(\d+)</td></tr>`).FindAllStringSubmatch(body, -1)
+	if len(failing) != 1 || failing[0][1] != "14" || failing[0][3] != "cust-4" || failing[0][4] != "1" {
+		t.Errorf("failing heads %q, want row 14 (cust-4) with 1 behind", failing)
+	}
+	for id, held := range map[int]bool{1: true, 8: false, 11: false} {
+		_, body := get(t, nil, fmt.Sprintf("%s/ui/rows/%d", b.srv.URL, id))
+		if got := strings.Contains(body, `id="held"`); got != held {
+			t.Errorf("row %d's page lists the rows its key holds back: %v, want %v", id, got, held)
+		}
+	}
+	blocking = []string{}
+	_, body = get(t, nil, b.srv.URL+"/ui/blocked")
+	if strings.Contains(body, `class="blocked-key"`) || !strings.Contains(body, "no key is blocked") {
+		t.Errorf("with no route blocking, the page lists keys:\n%s", body)
 	}
 }
 
@@ -494,5 +568,149 @@ func TestRequeueRejectedRows(t *testing.T) {
 	pc, pcsrf := signedIn(t, plain)
 	if code, _ := post(t, pc, plain.srv.URL+"/ui/requeue", url.Values{"csrf": {pcsrf}, "status": {"rejected"}}, ""); code != http.StatusBadRequest {
 		t.Errorf("requeue of rejected rows without the hook: %d, want 400", code)
+	}
+}
+
+// The row page shows what an operator reads first, in order, and of the
+// source's metadata only the source's own: a RabbitMQ row has no Kafka
+// coordinates (NULL on it), a Kafka row has them; the engine's
+// bookkeeping (started, runs_ordered, claim_pos, the lease's token) is not
+// shown, the lease's holder only while a worker holds the row;
+// credential-like header values are masked; the payload is behind a click.
+func TestRowPageShowsTheSourcesOwnMetadata(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "", func(c *Config) { c.ShowPayloads = true })
+	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, attempts, last_error, headers, payload) VALUES
+		('orders-q', 'r-1', 'order.created', 'dead', 3, 'http 503', '{"authorization":"Bearer abc.def","amqp-type":"order.created"}', 'hello'),
+		('orders', 'k-1', 'order.created', 'dead', 3, 'http 503', '{"trace":"t-1"}', 'hello')`)
+	b.exec(t, `UPDATE inbox SET kafka_topic = 'orders', kafka_partition = 2, kafka_offset = 77 WHERE event_id = 'k-1'`)
+	_, rabbit := get(t, nil, b.srv.URL+"/ui/rows/1")
+	_, kafka := get(t, nil, b.srv.URL+"/ui/rows/2")
+	for _, hidden := range []string{`id="col-kafka_topic"`, `id="col-kafka_offset"`, `id="col-started"`, `id="col-runs_ordered"`, `id="col-claim_pos"`,
+		`id="col-lease_token"`, `id="col-locked_by"`, "lease_token", "runs_ordered", "claim_pos", "abc.def", "From the source"} {
+		if strings.Contains(rabbit, hidden) {
+			t.Errorf("the RabbitMQ row's page shows %q", hidden)
+		}
+	}
+	for _, shown := range []string{`id="col-status"`, `id="col-attempts">3<`, "http 503", "amqp-type", `<details id="payload"><summary>Payload (5 bytes)`, "hello"} {
+		if !strings.Contains(rabbit, shown) {
+			t.Errorf("the RabbitMQ row's page lacks %q", shown)
+		}
+	}
+	if !strings.Contains(kafka, `id="col-kafka_offset">77<`) || !strings.Contains(kafka, `id="col-kafka_partition">2<`) {
+		t.Errorf("the Kafka row's page lacks its coordinates:\n%s", kafka)
+	}
+	order := []string{`id="col-status"`, `id="col-event_type"`, `id="col-attempts"`, `id="col-last_error"`, `id="col-headers"`, `id="payload"`}
+	at := -1
+	for _, s := range order {
+		i := strings.Index(rabbit, s)
+		if i < at {
+			t.Errorf("%s comes before what precedes it in %v", s, order)
+		}
+		at = i
+	}
+}
+
+// Every view is listed with its own columns, and the actions on unfinished
+// rows: a retrying row retried now and another cancelled from its list
+// (ticked), with the operator's name and reason in its last error; the
+// row page shows the attempts' timeline and offers retry now, cancel and
+// discard on a retrying row, cancel on a processing one.
+func TestViewsTimelineAndLiveActions(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testToken)
+	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, attempts, last_error, available_at, key) VALUES
+		('orders', 'r-1', 'order.created', 'received', 6, 'http 503', now() + interval '1 hour', 'k1'),
+		('orders', 'r-2', 'order.created', 'received', 2, 'http 503', now() + interval '2 hours', 'k2'),
+		('orders', 'w-1', 'order.created', 'received', 0, NULL, now(), 'k3'),
+		('orders', 'd-1', 'order.created', 'dead', 5, 'boom', now(), NULL)`)
+	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, processed_at, received_at) VALUES
+		('orders', 'p-1', 'order.paid', 'processed', now(), now() - interval '1500 milliseconds')`)
+	b.exec(t, `INSERT INTO inbox (source, event_id, event_type, status, lease_token, lease_expires_at, locked_by) VALUES
+		('orders', 'h-1', 'order.paid', 'processing', 7, now() + interval '30 seconds', 'worker-7')`)
+	ctx := context.Background()
+	now := time.Now()
+	if err := driver.RecordAttempts(ctx, b.db.Pool, "worker-3", []driver.Attempt{
+		{RowID: 1, Attempt: 5, StartedAt: now.Add(-time.Minute), FinishedAt: now.Add(-time.Minute + 250*time.Millisecond), Outcome: "retried", Error: "http 503"},
+		{RowID: 1, Attempt: 6, StartedAt: now.Add(-time.Second), FinishedAt: now, Outcome: "retried", Error: "http 503: upstream down"}}); err != nil {
+		t.Fatal(err)
+	}
+	c, csrf := signedIn(t, b)
+	for view, want := range map[string][]string{
+		"retrying":   {"r-1", "r-2", "6", "next attempt"},
+		"waiting":    {"w-1", "due "},
+		"processing": {"h-1", "worker-7", "lease expires"},
+		"processed":  {"p-1", "1.5s"},
+		"dead":       {"d-1", "boom"},
+	} {
+		_, body := get(t, c, b.srv.URL+"/ui/rows?view="+view)
+		for _, w := range want {
+			if !strings.Contains(body, w) {
+				t.Errorf("view %s lacks %q", view, w)
+			}
+		}
+	}
+	_, body := get(t, c, b.srv.URL+"/ui/rows/1")
+	for _, want := range []string{`id="timeline"`, "worker-3", "http 503: upstream down", `id="retry-one"`, `id="cancel-one"`, `id="discard-one"`, "250ms"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the retrying row's page lacks %q", want)
+		}
+	}
+	if _, body := get(t, c, b.srv.URL+"/ui/rows/6"); !strings.Contains(body, `id="cancel-one"`) || strings.Contains(body, `id="retry-one"`) {
+		t.Errorf("the processing row's page does not offer cancel alone")
+	}
+	// Retry now r-1 from its page; cancel r-2, ticked in its list.
+	if _, body := post(t, c, b.srv.URL+"/ui/retry", url.Values{"csrf": {csrf}, "status": {"received"}, "id": {"1"}, "confirm": {"yes"}}, ""); idText(t, body, "count") != "1" {
+		t.Errorf("retry now:\n%s", body)
+	}
+	form := url.Values{"csrf": {csrf}, "view": {"retrying"}, "status": {"received"}, "scope": {"selection"}, "id": {"2"}, "reason": {"customer asked"}}
+	if _, body := post(t, c, b.srv.URL+"/ui/cancel", form, ""); idText(t, body, "count") != "1" {
+		t.Fatalf("cancel dry run:\n%s", body)
+	}
+	form.Set("confirm", "yes")
+	if _, body := post(t, c, b.srv.URL+"/ui/cancel", form, ""); idText(t, body, "count") != "1" {
+		t.Fatalf("cancel:\n%s", body)
+	}
+	var due bool
+	var st, lastErr string
+	if err := b.db.Pool.QueryRow(ctx, `SELECT available_at <= now() FROM inbox WHERE id = 1`).Scan(&due); err != nil || !due {
+		t.Errorf("the retried row is not due now (%v)", err)
+	}
+	if err := b.db.Pool.QueryRow(ctx, `SELECT status, last_error FROM inbox WHERE id = 2`).Scan(&st, &lastErr); err != nil || st != "dead" || lastErr != "cancelled by alice: customer asked" {
+		t.Errorf("the cancelled row: %s %q (%v)", st, lastErr, err)
+	}
+	var audit string
+	if err := b.db.Pool.QueryRow(ctx, `SELECT string_agg(operator || ' ' || action || ' ' || row_count, ', ' ORDER BY id) FROM ops_audit WHERE NOT dry_run`).Scan(&audit); err != nil ||
+		audit != "alice sign_in 0, alice retry_now 1, alice cancel 1" {
+		t.Errorf("the audit trail: %q (%v)", audit, err)
+	}
+	if _, body := get(t, c, b.srv.URL+"/ui/audit"); !strings.Contains(body, "retry_now") || !strings.Contains(body, "customer asked") {
+		t.Errorf("the audit page:\n%s", body)
+	}
+}
+
+// The throughput page draws each route's rollup over the window: the
+// totals, and the charts.
+func TestThroughputFromTheRollup(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	at := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Minute)
+	lat := make([]int64, 20)
+	lat[3] = 40
+	if err := driver.AddRollup(context.Background(), b.db.Pool, []driver.RollupCell{
+		{Span: driver.SpanMinute, At: at, Route: "order.created", Processed: 40, Retried: 3, Dead: 1, Latency: lat},
+		{Span: driver.SpanHour, At: at.Truncate(time.Hour), Route: "order.created", Processed: 40, Retried: 3, Dead: 1, Latency: lat}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"hour", "day", "week"} {
+		_, body := get(t, nil, b.srv.URL+"/ui/throughput?window="+w)
+		for _, want := range []string{`id="route-order.created"`, `<span class="n-processed">40</span>`, `<span class="n-retried">3</span>`, `<span class="n-dead">1</span>`, `<rect class="processed"`, `<polyline class="p50"`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("window %s lacks %s", w, want)
+			}
+		}
+	}
+	if code, _ := get(t, nil, b.srv.URL+"/ui/throughput?window=year"); code != http.StatusBadRequest {
+		t.Errorf("window=year: %d", code)
 	}
 }

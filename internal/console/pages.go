@@ -1,12 +1,13 @@
 package console
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"html/template"
 	"net/http"
-	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
+	"github.com/inboxd/inboxd/internal/ops"
 	"github.com/inboxd/inboxd/internal/sensitive"
 )
 
@@ -22,9 +24,6 @@ const pageSize = 50
 
 // funcs are the templates' functions.
 var funcs = template.FuncMap{
-	"dict3": func(verb string, f filterForm, csrf string) setForm {
-		return setForm{Verb: verb, Filter: f, CSRF: csrf}
-	},
 	"dict2": func(route string, paused bool, csrf string) pauseForm {
 		return pauseForm{Route: route, Paused: paused, CSRF: csrf}
 	},
@@ -36,6 +35,14 @@ var funcs = template.FuncMap{
 	},
 	"utc": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 	"dur": func(d time.Duration) string { return d.Round(time.Second).String() },
+	"ms": func(d time.Duration) string {
+		if d < time.Second {
+			return d.Round(time.Millisecond).String()
+		}
+		return d.Round(10 * time.Millisecond).String()
+	},
+	"verb":  func(v string) string { return verbText[v].Button },
+	"since": func(from, to time.Time) time.Duration { return to.Sub(from) },
 	"short": func(s string) string {
 		s = strings.Join(strings.Fields(s), " ")
 		if utf8.RuneCountInString(s) > 120 {
@@ -43,13 +50,6 @@ var funcs = template.FuncMap{
 		}
 		return s
 	},
-}
-
-// setForm is what a requeue or discard form of a filtered set needs.
-type setForm struct {
-	Verb   string
-	Filter filterForm
-	CSRF   string
 }
 
 // pauseForm is what the pause or resume button of a route needs.
@@ -132,33 +132,6 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "overview", "Overview", d)
 }
 
-// filterForm is a list's filter as the form and the query string carry it.
-type filterForm struct {
-	Status, Type, Source, Since, Error string
-}
-
-// readFilter reads the filter of a GET query or a POST form and resolves
-// it for the driver.
-func readFilter(v url.Values, now time.Time) (filterForm, driver.FailedFilter, error) {
-	ff := filterForm{Status: v.Get("status"), Type: strings.TrimSpace(v.Get("type")),
-		Source: strings.TrimSpace(v.Get("source")), Since: strings.TrimSpace(v.Get("since")), Error: v.Get("error")}
-	if ff.Status == "" {
-		ff.Status = string(status.Dead)
-	}
-	if !status.Status(ff.Status).IsFailed() {
-		return ff, driver.FailedFilter{}, fmt.Errorf("status must be dead or rejected, not %q", ff.Status)
-	}
-	f := driver.FailedFilter{Status: status.Status(ff.Status), EventType: ff.Type, Source: ff.Source, Error: ff.Error}
-	if ff.Since != "" {
-		t, err := parseSince(ff.Since, now)
-		if err != nil {
-			return ff, f, err
-		}
-		f.Since = &t
-	}
-	return ff, f, nil
-}
-
 // parseSince reads a time as the CLI's --since does: RFC 3339, or a Go
 // duration meaning that long ago; the form's datetime-local (UTC) too.
 func parseSince(s string, now time.Time) (time.Time, error) {
@@ -175,59 +148,6 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	return now.Add(-d), nil
 }
 
-// query renders the filter back as a query string.
-func (ff filterForm) query() url.Values {
-	v := url.Values{}
-	v.Set("status", ff.Status)
-	for k, x := range map[string]string{"type": ff.Type, "source": ff.Source, "since": ff.Since, "error": ff.Error} {
-		if x != "" {
-			v.Set(k, x)
-		}
-	}
-	return v
-}
-
-// Any reports whether the filter has a condition besides the status.
-func (ff filterForm) Any() bool {
-	return ff.Type != "" || ff.Source != "" || ff.Since != "" || ff.Error != ""
-}
-
-// rowsData is the list page's.
-type rowsData struct {
-	Filter filterForm
-	Rows   []driver.FailedRow
-	// Next is the query of the next page; "" on the last.
-	Next  string
-	First string
-}
-
-// rows renders a page of dead or rejected rows with the filter, newest
-// first, paged by id (?before=).
-func (h *Handler) rows(w http.ResponseWriter, r *http.Request) {
-	ff, f, err := readFilter(r.URL.Query(), h.cfg.Now())
-	if err != nil {
-		h.fail(w, r, http.StatusBadRequest, err.Error())
-		return
-	}
-	before, _ := strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
-	list, err := driver.FailedPage(r.Context(), h.cfg.DB, f, before, pageSize+1)
-	if err != nil {
-		h.dbFail(w, r, "list the rows", err)
-		return
-	}
-	d := rowsData{Filter: ff, Rows: list}
-	if before > 0 {
-		d.First = "/ui/rows?" + ff.query().Encode()
-	}
-	if len(list) > pageSize {
-		d.Rows = list[:pageSize]
-		q := ff.query()
-		q.Set("before", strconv.FormatInt(d.Rows[pageSize-1].ID, 10))
-		d.Next = "/ui/rows?" + q.Encode()
-	}
-	h.render(w, r, http.StatusOK, "rows", strings.ToUpper(ff.Status[:1])+ff.Status[1:]+" rows", d)
-}
-
 // field is one column of a row as the row page shows it.
 type field struct {
 	Name, Value string
@@ -239,20 +159,72 @@ type field struct {
 type rowData struct {
 	ID     int64
 	Status string
-	Fields []field
+	// Summary is what an operator reads first: the row's state, route,
+	// attempts and error, in that order; Source the source's own metadata
+	// (the Kafka coordinates of a Kafka row, none for the others, whose
+	// metadata is in their headers); Headers the headers, credential-like
+	// values masked; Other any column the console does not know (a newer
+	// schema's).
+	Summary, Source, Other []field
+	Headers                string
 	// Payload is the payload as text (or hex); Hidden when payloads are not
 	// shown.
 	Payload       string
 	PayloadHex    bool
 	PayloadHidden bool
 	PayloadSize   int
-	Held          []driver.FailedRow
-	HasKey        bool
-	Failed        bool
-	Dead          bool
+	// Held is the rows the row's key holds back: listed (Blocks) only for
+	// a dead row of a route whose dead rows block their key.
+	Held   []driver.FailedRow
+	Blocks bool
+	// Timeline is the row's recorded attempts, oldest first.
+	Timeline []ops.Attempt
+	// Verbs are the actions the row takes, by its status; Reason is true
+	// when one of them asks why (cancel).
+	Verbs  []string
+	Reason bool
 }
 
-// row renders one row in full.
+// rowVerbs are the actions a row of each status takes: a received row is
+// retried now only when it waits out a backoff (it has failed, and is
+// not parked behind its key), a rejected one requeued only when the
+// console re-maps (remaps).
+func rowVerbs(st status.Status, attempts int64, parked, remaps bool) []string {
+	switch st {
+	case status.Dead:
+		return []string{"requeue", "discard"}
+	case status.Rejected:
+		if !remaps {
+			return []string{"discard"}
+		}
+		return []string{"requeue", "discard"}
+	case status.Received:
+		if attempts > 0 && !parked {
+			return []string{"retry", "cancel", "discard"}
+		}
+		return []string{"cancel", "discard"}
+	case status.Processing:
+		return []string{"cancel"}
+	}
+	return nil
+}
+
+// The columns of a row the row page shows, by where: the summary in this
+// order (the lease's only while a worker holds the row); the source's own
+// metadata; the columns of the engine's bookkeeping, of no use to an
+// operator, not at all.
+var (
+	summaryCols = []string{"status", "event_type", "source", "event_id", "key", "attempts", "last_error",
+		"available_at", "received_at", "processed_at", "updated_at", "locked_by", "lease_expires_at"}
+	leaseCols  = map[string]bool{"locked_by": true, "lease_expires_at": true}
+	sourceCols = map[string]bool{"kafka_topic": true, "kafka_partition": true, "kafka_offset": true}
+	hiddenCols = map[string]bool{"id": true, "lease_token": true, "started": true, "runs_ordered": true, "claim_pos": true,
+		"payload": true, "headers": true}
+)
+
+// row renders one row: its summary, the source's metadata, its headers
+// (masked), the payload behind a click, and, for a dead row that blocks
+// its key, the rows it holds back.
 func (h *Handler) row(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id < 1 {
@@ -269,7 +241,9 @@ func (h *Handler) row(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := rowData{ID: id, PayloadHidden: !h.cfg.ShowPayloads}
+	byName := map[string]driver.Column{}
 	for _, c := range cols {
+		byName[c.Name] = c
 		switch c.Name {
 		case "payload":
 			b, _ := c.Value.([]byte)
@@ -281,25 +255,47 @@ func (h *Handler) row(w http.ResponseWriter, r *http.Request) {
 					d.Payload, d.PayloadHex = hex.Dump(b), true
 				}
 			}
-			continue
-		case "status":
-			d.Status = fmt.Sprint(c.Value)
-		case "key":
-			d.HasKey = c.Value != nil
-		case "lease_token":
-			continue // the worker's fence: of no use to an operator
 		case "headers":
-			c.Value = sensitive.MaskHeaders(c.Value)
+			b, _ := json.MarshalIndent(sensitive.MaskHeaders(c.Value), "", "  ")
+			d.Headers = string(b)
 		}
-		d.Fields = append(d.Fields, showValue(c))
 	}
+	d.Status = fmt.Sprint(byName["status"].Value)
 	st := status.Status(d.Status)
-	d.Failed, d.Dead = st.IsFailed(), st == status.Dead
-	if d.HasKey && d.Dead {
+	known := map[string]bool{}
+	for _, n := range summaryCols {
+		known[n] = true
+		c, ok := byName[n]
+		if !ok || (leaseCols[n] && st != status.Processing) || (n == "processed_at" && c.Value == nil) {
+			continue
+		}
+		d.Summary = append(d.Summary, showValue(c))
+	}
+	for _, c := range cols {
+		switch {
+		case known[c.Name] || hiddenCols[c.Name]:
+		case sourceCols[c.Name]:
+			if c.Value != nil { // a Kafka row's: NULL on every other source's
+				d.Source = append(d.Source, showValue(c))
+			}
+		default:
+			d.Other = append(d.Other, showValue(c))
+		}
+	}
+	attempts, _ := byName["attempts"].Value.(int32)
+	due, _ := byName["available_at"].Value.(time.Time)
+	d.Verbs = rowVerbs(st, int64(attempts), driver.ListedRow{AvailableAt: due}.Parked(), h.cfg.Remap != nil)
+	d.Reason = slices.Contains(d.Verbs, "cancel")
+	d.Blocks = st == status.Dead && byName["key"].Value != nil && slices.Contains(typesOf(h.cfg.BlockingTypes), fmt.Sprint(byName["event_type"].Value))
+	if d.Blocks {
 		if d.Held, err = driver.KeyHeld(r.Context(), h.cfg.DB, id, pageSize); err != nil {
 			h.dbFail(w, r, "read the rows behind the row", err)
 			return
 		}
+	}
+	if d.Timeline, err = h.ops.History(r.Context(), id); err != nil {
+		h.dbFail(w, r, "read the row's attempts", err)
+		return
 	}
 	h.render(w, r, http.StatusOK, "row", fmt.Sprintf("Row %d", id), d)
 }
@@ -350,21 +346,42 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "search", "Search", d)
 }
 
-// blockedData is the blocked keys page's.
+// blockedData is the blocked keys page's: the keys held back by a dead
+// head (Keys, paged), and on the first page those held back by a failing
+// one (Failing).
 type blockedData struct {
-	Keys []driver.BlockedKey
-	Next string
+	Keys    []driver.BlockedKey
+	Next    string
+	Failing []driver.FailingHead
+	First   bool
 }
 
-// blocked lists dead rows with an ordering key and what waits behind them.
+// typesOf is the answer of types (a Config.BlockingTypes or
+// OrderedTypes), never nil.
+func typesOf(types func() []string) []string {
+	if types == nil {
+		return []string{}
+	}
+	return append([]string{}, types()...)
+}
+
+// blocked lists the keys of ordered routes held back by a dead head, with
+// the head and how many rows wait behind it: as many keys as
+// inboxd_ordered_blocked_keys counts.
 func (h *Handler) blocked(w http.ResponseWriter, r *http.Request) {
 	before, _ := strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
-	keys, err := driver.BlockedKeyList(r.Context(), h.cfg.DB, before, pageSize+1)
+	keys, err := driver.BlockedKeyList(r.Context(), h.cfg.DB, typesOf(h.cfg.BlockingTypes), before, pageSize+1)
 	if err != nil {
 		h.dbFail(w, r, "list the blocked keys", err)
 		return
 	}
-	d := blockedData{Keys: keys}
+	d := blockedData{Keys: keys, First: before <= 0}
+	if d.First && h.cfg.OrderedTypes != nil {
+		if d.Failing, err = driver.FailingHeads(r.Context(), h.cfg.DB, typesOf(h.cfg.OrderedTypes), pageSize); err != nil {
+			h.dbFail(w, r, "list the keys held back by a failing head", err)
+			return
+		}
+	}
 	if len(keys) > pageSize {
 		d.Keys = keys[:pageSize]
 		d.Next = fmt.Sprintf("/ui/blocked?before=%d", d.Keys[pageSize-1].ID)
@@ -372,14 +389,21 @@ func (h *Handler) blocked(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "blocked", "Blocked keys", d)
 }
 
-// signinData is the sign-in page's: an error to show, and where to go
-// once signed in.
+// signinData is the sign-in page's: an error to show, where to go once
+// signed in, whether the form takes a token (Tokens) that names its
+// operator (Named), and whether a proxy signs operators in.
 type signinData struct {
-	Error, Next string
+	Error, Next          string
+	Tokens, Named, Proxy bool
+}
+
+// signinPage is the sign-in page's data with msg and next.
+func (a *auth) signinPage(msg, next string) signinData {
+	return signinData{Error: msg, Next: next, Tokens: a.signsIn(), Named: a.named(), Proxy: a.proxy.enabled()}
 }
 
 // readOnly is what a read-only console answers to sign-ins and actions.
-const readOnly = "the console is read-only: INBOXD_UI_TOKEN_FILE is not set"
+const readOnly = "the console is read-only: none of INBOXD_UI_USERS_FILE, INBOXD_UI_TOKEN_FILE, INBOXD_UI_PROXY_HEADER is set"
 
 // signinForm renders the sign-in form.
 func (h *Handler) signinForm(w http.ResponseWriter, r *http.Request) {
@@ -387,7 +411,7 @@ func (h *Handler) signinForm(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, readOnly)
 		return
 	}
-	h.render(w, r, http.StatusOK, "signin", "Sign in", signinData{Next: safeNext(r.URL.Query().Get("next"))})
+	h.render(w, r, http.StatusOK, "signin", "Sign in", h.auth.signinPage("", safeNext(r.URL.Query().Get("next"))))
 }
 
 // safeNext returns next when it is a path of the console, else "": the
@@ -400,12 +424,13 @@ func safeNext(next string) string {
 }
 
 // signin checks the token of the sign-in form and starts a session: a row
-// of console_sessions, its id in the cookie. At most maxSignins forms are
-// read at once (their bodies come before any credential); more are
-// answered 503 before theirs is read.
+// of console_sessions, its id in the cookie. A user's token names them
+// (the users file); the shared token takes the name the form gives. At
+// most maxSignins forms are read at once (their bodies come before any
+// credential); more are answered 503 before theirs is read.
 func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
-	if !h.auth.enabled() {
-		h.fail(w, r, http.StatusForbidden, readOnly)
+	if !h.auth.signsIn() {
+		h.fail(w, r, http.StatusForbidden, "this console signs operators in through its proxy alone")
 		return
 	}
 	select {
@@ -420,24 +445,29 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, "the sign-in form could not be read")
 		return
 	}
-	user := strings.TrimSpace(r.PostFormValue("user"))
+	name := strings.TrimSpace(r.PostFormValue("user"))
 	next := safeNext(r.PostFormValue("next"))
-	if !h.auth.tokenOK(r.PostFormValue("token")) {
-		h.log.Warn().Str("user", user).Str("remote", r.RemoteAddr).Msg("console sign-in refused: wrong token")
-		h.render(w, r, http.StatusUnauthorized, "signin", "Sign in", signinData{Error: "wrong token", Next: next})
+	if name != "" && !validName(name) {
+		h.render(w, r, http.StatusBadRequest, "signin", "Sign in", h.auth.signinPage("a name is letters, digits and . _ @ + - only", next))
 		return
 	}
-	if user == "" {
-		user = "token"
+	c, ok := h.auth.byToken(r.PostFormValue("token"), name)
+	if !ok {
+		h.log.Warn().Str("remote", r.RemoteAddr).Msg("console sign-in refused: wrong token")
+		h.render(w, r, http.StatusUnauthorized, "signin", "Sign in", h.auth.signinPage("wrong token", next))
+		return
 	}
-	id, err := h.auth.newSession(r.Context(), user)
+	id, err := h.auth.newSession(r.Context(), c)
 	if err != nil {
 		h.dbFail(w, r, "start a session", err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: Prefix, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(h.auth.ttl.Seconds())})
-	h.log.Info().Str("user", user).Str("remote", r.RemoteAddr).Msg("console sign-in")
+	if err := h.ops.Record(r.Context(), operator(r, c), ops.ActSignIn, "as "+c.role.String()+" via "+c.via); err != nil {
+		_, _ = h.auth.endSession(context.WithoutCancel(r.Context()), id)
+		h.dbFail(w, r, "record the sign-in in the audit trail", err)
+		return
+	}
+	h.auth.setCookie(w, r, id)
 	if next == "" {
 		next = Prefix
 	}
@@ -445,23 +475,29 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 }
 
 // signout ends the cookie's session on the server (on every replica: the
-// row is marked ended) and drops the cookie.
+// row is marked ended) and drops the cookie; a proxy's user goes on to
+// the proxy's own sign-out, when one is configured.
 func (h *Handler) signout(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(sessionCookie); err == nil && h.auth.enabled() {
-		user, _, _ := h.auth.session(r.Context(), c.Value)
+		s, _, _ := h.auth.session(r.Context(), c.Value, "")
 		ended, err := h.auth.endSession(r.Context(), c.Value)
 		if err != nil {
 			h.dbFail(w, r, "end the session", err)
 			return
 		}
-		if ended {
-			h.log.Info().Str("user", user).Str("remote", r.RemoteAddr).Msg("console sign-out")
+		if ended && s.user != "" {
+			if err := h.ops.Record(r.Context(), operator(r, s), ops.ActSignOut, ""); err != nil {
+				h.log.Error().Err(err).Str("user", s.user).Msg("console sign-out: the audit trail could not be written (the session is ended)")
+			}
 		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	to := Prefix
-	if h.auth.enabled() {
+	switch {
+	case h.auth.proxy.enabled() && h.auth.proxy.trusts(r) && h.auth.proxy.SignOutURL != "":
+		to = h.auth.proxy.SignOutURL
+	case h.auth.enabled():
 		to = "/ui/signin"
 	}
 	http.Redirect(w, r, to, http.StatusSeeOther)

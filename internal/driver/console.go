@@ -30,6 +30,7 @@ var (
 	consoleEventSearchSQL = load("console_event_search.sql")
 	consoleKeyHeldSQL     = load("console_key_held.sql")
 	consoleBlockedSQL     = load("console_blocked.sql")
+	consoleFailingSQL     = load("console_failing_heads.sql")
 )
 
 // FailedPage returns up to limit rows f matches (f.Status dead or
@@ -102,8 +103,8 @@ func KeyHeld(ctx context.Context, db DB, id int64, limit int) ([]FailedRow, erro
 	return rows, nil
 }
 
-// BlockedKey is a dead row with an ordering key and the live rows of its
-// key waiting behind it.
+// BlockedKey is a key of an ordered route held back by its dead head
+// row, and the live rows of its key waiting behind it.
 type BlockedKey struct {
 	ID        int64
 	Source    string
@@ -116,16 +117,48 @@ type BlockedKey struct {
 	Held int64
 }
 
-// BlockedKeyList returns up to limit dead rows with a key and ids below
-// before (0: from the newest), newest first, each with the rows behind it
-// (sql/console_blocked.sql).
-func BlockedKeyList(ctx context.Context, db DB, before int64, limit int) ([]BlockedKey, error) {
+// BlockedKeyList returns up to limit keys held back by a dead row of one
+// of blockingTypes (the routes with on_dead: block), one per (source,
+// key) with its head (the key's oldest dead row) below before (0: from
+// the newest), newest head first, each with the rows behind it
+// (sql/console_blocked.sql): as many keys in all as BlockedKeys counts.
+func BlockedKeyList(ctx context.Context, db DB, blockingTypes []string, before int64, limit int) ([]BlockedKey, error) {
 	if before <= 0 {
 		before = math.MaxInt64
 	}
-	rows, err := queryAll(ctx, db, consoleBlockedSQL, pgx.NamedArgs{"before": before, "limit": limit}, pgx.RowToStructByPos[BlockedKey])
+	rows, err := queryAll(ctx, db, consoleBlockedSQL, pgx.NamedArgs{"before": before, "limit": limit,
+		"blocking_types": append([]string{}, blockingTypes...)}, pgx.RowToStructByPos[BlockedKey])
 	if err != nil {
 		return nil, fmt.Errorf("blocked keys: %w", err)
+	}
+	return rows, nil
+}
+
+// FailingHead is a key of an ordered route held back by a received row
+// that has failed and waits for its next attempt: the key's oldest live
+// row, with rows of its key behind it.
+type FailingHead struct {
+	ID        int64
+	Source    string
+	EventID   string
+	EventType string
+	// Key is the key's bytes as escaped text.
+	Key       string
+	Attempts  int32
+	LastError string
+	// NextAttempt is when the head is tried again.
+	NextAttempt time.Time
+	// Held counts the live rows behind it, up to 1,000.
+	Held int64
+}
+
+// FailingHeads returns up to limit keys of orderedTypes held back by a
+// failing head, soonest next attempt first (sql/console_failing_heads.sql).
+func FailingHeads(ctx context.Context, db DB, orderedTypes []string, limit int) ([]FailingHead, error) {
+	rows, err := queryAll(ctx, db, consoleFailingSQL, pgx.NamedArgs{"limit": limit,
+		"ordered_types": append([]string{}, orderedTypes...)}, pgx.RowToStructByPos[FailingHead])
+	if err != nil {
+		return nil, fmt.Errorf("failing heads: %w", err)
 	}
 	return rows, nil
 }

@@ -21,7 +21,7 @@ var (
 type ConsoleSession struct {
 	// IDHash is the SHA-256 of the session id the cookie holds.
 	IDHash []byte
-	// Operator is the name given at sign-in.
+	// Operator is the operator's name.
 	Operator string
 	// TokenTag says which console token signed it in.
 	TokenTag []byte
@@ -38,13 +38,13 @@ func CreateConsoleSession(ctx context.Context, db DB, s ConsoleSession) error {
 	return nil
 }
 
-// GetConsoleSession returns the session of idHash signed in with
-// tokenTag and not ended, whether expired or not; ok is false when there
-// is none (sql/console_session_get.sql).
-func GetConsoleSession(ctx context.Context, db DB, idHash, tokenTag []byte) (s ConsoleSession, ok bool, err error) {
-	s = ConsoleSession{IDHash: idHash, TokenTag: tokenTag}
-	err = db.QueryRow(ctx, consoleSessionGetSQL, pgx.NamedArgs{"id_hash": idHash, "token_tag": tokenTag}).
-		Scan(&s.Operator, &s.ExpiresAt)
+// GetConsoleSession returns the session of idHash not ended, whether
+// expired or not, with the tag of the credential that signed it in; ok is
+// false when there is none (sql/console_session_get.sql).
+func GetConsoleSession(ctx context.Context, db DB, idHash []byte) (s ConsoleSession, ok bool, err error) {
+	s = ConsoleSession{IDHash: idHash}
+	err = db.QueryRow(ctx, consoleSessionGetSQL, pgx.NamedArgs{"id_hash": idHash}).
+		Scan(&s.Operator, &s.TokenTag, &s.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ConsoleSession{}, false, nil
 	}

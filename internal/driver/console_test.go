@@ -40,7 +40,8 @@ func TestConsoleStatementsReadTheirIndexes(t *testing.T) {
 		{"throughput", consoleThroughputSQL, nil, []string{"inbox_processed_at_idx", "inbox_failed_idx"}},
 		{"event search", consoleEventSearchSQL, pgx.NamedArgs{"event_id": "e7"}, []string{"inbox_source_event_id_key"}},
 		{"key held", consoleKeyHeldSQL, pgx.NamedArgs{"id": 20001, "limit": 50}, []string{"inbox_pkey", "inbox_key_hash_idx"}},
-		{"blocked", consoleBlockedSQL, pgx.NamedArgs{"before": math.MaxInt64, "limit": 50}, []string{"inbox_failed_idx", "inbox_key_hash_idx"}},
+		{"blocked", consoleBlockedSQL, pgx.NamedArgs{"before": math.MaxInt64, "limit": 50, "blocking_types": []string{"t"}}, []string{"inbox_failed_idx", "inbox_key_hash_idx"}},
+		{"failing heads", consoleFailingSQL, pgx.NamedArgs{"limit": 50, "ordered_types": []string{"t"}}, []string{"inbox_received_idx", "inbox_key_hash_idx"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			plan := planWithoutSeqScans(t, db, c.sql, c.args)

@@ -75,6 +75,8 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 	if err != nil {
 		return usageError{err}
 	}
+	inForce := &routesInForce{}
+	inForce.set(reg)
 	publishOnly := cfg.Outbox && len(sourcesOf(cfg)) == 0
 	if cfg.Routes == "" && reg.Types() == 0 && publishOnly {
 		log.Warn().Msg("no routes and no source: this replica relays the outbox; rows written to the inbox table would go dead")
@@ -127,7 +129,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 		if ln != nil {
 			addr = ln.Addr()
 		}
-		c, closeConsole, err := openConsole(ctx, cfg, console.GathererLocal(gather), addr, log)
+		c, closeConsole, err := openConsole(ctx, cfg, console.GathererLocal(gather), inForce, addr, log)
 		if err != nil {
 			return err
 		}
@@ -181,7 +183,7 @@ func runDaemon(ctx context.Context, cfg config.Config, opts Options, stderr io.W
 			return nil
 		})
 	}
-	g.Go(func() error { reloadRoutes(gctx, builder, ib); return nil })
+	g.Go(func() error { reloadRoutes(gctx, builder, ib, inForce); return nil })
 	g.Go(func() error {
 		// The watchdog is fed while the claim loop goes round (a loop stuck
 		// longer than any of its bounded waits is stuck for good) and ingest

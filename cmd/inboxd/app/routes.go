@@ -119,9 +119,9 @@ func riverInserter(ctx context.Context, path string, routes *handlers.Routes, db
 }
 
 // reloadRoutes loads the routes file again on every SIGHUP and hands the
-// new registry to the engine. A file that does not load keeps the old routes,
+// new registry to the engine (and to inForce, which the console reads). A file that does not load keeps the old routes,
 // and the log says why.
-func reloadRoutes(ctx context.Context, b registryBuilder, engine *inboxd.Inboxd) {
+func reloadRoutes(ctx context.Context, b registryBuilder, engine *inboxd.Inboxd, inForce *routesInForce) {
 	log := b.log
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -143,6 +143,7 @@ func reloadRoutes(ctx context.Context, b registryBuilder, engine *inboxd.Inboxd)
 			continue
 		}
 		engine.SetRegistry(reg)
+		inForce.set(reg)
 		log.Info().Str("routes", b.cfg.Routes).Int("types", reg.Types()).Msg("SIGHUP: routes reloaded")
 	}
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,6 +25,23 @@ import (
 // server's URL and the database. It stops when t ends.
 func consoleDaemon(t *testing.T, token string, seed string) (string, *pgtest.DB, *syncbuf.Buffer) {
 	t.Helper()
+	var env []string
+	if token != "" {
+		tf := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(tf, []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, "INBOXD_UI_TOKEN_FILE="+tf)
+	}
+	return consoleDaemonWith(t, "default: ignore\n", env, seed)
+}
+
+// consoleDaemonWith runs `inboxd run` with the routes file routes and the
+// settings env, the database seeded with seed, the console (and /metrics)
+// on a mux served by a test server; it returns the server's URL, the
+// database and the logs. It stops when t ends.
+func consoleDaemonWith(t *testing.T, routesFile string, extra []string, seed string) (string, *pgtest.DB, *syncbuf.Buffer) {
+	t.Helper()
 	db := pgtest.New(t)
 	if seed != "" {
 		if _, err := db.Pool.Exec(context.Background(), seed); err != nil {
@@ -32,17 +50,10 @@ func consoleDaemon(t *testing.T, token string, seed string) (string, *pgtest.DB,
 	}
 	dir := t.TempDir()
 	routes := filepath.Join(dir, "routes.yaml")
-	if err := os.WriteFile(routes, []byte("default: ignore\n"), 0o600); err != nil {
+	if err := os.WriteFile(routes, []byte(routesFile), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"INBOXD_DATABASE_URL=" + db.URL, "INBOXD_ROUTES=" + routes, "INBOXD_POLL_INTERVAL=100ms"}
-	if token != "" {
-		tf := filepath.Join(dir, "token")
-		if err := os.WriteFile(tf, []byte(token+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		env = append(env, "INBOXD_UI_TOKEN_FILE="+tf)
-	}
+	env := append([]string{"INBOXD_DATABASE_URL=" + db.URL, "INBOXD_ROUTES=" + routes, "INBOXD_POLL_INTERVAL=100ms"}, extra...)
 	mux := http.NewServeMux()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
@@ -94,7 +105,9 @@ func TestConsoleInTheBrowser(t *testing.T) {
 	}
 	text := func(sel string) string {
 		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		// One evaluation in the page: a node looked up and then read in two
+		// protocol calls can go in between (a page replaced).
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(function () { var e = document.querySelector(%q); return e ? e.innerText : "<no element>"; })()`, sel)))
 		if err != nil {
 			t.Fatalf("text of %s: %v", sel, err)
 		}

@@ -108,7 +108,7 @@ func startConsole(t *testing.T, env []string) (requeue func(url.Values) string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, closeDB, err := openConsole(context.Background(), cfg, nil, nil, zerolog.Nop())
+	h, closeDB, err := openConsole(context.Background(), cfg, nil, &routesInForce{}, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestConsoleNotServedOffLoopbackWithoutToken(t *testing.T) {
 			t.Errorf("GET %s on 0.0.0.0 without a token: %d, want %d\n%s", path, resp.StatusCode, want, body)
 		}
 	}
-	line := regexp.MustCompile(`\{[^\n]*"component":"console"[^\n]*"enable":"set INBOXD_UI_TOKEN_FILE[^\n]*\}`).FindString(logs.String())
+	line := regexp.MustCompile(`\{[^\n]*"component":"console"[^\n]*"enable":"set INBOXD_UI_USERS_FILE[^\n]*\}`).FindString(logs.String())
 	if line == "" || !strings.Contains(line, `"level":"warn"`) || !strings.Contains(line, "not served") {
 		t.Errorf("no structured start-up line saying the console is not served and how to serve it:\n%s", logs.String())
 	}

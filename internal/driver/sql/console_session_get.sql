@@ -1,9 +1,9 @@
--- The console session of a request's cookie, unless it was ended or was
--- signed in with another token: one probe of the primary key, on every
--- page and action. Whether it has expired is the caller's to say (its
--- clock decides, as it decided expires_at).
-SELECT operator, expires_at
+-- The console session of a request's cookie, unless it was ended: one
+-- probe of the primary key, on every page and action. Whether it has
+-- expired, and whether the credential that signed it in (token_tag) still
+-- holds, is the caller's to say (its clock decided expires_at, its users
+-- file or token the tag).
+SELECT operator, token_tag, expires_at
 FROM console_sessions
 WHERE id_hash = @id_hash
-  AND token_tag = @token_tag
   AND ended_at IS NULL
