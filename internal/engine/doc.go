@@ -54,7 +54,7 @@
 //   - the hand-off at ingest (handoff.go): the Pool's Reserve, Deliver and
 //     Cancel, through which the ingest of the same process stores rows
 //     already reserved for the idle handlers and hands them over with no
-//     claim (ingest.HandOff);
+//     claim (handoff.HandOff);
 //   - the route controls (controls.go, routes.go): the paused routes (read
 //     by internal/maintenance's controls reader every 500 ms) and each
 //     route's circuit breaker take its room out of the claim plan; a

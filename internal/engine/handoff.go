@@ -13,7 +13,7 @@ import (
 	"github.com/inboxd/inboxd/internal/driver/status"
 )
 
-// The hand-off at ingest (ingest.HandOff; migration 013): while this pool
+// The hand-off at ingest (handoff.HandOff; migration 013): while this pool
 // has idle handlers, the ingest of the same process inserts a batch's rows
 // already reserved for them and hands them over in memory, so that they
 // need no claim statement. Reserve takes the room first (a handler slot
@@ -65,7 +65,7 @@ const handOffMaxRowBytes = 64 << 10
 const handOffBacklog = 4
 
 // handOff is the hand-off at ingest: the Pool's Reserve, Deliver and
-// Cancel (ingest.HandOff) on its books.
+// Cancel (handoff.HandOff) on its books.
 type handOff struct {
 	b   *books
 	db  *pgxpool.Pool // the engine's statements

@@ -372,7 +372,7 @@ func (p *Pool) run(ctx context.Context) {
 func (p *Pool) BlockingTypes() []string { return p.books.routes.BlockingTypes() }
 
 // Reserve offers rows, about to be inserted by ingest in one statement,
-// to this pool's idle handlers (ingest.HandOff; handoff.go). It returns
+// to this pool's idle handlers (handoff.HandOff; handoff.go). It returns
 // the reservation the insert writes (driver.InsertBatch), marking the rows
 // taken, or nil when it takes none. Every non-nil reservation must end
 // with Deliver or Cancel.
