@@ -194,7 +194,7 @@ func TestAMQPMissingExchangeIsNotRefused(t *testing.T) {
 func TestAMQPConnectionCut(t *testing.T) {
 	t.Parallel()
 	b := setupAMQPPub(t)
-	proxy, url := proxied(t, testkit.AMQPURL())
+	proxy, url := testkit.ProxyTo(t, testkit.AMQPURL())
 	p := newAMQPPub(t, AMQPConfig{URL: url})
 	if _, err := publishOne(p, testMessage(b.dest(), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
 		t.Fatalf("before the cut: %v", err)
@@ -225,7 +225,7 @@ func TestAMQPConnectionCut(t *testing.T) {
 func TestAMQPBlackHoleReturnsWithinCtx(t *testing.T) {
 	t.Parallel()
 	b := setupAMQPPub(t)
-	proxy, url := proxied(t, testkit.AMQPURL())
+	proxy, url := testkit.ProxyTo(t, testkit.AMQPURL())
 	p := newAMQPPub(t, AMQPConfig{URL: url})
 	if _, err := publishOne(p, testMessage(b.dest(), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
 		t.Fatalf("before the black hole: %v", err)

@@ -212,7 +212,7 @@ func TestNATSMissingStreamIsNotRefused(t *testing.T) {
 func TestNATSConnectionCut(t *testing.T) {
 	t.Parallel()
 	b := setupNATSPub(t)
-	proxy, url := proxied(t, testkit.NATSURL())
+	proxy, url := testkit.ProxyTo(t, testkit.NATSURL())
 	p := newNATSPub(t, url)
 	if _, err := publishOne(p, testMessage(b.dest("orders"), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
 		t.Fatalf("before the cut: %v", err)
@@ -242,7 +242,7 @@ func TestNATSConnectionCut(t *testing.T) {
 func TestNATSBlackHoleReturnsWithinCtx(t *testing.T) {
 	t.Parallel()
 	b := setupNATSPub(t)
-	proxy, url := proxied(t, testkit.NATSURL())
+	proxy, url := testkit.ProxyTo(t, testkit.NATSURL())
 	p := newNATSPub(t, url)
 	if _, err := publishOne(p, testMessage(b.dest("orders"), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
 		t.Fatalf("before the black hole: %v", err)

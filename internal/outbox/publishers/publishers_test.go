@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/ingest"
-	"github.com/inboxd/inboxd/internal/netfault"
 	"github.com/inboxd/inboxd/internal/outbox"
 )
 
@@ -202,23 +200,6 @@ func headerMap[H any](hs []H, kv func(H) (string, string)) map[string]string {
 		m[k] = v
 	}
 	return m
-}
-
-// proxied starts a TCP proxy (internal/netfault) to the server of rawURL
-// and returns it with rawURL pointing at it instead.
-func proxied(t testing.TB, rawURL string) (*netfault.Proxy, string) {
-	t.Helper()
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := netfault.New(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Close)
-	u.Host = proxy.Addr()
-	return proxy, u.String()
 }
 
 // errString is err's text, "none" for nil.
