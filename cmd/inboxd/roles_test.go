@@ -99,7 +99,7 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		"inbox:DELETE", "inbox:INSERT", "inbox:SELECT", "inbox:UPDATE",
 		"inbox_attempts:DELETE", "inbox_attempts:INSERT", "inbox_attempts:SELECT", "inbox_attempts:UPDATE", "inbox_id_seq:USAGE",
 		"inbox_starts:DELETE", "inbox_starts:INSERT", "inbox_starts:SELECT", "inbox_starts:UPDATE",
-		"inboxd_schema_compat:SELECT", "inboxd_schema_version:SELECT",
+		"inboxd_partitioned:SELECT", "inboxd_schema_compat:SELECT", "inboxd_schema_version:SELECT",
 		"ops_audit:INSERT", "ops_audit:SELECT", "ops_audit_id_seq:USAGE",
 		"outbox:DELETE", "outbox:INSERT", "outbox:SELECT", "outbox:UPDATE", "outbox_id_seq:USAGE",
 		"outbox_relays:DELETE", "outbox_relays:INSERT", "outbox_relays:SELECT", "outbox_relays:UPDATE",

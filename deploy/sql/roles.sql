@@ -94,7 +94,9 @@ ALTER DEFAULT PRIVILEGES FOR ROLE :"migrator" IN SCHEMA :"schema"
 
 -- What exists already (after `inboxd migrate`): the inbox table and its
 -- identity sequence, the workers' start bits (inbox_starts, schema 10), and
--- the schema-version tables, which the runtime role
+-- the schema-version tables and the partitioned tables' settings
+-- (inboxd_partitioned, schema 19: `inboxd partitions` and the partitions'
+-- maintenance, which run DDL, run as the migrator), which the runtime role
 -- reads (migrations.Inspect) but never writes. (PostgreSQL does not check
 -- the sequence's privileges when the identity column fills itself in;
 -- USAGE keeps nextval() defaults working should a migration use one.)
@@ -121,7 +123,7 @@ SELECT format('GRANT USAGE ON SEQUENCE %s TO %I', pg_get_serial_sequence(format(
 WHERE to_regclass(format('%I.outbox', :'schema')) IS NOT NULL \gexec
 SELECT format('REVOKE ALL ON TABLE %I.%I FROM %I', :'schema', t, :'runtime'),
        format('GRANT SELECT ON TABLE %I.%I TO %I', :'schema', t, :'runtime')
-FROM unnest(ARRAY['inboxd_schema_version', 'inboxd_schema_compat']) AS t
+FROM unnest(ARRAY['inboxd_schema_version', 'inboxd_schema_compat', 'inboxd_partitioned']) AS t
 WHERE to_regclass(format('%I.%I', :'schema', t)) IS NOT NULL \gexec
 -- The operators' audit trail (schema 16) is append-only for the runtime
 -- role: it reads and appends entries, and can neither change nor delete
