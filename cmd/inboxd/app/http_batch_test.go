@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/inboxd/inboxd/internal/pgtest"
-	"github.com/inboxd/inboxd/internal/syncbuf"
 )
 
 // An http route with batch: POSTs its rows many at a time as one JSON
@@ -61,31 +59,7 @@ func TestHTTPBatchRoute(t *testing.T) {
 		SELECT 'orders', 'ev-' || i, 'order.exported', '{"n": 1}' FROM generate_series(1, 100) AS i`); err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var errOut syncbuf.Buffer
-	done := make(chan int, 1)
-	go func() { done <- Main(runCtx, []string{"run"}, env, &bytes.Buffer{}, &errOut, Options{}) }()
-	for {
-		var left int
-		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE status IN ('received', 'processing')`).Scan(&left); err != nil {
-			t.Fatal(err)
-		}
-		if left == 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("rows still unfinished; logs:\n%s", errOut.String())
-		case code := <-done:
-			t.Fatalf("run exited %d; logs:\n%s", code, errOut.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	stop()
-	if code := <-done; code != 0 {
-		t.Fatalf("run exit %d; logs:\n%s", code, errOut.String())
-	}
+	runUntilFinished(ctx, t, db.Pool, env)
 	var processed int
 	var dead, retried string
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'processed'),

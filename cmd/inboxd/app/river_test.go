@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/syncbuf"
 )
@@ -326,6 +328,26 @@ END $$`,
 		}
 	}
 
+	runUntilFinished(ctx, t, db.Pool, env)
+	var processed, dead, jobs, distinct, poisonAttempts int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'processed'), count(*) FILTER (WHERE status = 'dead'),
+		(SELECT count(*) FROM river_job), (SELECT count(DISTINCT args->>'event_id') FROM river_job),
+		(SELECT attempts FROM inbox WHERE event_id = 'poison') FROM inbox`).Scan(&processed, &dead, &jobs, &distinct, &poisonAttempts); err != nil {
+		t.Fatal(err)
+	}
+	if processed != 119 || dead != 1 || poisonAttempts != 3 {
+		t.Errorf("%d processed, %d dead (the poison row after %d attempts), want 119, 1 and 3", processed, dead, poisonAttempts)
+	}
+	if jobs != 119 || distinct != 119 {
+		t.Errorf("%d River jobs for %d distinct events, want one each for the 119 processed", jobs, distinct)
+	}
+}
+
+// runUntilFinished runs `inboxd run` with env until no row of the inbox in
+// db is received or processing, then stops it, failing the test (with the
+// daemon's logs) if it exits early, ctx ends first, or it exits non-zero.
+func runUntilFinished(ctx context.Context, t *testing.T, db *pgxpool.Pool, env []string) {
+	t.Helper()
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var errOut syncbuf.Buffer
@@ -333,7 +355,7 @@ END $$`,
 	go func() { done <- Main(runCtx, []string{"run"}, env, &bytes.Buffer{}, &errOut, Options{}) }()
 	for {
 		var left int
-		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE status IN ('received', 'processing')`).Scan(&left); err != nil {
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE status IN ('received', 'processing')`).Scan(&left); err != nil {
 			t.Fatal(err)
 		}
 		if left == 0 {
@@ -350,17 +372,5 @@ END $$`,
 	stop()
 	if code := <-done; code != 0 {
 		t.Fatalf("run exit %d; logs:\n%s", code, errOut.String())
-	}
-	var processed, dead, jobs, distinct, poisonAttempts int
-	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'processed'), count(*) FILTER (WHERE status = 'dead'),
-		(SELECT count(*) FROM river_job), (SELECT count(DISTINCT args->>'event_id') FROM river_job),
-		(SELECT attempts FROM inbox WHERE event_id = 'poison') FROM inbox`).Scan(&processed, &dead, &jobs, &distinct, &poisonAttempts); err != nil {
-		t.Fatal(err)
-	}
-	if processed != 119 || dead != 1 || poisonAttempts != 3 {
-		t.Errorf("%d processed, %d dead (the poison row after %d attempts), want 119, 1 and 3", processed, dead, poisonAttempts)
-	}
-	if jobs != 119 || distinct != 119 {
-		t.Errorf("%d River jobs for %d distinct events, want one each for the 119 processed", jobs, distinct)
 	}
 }
