@@ -146,6 +146,21 @@ func TestSecretsFromFiles(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "INBOXD_DATABASE_URL_FILE: cannot read") {
 		t.Fatalf("missing secret file: %v", err)
 	}
+	// A secret file is small: one that is not (a path mistyped into a log
+	// or a device) is refused, not read whole into memory.
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, make([]byte, maxSecretFileBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{big, "/dev/zero"} {
+		_, err = Load([]string{"INBOXD_DATABASE_URL_FILE=" + path})
+		if err == nil || !strings.Contains(err.Error(), "INBOXD_DATABASE_URL_FILE: cannot read the file it names: larger than") {
+			t.Fatalf("secret file %s: %v", path, err)
+		}
+		if strings.Contains(err.Error(), path) {
+			t.Fatalf("the error repeats the variable's value: %v", err)
+		}
+	}
 }
 
 func TestRedactedAndPoolConfig(t *testing.T) {

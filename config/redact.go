@@ -14,6 +14,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
 	"github.com/inboxd/inboxd/internal/natsurl"
+	"github.com/inboxd/inboxd/internal/opfiles"
 )
 
 // This file keeps secrets out of logs and errors.
@@ -334,11 +335,19 @@ func (c Config) redacted() plainConfig {
 	return plainConfig(c)
 }
 
+// maxSecretFileBytes bounds a secret file (a password, a connection string):
+// a *_FILE variable naming something larger (a log, a device) is refused at
+// start instead of read whole into memory.
+const maxSecretFileBytes = 64 << 10
+
 // readSecret reads a secret from the file named by a *_FILE variable. Its
 // error never repeats the variable's value: a password or connection string
 // put there by mistake would otherwise be printed as the "path".
 func readSecret(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := opfiles.Read(path, maxSecretFileBytes)
+	if errors.Is(err, opfiles.ErrTooLarge) {
+		return "", fmt.Errorf("cannot read the file it names: larger than %d KiB (a secret file holds the secret alone)", maxSecretFileBytes>>10)
+	}
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return "", errors.New("cannot read the file it names: no such file (it must name a file holding the secret, not the secret itself)")
