@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/ops"
 )
@@ -75,8 +76,8 @@ func warnUnrouted(cfg config.Config, stderr io.Writer, route string) {
 	if cfg.Routes == "" || route == driver.DefaultRoute {
 		return
 	}
-	names, err := routeNames(cfg)()
-	if err != nil || slices.Contains(names, route) {
+	routes, err := fileRoutes(cfg)()
+	if err != nil || slices.ContainsFunc(routes, func(rc handlers.RouteConfig) bool { return rc.Type == route }) {
 		return
 	}
 	fmt.Fprintf(stderr, "inboxd: warning: %s has no route of its own in INBOXD_ROUTES: its rows go to the default route, "+
@@ -98,7 +99,7 @@ func runRoutePause(ctx context.Context, cfg config.Config, stdout, stderr io.Wri
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	log := adminLog(cfg, stderr, "route pause")
-	if _, err := newOps(conn, log, nil, routeNames(cfg)).Pause(ctx, op, route, reason); err != nil {
+	if _, err := newOps(conn, log, nil, fileRoutes(cfg)).Pause(ctx, op, route, reason); err != nil {
 		if errors.Is(err, ops.ErrUnknownRoute) {
 			return usageError{fmt.Errorf("route pause: %w", err)}
 		}
