@@ -125,8 +125,8 @@ type RouteLimit struct {
 	BreakerResetBy string
 	BreakerResetAt *time.Time
 	// BreakerState is the breaker in the replica the operations run in:
-	// closed, open or half-open; "" when unknown (no replica here, or no
-	// breaker).
+	// closed, open or half-open; "" when unknown (no replica here) or the
+	// route has no breaker.
 	BreakerState string
 }
 
@@ -217,7 +217,11 @@ func (o *Ops) RouteLimits(ctx context.Context) ([]RouteLimit, error) {
 	}
 	list := make([]RouteLimit, len(out))
 	for i, l := range out {
-		l.BreakerState = states[l.Route]
+		// A route without a breaker reads "closed" in the metrics: only a
+		// breaker's state, or one that is not closed, says something.
+		if st := states[l.Route]; l.Breaker.Failures > 0 || (st != "" && st != "closed") {
+			l.BreakerState = st
+		}
 		list[i] = *l
 	}
 	slices.SortFunc(list, func(a, b RouteLimit) int { return cmp.Compare(a.Route, b.Route) })
