@@ -297,7 +297,7 @@ func (h *Handler) rate(w http.ResponseWriter, r *http.Request, c who) {
 		return
 	}
 	if r.PostFormValue("clear") == "yes" {
-		if _, err := h.ops.ClearRate(r.Context(), operator(r, c), route); err != nil && !errors.Is(err, ops.ErrNoOverride) {
+		if _, err := h.ops.Limits().ClearRate(r.Context(), operator(r, c), route); err != nil && !errors.Is(err, ops.ErrNoOverride) {
 			h.dbFail(w, r, "clear the route's rate", err)
 			return
 		}
@@ -316,7 +316,7 @@ func (h *Handler) rate(w http.ResponseWriter, r *http.Request, c who) {
 			return
 		}
 	}
-	if _, err := h.ops.SetRate(r.Context(), operator(r, c), route, perSecond, burst); errors.Is(err, ops.ErrBadLimit) || errors.Is(err, ops.ErrUnknownRoute) {
+	if _, err := h.ops.Limits().SetRate(r.Context(), operator(r, c), route, perSecond, burst); errors.Is(err, ops.ErrBadLimit) || errors.Is(err, ops.ErrUnknownRoute) {
 		h.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	} else if err != nil {
@@ -333,7 +333,7 @@ func (h *Handler) resetBreaker(w http.ResponseWriter, r *http.Request, c who) {
 		h.fail(w, r, http.StatusBadRequest, "say which route (its event type, * for the default route)")
 		return
 	}
-	if _, err := h.ops.ResetBreaker(r.Context(), operator(r, c), route); errors.Is(err, ops.ErrNoBreaker) || errors.Is(err, ops.ErrUnknownRoute) {
+	if _, err := h.ops.Limits().ResetBreaker(r.Context(), operator(r, c), route); errors.Is(err, ops.ErrNoBreaker) || errors.Is(err, ops.ErrUnknownRoute) {
 		h.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	} else if err != nil {

@@ -102,7 +102,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		h.dbFail(w, r, "read the paused routes", err)
 		return
 	}
-	if d.Limits, err = h.ops.RouteLimits(ctx); err != nil {
+	if d.Limits, err = h.ops.Limits().List(ctx); err != nil {
 		// A routes file that cannot be read now (it was when the daemon
 		// started) leaves the rest of the overview standing.
 		h.log.Warn().Err(err).Msg("read the routes' rate limits and breakers")

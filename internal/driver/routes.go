@@ -42,13 +42,20 @@ func PauseRoute(ctx context.Context, db DB, route, by, reason string) error {
 // ResumeRoute resumes route (sql/route_resume.sql) and reports whether it
 // was paused.
 func ResumeRoute(ctx context.Context, db DB, route string) (bool, error) {
-	rows, err := db.Query(ctx, routeResumeSQL, pgx.NamedArgs{"route": route})
+	return routeChanged(ctx, db, routeResumeSQL, "resume route", route)
+}
+
+// routeChanged runs sql, an UPDATE of route's controls returning the
+// route when it changed it, and reports whether it did; what names it in
+// its errors.
+func routeChanged(ctx context.Context, db DB, sql, what, route string) (bool, error) {
+	rows, err := db.Query(ctx, sql, pgx.NamedArgs{"route": route})
 	if err != nil {
-		return false, fmt.Errorf("resume route %q: %w", route, err)
+		return false, fmt.Errorf("%s %q: %w", what, route, err)
 	}
 	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return false, fmt.Errorf("resume route %q: %w", route, err)
+		return false, fmt.Errorf("%s %q: %w", what, route, err)
 	}
 	return len(got) > 0, nil
 }
@@ -215,15 +222,7 @@ func SetRouteRate(ctx context.Context, db DB, route string, rate float64, burst 
 // ClearRouteRate clears route's rate override (sql/route_rate_clear.sql)
 // and reports whether it had one.
 func ClearRouteRate(ctx context.Context, db DB, route string) (bool, error) {
-	rows, err := db.Query(ctx, routeRateClearSQL, pgx.NamedArgs{"route": route})
-	if err != nil {
-		return false, fmt.Errorf("clear the rate of route %q: %w", route, err)
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return false, fmt.Errorf("clear the rate of route %q: %w", route, err)
-	}
-	return len(got) > 0, nil
+	return routeChanged(ctx, db, routeRateClearSQL, "clear the rate of route", route)
 }
 
 // ResetRouteBreaker records a reset of route's circuit breaker by by

@@ -5,7 +5,7 @@
 // the re-mapping of rejected rows, pausing and resuming a route (checked
 // against the routes the database and the routes file know), an admin's
 // rate overrides and breaker resets (limits.go, shared by every replica
-// through the route controls, with RouteLimits to read them), each on a
+// through the route controls: Ops.Limits, whose List reads them), each on a
 // selection of rows or on a filter, with a dry run that counts; the lists
 // of every status an operator reads (retrying, waiting, processing,
 // processed, dead, rejected) with keyset pages; and the audit trail that

@@ -43,35 +43,43 @@ func checkLimit(perSecond float64, burst int) error {
 	return nil
 }
 
+// Limits are an admin's controls of the routes' rate limits and circuit
+// breakers, shared by every replica through the route controls: the
+// operations of Ops.Limits.
+type Limits struct{ o *Ops }
+
+// Limits returns the operations on the routes' rate limits and breakers.
+func (o *Ops) Limits() Limits { return Limits{o} }
+
 // SetRate overrides route's rate limit on every replica, within about
 // half a second: perSecond rows a second on the whole fleet, with a bucket
 // of burst rows (0: one second's worth), in place of the routes file's
 // rate (or of none) until ClearRate. The route must be known (as for
 // Pause); the change is audited as rate_change.
-func (o *Ops) SetRate(ctx context.Context, op Operator, route string, perSecond float64, burst int) (Result, error) {
+func (l Limits) SetRate(ctx context.Context, op Operator, route string, perSecond float64, burst int) (Result, error) {
 	if err := op.check(); err != nil {
 		return Result{}, err
 	}
 	if err := checkLimit(perSecond, burst); err != nil {
 		return Result{}, err
 	}
-	if err := o.checkRoute(ctx, route); err != nil {
+	if err := l.o.checkRoute(ctx, route); err != nil {
 		return Result{}, err
 	}
-	err := driver.SetRouteRate(ctx, o.cfg.DB, route, perSecond, burst, op.Name)
+	err := driver.SetRouteRate(ctx, l.o.cfg.DB, route, perSecond, burst, op.Name)
 	detail := fmt.Sprintf("route %s: rate %s", route, limitText(perSecond, burst))
-	return o.finish(ctx, Request{Operator: op}, ActRateChange, detail, nil, Result{Rows: 1}, err)
+	return l.o.finish(ctx, Request{Operator: op}, ActRateChange, detail, nil, Result{Rows: 1}, err)
 }
 
 // ClearRate clears route's rate override: every replica goes back to the
 // routes file's rate (none if it has none) within about half a second.
 // The error wraps ErrNoOverride when there was none; audited as
 // rate_change.
-func (o *Ops) ClearRate(ctx context.Context, op Operator, route string) (Result, error) {
+func (l Limits) ClearRate(ctx context.Context, op Operator, route string) (Result, error) {
 	if err := op.check(); err != nil {
 		return Result{}, err
 	}
-	was, err := driver.ClearRouteRate(ctx, o.cfg.DB, route)
+	was, err := driver.ClearRouteRate(ctx, l.o.cfg.DB, route)
 	if err == nil && !was {
 		err = fmt.Errorf("%w: %q", ErrNoOverride, route)
 	}
@@ -79,27 +87,27 @@ func (o *Ops) ClearRate(ctx context.Context, op Operator, route string) (Result,
 	if was {
 		res.Rows = 1
 	}
-	return o.finish(ctx, Request{Operator: op}, ActRateChange, "route "+route+": rate override cleared", nil, res, err)
+	return l.o.finish(ctx, Request{Operator: op}, ActRateChange, "route "+route+": rate override cleared", nil, res, err)
 }
 
 // ResetBreaker closes route's circuit breaker once on every replica where
 // it is open or half-open, within about half a second (it opens again on
 // its next failures). The route must be known, and must have a breaker
 // when the routes file names it (ErrNoBreaker); audited as breaker_reset.
-func (o *Ops) ResetBreaker(ctx context.Context, op Operator, route string) (Result, error) {
+func (l Limits) ResetBreaker(ctx context.Context, op Operator, route string) (Result, error) {
 	if err := op.check(); err != nil {
 		return Result{}, err
 	}
-	if err := o.checkRoute(ctx, route); err != nil {
+	if err := l.o.checkRoute(ctx, route); err != nil {
 		return Result{}, err
 	}
-	if rc, ok, err := o.fileRoute(route); err != nil {
+	if rc, ok, err := l.o.cfg.fileRoute(route); err != nil {
 		return Result{}, err
 	} else if ok && rc.Breaker.Failures == 0 {
 		return Result{}, fmt.Errorf("%w: the routes file gives %q none (breaker: {failures: N, cool_down: D})", ErrNoBreaker, route)
 	}
-	_, err := driver.ResetRouteBreaker(ctx, o.cfg.DB, route, op.Name)
-	return o.finish(ctx, Request{Operator: op}, ActBreakerReset, "route "+route, nil, Result{Rows: 1}, err)
+	_, err := driver.ResetRouteBreaker(ctx, l.o.cfg.DB, route, op.Name)
+	return l.o.finish(ctx, Request{Operator: op}, ActBreakerReset, "route "+route, nil, Result{Rows: 1}, err)
 }
 
 // RouteLimit is one route's rate limit and circuit breaker, as the routes
@@ -175,12 +183,12 @@ func (l RouteLimit) BreakerRule() string {
 	return fmt.Sprintf("opens after %d failures for %s", l.Breaker.Failures, l.Breaker.CoolDown)
 }
 
-// RouteLimits returns the rate limit and breaker of every route of the
+// List returns the rate limit and breaker of every route of the
 // routes file and of every route with an operator's override or breaker
 // reset, in route order, with the breaker's state in this replica when
 // known (Config.Breakers).
-func (o *Ops) RouteLimits(ctx context.Context) ([]RouteLimit, error) {
-	controls, err := driver.RouteControls(ctx, o.cfg.DB)
+func (lim Limits) List(ctx context.Context) ([]RouteLimit, error) {
+	controls, err := driver.RouteControls(ctx, lim.o.cfg.DB)
 	if err != nil {
 		return nil, err
 	}
@@ -193,36 +201,36 @@ func (o *Ops) RouteLimits(ctx context.Context) ([]RouteLimit, error) {
 		}
 		return by[route]
 	}
-	if o.cfg.Routes != nil {
-		routes, err := o.cfg.Routes()
+	if lim.o.cfg.Routes != nil {
+		routes, err := lim.o.cfg.Routes()
 		if err != nil {
 			return nil, fmt.Errorf("read the routes file: %w", err)
 		}
 		for _, rc := range routes {
-			l := get(rc.Type)
-			l.FileRate, l.FileBurst, l.Breaker = rc.Rate, rc.Burst, rc.Breaker
+			r := get(rc.Type)
+			r.FileRate, r.FileBurst, r.Breaker = rc.Rate, rc.Burst, rc.Breaker
 		}
 	}
 	for _, c := range controls {
 		if c.Rate <= 0 && c.BreakerResetAt == nil && by[c.Route] == nil {
 			continue // a pause alone: the paused routes show it
 		}
-		l := get(c.Route)
-		l.OverrideRate, l.OverrideBurst, l.OverrideBy, l.OverrideAt = c.Rate, c.Burst, c.RateBy, c.RateAt
-		l.BreakerResetBy, l.BreakerResetAt = c.BreakerResetBy, c.BreakerResetAt
+		r := get(c.Route)
+		r.OverrideRate, r.OverrideBurst, r.OverrideBy, r.OverrideAt = c.Rate, c.Burst, c.RateBy, c.RateAt
+		r.BreakerResetBy, r.BreakerResetAt = c.BreakerResetBy, c.BreakerResetAt
 	}
 	var states map[string]string
-	if o.cfg.Breakers != nil {
-		states = o.cfg.Breakers()
+	if lim.o.cfg.Breakers != nil {
+		states = lim.o.cfg.Breakers()
 	}
 	list := make([]RouteLimit, len(out))
-	for i, l := range out {
+	for i, r := range out {
 		// A route without a breaker reads "closed" in the metrics: only a
 		// breaker's state, or one that is not closed, says something.
-		if st := states[l.Route]; l.Breaker.Failures > 0 || (st != "" && st != "closed") {
-			l.BreakerState = st
+		if st := states[r.Route]; r.Breaker.Failures > 0 || (st != "" && st != "closed") {
+			r.BreakerState = st
 		}
-		list[i] = *l
+		list[i] = *r
 	}
 	slices.SortFunc(list, func(a, b RouteLimit) int { return cmp.Compare(a.Route, b.Route) })
 	return list, nil

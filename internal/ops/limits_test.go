@@ -13,7 +13,7 @@ import (
 
 // limitsSetup is setup with a routes file of two routes: order.created
 // limited to 200/s with a breaker, order.paid with neither.
-func limitsSetup(t *testing.T) (bundle, *Ops) {
+func limitsSetup(t *testing.T) (bundle, Limits) {
 	b := setup(t)
 	o := New(Config{DB: b.pool,
 		Routes: func() ([]handlers.RouteConfig, error) {
@@ -23,10 +23,10 @@ func limitsSetup(t *testing.T) (bundle, *Ops) {
 			}, nil
 		},
 		Breakers: func() map[string]string { return map[string]string{"order.created": "open"} }})
-	return b, o
+	return b, o.Limits()
 }
 
-// An override replaces the file's rate in RouteLimits until it is
+// An override replaces the file's rate in List until it is
 // cleared; a reset is kept with who did it; every change is audited as
 // rate_change or breaker_reset, under the operator's name.
 func TestSetRateClearRateAndResetBreaker(t *testing.T) {
@@ -40,7 +40,7 @@ func TestSetRateClearRateAndResetBreaker(t *testing.T) {
 	if _, err := o.ResetBreaker(b.ctx, alice, "order.created"); err != nil {
 		t.Fatal(err)
 	}
-	list, err := o.RouteLimits(b.ctx)
+	list, err := o.List(b.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestSetRateClearRateAndResetBreaker(t *testing.T) {
 	if _, err := o.ClearRate(b.ctx, alice, "order.created"); !errors.Is(err, ErrNoOverride) {
 		t.Fatalf("a second clear: %v, want ErrNoOverride", err)
 	}
-	list, _ = o.RouteLimits(b.ctx)
+	list, _ = o.List(b.ctx)
 	for _, l := range list {
 		if l.Route == "order.created" && (l.OverrideRate != 0 || l.Limit() != "200/s (burst 50)") {
 			t.Errorf("cleared: %+v (%s), want the file's 200/s", l, l.Limit())

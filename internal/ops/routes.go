@@ -28,7 +28,7 @@ func (o *Ops) checkRoute(ctx context.Context, route string) error {
 	if route == driver.DefaultRoute {
 		return nil
 	}
-	if _, ok, err := o.fileRoute(route); err != nil || ok {
+	if _, ok, err := o.cfg.fileRoute(route); err != nil || ok {
 		return err
 	}
 	ok, err := driver.RouteKnown(ctx, o.cfg.DB, route)
@@ -43,11 +43,11 @@ func (o *Ops) checkRoute(ctx context.Context, route string) error {
 
 // fileRoute returns route's entry in the routes file (Config.Routes), and
 // whether it has one.
-func (o *Ops) fileRoute(route string) (handlers.RouteConfig, bool, error) {
-	if o.cfg.Routes == nil {
+func (c Config) fileRoute(route string) (handlers.RouteConfig, bool, error) {
+	if c.Routes == nil {
 		return handlers.RouteConfig{}, false, nil
 	}
-	routes, err := o.cfg.Routes()
+	routes, err := c.Routes()
 	if err != nil {
 		return handlers.RouteConfig{}, false, fmt.Errorf("read the routes file: %w", err)
 	}

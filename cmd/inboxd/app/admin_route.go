@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/driver"
@@ -108,12 +110,18 @@ func warnUnrouted(cfg config.Config, stderr io.Writer, route string) {
 		"which this pause does not stop (pause default for that)\n", route)
 }
 
-func runRoutePause(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, environ, args []string, by, reason string) error {
-	route, err := routeArg("route pause", args)
+// routeControl runs a route command that changes a route's controls: it
+// reads the route (args' one), the operator (--by) and connects, then act
+// changes the route through ops, whose refusals of what was asked
+// (ops.ErrUnknownRoute, ops.ErrBadLimit, ops.ErrNoBreaker) exit as usage
+// errors.
+func routeControl(ctx context.Context, cfg config.Config, stderr io.Writer, environ, args []string, cmd, by string,
+	act func(o *ops.Ops, op ops.Operator, route string, log zerolog.Logger) error) error {
+	route, err := routeArg(cmd, args)
 	if err != nil {
 		return err
 	}
-	op, err := cliOperator("route pause", by, cfg, environ)
+	op, err := cliOperator(cmd, by, cfg, environ)
 	if err != nil {
 		return err
 	}
@@ -122,43 +130,41 @@ func runRoutePause(ctx context.Context, cfg config.Config, stdout, stderr io.Wri
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	log := adminLog(cfg, stderr, "route pause")
-	if _, err := newOps(conn, log, nil, fileRoutes(cfg)).Pause(ctx, op, route, reason); err != nil {
-		if errors.Is(err, ops.ErrUnknownRoute) {
-			return usageError{fmt.Errorf("route pause: %w", err)}
-		}
-		return fmt.Errorf("route pause: %w", err)
+	log := adminLog(cfg, stderr, cmd)
+	err = act(newOps(conn, log, nil, fileRoutes(cfg)), op, route, log)
+	var usage usageError
+	switch {
+	case err == nil || errors.As(err, &usage):
+		return err
+	case errors.Is(err, ops.ErrUnknownRoute) || errors.Is(err, ops.ErrBadLimit) || errors.Is(err, ops.ErrNoBreaker):
+		return usageError{fmt.Errorf("%s: %w", cmd, err)}
 	}
-	log.Info().Str("route", route).Str("by", op.Name).Str("reason", reason).
-		Msg("route paused: every replica stops claiming its rows within a second")
-	warnUnrouted(cfg, stderr, route)
-	fmt.Fprintf(stdout, "paused %s (by %s): every replica stops claiming its rows within a second; rows in flight finish\n", routeName(route), op.Name)
-	return nil
+	return fmt.Errorf("%s: %w", cmd, err)
 }
 
+func runRoutePause(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, environ, args []string, by, reason string) error {
+	return routeControl(ctx, cfg, stderr, environ, args, "route pause", by, func(o *ops.Ops, op ops.Operator, route string, log zerolog.Logger) error {
+		if _, err := o.Pause(ctx, op, route, reason); err != nil {
+			return err
+		}
+		log.Info().Str("route", route).Str("by", op.Name).Str("reason", reason).
+			Msg("route paused: every replica stops claiming its rows within a second")
+		warnUnrouted(cfg, stderr, route)
+		fmt.Fprintf(stdout, "paused %s (by %s): every replica stops claiming its rows within a second; rows in flight finish\n", routeName(route), op.Name)
+		return nil
+	})
+}
 func runRouteResume(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, environ, args []string, by string) error {
-	route, err := routeArg("route resume", args)
-	if err != nil {
-		return err
-	}
-	op, err := cliOperator("route resume", by, cfg, environ)
-	if err != nil {
-		return err
-	}
-	conn, err := connectSchema(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	log := adminLog(cfg, stderr, "route resume")
-	if _, err := newOps(conn, log, nil, nil).Resume(ctx, op, route); errors.Is(err, ops.ErrNotPaused) {
-		return fmt.Errorf("route resume: %s is not paused (inboxd route list shows the paused routes)", routeName(route))
-	} else if err != nil {
-		return fmt.Errorf("route resume: %w", err)
-	}
-	log.Info().Str("route", route).Str("by", op.Name).Msg("route resumed")
-	fmt.Fprintf(stdout, "resumed %s: every replica claims its rows again within a second\n", routeName(route))
-	return nil
+	return routeControl(ctx, cfg, stderr, environ, args, "route resume", by, func(o *ops.Ops, op ops.Operator, route string, log zerolog.Logger) error {
+		if _, err := o.Resume(ctx, op, route); errors.Is(err, ops.ErrNotPaused) {
+			return fmt.Errorf("%s is not paused (inboxd route list shows the paused routes)", routeName(route))
+		} else if err != nil {
+			return err
+		}
+		log.Info().Str("route", route).Str("by", op.Name).Msg("route resumed")
+		fmt.Fprintf(stdout, "resumed %s: every replica claims its rows again within a second\n", routeName(route))
+		return nil
+	})
 }
 
 // pausedRouteReport is one line of route list --json.
@@ -225,67 +231,36 @@ func runRouteRate(ctx context.Context, cfg config.Config, stdout, stderr io.Writ
 	default:
 		return usageError{fmt.Errorf("%s: give a route and its rate in rows a second (route rate order.created 20), or --clear", cmd)}
 	}
-	route, err := routeArg(cmd, args)
-	if err != nil {
-		return err
-	}
-	op, err := cliOperator(cmd, by, cfg, environ)
-	if err != nil {
-		return err
-	}
-	conn, err := connectSchema(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	log := adminLog(cfg, stderr, cmd)
-	o := newOps(conn, log, nil, fileRoutes(cfg))
-	if clear {
-		if _, err := o.ClearRate(ctx, op, route); errors.Is(err, ops.ErrNoOverride) {
-			return fmt.Errorf("%s: %s has no rate override (inboxd route limits shows them)", cmd, routeName(route))
-		} else if err != nil {
-			return fmt.Errorf("%s: %w", cmd, err)
+	return routeControl(ctx, cfg, stderr, environ, args, cmd, by, func(o *ops.Ops, op ops.Operator, route string, log zerolog.Logger) error {
+		if clear {
+			if _, err := o.Limits().ClearRate(ctx, op, route); errors.Is(err, ops.ErrNoOverride) {
+				return fmt.Errorf("%s has no rate override (inboxd route limits shows them)", routeName(route))
+			} else if err != nil {
+				return err
+			}
+			log.Info().Str("route", route).Str("by", op.Name).Msg("route rate override cleared")
+			fmt.Fprintf(stdout, "cleared the rate override of %s (by %s): every replica goes back to the routes file's rate within a second\n", routeName(route), op.Name)
+			return nil
 		}
-		log.Info().Str("route", route).Str("by", op.Name).Msg("route rate override cleared")
-		fmt.Fprintf(stdout, "cleared the rate override of %s (by %s): every replica goes back to the routes file's rate within a second\n", routeName(route), op.Name)
+		if _, err := o.Limits().SetRate(ctx, op, route, perSecond, burst); err != nil {
+			return err
+		}
+		log.Info().Str("route", route).Str("by", op.Name).Float64("rate", perSecond).Int("burst", burst).Msg("route rate overridden")
+		warnUnrouted(cfg, stderr, route)
+		limit := ops.RouteLimit{OverrideRate: perSecond, OverrideBurst: burst}.Limit()
+		fmt.Fprintf(stdout, "%s limited to %s (by %s) on every replica within a second, until route rate %s --clear\n", routeName(route), limit, op.Name, args[0])
 		return nil
-	}
-	if _, err := o.SetRate(ctx, op, route, perSecond, burst); errors.Is(err, ops.ErrBadLimit) || errors.Is(err, ops.ErrUnknownRoute) {
-		return usageError{fmt.Errorf("%s: %w", cmd, err)}
-	} else if err != nil {
-		return fmt.Errorf("%s: %w", cmd, err)
-	}
-	log.Info().Str("route", route).Str("by", op.Name).Float64("rate", perSecond).Int("burst", burst).Msg("route rate overridden")
-	warnUnrouted(cfg, stderr, route)
-	limit := ops.RouteLimit{OverrideRate: perSecond, OverrideBurst: burst}.Limit()
-	fmt.Fprintf(stdout, "%s limited to %s (by %s) on every replica within a second, until route rate %s --clear\n", routeName(route), limit, op.Name, args[0])
-	return nil
+	})
 }
-
 func runRouteResetBreaker(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, environ, args []string, by string) error {
-	const cmd = "route reset-breaker"
-	route, err := routeArg(cmd, args)
-	if err != nil {
-		return err
-	}
-	op, err := cliOperator(cmd, by, cfg, environ)
-	if err != nil {
-		return err
-	}
-	conn, err := connectSchema(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	log := adminLog(cfg, stderr, cmd)
-	if _, err := newOps(conn, log, nil, fileRoutes(cfg)).ResetBreaker(ctx, op, route); errors.Is(err, ops.ErrUnknownRoute) || errors.Is(err, ops.ErrNoBreaker) {
-		return usageError{fmt.Errorf("%s: %w", cmd, err)}
-	} else if err != nil {
-		return fmt.Errorf("%s: %w", cmd, err)
-	}
-	log.Info().Str("route", route).Str("by", op.Name).Msg("route breaker reset")
-	fmt.Fprintf(stdout, "reset the breaker of %s (by %s): every replica where it is open closes it within a second\n", routeName(route), op.Name)
-	return nil
+	return routeControl(ctx, cfg, stderr, environ, args, "route reset-breaker", by, func(o *ops.Ops, op ops.Operator, route string, log zerolog.Logger) error {
+		if _, err := o.Limits().ResetBreaker(ctx, op, route); err != nil {
+			return err
+		}
+		log.Info().Str("route", route).Str("by", op.Name).Msg("route breaker reset")
+		fmt.Fprintf(stdout, "reset the breaker of %s (by %s): every replica where it is open closes it within a second\n", routeName(route), op.Name)
+		return nil
+	})
 }
 
 // routeLimitReport is one line of route limits --json.
@@ -311,7 +286,7 @@ func runRouteLimits(ctx context.Context, cfg config.Config, stdout io.Writer, as
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	list, err := ops.New(ops.Config{DB: conn, Routes: fileRoutes(cfg)}).RouteLimits(ctx)
+	list, err := ops.New(ops.Config{DB: conn, Routes: fileRoutes(cfg)}).Limits().List(ctx)
 	if err != nil {
 		return fmt.Errorf("route limits: %w", err)
 	}
