@@ -32,7 +32,7 @@ func (h *Handler) action(role Role, fn func(w http.ResponseWriter, r *http.Reque
 		}
 		if !c.can(role) {
 			h.log.Warn().Str("user", c.user).Str("role", c.role.String()).Str("path", r.URL.Path).Msg("console action refused: role")
-			h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s is a %s: this action needs an %s", c.user, c.role, role))
+			h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s is %s: this action needs %s", c.user, withArticle(c.role.String()), withArticle(role.String())))
 			return
 		}
 		if !c.csrfOK(r) {
@@ -341,4 +341,12 @@ func (h *Handler) resetBreaker(w http.ResponseWriter, r *http.Request, c who) {
 		return
 	}
 	http.Redirect(w, r, Prefix+"#limits", http.StatusSeeOther)
+}
+
+// withArticle puts "a" or "an" before a role's name ("a viewer", "an operator").
+func withArticle(name string) string {
+	if name != "" && strings.ContainsRune("aeiou", rune(name[0])) {
+		return "an " + name
+	}
+	return "a " + name
 }

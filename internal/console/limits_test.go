@@ -49,7 +49,7 @@ func TestRateAndBreakerAreAnAdmins(t *testing.T) {
 	}
 	rate := url.Values{"route": {"order.created"}, "rate": {"20"}, "burst": {"5"}}
 	reset := url.Values{"route": {"order.created"}}
-	for _, tok := range []string{vic, bob} {
+	for tok, who := range map[string]string{vic: "vic is a viewer", bob: "bob is an operator"} {
 		c, csrf := tokenSession(t, b, tok)
 		if _, body := get(t, c, b.srv.URL+"/ui/"); strings.Contains(body, `action="/ui/routes/rate"`) || strings.Contains(body, `action="/ui/routes/reset-breaker"`) {
 			t.Errorf("a non-admin is offered the rate or breaker forms")
@@ -59,7 +59,7 @@ func TestRateAndBreakerAreAnAdmins(t *testing.T) {
 			for k, v := range form {
 				f[k] = v
 			}
-			if code, body := post(t, c, b.srv.URL+path, f, ""); code != http.StatusForbidden || !strings.Contains(body, "this action needs an admin") {
+			if code, body := post(t, c, b.srv.URL+path, f, ""); code != http.StatusForbidden || !strings.Contains(body, who+": this action needs an admin") {
 				t.Errorf("%s by session %s: %d, want 403\n%s", path, tok, code, body)
 			}
 			if code, _ := post(t, nil, b.srv.URL+path, form, tok); code != http.StatusForbidden {
