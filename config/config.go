@@ -26,6 +26,8 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/ingest/nats"
+	"github.com/inboxd/inboxd/ingest/webhook"
 	"github.com/inboxd/inboxd/internal/brokers"
 	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
 	"github.com/inboxd/inboxd/internal/console"
@@ -439,11 +441,11 @@ func engineDefaults() Config {
 		StaleAfter:          worker.DefaultStaleAfter,
 		StatsInterval:       worker.DefaultStatsInterval,
 
-		WebhookBodyBudget:   ingest.DefaultWebhookBodyBudget,
-		WebhookMinBodyRate:  ingest.DefaultWebhookMinBodyRate,
-		WebhookWriteTimeout: ingest.DefaultWebhookWriteTimeout,
-		WebhookMaxRequests:  ingest.DefaultWebhookMaxRequests,
-		NATSConsumer:        ingest.DefaultNATSConsumer,
+		WebhookBodyBudget:   webhook.DefaultBodyBudget,
+		WebhookMinBodyRate:  webhook.DefaultMinBodyRate,
+		WebhookWriteTimeout: webhook.DefaultWriteTimeout,
+		WebhookMaxRequests:  webhook.DefaultMaxRequests,
+		NATSConsumer:        nats.DefaultConsumer,
 
 		OutboxBatchSize:    outbox.DefaultBatchSize,
 		OutboxPollInterval: outbox.DefaultPollInterval,

@@ -30,7 +30,7 @@ var layers = []layer{
 	{"the daemon's parts", []string{"config", "internal/console", "internal/ops", "internal/otelenv",
 		"internal/opfiles/routesfile"}},
 	{"the embedding API", []string{"."}},
-	{"the sources", []string{"ingest"}},
+	{"the sources", []string{"ingest", "internal/ingestcore"}},
 	{"the worker pool", []string{"internal/engine"}},
 	{"maintenance", []string{"internal/maintenance"}},
 	{"the outbox", []string{"internal/outbox"}},
