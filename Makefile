@@ -69,7 +69,7 @@ linkcheck:
 ## docs: rewrite what the code writes in docs/: the variable table of docs/configuration.md,
 ## and what SPIN explored of the models in docs/guarantees.md (needs spin and gcc)
 docs:
-	$(GO) test -count=1 -timeout 60s -run '^TestConfigurationPageIsWrittenByTheCode$$' ./config/ -update
+	$(GO) test -count=1 -timeout 60s -run '^TestConfigurationPageIsWrittenByTheCode$$' ./internal/vardocs/ -update
 	$(GO) test -count=1 -timeout 10m -run '^TestModels$$' ./internal/model/ -update
 
 ## screenshots: rewrite docs/images/console-*.png: the console end to end in chromium, every role (TestConsoleEndToEnd)

@@ -37,27 +37,16 @@ type MapOptions struct {
 
 // DefaultMapOptions returns the mapping of the external contract: id from
 // event_id then ce_id, type from event_type then ce_type, no JSON fallback,
-// payloads up to 1 MiB, headers up to 64 KiB.
+// payloads up to 1 MiB, headers up to 64 KiB. A source takes these for the
+// zero fields of its MapOptions (a nil header list is the default list; an
+// empty non-nil one means no header is consulted).
 func DefaultMapOptions() MapOptions {
-	return MapOptions{}.WithDefaults()
-}
-
-// WithDefaults returns o with every zero field set to its default (those
-// of DefaultMapOptions).
-func (o MapOptions) WithDefaults() MapOptions {
-	if o.EventIDHeaders == nil {
-		o.EventIDHeaders = []string{"event_id", "ce_id"}
+	return MapOptions{
+		EventIDHeaders:   []string{"event_id", "ce_id"},
+		EventTypeHeaders: []string{"event_type", "ce_type"},
+		MaxPayload:       DefaultMaxPayload,
+		MaxHeaders:       DefaultMaxHeaders,
 	}
-	if o.EventTypeHeaders == nil {
-		o.EventTypeHeaders = []string{"event_type", "ce_type"}
-	}
-	if o.MaxPayload <= 0 {
-		o.MaxPayload = DefaultMaxPayload
-	}
-	if o.MaxHeaders <= 0 {
-		o.MaxHeaders = DefaultMaxHeaders
-	}
-	return o
 }
 
 // TombstoneHeader is the header that ingest adds, with the value "true", to

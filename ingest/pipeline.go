@@ -20,7 +20,7 @@ const (
 
 // PipelineConfig is what the persist-then-ack pipeline, shared by every
 // source, needs: batching, the mapping, the write retries and the shutdown
-// budget. Zero fields take the defaults of this package (WithDefaults).
+// budget. Zero fields take the defaults of this package (Default*).
 type PipelineConfig struct {
 	// BatchSize closes a batch when it holds this many messages.
 	BatchSize int
@@ -47,29 +47,4 @@ type PipelineConfig struct {
 	// CloseTimeout bounds, at shutdown, the final flush and the closing of
 	// the source together.
 	CloseTimeout time.Duration
-}
-
-// WithDefaults returns p with every zero field set to its default: the
-// one place of the pipeline's defaults, every source's (Config's too).
-func (p PipelineConfig) WithDefaults() PipelineConfig {
-	setDur := func(d *time.Duration, def time.Duration) {
-		if *d == 0 {
-			*d = def
-		}
-	}
-	if p.BatchSize == 0 {
-		p.BatchSize = DefaultBatchSize
-	}
-	if p.BatchBytes == 0 {
-		p.BatchBytes = DefaultBatchBytes
-	}
-	setDur(&p.BatchTimeout, DefaultBatchTimeout)
-	setDur(&p.Linger, DefaultLinger)
-	setDur(&p.RetryBackoffMin, DefaultRetryBackoffMin)
-	setDur(&p.RetryBackoffMax, DefaultRetryBackoffMax)
-	setDur(&p.WriteTimeout, DefaultWriteTimeout)
-	setDur(&p.AckTimeout, DefaultCommitTimeout)
-	setDur(&p.CloseTimeout, DefaultCloseTimeout)
-	p.Mapping = p.Mapping.WithDefaults()
-	return p
 }

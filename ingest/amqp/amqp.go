@@ -55,7 +55,7 @@ type Config struct {
 
 // withDefaults returns c with its defaults applied.
 func (c Config) withDefaults() Config {
-	c.Pipeline = c.Pipeline.WithDefaults()
+	c.Pipeline = ingestcore.PipelineDefaults(c.Pipeline)
 	if c.Prefetch == 0 {
 		c.Prefetch = amqpconn.DefaultPrefetch(c.Pipeline.BatchSize, c.Pipeline.BatchBytes, ingestcore.LargestMessage(c.Pipeline.Mapping))
 	}
@@ -63,9 +63,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports every setting that cannot work, one line each; it never
+// validate reports every setting that cannot work, one line each; it never
 // repeats the URL.
-func (c Config) Validate() error {
+func (c Config) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.URL == "" {
@@ -155,7 +155,7 @@ func openAMQP(cfg Config, pool *pgxpool.Pool, logger zerolog.Logger, reg prometh
 
 func newAMQP(cfg Config, w ingestcore.InboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*amqpSource, error) {
 	cfg = cfg.withDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	if cfg.TLS.Enabled {
@@ -514,7 +514,7 @@ func (f amqpFetcher) Fetch(ctx context.Context) (ingestcore.Row, error) {
 		}
 		s.mu.Unlock()
 		s.Progressed()
-		row := amqpmap.MapRead(d.queue, d.d, d.unreadable, s.cfg.Pipeline.Mapping.WithDefaults())
+		row := amqpmap.MapRead(d.queue, d.d, d.unreadable, ingestcore.MapDefaults(s.cfg.Pipeline.Mapping))
 		if d.unreadable != nil {
 			s.Log.Warn().Str("queue", d.queue).Str("event_id", row.EventID).Str("reason", d.unreadable.Why).
 				Int("headers_bytes", d.unreadable.Size).

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,10 +118,6 @@ func (s *amqpSource) queueConn(i int) *amqp.Connection {
 		return nil
 	}
 	return q.session.conn
-}
-
-func testLogger(t testing.TB) zerolog.Logger {
-	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 }
 
 func amqpEvent(id, typ, body string) amqp.Publishing {
@@ -365,30 +360,12 @@ func TestAMQPConsumerCancelled(t *testing.T) {
 	})
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestAMQPConfigValidate(t *testing.T) {
 	t.Parallel()
 	cfg := Config{URL: "amqp://u:s3cret@host/", Queues: []string{"a", "a"}, Prefetch: -1,
 		TLS: ingest.TLSConfig{CAFile: "ca.pem", CertFile: "c.pem"}}.withDefaults()
 	cfg.Prefetch = -1
-	err := cfg.Validate()
+	err := cfg.validate()
 	if err == nil {
 		t.Fatal("no error")
 	}

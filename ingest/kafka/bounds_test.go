@@ -203,10 +203,3 @@ func TestHeadersOverTheBoundThroughKafka(t *testing.T) {
 		t.Errorf("%d rejected rows, want 6", rejected)
 	}
 }
-
-func deref(s *string) string {
-	if s == nil {
-		return "<nil>"
-	}
-	return *s
-}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/handoff"
+	"github.com/inboxd/inboxd/internal/ingestcore"
 
 	"github.com/inboxd/inboxd/internal/brokers"
 )
@@ -95,7 +96,7 @@ func (c Config) withDefaults() Config {
 			*d = def
 		}
 	}
-	c.PipelineConfig = c.PipelineConfig.WithDefaults()
+	c.PipelineConfig = ingestcore.PipelineDefaults(c.PipelineConfig)
 	setDur(&c.SessionTimeout, ingest.DefaultSessionTimeout)
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = min(c.SessionTimeout/3, 3*time.Second)
@@ -109,8 +110,8 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports every setting that cannot work, one line each.
-func (c Config) Validate() error {
+// validate reports every setting that cannot work, one line each.
+func (c Config) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if len(c.Brokers) == 0 {

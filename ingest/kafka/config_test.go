@@ -40,13 +40,13 @@ func TestConfigValidate(t *testing.T) {
 			t.Parallel()
 			c := base
 			tt.mutate(&c)
-			err := c.withDefaults().Validate()
+			err := c.withDefaults().validate()
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Validate = %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}
-	if err := base.WithDefaults().Validate(); err != nil {
+	if err := base.withDefaults().validate(); err != nil {
 		t.Errorf("Validate(minimal) = %v", err)
 	}
 }

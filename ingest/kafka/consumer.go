@@ -57,7 +57,7 @@ func openKafka(cfg Config, pool *pgxpool.Pool, logger zerolog.Logger, reg promet
 
 func newConsumer(cfg Config, w ingestcore.InboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*kafkaConsumer, error) {
 	cfg = cfg.withDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	dialer, err := newDialer(cfg)

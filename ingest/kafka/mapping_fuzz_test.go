@@ -99,9 +99,9 @@ func FuzzMapMessage(f *testing.F) {
 		m := kafka.Message{Topic: "orders", Partition: int(partition), Offset: offset,
 			Key: key, Value: value, Headers: fuzzHeaders(headerBlob)}
 		row := kafkamap.MapMessage(m, opts)
-		limit := opts.WithDefaults().MaxPayload
+		limit := ingestcore.MapDefaults(opts).MaxPayload
 		bigKey := len(key) > ingest.MaxKeyBytes
-		bigHeaders := ingestcore.HeadersSize(kafkamap.FromKafkaHeaders(m.Headers)) > opts.WithDefaults().MaxHeaders
+		bigHeaders := ingestcore.HeadersSize(kafkamap.FromKafkaHeaders(m.Headers)) > ingestcore.MapDefaults(opts).MaxHeaders
 
 		if row.Source != "orders" || row.Partition != partition || row.Offset != offset {
 			t.Fatalf("position changed: %+v", row)

@@ -13,49 +13,15 @@ import (
 
 	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/ingestcore"
+	"github.com/inboxd/inboxd/internal/ingestcore/ingesttest"
 	"github.com/inboxd/inboxd/internal/ingestcore/kafkamap"
 	"github.com/inboxd/inboxd/internal/pgtest"
 )
 
 // inboxRow is a row as read back from the inbox table.
-type inboxRow struct {
-	Source, EventID, EventType, Status string
-	Key, Payload                       []byte
-	Headers                            map[string]any
-	LastError                          *string
-	Topic                              *string
-	Partition                          *int32
-	Offset                             *int64
-	Attempts                           int
-}
+type inboxRow = ingesttest.InboxRow
 
-func readRows(t *testing.T, db *pgtest.DB) map[string]inboxRow {
-	t.Helper()
-	rows, err := db.Pool.Query(context.Background(), `
-		SELECT source, event_id, event_type, status, key, payload, headers, last_error,
-		       kafka_topic, kafka_partition, kafka_offset, attempts
-		FROM inbox ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]inboxRow{}
-	for rows.Next() {
-		var r inboxRow
-		if err := rows.Scan(&r.Source, &r.EventID, &r.EventType, &r.Status, &r.Key, &r.Payload, &r.Headers,
-			&r.LastError, &r.Topic, &r.Partition, &r.Offset, &r.Attempts); err != nil {
-			t.Fatal(err)
-		}
-		if _, dup := out[r.Source+" "+r.EventID]; dup {
-			t.Fatalf("two rows for %s %s", r.Source, r.EventID)
-		}
-		out[r.Source+" "+r.EventID] = r
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
+var readRows = ingesttest.ReadRows
 
 func TestPgWriterWriteBatch(t *testing.T) {
 	t.Parallel()

@@ -101,7 +101,7 @@ type Config struct {
 
 // withDefaults returns c with its defaults applied.
 func (c Config) withDefaults() Config {
-	c.Pipeline = c.Pipeline.WithDefaults()
+	c.Pipeline = ingestcore.PipelineDefaults(c.Pipeline)
 	if c.Consumer == "" {
 		c.Consumer = DefaultConsumer
 	}
@@ -117,9 +117,9 @@ func validNATSName(s string) bool {
 	return s != "" && !strings.ContainsAny(s, ".*> \t\r\n/\\")
 }
 
-// Validate reports every setting that cannot work, one line each; it never
+// validate reports every setting that cannot work, one line each; it never
 // repeats the URL.
-func (c Config) Validate() error {
+func (c Config) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if len(natsurl.Servers(c.URL)) == 0 {
@@ -199,7 +199,7 @@ func openNATS(cfg Config, pool *pgxpool.Pool, logger zerolog.Logger, reg prometh
 
 func newNATS(cfg Config, w ingestcore.InboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*natsSource, error) {
 	cfg = cfg.withDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	opts, err := natsconn.Options(cfg.URL, cfg.CredsFile, brokers.TLS(cfg.TLS))

@@ -547,7 +547,7 @@ func TestNATSConfigValidate(t *testing.T) {
 	t.Parallel()
 	cfg := Config{URL: "nats://u:s3cret@host:4222,http://x", Streams: []string{"a", "a", "b.c"}, Consumer: "x.y",
 		AckWait: time.Second, TLS: ingest.TLSConfig{CertFile: "c.pem"}}.withDefaults()
-	err := cfg.Validate()
+	err := cfg.validate()
 	if err == nil {
 		t.Fatal("no error")
 	}

@@ -8,10 +8,11 @@ import (
 	"github.com/inboxd/inboxd/internal/httpserve"
 )
 
-// Admission bounds what the webhook listener holds of requests
-// before their signatures are checked: bytes that anyone who reaches the
-// port can send.
-type Admission struct {
+// admission is what bounds what the webhook listener holds of requests
+// before their signatures are checked (Config's BodyBudget, MinBodyRate,
+// BodyGrace and BodyStall): bytes that anyone who reaches the port can
+// send.
+type admission struct {
 	// BodyBudget is the memory, in bytes, that the bodies of the requests
 	// in hand may hold at once, from their first byte read to their
 	// answer (default DefaultBodyBudget). A request whose declared
@@ -30,7 +31,7 @@ type Admission struct {
 	BodyGrace, BodyStall time.Duration
 }
 
-// Defaults and bounds of Admission.
+// Defaults and bounds of the admission settings (Config.BodyBudget, …).
 const (
 	// DefaultBodyBudget is the bodies' budget when none is given:
 	// well inside the 512 MiB the Kubernetes manifest gives the daemon.
@@ -53,7 +54,7 @@ const (
 	BodyOverhead = 128 << 20
 )
 
-func (a Admission) withDefaults() Admission {
+func (a admission) withDefaults() admission {
 	a.BodyBudget = cmp.Or(a.BodyBudget, DefaultBodyBudget)
 	a.MinBodyRate = cmp.Or(a.MinBodyRate, DefaultMinBodyRate)
 	a.BodyGrace = cmp.Or(a.BodyGrace, DefaultBodyGrace)
@@ -63,7 +64,7 @@ func (a Admission) withDefaults() Admission {
 
 // problems lists what is wrong with a (its defaults applied) for sources
 // whose largest max_body is maxBody.
-func (a Admission) problems(maxBody int) []string {
+func (a admission) problems(maxBody int) []string {
 	var out []string
 	if need := minBodyBudget(maxBody); a.BodyBudget < need {
 		out = append(out, fmt.Sprintf("the webhook body budget (INBOXD_WEBHOOK_BODY_BUDGET) must be at least %d bytes, about twice the largest max_body "+

@@ -67,8 +67,8 @@ func TestWebhookBodyBudgetRefusesBeforeReading(t *testing.T) {
 		// Three bodies one byte short of max_body hold a first chunk and a
 		// chunk each; what is left then is one byte short of what a fourth
 		// one needs.
-		c.Admission.BodyBudget = 3*(webhookFirstChunk+webhookChunk) + bodyNeed(maxBody) - 1
-		c.Admission.BodyStall = 30 * time.Second
+		c.BodyBudget = 3*(webhookFirstChunk+webhookChunk) + bodyNeed(maxBody) - 1
+		c.BodyStall = 30 * time.Second
 	})
 	held := func() float64 { return testutil.ToFloat64(b.src.wm.bodyBytes) }
 	var holders []net.Conn
@@ -85,12 +85,12 @@ func TestWebhookBodyBudgetRefusesBeforeReading(t *testing.T) {
 		t.Fatalf("a body over the budget: %s (Retry-After %q, close %v) %s; want 503 with Retry-After, closing",
 			resp.Status, resp.Header.Get("Retry-After"), resp.Close, body)
 	}
-	t.Logf("refused in %s with %.0f bytes held (budget %d)", time.Since(start).Round(time.Millisecond), held(), b.src.cfg.Admission.BodyBudget)
+	t.Logf("refused in %s with %.0f bytes held (budget %d)", time.Since(start).Round(time.Millisecond), held(), b.src.cfg.BodyBudget)
 	if got := testutil.ToFloat64(b.src.wm.bodyRefusals.WithLabelValues("budget")); got != 1 {
 		t.Errorf("body refusals for the budget = %v, want 1", got)
 	}
-	if h := held(); h > float64(b.src.cfg.Admission.BodyBudget) {
-		t.Errorf("%.0f bytes held, over the budget of %d", h, b.src.cfg.Admission.BodyBudget)
+	if h := held(); h > float64(b.src.cfg.BodyBudget) {
+		t.Errorf("%.0f bytes held, over the budget of %d", h, b.src.cfg.BodyBudget)
 	}
 	for _, h := range holders {
 		_ = h.Close()
@@ -117,8 +117,8 @@ func TestWebhookSlowBodiesAreCutAndDoNotHoldTheCap(t *testing.T) {
 	const grace = 300 * time.Millisecond
 	b := setupWebhook(t, nil, func(c *Config) {
 		c.MaxRequests = 2
-		c.Admission.MinBodyRate = 1024
-		c.Admission.BodyGrace = grace
+		c.MinBodyRate = 1024
+		c.BodyGrace = grace
 	})
 	type cut struct {
 		code int

@@ -370,7 +370,7 @@ func TestWebhookSecretFilesCarryAnySecret(t *testing.T) {
 	const hashSecret, newSecret = "#hash-first-secret", "the-new-secret"
 	load := func(yaml string) ([]SourceConfig, error) {
 		p := file("w.yaml", yaml)
-		return LoadSources(p)
+		return LoadSources(p, true)
 	}
 	one, err := load("sources:\n  - {name: g1, verify: github, unsigned_type: allow, secret_file: " + file("one", hashSecret+"\n") + "}\n" +
 		"  - {name: g2, verify: github, unsigned_type: allow, secret_files: [" + file("old", hashSecret+"\n") + ", " + file("new", newSecret+"\n") + "]}\n")
@@ -461,7 +461,7 @@ func TestWebhookCredentialHeadersNotStored(t *testing.T) {
 		{"Connection", "is a hop-by-hop header"},
 	} {
 		err := Config{Addr: ":1", Sources: []SourceConfig{{Name: "g", Verify: GitHub, Secrets: []string{"s"},
-			UnsignedType: true, KeepHeaders: []string{tc.keep}}}}.withDefaults().Validate()
+			UnsignedType: true, KeepHeaders: []string{tc.keep}}}}.withDefaults().validate()
 		if err == nil || !strings.Contains(err.Error(), "keep_headers: "+tc.keep+" "+tc.want) {
 			t.Errorf("keep_headers %s: %v", tc.keep, err)
 		}

@@ -13,7 +13,7 @@ import (
 )
 
 // bodyBudget is the bytes the webhook bodies in hand may hold at once
-// (Admission.BodyBudget): every chunk a body is read into, and the
+// (Config.BodyBudget): every chunk a body is read into, and the
 // body put together, are taken from it before they are allocated and
 // given back when they are freed.
 type bodyBudget struct {
@@ -89,7 +89,7 @@ func (s *webhookSource) readBody(w http.ResponseWriter, r *http.Request, max int
 	if r.ContentLength > 0 && bodyNeed(r.ContentLength) > budget.left() {
 		return nil, nil, spent
 	}
-	a := s.cfg.Admission
+	a := s.cfg.adm()
 	body := io.LimitReader(httpserve.PacedBody(w, r, httpserve.Pace{Grace: a.BodyGrace, Rate: a.MinBodyRate,
 		Stall: a.BodyStall, Max: s.cfg.ReadTimeout}), int64(max)+1)
 	var chunks []*[]byte

@@ -161,8 +161,25 @@ type Config struct {
 	// (defaults DefaultReadHeaderTimeout, DefaultReadTimeout,
 	// DefaultIdleTimeout).
 	ReadHeaderTimeout, ReadTimeout, IdleTimeout time.Duration
-	// Admission bounds what requests hold before they are authenticated.
-	Admission Admission
+	// The admission settings bound what requests hold before they are
+	// authenticated.
+	//
+	// BodyBudget is the memory, in bytes, that the bodies of the requests
+	// in hand may hold at once, from their first byte read to their
+	// answer (default DefaultBodyBudget). A request whose declared
+	// length does not fit in what is left is answered 503 with Retry-After
+	// before its body is read; one that outgrows it while it is read, the
+	// same.
+	BodyBudget int64
+	// MinBodyRate is the slowest a body may arrive, on average, in bytes
+	// per second, once it is BodyGrace behind (default
+	// DefaultMinBodyRate).
+	MinBodyRate int
+	// BodyGrace is how far behind MinBodyRate a body may fall (default
+	// DefaultBodyGrace); BodyStall is the longest a body may pause
+	// between two reads (default DefaultBodyStall). A body cut by
+	// either is answered 408.
+	BodyGrace, BodyStall time.Duration
 	// Now is the clock of timestamp checks (nil: time.Now).
 	Now func() time.Time
 	// Pipeline configures batching, mapping and writes.
@@ -173,8 +190,13 @@ type Config struct {
 	handOff handoff.HandOff
 }
 
+// adm is c's admission settings.
+func (c Config) adm() admission {
+	return admission{BodyBudget: c.BodyBudget, MinBodyRate: c.MinBodyRate, BodyGrace: c.BodyGrace, BodyStall: c.BodyStall}
+}
+
 func (c Config) withDefaults() Config {
-	c.Pipeline = c.Pipeline.WithDefaults()
+	c.Pipeline = ingestcore.PipelineDefaults(c.Pipeline)
 	setDur := func(d *time.Duration, def time.Duration) {
 		if *d == 0 {
 			*d = def
@@ -190,7 +212,8 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	c.Admission = c.Admission.withDefaults()
+	a := c.adm().withDefaults()
+	c.BodyBudget, c.MinBodyRate, c.BodyGrace, c.BodyStall = a.BodyBudget, a.MinBodyRate, a.BodyGrace, a.BodyStall
 	c.Sources = append([]SourceConfig(nil), c.Sources...)
 	for i := range c.Sources {
 		c.Sources[i] = c.Sources[i].withDefaults()
@@ -231,9 +254,9 @@ func (s SourceConfig) withDefaults() SourceConfig {
 // metric label.
 var webhookName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
-// Validate reports every setting that cannot work, one line each; it never
+// validate reports every setting that cannot work, one line each; it never
 // repeats a secret.
-func (c Config) Validate() error {
+func (c Config) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.Addr == "" {
@@ -255,7 +278,7 @@ func (c Config) Validate() error {
 	for _, s := range c.Sources {
 		largest = max(largest, s.MaxBody)
 	}
-	for _, e := range c.Admission.problems(largest) {
+	for _, e := range c.adm().problems(largest) {
 		bad("ingest: %s", e)
 	}
 	seen := map[string]bool{}
@@ -447,24 +470,22 @@ func (f *webhookFileField) field() Field {
 	return Field(*f)
 }
 
-// LoadSources reads the webhook sources file at path and the
-// secret files it names. Errors name the file and the source, one line
+// LoadSources reads the webhook sources file at path and, with secrets,
+// the secret files it names. Without them it reads the sources' mapping
+// rules alone, enough to map a stored row again (the source's remap
+// rule), not to verify a request; the file is checked as it is with
+// them, secrets aside. Errors name the file and the source, one line
 // each; they never hold a secret.
-func LoadSources(path string) ([]SourceConfig, error) {
+func LoadSources(path string, secrets bool) ([]SourceConfig, error) {
+	if !secrets {
+		return loadWebhookSources(path, nil)
+	}
 	return loadWebhookSources(path, readSecretFile)
 }
 
 // readSecretFile reads a secret file through the operator files' capped
 // reader: one of more than maxSecretFileBytes is never read whole.
 func readSecretFile(path string) ([]byte, error) { return opfiles.Read(path, maxSecretFileBytes) }
-
-// LoadMapping reads the webhook sources file at path without its
-// secret files: the sources' mapping rules, enough to map a stored row
-// again (the source's remap rule), not to verify a request. The file is checked
-// as LoadSources checks it, secrets aside.
-func LoadMapping(path string) ([]SourceConfig, error) {
-	return loadWebhookSources(path, nil)
-}
 
 func loadWebhookSources(path string, readFile func(string) ([]byte, error)) ([]SourceConfig, error) {
 	data, err := opfiles.Read(path, MaxSourcesFileBytes)

@@ -144,7 +144,7 @@ func openWebhook(cfg Config, pool *pgxpool.Pool, logger zerolog.Logger, reg prom
 
 func newWebhook(cfg Config, w ingestcore.InboxWriter, logger zerolog.Logger, reg prometheus.Registerer) (*webhookSource, error) {
 	cfg = cfg.withDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	tc, err := cfg.tlsConfig()
@@ -157,8 +157,8 @@ func newWebhook(cfg Config, w ingestcore.InboxWriter, logger zerolog.Logger, reg
 	}
 	s := &webhookSource{cfg: cfg, tls: tc, wm: wm, endpoints: map[string]*webhookEndpoint{},
 		in: make(chan *webhookItem), sem: make(chan struct{}, cfg.MaxRequests), stopping: make(chan struct{}),
-		budget: newBodyBudget(cfg.Admission.BodyBudget, wm.bodyBytes, wm.bodyBudget)}
-	base := cfg.Pipeline.Mapping.WithDefaults()
+		budget: newBodyBudget(cfg.BodyBudget, wm.bodyBytes, wm.bodyBudget)}
+	base := ingestcore.MapDefaults(cfg.Pipeline.Mapping)
 	for _, sc := range cfg.Sources {
 		s.endpoints[sc.Name] = newWebhookEndpoint(sc, base, wm)
 		if sc.ReplayWindow > 0 && s.replays == nil {
@@ -285,7 +285,7 @@ func (s *webhookSource) Run(ctx context.Context) error {
 		Read:           s.cfg.ReadTimeout,
 		Write:          s.cfg.ReadTimeout + s.cfg.WriteTimeout + 5*time.Second,
 		Idle:           s.cfg.IdleTimeout,
-		MaxHeaderBytes: s.cfg.Pipeline.Mapping.WithDefaults().MaxHeaders + 8<<10,
+		MaxHeaderBytes: ingestcore.MapDefaults(s.cfg.Pipeline.Mapping).MaxHeaders + 8<<10,
 		MaxConns:       webhookMaxConns(s.cfg.MaxRequests),
 	}, s.Log)
 
@@ -304,7 +304,7 @@ func (s *webhookSource) Run(ctx context.Context) error {
 			slices.Sort(names)
 			s.Log.Info().Str("addr", a).Bool("tls", s.tls != nil).Strs("sources", names).
 				Int("max_requests", s.cfg.MaxRequests).Dur("write_timeout", s.cfg.WriteTimeout).
-				Int64("body_budget", s.cfg.Admission.BodyBudget).Int("min_body_rate", s.cfg.Admission.MinBodyRate).
+				Int64("body_budget", s.cfg.BodyBudget).Int("min_body_rate", s.cfg.MinBodyRate).
 				Int("max_conns", webhookMaxConns(s.cfg.MaxRequests)).
 				Int("batch_size", s.cfg.Pipeline.BatchSize).Msg("ingest starting: serving webhooks")
 		}, func() {})
@@ -626,7 +626,7 @@ func (r remapRule) Remap(s ingestcore.Stored) ingestcore.Row {
 		return ingestcore.Row{Source: s.Source, EventID: s.EventID, Key: s.Key, Payload: s.Payload, Status: ingestcore.StatusRejected,
 			LastError: fmt.Sprintf("a row of the webhook source %q is mapped again only by that source's rules, and %s", s.Source, why)}
 	}
-	return newWebhookMapping(r.sources[i].withDefaults(), r.opts.WithDefaults()).mapStored(s.Headers, s.Payload)
+	return newWebhookMapping(r.sources[i].withDefaults(), ingestcore.MapDefaults(r.opts)).mapStored(s.Headers, s.Payload)
 }
 
 // webhookHeaders is what a request stores as headers: those keep says

@@ -24,10 +24,10 @@ type layer struct {
 // (TestLayoutDocMatchesLayers holds them together).
 var layers = []layer{
 	{"programs", []string{"cmd"}},
-	{"test kits and checks", []string{"handlers/handlertest", "internal/testkit", "internal/pgtest",
+	{"test kits and checks", []string{"handlers/handlertest", "internal/ingestcore/ingesttest", "internal/testkit", "internal/pgtest",
 		"internal/console/browsertest", "internal/startstop/startstoptest", "internal/netfault",
 		"internal/syncbuf", "internal/yardstick", "internal/archcheck", "internal/doccheck", "internal/model"}},
-	{"the daemon's parts", []string{"config", "internal/console", "internal/ops", "internal/otelenv",
+	{"the daemon's parts", []string{"config", "internal/vardocs", "internal/console", "internal/ops", "internal/otelenv",
 		"internal/opfiles/routesfile"}},
 	{"the embedding API", []string{"."}},
 	{"the sources", []string{"ingest", "internal/ingestcore"}},

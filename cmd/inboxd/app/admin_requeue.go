@@ -107,7 +107,7 @@ func rejectedRules(cfg config.Config) (remapRules, error) {
 	var hooks []webhook.SourceConfig
 	if cfg.WebhookSources != "" {
 		var err error
-		if hooks, err = webhook.LoadMapping(cfg.WebhookSources); err != nil {
+		if hooks, err = webhook.LoadSources(cfg.WebhookSources, false); err != nil {
 			return remapRules{}, usageError{err}
 		}
 	}

@@ -126,7 +126,7 @@ func webhookConfig(c config.Config) (*webhook.Config, error) {
 	if !c.WebhookEnabled() {
 		return nil, nil
 	}
-	sources, err := webhook.LoadSources(c.WebhookSources)
+	sources, err := webhook.LoadSources(c.WebhookSources, true)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +138,8 @@ func webhookConfig(c config.Config) (*webhook.Config, error) {
 		TLSKeyFile:   c.WebhookTLSKeyFile,
 		WriteTimeout: c.WebhookWriteTimeout,
 		MaxRequests:  c.WebhookMaxRequests,
-		Admission:    webhook.Admission{BodyBudget: c.WebhookBodyBudget, MinBodyRate: c.WebhookMinBodyRate},
+		BodyBudget:   c.WebhookBodyBudget,
+		MinBodyRate:  c.WebhookMinBodyRate,
 		Pipeline: ingest.PipelineConfig{BatchSize: k.BatchSize, BatchTimeout: k.BatchTimeout, BatchBytes: k.BatchBytes,
 			Mapping: k.Mapping}, // the batching and mapping settings, not Kafka's timeouts
 	}, nil

@@ -51,7 +51,7 @@ const (
 // becomes a rejected row whose event id, derived from the message's
 // content, is the same on every redelivery.
 func MapDelivery(queue string, d amqp.Delivery, opts ingest.MapOptions) ingestcore.Row {
-	return MapRead(queue, d, nil, opts.WithDefaults())
+	return MapRead(queue, d, nil, ingestcore.MapDefaults(opts))
 }
 
 // MapRead is MapDelivery with opts ready (defaults applied), and u,
@@ -153,7 +153,7 @@ func (r Rule) Remap(s ingestcore.Stored) ingestcore.Row {
 		Value:    s.Payload,
 		Headers:  hs,
 		RejectID: s.EventID,
-	}, r.Opts.WithDefaults())
+	}, ingestcore.MapDefaults(r.Opts))
 }
 
 // Unreadable is what amqpFrames noted about a delivery whose headers

@@ -29,7 +29,7 @@ func MapMessage(m kafka.Message, opts ingest.MapOptions) ingestcore.Row {
 		Kafka:     true,
 		Partition: int32(m.Partition),
 		Offset:    m.Offset,
-	}, opts.WithDefaults())
+	}, ingestcore.MapDefaults(opts))
 }
 
 // Rule is the Kafka source's remap rule: a rejected row is mapped again

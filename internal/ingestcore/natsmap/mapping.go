@@ -51,7 +51,7 @@ func MapNATS(stream string, m jetstream.Msg, opts ingest.MapOptions) ingestcore.
 // MapOptionsFor is opts as the NATS mapping uses them: defaults applied,
 // NATSMsgIDHeader first among the id headers.
 func MapOptionsFor(opts ingest.MapOptions) ingest.MapOptions {
-	opts = opts.WithDefaults()
+	opts = ingestcore.MapDefaults(opts)
 	opts.EventIDHeaders = append([]string{NATSMsgIDHeader}, opts.EventIDHeaders...)
 	return opts
 }

@@ -1,4 +1,4 @@
-package config
+package vardocs
 
 import "strings"
 
@@ -6,7 +6,7 @@ import "strings"
 // between them is written by MarkdownTable (go test ./config -run
 // TestConfigurationPageIsWrittenByTheCode -update, or make docs).
 const (
-	TableBegin = "<!-- BEGIN VARIABLES: written by `make docs` from config.Sections (the list `inboxd help` prints); do not edit by hand -->"
+	TableBegin = "<!-- BEGIN VARIABLES: written by `make docs` from vardocs.Sections (the list `inboxd help` prints); do not edit by hand -->"
 	TableEnd   = "<!-- END VARIABLES -->"
 )
 

@@ -1,4 +1,4 @@
-package config
+package vardocs
 
 import (
 	"flag"
@@ -10,7 +10,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the variable table of docs/configuration.md from the code")
 
 // configurationPage is the documentation page that holds the variable table.
-const configurationPage = "../docs/configuration.md"
+const configurationPage = "../../docs/configuration.md"
 
 // splitConfigurationPage returns the page's text before the table's begin
 // marker (included), the table, and the text from the end marker on.

@@ -1,79 +1,17 @@
-package config
+package vardocs
 
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/internal/opfiles"
 )
-
-// Parse errors (bad durations, bad numbers) and validation errors of the
-// other variables are reported together, one line per variable, and a
-// variable that did not parse gets no second line from validation.
-func TestLoadReportsEveryProblemAtOnce(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		env  []string
-		want []string // the error's lines, in order
-	}{
-		{"parse and validation errors together",
-			[]string{dsn, "INBOXD_LEASE=5", "INBOXD_WORKERS=0", "INBOXD_MAX_ATTEMPTS=lots", "INBOXD_KAFKA_START_OFFSET=middle"},
-			[]string{
-				"INBOXD_MAX_ATTEMPTS: not a whole number",
-				"INBOXD_LEASE: not a duration (use Go syntax such as 250ms, 30s, 5m)",
-				`INBOXD_KAFKA_START_OFFSET: must be first or last, got "middle"`,
-				"INBOXD_WORKERS: must be between 1 and 10000, got 0",
-			}},
-		{"missing database url and a bad boolean",
-			[]string{"INBOXD_KAFKA_TLS=maybe", "INBOXD_LOG_LEVEL=loud"},
-			[]string{
-				"INBOXD_KAFKA_TLS: not a boolean (use true or false)",
-				"INBOXD_DATABASE_URL: is required (or set INBOXD_DATABASE_URL_FILE)",
-				`INBOXD_LOG_LEVEL: must be debug, info, warn or error, got "loud"`,
-			}},
-		// The cross-field check of INBOXD_BACKOFF_MAX would compare against
-		// INBOXD_BACKOFF_BASE's default: it waits until the base parses.
-		{"a check that names a variable that did not parse is left out",
-			[]string{dsn, "INBOXD_BACKOFF_BASE=soon", "INBOXD_BACKOFF_MAX=1ms", "INBOXD_STATEMENT_TIMEOUT=0s"},
-			[]string{
-				"INBOXD_BACKOFF_BASE: not a duration (use Go syntax such as 250ms, 30s, 5m)",
-				`INBOXD_STATEMENT_TIMEOUT: must be at least 100ms, got "0s"`,
-			}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			_, err := Load(tt.env)
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, tt.want) {
-				t.Fatalf("error lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
-			}
-		})
-	}
-}
-
-// A secret file that cannot be read is reported with the other problems,
-// and INBOXD_DATABASE_URL is not also called missing.
-func TestLoadReportsSecretFileWithTheRest(t *testing.T) {
-	t.Parallel()
-	missing := filepath.Join(t.TempDir(), "missing")
-	_, err := Load([]string{"INBOXD_DATABASE_URL_FILE=" + missing, "INBOXD_WORKERS=0"})
-	if err == nil {
-		t.Fatal("accepted")
-	}
-	lines := strings.Split(err.Error(), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "INBOXD_DATABASE_URL_FILE: cannot read") ||
-		!strings.HasPrefix(lines[1], "INBOXD_WORKERS: must be between") {
-		t.Fatalf("error lines: %q", lines)
-	}
-}
 
 func TestWarningsNameTheClosestVariable(t *testing.T) {
 	t.Parallel()
@@ -141,7 +79,7 @@ func TestVariablesDescribeEveryField(t *testing.T) {
 			t.Errorf("%s: help %q must be one non-empty line (add a help:\"…\" tag to its field)", v.Name, v.Help)
 		}
 	}
-	ct := reflect.TypeFor[Config]()
+	ct := reflect.TypeFor[config.Config]()
 	for i := range ct.NumField() {
 		f := ct.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
@@ -162,34 +100,13 @@ func TestVariablesDescribeEveryField(t *testing.T) {
 	}
 }
 
-func TestMigrateEnviron(t *testing.T) {
-	t.Parallel()
-	base := []string{"INBOXD_DATABASE_URL=postgres://rt@h/db", "INBOXD_WORKERS=4"}
-	if got := MigrateEnviron(base); !slices.Equal(got, base) {
-		t.Errorf("without a migrate URL: %q", got)
-	}
-	got := MigrateEnviron(append(slices.Clone(base), "INBOXD_MIGRATE_DATABASE_URL=postgres://mig@h/db"))
-	c, err := Load(got)
-	if err != nil || c.DatabaseURL != "postgres://mig@h/db" || c.Workers != 4 {
-		t.Errorf("with a migrate URL: %q → %v %q", got, err, c.DatabaseURL)
-	}
-	file := filepath.Join(t.TempDir(), "url")
-	if err := os.WriteFile(file, []byte("postgres://mig2@h/db\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err = Load(MigrateEnviron(append(slices.Clone(base), "INBOXD_MIGRATE_DATABASE_URL_FILE="+file)))
-	if err != nil || c.DatabaseURL != "postgres://mig2@h/db" {
-		t.Errorf("with a migrate URL file: %v %q", err, c.DatabaseURL)
-	}
-}
-
 // The default Variables shows for a variable is the value Load gives it
 // when it is unset: setting the variable to the default shown changes
 // nothing. So `inboxd help` and docs/configuration.md show the engines'
 // defaults (worker.DefaultLease, …), which Load starts from.
 func TestVariablesShowTheDefaultsLoadApplies(t *testing.T) {
 	t.Parallel()
-	unset, err := Load([]string{dsn})
+	unset, err := config.Load([]string{dsn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +114,7 @@ func TestVariablesShowTheDefaultsLoadApplies(t *testing.T) {
 	for _, v := range Variables() {
 		byName[v.Name] = v
 	}
-	ct := reflect.TypeFor[Config]()
+	ct := reflect.TypeFor[config.Config]()
 	uv := reflect.ValueOf(unset)
 	for i := range ct.NumField() {
 		name, _, _ := strings.Cut(ct.Field(i).Tag.Get("env"), ",")
@@ -208,7 +125,7 @@ func TestVariablesShowTheDefaultsLoadApplies(t *testing.T) {
 			}
 			continue
 		}
-		set, err := Load([]string{dsn, name + "=" + v.Default})
+		set, err := config.Load([]string{dsn, name + "=" + v.Default})
 		if err != nil {
 			t.Errorf("%s=%s (the default shown): %v", name, v.Default, err)
 			continue
@@ -234,11 +151,11 @@ func TestFormatDuration(t *testing.T) {
 		0: "0", 10 * time.Second: "10s", 90 * time.Second: "1m30s", 5 * time.Minute: "5m", 168 * time.Hour: "168h",
 		90 * time.Minute: "1h30m", time.Hour + time.Second: "1h0m1s", 50 * time.Millisecond: "50ms", 1500 * time.Millisecond: "1.5s",
 	} {
-		if got := formatDuration(d); got != want {
-			t.Errorf("formatDuration(%s) = %q, want %q", d, got, want)
+		if got := opfiles.Duration(d); got != want {
+			t.Errorf("opfiles.Duration(%s) = %q, want %q", d, got, want)
 		}
-		if back, err := time.ParseDuration(formatDuration(d)); err != nil || back != d {
-			t.Errorf("formatDuration(%s) = %q does not parse back: %v, %v", d, formatDuration(d), back, err)
+		if back, err := time.ParseDuration(opfiles.Duration(d)); err != nil || back != d {
+			t.Errorf("opfiles.Duration(%s) = %q does not parse back: %v, %v", d, opfiles.Duration(d), back, err)
 		}
 	}
 }
@@ -250,8 +167,11 @@ func TestHelpQuotesTheConstants(t *testing.T) {
 	for _, v := range Variables() {
 		byName[v.Name] = v
 	}
-	engine := fmt.Sprint(EngineConns)
+	engine := fmt.Sprint(config.EngineConns)
 	if h := byName["INBOXD_DATABASE_MAX_CONNS"].Help; !strings.Contains(h, engine+" for the engine") || !strings.Contains(h, "0 = "+engine+" + ") {
-		t.Errorf("INBOXD_DATABASE_MAX_CONNS: help %q does not say EngineConns (%d)", h, EngineConns)
+		t.Errorf("INBOXD_DATABASE_MAX_CONNS: help %q does not say EngineConns (%d)", h, config.EngineConns)
 	}
 }
+
+// dsn is the one variable Load requires.
+const dsn = "INBOXD_DATABASE_URL=postgres://inboxd:s3cret@db.internal:5432/app?sslmode=disable"

@@ -1,4 +1,10 @@
-package config
+// Package vardocs is the help of the daemon's INBOXD_* variables, drawn
+// from config.Config (its fields' env and help tags, the defaults Load
+// gives them): the list `inboxd help` prints (Variables, Sections), the
+// table of docs/configuration.md (MarkdownTable) and the warnings about
+// variables inboxd does not read (Warnings). Package config parses and
+// validates; this package only describes.
+package vardocs
 
 import (
 	"fmt"
@@ -6,6 +12,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/internal/opfiles"
 )
 
 // Variable describes one INBOXD_* environment variable, for `inboxd help`.
@@ -33,8 +42,8 @@ var commandVariables = []Variable{
 // then the variables only one command reads. It is the one source of
 // `inboxd help`'s list, so the list cannot drift from what Load reads.
 func Variables() []Variable {
-	t := reflect.TypeFor[Config]()
-	def := reflect.ValueOf(engineDefaults())
+	t := reflect.TypeFor[config.Config]()
+	def := reflect.ValueOf(config.Defaults())
 	out := make([]Variable, 0, t.NumField()+len(commandVariables))
 	seen := make(map[string]bool, t.NumField())
 	for i := range t.NumField() {
@@ -64,29 +73,13 @@ func Variables() []Variable {
 func formatDefault(v reflect.Value) string {
 	switch x := v.Interface().(type) {
 	case time.Duration:
-		return formatDuration(x)
+		return opfiles.Duration(x)
 	case []string:
 		return strings.Join(x, ",")
 	case string:
 		return x
 	}
 	return fmt.Sprint(v.Interface())
-}
-
-// formatDuration is d.String() without the zero minutes and seconds it
-// ends with: 168h, 5m, 1h30m, 90s stays 1m30s; 0 is "0".
-func formatDuration(d time.Duration) string {
-	if d == 0 {
-		return "0"
-	}
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // ignoredPrefixes are INBOXD_ variables that belong to the test suites, the
@@ -202,36 +195,4 @@ func editDistance(a, b string) int {
 		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
-}
-
-// MigrateEnviron returns environ as `inboxd migrate` reads it: when
-// INBOXD_MIGRATE_DATABASE_URL or INBOXD_MIGRATE_DATABASE_URL_FILE is set
-// (non-empty), it replaces INBOXD_DATABASE_URL and INBOXD_DATABASE_URL_FILE,
-// so migrations run as the migrator role while the daemon runs as the
-// runtime role. Otherwise environ is returned unchanged.
-func MigrateEnviron(environ []string) []string {
-	var url, file string
-	for _, kv := range environ {
-		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case "INBOXD_MIGRATE_DATABASE_URL":
-			url = v
-		case "INBOXD_MIGRATE_DATABASE_URL_FILE":
-			file = v
-		}
-	}
-	if url == "" && file == "" {
-		return environ
-	}
-	out := make([]string, 0, len(environ)+2)
-	for _, kv := range environ {
-		k, _, _ := strings.Cut(kv, "=")
-		if k != "INBOXD_DATABASE_URL" && k != "INBOXD_DATABASE_URL_FILE" {
-			out = append(out, kv)
-		}
-	}
-	if url != "" {
-		return append(out, "INBOXD_DATABASE_URL="+url)
-	}
-	return append(out, "INBOXD_DATABASE_URL_FILE="+file)
 }
