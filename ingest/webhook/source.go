@@ -32,3 +32,12 @@ func (s webhookDef) Open(env sourceapi.Env) (sourceapi.Running, error) {
 func (s webhookDef) RemapRule() ingestcore.RemapRule {
 	return remapRule{sources: s.cfg.Sources, opts: s.cfg.Pipeline.Mapping}
 }
+
+// CheckSource is sc with its defaults applied and what is wrong with it,
+// one line each: the rules a webhook source is held to, for the reader of
+// the webhook sources file (internal/opfiles/webhookfile), which reaches
+// them through the source as the requeue reaches the remap rule.
+func (webhookDef) CheckSource(sc SourceConfig) (SourceConfig, []string) {
+	sc = sc.withDefaults()
+	return sc, sc.problems()
+}

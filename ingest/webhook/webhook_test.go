@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -348,90 +346,6 @@ func TestWebhookDatabaseDownAnswers503(t *testing.T) {
 	})
 	if n := b.count(t, "source = 'std'"); n != 6 {
 		t.Fatalf("%d rows, want 6", n)
-	}
-}
-
-// writeFile writes content to the file name in dir (mode 0600, as a
-// secret file) and returns its path.
-func writeFile(t testing.TB, dir, name, content string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func TestParseWebhookSources(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	write := func(name, s string) string { return writeFile(t, dir, name, s) }
-	std := write("std.secret", specSecret+"\n\nwhsec_c2Vjb25k\n")
-	gh := write("gh.secret", githubSecret+"\n")
-	good := fmt.Sprintf(`sources:
-  - name: payments
-    verify: standard-webhooks
-    secret_file: %s
-    event_id: {header: webhook-id}
-    event_type: {json: type}
-    max_body: 512KiB
-  - name: git
-    verify: github
-    secret_file: %s
-    unsigned_type: allow
-  - name: shop
-    verify: hmac-sha256
-    header: X-Shop-Hmac
-    secret_file: %s
-    event_id: {json: id}
-    event_type: {value: order.paid}
-    key: {json: customer}
-`, std, gh, gh)
-	srcs, err := parseWebhookSources("w.yaml", []byte(good), os.ReadFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(srcs) != 3 || len(srcs[0].Secrets) != 2 || srcs[0].MaxBody != 512<<10 ||
-		srcs[1].EventID.Body != BodySHA256 || srcs[1].EventType.Header != "X-GitHub-Event" || !srcs[1].UnsignedType ||
-		srcs[2].MaxBody != DefaultMaxBody {
-		t.Fatalf("parsed: %+v", srcs)
-	}
-	for name, tc := range map[string]struct{ yaml, want string }{
-		"unknown field":      {"sources:\n  - name: a\n    verify: none\n    event_id: {header: a}\n    event_type: {header: b}\n    colour: red\n", "colour"},
-		"duplicate key":      {"sources:\n  - name: a\n    name: b\n    verify: none\n", "already"},
-		"duplicate name":     {"sources:\n  - {name: a, verify: none, event_id: {header: a}, event_type: {header: b}}\n  - {name: a, verify: none, event_id: {header: a}, event_type: {header: b}}\n", "used by an earlier source"},
-		"bad verify":         {"sources:\n  - {name: a, verify: md5, secret_file: " + gh + ", event_id: {header: a}, event_type: {header: b}}\n", "verify: must be"},
-		"no secret file":     {"sources:\n  - {name: a, verify: github}\n", "secret_file: is required"},
-		"bad standard key":   {"sources:\n  - {name: a, verify: standard-webhooks, secret_file: " + gh + "}\n", "whsec_"},
-		"no id":              {"sources:\n  - {name: a, verify: none, event_type: {header: b}}\n", "event_id: is required"},
-		"two places":         {"sources:\n  - {name: a, verify: none, event_id: {header: a, json: b}, event_type: {header: b}}\n", "give one of"},
-		"value for id":       {"sources:\n  - {name: a, verify: none, event_id: {value: a}, event_type: {header: b}}\n", "only for event_type"},
-		"bad size":           {"sources:\n  - {name: a, verify: none, event_id: {header: a}, event_type: {header: b}, max_body: lots}\n", "max_body"},
-		"bad name":           {"sources:\n  - {name: a/b, verify: none, event_id: {header: a}, event_type: {header: b}}\n", "name:"},
-		"hmac without hdr":   {"sources:\n  - {name: a, verify: hmac-sha256, secret_file: " + gh + ", event_id: {header: a}, event_type: {header: b}}\n", "header: is required"},
-		"missing secret":     {"sources:\n  - {name: a, verify: github, secret_file: /nonexistent/x}\n", "cannot read"},
-		"empty":              {"", "empty file"},
-		"two documents":      {"sources: []\n---\nsources: []\n", "more than one"},
-		"empty list":         {"sources: []\n", "empty"},
-		"secret not written": {"sources:\n  - {name: a, verify: standard-webhooks, secret_file: " + gh + "}\n", ""},
-	} {
-		t.Run(name, func(t *testing.T) {
-			_, err := parseWebhookSources("w.yaml", []byte(tc.yaml), os.ReadFile)
-			if err == nil {
-				t.Fatal("no error")
-			}
-			if !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "w.yaml: ") {
-				t.Errorf("error %q does not say %q", err, tc.want)
-			}
-			if strings.Contains(err.Error(), "Secret to Everybody") {
-				t.Errorf("error shows a secret: %q", err)
-			}
-		})
-	}
-	// Several problems: every one, one line each.
-	_, err = parseWebhookSources("w.yaml", []byte("sources:\n  - {name: a, verify: nope}\n  - {name: b, verify: none}\n"), os.ReadFile)
-	if err == nil || len(strings.Split(err.Error(), "\n")) < 3 {
-		t.Fatalf("want several lines, got %v", err)
 	}
 }
 

@@ -28,7 +28,7 @@ var layers = []layer{
 		"internal/console/browsertest", "internal/startstop/startstoptest", "internal/netfault",
 		"internal/syncbuf", "internal/yardstick", "internal/archcheck", "internal/doccheck", "internal/model"}},
 	{"the daemon's parts", []string{"config", "internal/vardocs", "internal/console", "internal/ops", "internal/otelenv",
-		"internal/opfiles/routesfile"}},
+		"internal/opfiles/routesfile", "internal/opfiles/webhookfile"}},
 	{"the embedding API", []string{"."}},
 	{"the sources", []string{"ingest", "internal/ingestcore"}},
 	{"the worker pool", []string{"internal/engine"}},

@@ -19,6 +19,7 @@ import (
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 	"github.com/inboxd/inboxd/internal/ingestcore"
+	"github.com/inboxd/inboxd/internal/opfiles/webhookfile"
 	"github.com/inboxd/inboxd/internal/ops"
 )
 
@@ -107,7 +108,7 @@ func rejectedRules(cfg config.Config) (remapRules, error) {
 	var hooks []webhook.SourceConfig
 	if cfg.WebhookSources != "" {
 		var err error
-		if hooks, err = webhook.LoadSources(cfg.WebhookSources, false); err != nil {
+		if hooks, err = webhookfile.Load(cfg.WebhookSources, false); err != nil {
 			return remapRules{}, usageError{err}
 		}
 	}

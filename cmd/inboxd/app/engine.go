@@ -10,6 +10,7 @@ import (
 	"github.com/inboxd/inboxd/ingest/outboxpub"
 	"github.com/inboxd/inboxd/ingest/source"
 	"github.com/inboxd/inboxd/ingest/webhook"
+	"github.com/inboxd/inboxd/internal/opfiles/webhookfile"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -126,7 +127,7 @@ func webhookConfig(c config.Config) (*webhook.Config, error) {
 	if !c.WebhookEnabled() {
 		return nil, nil
 	}
-	sources, err := webhook.LoadSources(c.WebhookSources, true)
+	sources, err := webhookfile.Load(c.WebhookSources, true)
 	if err != nil {
 		return nil, err
 	}
