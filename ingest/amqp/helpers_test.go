@@ -21,9 +21,6 @@ var testLogger = ingesttest.TestLogger
 // syncBuffer collects a test logger's lines.
 type syncBuffer = ingesttest.SyncBuffer
 
-// inboxRow is a row as read back from the inbox table.
-type inboxRow = ingesttest.InboxRow
-
 // remapRejected maps a rejected row again as `inboxd requeue --status
 // rejected` does, by the rules of its kind of broker.
 func remapRejected(eventID string, m kafka.Message, opts ingest.MapOptions) ingestcore.Row {

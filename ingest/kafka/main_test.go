@@ -13,6 +13,5 @@ func TestMain(m *testing.M) {
 
 // The helpers the sources' tests share, by the names the tests use.
 var (
-	startSource = ingesttest.StartSource
-	deref       = ingesttest.Deref
+	deref = ingesttest.Deref
 )

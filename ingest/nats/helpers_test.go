@@ -17,9 +17,6 @@ var (
 	brokerRemappers = ingesttest.BrokerRemappers
 )
 
-// inboxRow is a row as read back from the inbox table.
-type inboxRow = ingesttest.InboxRow
-
 // remapRejected maps a rejected row again as `inboxd requeue --status
 // rejected` does, by the rules of its kind of broker.
 func remapRejected(eventID string, m kafka.Message, opts ingest.MapOptions) ingestcore.Row {

@@ -4,20 +4,14 @@ import (
 	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/ingestcore"
 	"github.com/inboxd/inboxd/internal/ingestcore/ingesttest"
-	"github.com/inboxd/inboxd/internal/testkit"
 	"github.com/segmentio/kafka-go"
 )
 
 // The helpers the sources' tests share, by the names the tests use.
 var (
-	waitFor         = testkit.WaitForReport
-	readRows        = ingesttest.ReadRows
 	storedOf        = ingesttest.StoredOf
 	brokerRemappers = ingesttest.BrokerRemappers
 )
-
-// inboxRow is a row as read back from the inbox table.
-type inboxRow = ingesttest.InboxRow
 
 // remapRejectedRow maps a rejected row again as `inboxd requeue --status
 // rejected` does, by the rules of its kind of source, the webhook sources

@@ -14,5 +14,4 @@ func TestMain(m *testing.M) {
 // The helpers the sources' tests share, by the names the tests use.
 var (
 	startSource = ingesttest.StartSource
-	deref       = ingesttest.Deref
 )

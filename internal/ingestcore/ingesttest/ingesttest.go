@@ -37,7 +37,7 @@ func StartSource(t testing.TB, run func(context.Context) error) (stop func() err
 			select {
 			case runErr = <-done:
 			case <-time.After(30 * time.Second):
-				runErr = errors.New("Run did not return within 30s of cancellation")
+				runErr = errors.New("the source's Run did not return within 30s of cancellation")
 			}
 		})
 		return runErr
