@@ -6,7 +6,7 @@ import (
 	"github.com/inboxd/inboxd/internal/brokers"
 )
 
-// Defaults used by Config.withDefaults for fields left zero.
+// Defaults of the sources' settings, taken by the fields left zero.
 const (
 	// DefaultBatchSize is the number of messages that closes a batch.
 	DefaultBatchSize = 500
@@ -46,7 +46,7 @@ const (
 	DefaultClientID = brokers.DefaultClientID
 )
 
-// Bounds of the Config fields, checked by Validate; the daemon's INBOXD_*
+// Bounds of the sources' settings, checked when a source is opened; the daemon's INBOXD_*
 // variables are checked against the same constants (package config).
 const (
 	// MaxBatchSize is the largest Config.BatchSize.

@@ -24,7 +24,7 @@ import (
 	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
 )
 
-// Config configures an AMQPSource: RabbitMQ queues consumed into the
+// Config configures the RabbitMQ source (New): RabbitMQ queues consumed into the
 // inbox through the persist-then-ack pipeline.
 type Config struct {
 	// URL is the broker's amqp:// or amqps:// URL. Its password is never
@@ -501,7 +501,7 @@ func (s *amqpSource) closeConn(conn *amqp.Connection) {
 	_ = conn.CloseDeadline(time.Now().Add(s.cfg.Pipeline.CloseTimeout))
 }
 
-// amqpFetcher is the AMQPSource as the pipeline's source.
+// amqpFetcher is the amqpSource as the pipeline's source.
 type amqpFetcher struct{ s *amqpSource }
 
 func (f amqpFetcher) Fetch(ctx context.Context) (ingestcore.Row, error) {

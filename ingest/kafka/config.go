@@ -12,7 +12,8 @@ import (
 	"github.com/inboxd/inboxd/internal/brokers"
 )
 
-// Config configures a Consumer. Zero fields take the defaults above.
+// Config configures the Kafka source (New). Zero fields take the defaults
+// of package ingest.
 type Config struct {
 	// Brokers lists the bootstrap brokers as host:port.
 	Brokers []string
@@ -83,10 +84,10 @@ type SASLConfig struct {
 func (s SASLConfig) String() string { return brokers.SASL(s).String() }
 
 // GoString describes the SASL settings without the password, for %#v.
-func (s SASLConfig) GoString() string { return "ingest.SASLConfig{" + s.String() + "}" }
+func (s SASLConfig) GoString() string { return "kafka.SASLConfig{" + s.String() + "}" }
 
 // WithDefaults returns c with every zero field set to its default, as New
-// applies them: what a Consumer made from c runs with.
+// applies them: what the source made from c runs with.
 func (c Config) WithDefaults() Config { return c.withDefaults() }
 
 // withDefaults returns c with every zero field set to its default.

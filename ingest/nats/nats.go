@@ -56,7 +56,7 @@ const (
 	natsMinAckWait = 30 * time.Second
 )
 
-// Config configures a NATSSource: NATS JetStream streams consumed into
+// Config configures the NATS JetStream source (New): streams consumed into
 // the inbox through the persist-then-ack pipeline, with one durable pull
 // consumer per stream.
 type Config struct {
@@ -692,7 +692,7 @@ func (s *natsSource) closeSession() {
 	}
 }
 
-// natsFetcher is the NATSSource as the pipeline's source.
+// natsFetcher is the natsSource as the pipeline's source.
 type natsFetcher struct{ s *natsSource }
 
 func (f natsFetcher) Fetch(ctx context.Context) (ingestcore.Row, error) {

@@ -649,7 +649,7 @@ func webhookHeaders(h http.Header, keep func(lk string) bool) []ingestcore.Heade
 	return hs
 }
 
-// webhookFetcher is the WebhookSource as the pipeline's source.
+// webhookFetcher is the webhookSource as the pipeline's source.
 type webhookFetcher struct{ s *webhookSource }
 
 func (f webhookFetcher) Fetch(ctx context.Context) (ingestcore.Row, error) {
