@@ -1,5 +1,5 @@
-// Command probeamqp is an embedder of inboxd with one source, RabbitMQ:
-// the root package, handlers and ingest/amqp. TestEmbedderLinks builds it:
+// Command probeamqp is an embedder of inboxd with one source, RabbitMQ, and its outbox publisher:
+// the root package, handlers and ingest/amqp. TestEachSourceLinksItsBrokerAlone builds it:
 // it links amqp091-go and no other broker client.
 package main
 
@@ -15,7 +15,8 @@ import (
 func main() {
 	reg := handlers.NewRegistry()
 	ib, err := inboxd.New(inboxd.Config{Registry: reg,
-		Sources: []source.Source{amqp.New(amqp.Config{URL: "amqp://localhost/", Queues: []string{"q"}})}})
+		Sources: []source.Source{amqp.New(amqp.Config{URL: "amqp://localhost/", Queues: []string{"q"}})},
+		Outbox:  &inboxd.OutboxConfig{Publishers: []source.Publisher{amqp.Publisher(amqp.Config{URL: "amqp://localhost/"})}}})
 	if err == nil {
 		_ = ib.Run(context.Background())
 	}
