@@ -84,7 +84,6 @@ func TestErrorSearchIndexOnEveryShape(t *testing.T) {
 	if valid, now, indexed := errorIndexState(t, part.Pool); !valid || now != parts+1 || indexed != now {
 		t.Errorf("after a new partition: index valid %v, %d of %d partitions indexed", valid, indexed, now)
 	}
-
 }
 
 // A migrator that may not create pg_trgm, on a server where nobody did:

@@ -142,7 +142,9 @@ func queryRangeEnd(ctx context.Context, db DB, sql string, args pgx.NamedArgs) (
 	return *end, true, nil
 }
 
-// queryAll runs sql with args and collects its rows with to.
+// queryAll runs sql with args and collects its rows with to; mode, when
+// given, is how pgx runs it (pgx.QueryExecModeExec: planned for its values
+// every time).
 func queryAll[T any](ctx context.Context, db DB, sql string, args pgx.NamedArgs, to pgx.RowToFunc[T], mode ...pgx.QueryExecMode) ([]T, error) {
 	opts := []any{args}
 	for _, m := range mode {

@@ -274,24 +274,24 @@ func listColumns(time string) filterColumns {
 const parkedMark = "'9999-12-31 00:00:00+00'"
 
 var views = map[ListView]viewSQL{
-	ViewRetrying: {listColumns("received_at"),
-		"i.status = 'received' AND i.lease_token IS NULL AND i.attempts > 0 AND i.available_at <> " + parkedMark, "i.available_at", false, false, false},
-	ViewWaiting: {listColumns("received_at"),
-		"i.status = 'received' AND i.lease_token IS NULL AND (i.attempts = 0 OR i.available_at = " + parkedMark + ")", "i.available_at", false, false, false},
-	ViewProcessed: {listColumns("processed_at"), "i.status = 'processed'", "i.processed_at", true, false, false},
-	ViewDead:      {listColumns("updated_at"), "i.status = 'dead' AND i.status IN ('dead', 'rejected')", "", true, false, false},
-	ViewRejected:  {listColumns("updated_at"), "i.status = 'rejected' AND i.status IN ('dead', 'rejected')", "", true, false, false},
+	ViewRetrying: {filterColumns: listColumns("received_at"),
+		Where: "i.status = 'received' AND i.lease_token IS NULL AND i.attempts > 0 AND i.available_at <> " + parkedMark, OrderAt: "i.available_at"},
+	ViewWaiting: {filterColumns: listColumns("received_at"),
+		Where: "i.status = 'received' AND i.lease_token IS NULL AND (i.attempts = 0 OR i.available_at = " + parkedMark + ")", OrderAt: "i.available_at"},
+	ViewProcessed: {filterColumns: listColumns("processed_at"), Where: "i.status = 'processed'", OrderAt: "i.processed_at", Desc: true},
+	ViewDead:      {filterColumns: listColumns("updated_at"), Where: "i.status = 'dead' AND i.status IN ('dead', 'rejected')", Desc: true},
+	ViewRejected:  {filterColumns: listColumns("updated_at"), Where: "i.status = 'rejected' AND i.status IN ('dead', 'rejected')", Desc: true},
 }
 
 // processingViews are the two halves of ViewProcessing: processing rows,
 // and received rows reserved at ingest.
 var processingViews = [2]viewSQL{
-	{listColumns("received_at"), "i.status = 'processing'", "i.lease_expires_at", false, false, false},
+	{filterColumns: listColumns("received_at"), Where: "i.status = 'processing'", OrderAt: "i.lease_expires_at"},
 	// A reservation's available_at is its lease's end (renewals move it to
 	// now + the lease): those ending within the lease (@window_ms) are read,
 	// not every received row.
-	{listColumns("received_at"), "i.status = 'received' AND i.lease_token IS NOT NULL" +
-		" AND i.available_at > now() AND i.available_at <= now() + @window_ms::bigint * interval '1 millisecond'", "i.available_at", false, false, false},
+	{filterColumns: listColumns("received_at"), Where: "i.status = 'received' AND i.lease_token IS NOT NULL" +
+		" AND i.available_at > now() AND i.available_at <= now() + @window_ms::bigint * interval '1 millisecond'", OrderAt: "i.available_at"},
 }
 
 // DefaultReservationWindow is ListQuery.Lease when it is zero.
