@@ -34,7 +34,7 @@ func searchVersion(t *testing.T) int32 {
 }
 
 // errorIndexState is what a database holds of the error text's index
-// (migration 20): whether the inbox's is there and valid, how many
+// (migration 21): whether the inbox's is there and valid, how many
 // partitions the inbox has and how many of them have theirs attached.
 func errorIndexState(t *testing.T, db *pgxpool.Pool) (valid bool, parts, indexed int) {
 	t.Helper()
@@ -55,7 +55,7 @@ func errorIndexState(t *testing.T, db *pgxpool.Pool) (valid bool, parts, indexed
 // The error text's index is built on both shapes of the inbox: on the
 // plain table; on a partitioned one, every partition's, attached to the
 // parent's (so the parent's is valid), whether the table was partitioned
-// before migration 20 ran or after, and on the partitions created later.
+// before migration 21 ran or after, and on the partitions created later.
 func TestErrorSearchIndexOnEveryShape(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -66,7 +66,7 @@ func TestErrorSearchIndexOnEveryShape(t *testing.T) {
 		t.Errorf("plain inbox: index valid %v, %d partitions", valid, parts)
 	}
 
-	// Converted after migration 20: the conversion carries the index.
+	// Converted after migration 21: the conversion carries the index.
 	part := pgtest.NewPartitioned(t)
 	if valid, parts, indexed := errorIndexState(t, part.Pool); !valid || parts < 2 || indexed != parts {
 		t.Errorf("converted inbox: index valid %v, %d of %d partitions indexed", valid, indexed, parts)
@@ -106,7 +106,7 @@ func TestErrorSearchIndexOnEveryShape(t *testing.T) {
 }
 
 // A migrator that may not create pg_trgm, on a server where nobody did:
-// migration 20 builds nothing, and succeeds.
+// migration 21 builds nothing, and succeeds.
 func TestErrorSearchMigrationWithoutTheExtension(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -77,7 +77,7 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		t.Fatalf("inbox owned by %q (%v), want the migrator %s", owner, err, migrator)
 	}
 	// The script created pg_trgm (neither role may), so the migrator built
-	// the error text's index (migration 20).
+	// the error text's index (migration 21).
 	var indexOwner string
 	if err := db.Pool.QueryRow(ctx, `SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = to_regclass('public.inbox_error_trgm_idx')`).
 		Scan(&indexOwner); err != nil || indexOwner != migrator {

@@ -526,7 +526,7 @@ func ListRows(ctx context.Context, db DB, q ListQuery) ([]ListedRow, error) {
 var errorIndexSQL = load("error_index_ready.sql")
 
 // ErrorIndexReady says whether the index of the search by error text
-// (inbox_error_trgm_idx, migration 20: pg_trgm) is there and valid, on
+// (inbox_error_trgm_idx, migration 21: pg_trgm) is there and valid, on
 // the inbox and on each of its partitions (sql/error_index_ready.sql).
 func ErrorIndexReady(ctx context.Context, db DB) (bool, error) {
 	var ok bool

@@ -97,14 +97,14 @@ func checkErrorSearch(t *testing.T, db *pgxpool.Pool) {
 
 // The search by error text finds what strpos on the lowered text finds,
 // through the window of the first rows and then the pg_trgm index of
-// migration 20, and the index serves it.
+// migration 21, and the index serves it.
 func TestListByErrorTextMatchesSubstrings(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t).Pool
 	ctx := context.Background()
 	ready, err := ErrorIndexReady(ctx, db)
 	if err != nil || !ready {
-		t.Fatalf("error text's index ready = %v, %v; want the index of migration 20", ready, err)
+		t.Fatalf("error text's index ready = %v, %v; want the index of migration 21", ready, err)
 	}
 	checkErrorSearch(t, db)
 

@@ -1,4 +1,4 @@
--- Whether the search by error text has its index (migration 20:
+-- Whether the search by error text has its index (migration 21:
 -- inbox_error_trgm_idx, pg_trgm on lower(last_error)): there and valid (a
 -- build CONCURRENTLY that stopped half-way leaves it invalid; a
 -- partitioned inbox's is valid once every partition's is attached).

@@ -14,7 +14,7 @@ set, the column @key bytea (NULL = any) must equal (the inbox's key);
 which read another index: with the range in, a generic plan, which pgx's
 prepared statements get after five runs, estimated one row for it and
 scanned the primary key); .ErrorIndex matches @error (not '') in the form
-the index of migration 20 serves (inbox_error_trgm_idx, pg_trgm on
+the index of migration 21 serves (inbox_error_trgm_idx, pg_trgm on
 lower(last_error), rows with an error only): the same rows as strpos, the
 text's %, _ and \ taken as they are. */}}
 {{- define "failed_filter" -}}
