@@ -304,6 +304,9 @@ func TestProxyHeaderFromTrustedProxiesOnly(t *testing.T) {
 				t.Errorf("another name through the proxy is not that name: %d", code)
 			}
 			code, body = proxyReq(t, c, http.MethodGet, b.srv.URL+"/ui/", hd, tc.user, nil)
+			if code != http.StatusOK {
+				t.Fatalf("the proxy's user's overview: %d, want 200", code)
+			}
 			csrf := csrfOf(t, body)
 			pause := url.Values{"route": {"order.created"}, "reason": {"x"}}
 			if code, _ := proxyReq(t, c, http.MethodPost, b.srv.URL+"/ui/routes/pause", hd, tc.user, pause); code != http.StatusForbidden {

@@ -87,11 +87,6 @@ func (f Filter) driver() driver.FailedFilter {
 		Since: f.Since, Until: f.Until, Error: f.Error, Key: f.Key}
 }
 
-// any says whether f selects something narrower than a whole status.
-func (f Filter) any() bool {
-	return f.IDs != nil || f.EventType != "" || f.Source != "" || f.Error != "" || f.Key != nil || f.Since != nil || f.Until != nil
-}
-
 // MarshalJSON renders f as the audit trail records it: only the
 // conditions given.
 func (f Filter) MarshalJSON() ([]byte, error) {

@@ -344,19 +344,6 @@ func (f *failedFilter) logFields(ev *zerolog.Event) *zerolog.Event {
 	return f.logWith(ev, own, more)
 }
 
-// failedRow is one dead or rejected row, without its payload, as the dead
-// command's --json prints it (a driver.FailedRow).
-type failedRow struct {
-	ID        int64         `json:"id"`
-	Status    status.Status `json:"status"`
-	Source    string        `json:"source"`
-	EventID   string        `json:"event_id"`
-	EventType string        `json:"event_type"`
-	Attempts  int           `json:"attempts"`
-	UpdatedAt time.Time     `json:"updated_at"`
-	LastError string        `json:"last_error"`
-}
-
 // adminLog is the log of the commands that change rows: at info whatever
 // INBOXD_LOG_LEVEL says, so that deleted rows and a long run's progress
 // always leave a trace.
@@ -429,22 +416,6 @@ func newOps(conn *pgx.Conn, log zerolog.Logger, remap ops.Remapper, routes func(
 		}})
 }
 
-// dryRun lists the matching rows batch after batch, each as "would VERB id
-// N: source event_id event_type, DETAIL, last error: …" (detail may add to
-// the line), noting in matched the --id rows that matched, and counts them.
-func (f *failedFilter) dryRun(ctx context.Context, conn *pgx.Conn, log zerolog.Logger, stdout io.Writer,
-	verb string, detail func(driver.FailedRow) string, matched map[int64]bool) (int64, error) {
-	match := func(after, upto int64) ([]driver.FailedRow, error) { return f.matching(ctx, conn, after, upto) }
-	return listDryRun(ctx, conn, log, stdout, f, verb, matched, match, func(r driver.FailedRow) (int64, string) {
-		more := ""
-		if detail != nil {
-			more = ", " + detail(r)
-		}
-		return r.ID, fmt.Sprintf("%s %s %s%s, last error: %s", safeText(r.Source),
-			safeText(r.EventID), safeText(r.EventType), more, oneLine(r.LastError, 100))
-	})
-}
-
 // visitor is an ops action's Each for the CLI: it notes the --id rows in
 // matched and, for a dry run's rows, prints "would VERB id N: source
 // event_id event_type, DETAIL, last error: …" (detail may add to the line).
@@ -481,16 +452,6 @@ func listDryRun[R any](ctx context.Context, conn *pgx.Conn, log zerolog.Logger, 
 		}
 		return int64(len(list)), nil
 	})
-}
-
-// matching returns the rows the filter selects now among the ids
-// (after, upto].
-func (f *failedFilter) matching(ctx context.Context, conn *pgx.Conn, after, upto int64) ([]driver.FailedRow, error) {
-	list, err := driver.MatchFailed(ctx, conn, f.query(), after, upto)
-	if err != nil {
-		return nil, fmt.Errorf("select %s rows: %w", f.status, err)
-	}
-	return list, nil
 }
 
 // unmatched explains, for every id given with --id that is not in matched,

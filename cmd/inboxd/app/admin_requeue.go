@@ -58,25 +58,6 @@ func runRequeue(ctx context.Context, cfg config.Config, stdout, stderr io.Writer
 	return requeueDead(ctx, conn, stdout, log, f)
 }
 
-// notifyTimeout bounds the wake-up sent after requeueing, even when the
-// command was interrupted.
-const notifyTimeout = 5 * time.Second
-
-// notifyRequeued wakes the workers of every replica once, after n rows
-// were requeued (also by a run that stopped half-way).
-func notifyRequeued(ctx context.Context, conn *pgx.Conn, n int64) error {
-	if n == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
-	defer cancel()
-	if err := driver.Notify(ctx, conn); err != nil {
-		return fmt.Errorf("requeue: %s requeued, but waking the workers failed (they find the rows at their next poll): %w",
-			plural(n, "row"), err)
-	}
-	return nil
-}
-
 // requeueDead requeues the matching dead rows, batch after batch, and
 // wakes the workers (ops.Requeue).
 func requeueDead(ctx context.Context, conn *pgx.Conn, stdout io.Writer, log zerolog.Logger, f requeueFlags) error {
