@@ -1,6 +1,7 @@
-// Command probeamqp is an embedder of inboxd with one source, RabbitMQ, and its outbox publisher:
-// the root package, handlers and ingest/amqp. TestEachSourceLinksItsBrokerAlone builds it:
-// it links amqp091-go and no other broker client.
+// Command probeamqp is an embedder of inboxd with one source, RabbitMQ, and
+// its outbox publisher: the root package, handlers and ingest/amqp.
+// TestEachSourceLinksItsBrokerAlone builds it: it links amqp091-go and no
+// other broker client.
 package main
 
 import (

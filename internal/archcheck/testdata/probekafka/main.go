@@ -1,6 +1,7 @@
-// Command probekafka is an embedder of inboxd with one source, Kafka, and its outbox publisher:
-// the root package, handlers and ingest/kafka. TestEachSourceLinksItsBrokerAlone builds it:
-// it links kafka-go and franz-go, Kafka's clients, and no other broker client.
+// Command probekafka is an embedder of inboxd with one source, Kafka, and its
+// outbox publisher: the root package, handlers and ingest/kafka.
+// TestEachSourceLinksItsBrokerAlone builds it: it links kafka-go and franz-go,
+// Kafka's clients, and no other broker client.
 package main
 
 import (

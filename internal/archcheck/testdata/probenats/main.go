@@ -1,6 +1,7 @@
-// Command probenats is an embedder of inboxd with one source, NATS JetStream, and its outbox publisher:
-// the root package, handlers and ingest/nats. TestEachSourceLinksItsBrokerAlone builds it:
-// it links nats.go and no other broker client.
+// Command probenats is an embedder of inboxd with one source, NATS JetStream,
+// and its outbox publisher: the root package, handlers and ingest/nats.
+// TestEachSourceLinksItsBrokerAlone builds it: it links nats.go and no other
+// broker client.
 package main
 
 import (
