@@ -1,3 +1,6 @@
+// Package amqppub is the outbox relay's publisher to RabbitMQ exchanges
+// (confirms, mandatory): Config, New, Publisher. ingest/amqp's Publisher
+// makes it for an embedder; it links amqp091-go and no other broker client.
 package amqppub
 
 import (
@@ -26,7 +29,7 @@ const DefaultMaxMessageBytes = 16 << 20
 // off (a plain Close would wait for the heartbeats to time out).
 const amqpCloseTimeout = time.Second
 
-// Config configures an Publisher: the server of the RabbitMQ
+// Config configures a Publisher: the server of the RabbitMQ
 // source's settings (INBOXD_AMQP_URL, INBOXD_AMQP_TLS_*).
 type Config struct {
 	// URL is the broker's amqp:// or amqps:// URL. Its password is never
@@ -81,7 +84,7 @@ func (c *amqpChannel) closeReason() *amqp.Error {
 
 var _ outbox.Publisher = (*Publisher)(nil)
 
-// New returns an Publisher for cfg's server. It does not connect:
+// New returns a Publisher for cfg's server. It does not connect:
 // the first Publish does.
 func New(cfg Config, log zerolog.Logger) (*Publisher, error) {
 	if cfg.URL == "" {

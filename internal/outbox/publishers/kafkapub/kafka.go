@@ -1,3 +1,6 @@
+// Package kafkapub is the outbox relay's publisher to Kafka (franz-go's
+// idempotent producer): Config, New, Publisher. ingest/kafka's Publisher
+// makes it for an embedder; it links franz-go and no other broker client.
 package kafkapub
 
 import (

@@ -1,3 +1,6 @@
+// Package natspub is the outbox relay's publisher to NATS JetStream
+// (Nats-Msg-Id, PubAck): Config, New, Publisher. ingest/nats's Publisher
+// makes it for an embedder; it links nats.go and no other broker client.
 package natspub
 
 import (
