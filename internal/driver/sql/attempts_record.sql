@@ -1,0 +1,33 @@
+{{/* record_attempts, given the name of a relation with the columns
+row_id, attempt, started_at, finished_at, worker, outcome and error: the
+CTEs that write those attempts to the rows' histories (migration 017) and
+keep the last 25 of each row (driver.KeptAttempts). An attempt already
+recorded (a retried write) is left as it is; the entries 25 attempts or
+more older than the one written are deleted (in the statement's snapshot,
+without the one being written). Every statement that writes a history
+entry writes it through these: attempts_insert.sql, the completions
+(complete.sql with .History), the rescue (rescue.sql) and the claim of a
+lapsed reservation (claim.sql). Index: the primary key (row_id, attempt),
+for the insert and the trim. */}}
+{{- define "record_attempts" -}}
+attempts_recorded AS (
+    INSERT INTO inbox_attempts (row_id, attempt, started_at, finished_at, worker, outcome, error)
+    SELECT row_id, attempt, started_at, finished_at, worker, outcome, error
+    FROM {{.}}
+    ON CONFLICT (row_id, attempt) DO NOTHING
+), attempts_trimmed AS (
+    DELETE FROM inbox_attempts AS h
+    USING {{.}} AS a
+    WHERE h.row_id = a.row_id AND h.attempt <= a.attempt - 25
+)
+{{- end -}}
+
+{{/* lost_reason, given the alias of a row as it was before the statement
+(its attempts and locked_by): the last_error, and the history's error, of
+an attempt whose lease expired, as the rescuer (rescue.sql) and the claim
+of a lapsed reservation (claim.sql) write it; it begins with
+@expired_prefix, which the claim's suspects lookup reads back
+(suspects.sql). */}}
+{{- define "lost_reason" -}}
+@expired_prefix::text || {{.}}.attempts || ' (worker ' || coalesce({{.}}.locked_by, 'unknown') || ' lost the row)'
+{{- end -}}
