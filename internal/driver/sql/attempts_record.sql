@@ -22,12 +22,12 @@ attempts_recorded AS (
 )
 {{- end -}}
 
-{{/* lost_reason, given the alias of a row as it was before the statement
-(its attempts and locked_by): the last_error, and the history's error, of
-an attempt whose lease expired, as the rescuer (rescue.sql) and the claim
-of a lapsed reservation (claim.sql) write it; it begins with
-@expired_prefix, which the claim's suspects lookup reads back
-(suspects.sql). */}}
+{{/* lost_reason, given the prefix of the columns attempts and locked_by
+of a row as it was before the statement ("i." for table alias i): the
+last_error, and the history's error, of an attempt whose lease expired, as
+the rescuer (rescue.sql) and the claim of a lapsed reservation (claim.sql)
+write it; it begins with @expired_prefix, which the claim's suspects
+lookup reads back (suspects.sql). */}}
 {{- define "lost_reason" -}}
-@expired_prefix::text || {{.}}.attempts || ' (worker ' || coalesce({{.}}.locked_by, 'unknown') || ' lost the row)'
+@expired_prefix::text || {{.}}attempts || ' (worker ' || coalesce({{.}}locked_by, 'unknown') || ' lost the row)'
 {{- end -}}

@@ -45,7 +45,7 @@ SET status           = CASE WHEN expired.started AND i.attempts >= coalesce(
                             ELSE greatest(i.attempts - 1, 0) END,
     available_at     = now(),
     last_error       = CASE WHEN expired.started
-                            THEN {{template "lost_reason" "i"}}
+                            THEN {{template "lost_reason" "i."}}
                             ELSE i.last_error END,
     started          = false,
     lease_token      = NULL,
@@ -58,7 +58,7 @@ RETURNING i.id, i.event_id, i.event_type, i.status, i.attempts, expired.started
 ), lost AS (
     SELECT e.id AS row_id, e.attempts AS attempt, e.updated_at AS started_at,
            e.lease_expires_at AS finished_at, coalesce(e.locked_by, '') AS worker,
-           'lease expired'::text AS outcome, {{template "lost_reason" "e"}} AS error
+           'lease expired'::text AS outcome, {{template "lost_reason" "e."}} AS error
     FROM expired AS e
     JOIN rescued AS r ON r.id = e.id
     WHERE e.started AND e.attempts > 0
