@@ -124,7 +124,7 @@ bench-dedup:
 	cd cmd/inboxd-bench && $(GO) run . -run dedup -out $(CURDIR)/docs/bench
 
 ## bench-history: what the rows' attempt histories cost (-run history): the pool with them and without, paired,
-## on the happy path and at 10% failing; the claim with its history part and without; docs/bench/history/ (~5 min)
+## on the happy path and at 10% failing; the claim with its history part and without; docs/bench/history/ (~8 min)
 bench-history:
 	cd cmd/inboxd-bench && $(GO) run . -run history -out $(CURDIR)/docs/bench
 
