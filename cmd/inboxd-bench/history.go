@@ -214,16 +214,8 @@ func historyRun(ctx context.Context, env *environment, n, failing int, with bool
 	case <-time.After(10 * time.Minute):
 		return HistoryRun{}, errors.New("not all rows handled after 10 minutes")
 	}
-	// Until the outcomes are written, not just handled.
-	for {
-		var processed int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE status = 'processed'`).Scan(&processed); err != nil {
-			return HistoryRun{}, err
-		}
-		if processed == n {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := countProcessed(ctx, pool, n); err != nil {
+		return HistoryRun{}, err
 	}
 	el := time.Since(start)
 	// The pool's own sessions are counted while they are open: before it
