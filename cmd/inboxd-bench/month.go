@@ -2,8 +2,8 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -52,7 +52,7 @@ type MonthResults struct {
 	Retention string `json:"retention"`
 	Span      string `json:"span"`
 	// ClusterSettings are the clusters' non-default settings.
-	ClusterSettings []string `json:"cluster_settings"`
+	ClusterSettings []string   `json:"cluster_settings"`
 	Runs            []MonthRun `json:"runs"`
 }
 
