@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,8 @@ type HistoryScenario struct {
 	RateRatio    float64 `json:"rate_ratio_median"`
 	RateRatioMin float64 `json:"rate_ratio_min"`
 	RateRatioMax float64 `json:"rate_ratio_max"`
+	// RateRatioGeoMean is the geometric mean of the pairs' rate ratios.
+	RateRatioGeoMean float64 `json:"rate_ratio_geometric_mean"`
 	// PostgresCPURatio and ProcessCPURatio are the medians of the pairs'
 	// ratios of CPU per event (with over without: above 1 costs more).
 	PostgresCPURatio float64 `json:"postgres_cpu_per_event_ratio_median"`
@@ -99,6 +102,10 @@ type HistoryClaim struct {
 	WithoutMS float64 `json:"without_history_median_ms"`
 	// ExtraMS is the median of the paired differences (with minus without).
 	ExtraMS float64 `json:"extra_median_ms"`
+	// BiasMS is the same for pairs of the statement without the history's
+	// part twice (first minus second): what the pairing measures of
+	// nothing.
+	BiasMS float64 `json:"identical_pairs_median_ms"`
 }
 
 // benchHistory runs the history part.
@@ -132,22 +139,25 @@ func benchHistory(ctx context.Context, env *environment, n, rounds, claims int, 
 			sc.Pairs = append(sc.Pairs, p)
 		}
 		var rate, pg, proc []float64
+		logSum := 0.0
 		for _, p := range sc.Pairs {
 			rate, pg, proc = append(rate, p.RateRatio), append(pg, p.PostgresCPURatio), append(proc, p.ProcessCPURatio)
+			logSum += math.Log(p.RateRatio)
 		}
+		sc.RateRatioGeoMean = math.Exp(logSum / float64(len(sc.Pairs)))
 		sc.RateRatio, sc.PostgresCPURatio, sc.ProcessCPURatio = percentile(rate, 0.5), percentile(pg, 0.5), percentile(proc, 0.5)
 		sc.RateRatioMin, sc.RateRatioMax = slices.Min(rate), slices.Max(rate)
 		sc.Entries = sc.Pairs[0].With.Entries
-		logf("  %-20s median of %d pairs: rate %.3f (%.3f … %.3f), PostgreSQL CPU per event %.3f, this process's %.3f",
-			sc.Name, rounds, sc.RateRatio, sc.RateRatioMin, sc.RateRatioMax, sc.PostgresCPURatio, sc.ProcessCPURatio)
+		logf("  %-20s median of %d pairs: rate %.3f (%.3f … %.3f, geometric mean %.3f), PostgreSQL CPU per event %.3f, this process's %.3f",
+			sc.Name, rounds, sc.RateRatio, sc.RateRatioMin, sc.RateRatioMax, sc.RateRatioGeoMean, sc.PostgresCPURatio, sc.ProcessCPURatio)
 		res.Scenarios = append(res.Scenarios, sc)
 	}
 	c, err := historyClaims(ctx, env, n, claims)
 	if err != nil {
 		return nil, fmt.Errorf("claims: %w", err)
 	}
-	logf("  claim of %d rows on a backlog of %d: %.3f ms with the history's part, %.3f ms without (median of %d each); extra %.4f ms",
-		c.Rows, c.Backlog, c.WithMS, c.WithoutMS, c.Claims, c.ExtraMS)
+	logf("  claim of %d rows on a backlog of %d: %.3f ms with the history's part, %.3f ms without (median of %d each); extra %.4f ms (paired median; identical statements paired: %.4f ms)",
+		c.Rows, c.Backlog, c.WithMS, c.WithoutMS, c.Claims, c.ExtraMS, c.BiasMS)
 	res.Claim = c
 	return res, nil
 }
@@ -235,12 +245,14 @@ func historyRun(ctx context.Context, env *environment, n, failing int, with bool
 	return r, nil
 }
 
-// historyRows is the rows of each timed claim.
-const historyRows = 100
+// historyRows is the rows of each timed claim: the pool's default claim.
+const historyRows = worker.DefaultClaimBatch
 
 // historyClaims times the claim statement alone on a backlog of n rows,
 // claims times with its history's part and as many without, alternating,
-// each claim in a transaction rolled back (the backlog stays as it is).
+// each claim in a transaction rolled back (the backlog stays as it is);
+// then as many pairs of the statement without it twice, the pairing's
+// own bias.
 func historyClaims(ctx context.Context, env *environment, n, claims int) (HistoryClaim, error) {
 	c := HistoryClaim{Backlog: n, Rows: historyRows, Claims: claims}
 	_, pool, done, err := env.open(ctx, 2)
@@ -259,7 +271,7 @@ func historyClaims(ctx context.Context, env *environment, n, claims int) (Histor
 		DefaultOpen: true, MaxBytes: 1 << 30, FirstAlways: true, Token: 1, Lease: time.Minute, Worker: "bench",
 		ExpiredPrefix: maintenance.ExpiredPrefix,
 	}
-	claim := func(noHistory bool) (time.Duration, error) {
+	claim := func(noHistory bool) (float64, error) {
 		tx, err := pool.Begin(ctx)
 		if err != nil {
 			return 0, err
@@ -273,37 +285,47 @@ func historyClaims(ctx context.Context, env *environment, n, claims int) (Histor
 		if err == nil && len(got.Rows) != historyRows {
 			err = fmt.Errorf("claimed %d rows, want %d", len(got.Rows), historyRows)
 		}
-		return el, err
+		return float64(el.Nanoseconds()) / 1e6, err
 	}
-	var with, without, extra []float64
-	for i := range claims + 10 {
-		first := i%2 == 0
-		var pair [2]time.Duration
-		for _, noHistory := range []bool{!first, first} {
-			d, err := claim(noHistory)
-			if err != nil {
-				return c, err
+	// pairs times claims pairs of the variants a and b (NoHistory), the
+	// order alternating, after 10 pairs of warm-up (plans, caches).
+	pairs := func(a, b bool) (as, bs, diffs []float64, err error) {
+		for i := range claims + 10 {
+			order := [2]bool{a, b}
+			if i%2 == 1 {
+				order = [2]bool{b, a}
 			}
-			if noHistory {
-				pair[1] = d
-			} else {
-				pair[0] = d
+			var t [2]float64
+			for k, v := range order {
+				if t[k], err = claim(v); err != nil {
+					return nil, nil, nil, err
+				}
+			}
+			if i%2 == 1 {
+				t[0], t[1] = t[1], t[0]
+			}
+			if i%20 == 19 {
+				// The rolled-back claims leave dead row versions behind,
+				// which later claims would step over.
+				if _, err := pool.Exec(ctx, `VACUUM inbox`); err != nil {
+					return nil, nil, nil, err
+				}
+			}
+			if i >= 10 {
+				as, bs, diffs = append(as, t[0]), append(bs, t[1]), append(diffs, t[0]-t[1])
 			}
 		}
-		if i%20 == 19 {
-			// The rolled-back claims leave dead row versions behind, which
-			// later claims would step over.
-			if _, err := pool.Exec(ctx, `VACUUM inbox`); err != nil {
-				return c, err
-			}
-		}
-		if i < 10 {
-			continue // warming up: plans, caches
-		}
-		ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
-		with, without = append(with, ms(pair[0])), append(without, ms(pair[1]))
-		extra = append(extra, ms(pair[0])-ms(pair[1]))
+		return as, bs, diffs, nil
+	}
+	with, without, extra, err := pairs(false, true)
+	if err != nil {
+		return c, err
+	}
+	_, _, same, err := pairs(true, true)
+	if err != nil {
+		return c, err
 	}
 	c.WithMS, c.WithoutMS, c.ExtraMS = percentile(with, 0.5), percentile(without, 0.5), percentile(extra, 0.5)
+	c.BiasMS = percentile(same, 0.5)
 	return c, nil
 }

@@ -29,7 +29,7 @@ func TestHistoryRun(t *testing.T) {
 	if err := run(ctx, args, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	for _, w := range []string{"happy path", "10 % failing once", "median of 2 pairs", "claim of 100 rows"} {
+	for _, w := range []string{"happy path", "10 % failing once", "median of 2 pairs", "claim of 500 rows"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("output lacks %q:\n%s", w, out.String())
 		}
