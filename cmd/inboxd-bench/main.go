@@ -236,7 +236,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.dedupRows, "dedup-rows", 200_000, "new events inserted per shape by the dedup measurement")
 	fs.IntVar(&o.dedupHeld, "dedup-held", 1_000_000, "rows the inbox holds (spread over its partitions) before the dedup measurement inserts")
 	fs.IntVar(&o.historyEvents, "history-events", 50_000, "backlog each run of the history measurement drains (and the backlog of its timed claims)")
-	fs.IntVar(&o.historyRounds, "history-rounds", 20, "pairs of runs (with the history, without) per scenario of the history measurement")
+	fs.IntVar(&o.historyRounds, "history-rounds", 20, "pairs of runs (with the history, without) per scenario of the history measurement; 0 = the claim alone")
 	fs.IntVar(&o.historyClaims, "history-claims", 300, "claims of each variant (with the history's part, without) the history measurement times")
 	fs.StringVar(&o.out, "out", "", "directory for results.json, rates.png and latency.png (long.json for -run long); empty = print only")
 	fs.StringVar(&o.plot, "plot", "", "measure nothing: draw the charts of this results.json into -out (default: its directory)")
@@ -294,8 +294,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("-long-minutes must be at least 1")
 	case o.longRetention < time.Second:
 		return nil, errors.New("-long-retention must be at least 1s (inboxd's minimum)")
-	case o.historyEvents < 1000 || o.historyRounds < 1 || o.historyClaims < 1:
-		return nil, errors.New("-history-events must be at least 1000, -history-rounds and -history-claims positive")
+	case o.historyEvents < 1000 || o.historyRounds < 0 || o.historyClaims < 1:
+		return nil, errors.New("-history-events must be at least 1000, -history-rounds at least 0, -history-claims positive")
 	case o.riverWorkers < 1 || o.riverConns < 2:
 		return nil, errors.New("-river-workers must be positive and -river-conns at least 2")
 	}

@@ -4,11 +4,12 @@ CTEs that write those attempts to the rows' histories (migration 017) and
 keep the last 25 of each row (driver.KeptAttempts). An attempt already
 recorded (a retried write) is left as it is; the entries 25 attempts or
 more older than the one written are deleted (in the statement's snapshot,
-without the one being written). Every statement that writes a history
-entry writes it through these: attempts_insert.sql, the completions
-(complete.sql with .History), the rescue (rescue.sql) and the claim of a
-lapsed reservation (claim.sql). Index: the primary key (row_id, attempt),
-for the insert and the trim. */}}
+without the one being written). attempts_insert.sql, the completions
+(complete.sql with .History) and the rescue (rescue.sql) write their
+entries through these; the claim of a
+lapsed reservation (claim.sql) inserts its one first attempt itself, with
+nothing to trim. Index: the primary key (row_id, attempt), for the insert
+and the trim. */}}
 {{- define "record_attempts" -}}
 attempts_recorded AS (
     INSERT INTO inbox_attempts (row_id, attempt, started_at, finished_at, worker, outcome, error)

@@ -56,12 +56,7 @@
 WITH candidates AS (
     SELECT id, available_at, source, key, event_type,
            {{template "row_size" "inbox"}} AS size{{if .History}},
-           -- A lapsed reservation's attempt, for its history (NULL for
-           -- every other row): see the recorded CTE below.
-           CASE WHEN lease_token IS NOT NULL AND attempts > 0 THEN attempts END AS lapsed_attempts,
-           CASE WHEN lease_token IS NOT NULL THEN locked_by END AS lapsed_locked_by,
-           CASE WHEN lease_token IS NOT NULL THEN updated_at END AS lapsed_from,
-           CASE WHEN lease_token IS NOT NULL THEN lease_expires_at END AS lapsed_until{{end}}
+           lease_token, attempts, locked_by, updated_at, lease_expires_at{{end}}
     FROM inbox
     WHERE status = 'received'
       AND available_at <= now()
@@ -184,24 +179,24 @@ WITH candidates AS (
       AND NOT EXISTS (SELECT 1 FROM chained AS ch WHERE ch.id = p.id)
     RETURNING i.id
 ), members AS (
-    SELECT h.id, h.available_at, h.id AS head, 0::bigint AS pos, 0::bigint AS pred, h.size, h.route{{if .History}}{{template "lapsed_columns" "h."}}{{end}}
+    SELECT h.id, h.available_at, h.id AS head, 0::bigint AS pos, 0::bigint AS pred, h.size, h.route
     FROM classified AS h
     WHERE h.before_status IS NULL
     UNION ALL
-    SELECT ch.id, h.available_at, h.id, ch.pos, ch.pred, ch.size, h.route{{if .History}}{{template "lapsed_columns" ""}}{{end}}
+    SELECT ch.id, h.available_at, h.id, ch.pos, ch.pred, ch.size, h.route
     FROM chained AS ch
     JOIN classified AS h ON h.id = ch.head
 {{- else}}
            NULL::text AS before_status
     FROM candidates AS c
 ), members AS (
-    SELECT h.id, h.available_at, h.id AS head, 0::bigint AS pos, 0::bigint AS pred, h.size, h.route{{if .History}}{{template "lapsed_columns" "h."}}{{end}}
+    SELECT h.id, h.available_at, h.id AS head, 0::bigint AS pos, 0::bigint AS pred, h.size, h.route
     FROM classified AS h
 {{- end}}
 ), rooms AS (
     SELECT * FROM unnest(@room_routes::text[], @room_counts::int[], @idle_counts::int[]) AS r(route, room, idle)
 ), picked AS (
-    SELECT m.id, m.route, m.pos, m.pred{{if .History}}{{template "lapsed_columns" "m."}}{{end}},
+    SELECT m.id, m.route, m.pos, m.pred,
            row_number() OVER (ORDER BY m.available_at, m.head, m.pos) AS rn,
            row_number() OVER (PARTITION BY m.route ORDER BY m.available_at, m.head, m.pos) AS route_rank,
            -- Among a route's rows that are not chain followers: those the
@@ -239,25 +234,29 @@ WITH candidates AS (
       AND picked.route_rank <= rooms.room
       AND (picked.through <= @max_bytes::bigint OR (picked.rn = 1 AND @first_always::boolean))
     RETURNING picked.rn, picked.pred, i.id, i.source, i.event_id, i.event_type, i.key, i.payload, i.headers,
-              i.attempts, i.received_at, i.started{{if .History}}{{template "lapsed_columns" "picked."}}{{end}}
+              i.attempts, i.received_at, i.started
 )
 {{- if .History}}, recorded AS (
     -- The lapsed reservations it took: their attempt, counted at the
     -- insert (its handler starts at once), is written to their histories
     -- as the rescuer writes a started attempt whose lease expired
-    -- (sql/rescue.sql): the worker that held it, from the reservation to
-    -- its end. Not a reservation, or one whose attempt was refunded
-    -- (attempts 0): no entry. A reservation's attempt is its row's first:
-    -- there is nothing to trim (sql/attempts_record.sql). The old values
-    -- come through the claim's own CTEs (candidates to picked, NULL but
-    -- for reservations), not from a lookup of their own among the
-    -- candidates: that one cost every claim 0.1 ms more of planning, this
-    -- one 0.05 ms (of 0.3 ms, a 100-row claim on a 20,000-row backlog).
+    -- (sql/rescue.sql): outcome 'lease expired', the worker that held it,
+    -- from the reservation (its insert: updated_at, which renewals leave
+    -- alone) to its end, the reason above. Not a reservation, or one whose
+    -- attempt was refunded (attempts 0): no entry. The old values are the
+    -- candidates' (this statement's snapshot, before its update). A
+    -- reservation's attempt is its row's first, so there is nothing to
+    -- trim (sql/attempts_record.sql keeps the last 25). Measured
+    -- (inboxd-bench -run history, EXPLAIN ANALYZE of a 500-row claim on a
+    -- 50,000-row backlog): 0.07-0.11 ms more planning, no execution time
+    -- beyond the noise; carrying the old values through the claim's CTEs
+    -- to its RETURNING instead cost 0.5 ms of execution more.
     INSERT INTO inbox_attempts (row_id, attempt, started_at, finished_at, worker, outcome, error)
-    SELECT c.id, c.lapsed_attempts, c.lapsed_from, c.lapsed_until, coalesce(c.lapsed_locked_by, ''),
-           'lease expired', {{template "lost_reason" "c.lapsed_"}}
-    FROM claimed AS c
-    WHERE c.lapsed_attempts IS NOT NULL
+    SELECT c.id, c.attempts, c.updated_at, c.lease_expires_at, coalesce(c.locked_by, ''),
+           'lease expired', {{template "lost_reason" "c."}}
+    FROM candidates AS c
+    WHERE c.lease_token IS NOT NULL AND c.attempts > 0
+      AND c.id IN (SELECT id FROM claimed)
     ON CONFLICT (row_id, attempt) DO NOTHING
 )
 {{- end}}
@@ -265,24 +264,10 @@ WITH candidates AS (
 -- One row per claimed row, each with the number of rows parked; a single
 -- row of NULLs when none was claimed, so that the caller learns the parked
 -- count either way (parking alone is progress: claim again).
-SELECT p.n AS parked, c.rn, c.pred, c.id, c.source, c.event_id, c.event_type, c.key, c.payload, c.headers,
-       c.attempts, c.received_at, c.started
+SELECT p.n AS parked, c.*
 FROM (SELECT count(*) AS n FROM parked) AS p
 LEFT JOIN claimed AS c ON true
 {{- else}}
-SELECT 0::bigint AS parked, c.rn, c.pred, c.id, c.source, c.event_id, c.event_type, c.key, c.payload, c.headers,
-       c.attempts, c.received_at, c.started
+SELECT 0::bigint AS parked, c.*
 FROM claimed AS c
 {{- end}}
-{{/* lapsed_columns, given a prefix ("h." for alias h, "" for none): the
-lapsed reservation's columns that the claim with .History carries from
-candidates to its RETURNING, with a comma before them; NULLs when the
-prefix is empty (a chain's follower is never a reservation: reservations
-are never made on ordered routes). */}}
-{{- define "lapsed_columns" -}}
-{{- if eq . "" -}}
-, NULL::integer, NULL::text, NULL::timestamptz, NULL::timestamptz
-{{- else -}}
-, {{.}}lapsed_attempts, {{.}}lapsed_locked_by, {{.}}lapsed_from, {{.}}lapsed_until
-{{- end -}}
-{{- end -}}
