@@ -69,7 +69,7 @@ linkcheck:
 ## docs: rewrite what the code writes in docs/: the variable table of docs/configuration.md,
 ## and what SPIN explored of the models in docs/guarantees.md (needs spin and gcc)
 docs:
-	$(GO) test -count=1 -timeout 60s -run '^TestConfigurationPageIsWrittenByTheCode$$' ./config/ -update
+	$(GO) test -count=1 -timeout 60s -run '^TestConfigurationPageIsWrittenByTheCode$$' ./internal/vardocs/ -update
 	$(GO) test -count=1 -timeout 10m -run '^TestModels$$' ./internal/model/ -update
 
 ## screenshots: rewrite docs/images/console-*.png: the console end to end in chromium, every role (TestConsoleEndToEnd)
@@ -86,10 +86,10 @@ alerts:
 fuzz-short:
 	$(GO) test -run='^$$' -fuzz='^FuzzRedactURL$$' -fuzztime=50000x ./config/
 	$(GO) test -run='^$$' -fuzz='^FuzzConfigLoad$$' -fuzztime=50000x ./config/
-	$(GO) test -run='^$$' -fuzz='^FuzzMapMessage$$' -fuzztime=50000x ./ingest/
-	$(GO) test -run='^$$' -fuzz='^FuzzEncodeHeaders$$' -fuzztime=50000x ./ingest/
-	$(GO) test -run='^$$' -fuzz='^FuzzWebhookVerify$$' -fuzztime=50000x ./ingest/
-	$(GO) test -run='^$$' -fuzz='^FuzzWebhookExtract$$' -fuzztime=50000x ./ingest/
+	$(GO) test -run='^$$' -fuzz='^FuzzMapMessage$$' -fuzztime=50000x ./ingest/kafka/
+	$(GO) test -run='^$$' -fuzz='^FuzzEncodeHeaders$$' -fuzztime=50000x ./ingest/kafka/
+	$(GO) test -run='^$$' -fuzz='^FuzzWebhookVerify$$' -fuzztime=50000x ./ingest/webhook/
+	$(GO) test -run='^$$' -fuzz='^FuzzWebhookExtract$$' -fuzztime=50000x ./ingest/webhook/
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=50000x ./internal/opfiles/routesfile/
 	$(GO) test -run='^$$' -fuzz='^FuzzIdempotencyKey$$' -fuzztime=50000x ./handlers/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeHeaders$$' -fuzztime=50000x ./internal/engine/

@@ -58,8 +58,8 @@ type Config struct {
 	// block an ordered key are kept while the routes say so.
 	Retention worker.RetentionConfig
 	// Sources are the sources Run runs beside the workers, any number of
-	// each kind (ingest.NewKafkaSource, NewAMQPSource, NewNATSSource,
-	// NewWebhookSource); none: rows come from other writers of the inbox
+	// each kind (the New of ingest/kafka, ingest/amqp, ingest/nats,
+	// ingest/webhook); none: rows come from other writers of the inbox
 	// table. The root package links no broker client: the program links
 	// those of the sources it lists.
 	Sources []source.Source

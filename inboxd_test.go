@@ -14,7 +14,7 @@ import (
 
 	"github.com/inboxd/inboxd"
 	"github.com/inboxd/inboxd/handlers"
-	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/ingest/kafka"
 	"github.com/inboxd/inboxd/ingest/source"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/syncbuf"
@@ -148,7 +148,7 @@ func TestNewRefusesABadConfig(t *testing.T) {
 		{"every part's settings", inboxd.Config{Registry: reg, DB: db,
 			Worker:    worker.Config{Workers: -1, MaxAttempts: -2},
 			Retention: worker.RetentionConfig{Processed: -time.Hour},
-			Sources:   []source.Source{ingest.NewKafkaSource(ingest.Config{})}},
+			Sources:   []source.Source{kafka.New(kafka.Config{})}},
 			[]string{"workers must be between 1 and 10000, got -1", "max attempts must be between 1 and",
 				"processed retention must be at least 1s, got -1h0m0s", "ingest: no Kafka brokers"}},
 	} {

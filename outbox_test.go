@@ -16,7 +16,7 @@ import (
 
 	"github.com/inboxd/inboxd"
 	"github.com/inboxd/inboxd/handlers"
-	"github.com/inboxd/inboxd/ingest"
+	amqpsource "github.com/inboxd/inboxd/ingest/amqp"
 	"github.com/inboxd/inboxd/ingest/outboxpub"
 	"github.com/inboxd/inboxd/ingest/source"
 	"github.com/inboxd/inboxd/internal/pgtest"
@@ -260,8 +260,8 @@ func TestOutboxAMQPRoundTripThroughIngest(t *testing.T) {
 	})
 
 	cfg := testConfig(db.Pool, handlers.NewRegistry(), zerolog.Nop())
-	cfg.Sources = []source.Source{ingest.NewAMQPSource(ingest.AMQPConfig{URL: testkit.AMQPURL(), Queues: []string{queue}})}
-	cfg.Outbox = &inboxd.OutboxConfig{PollInterval: 10 * time.Millisecond, Publishers: []source.Publisher{outboxpub.AMQP(ingest.AMQPConfig{URL: testkit.AMQPURL()})}}
+	cfg.Sources = []source.Source{amqpsource.New(amqpsource.Config{URL: testkit.AMQPURL(), Queues: []string{queue}})}
+	cfg.Outbox = &inboxd.OutboxConfig{PollInterval: 10 * time.Millisecond, Publishers: []source.Publisher{outboxpub.AMQP(amqpsource.Config{URL: testkit.AMQPURL()})}}
 	ib, err := inboxd.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@
 // Secrets (the database URL, the SASL password) may be given directly or
 // through a *_FILE variable naming a file that holds them. They never appear in
 // error messages or logs: use Config.Redacted to log the configuration.
+// The variables' help (`inboxd help`, the docs' table) is internal/vardocs',
+// drawn from Config's tags and Defaults.
 package config
 
 import (
@@ -26,11 +28,14 @@ import (
 
 	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/ingest/nats"
+	"github.com/inboxd/inboxd/ingest/webhook"
 	"github.com/inboxd/inboxd/internal/brokers"
 	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
 	"github.com/inboxd/inboxd/internal/console"
 	"github.com/inboxd/inboxd/internal/lease"
 	"github.com/inboxd/inboxd/internal/natsurl"
+	"github.com/inboxd/inboxd/internal/opfiles"
 	"github.com/inboxd/inboxd/internal/outbox"
 	"github.com/inboxd/inboxd/worker"
 )
@@ -40,7 +45,7 @@ import (
 // shows for it (see Variables). A new field needs both, and a default:
 // a setting of the engines (worker, ingest, retention) takes the engine's
 // exported default (worker.DefaultLease, ingest.DefaultBatchSize, …) in
-// engineDefaults, so that it is written once; a setting only the daemon has
+// Defaults, so that it is written once; a setting only the daemon has
 // (the HTTP address, the log level, …) has its default in an envDefault tag.
 type Config struct {
 	// DatabaseURL is the PostgreSQL connection string (URL or key=value form).
@@ -321,7 +326,7 @@ func Load(environ []string) (Config, error) {
 	failed := make(map[string]bool) // variables already reported
 	// An unset (or empty) variable leaves its field alone: the engine's
 	// default set here, or the field's envDefault.
-	c := engineDefaults()
+	c := Defaults()
 	if err := env.ParseWithOptions(&c, env.Options{Environment: vars}); err != nil {
 		perrs, names := parseErrors(err)
 		errs = append(errs, perrs...)
@@ -333,7 +338,7 @@ func Load(environ []string) (Config, error) {
 				rest[k] = v
 			}
 		}
-		c = engineDefaults()
+		c = Defaults()
 		if err := env.ParseWithOptions(&c, env.Options{Environment: rest}); err != nil {
 			// Only an error without a variable name is left (none is known).
 			more, _ := parseErrors(err)
@@ -406,13 +411,13 @@ func Load(environ []string) (Config, error) {
 	return c, nil
 }
 
-// engineDefaults returns the configuration with the engines' defaults set
+// Defaults returns the configuration with the engines' defaults set
 // for every setting that maps to one (see app's workerConfig, ingestConfig
 // and retentionConfig), before the environment (and the envDefault tags of
 // the daemon's own settings) is applied. Settings whose engine default is
 // the zero value (INBOXD_PREFETCH 0 = adaptive, INBOXD_DEAD_RETENTION 0 =
 // kept) are left zero.
-func engineDefaults() Config {
+func Defaults() Config {
 	mapping := ingest.DefaultMapOptions()
 	return Config{
 		StatementTimeout:    worker.DefaultStatementTimeout,
@@ -439,11 +444,11 @@ func engineDefaults() Config {
 		StaleAfter:          worker.DefaultStaleAfter,
 		StatsInterval:       worker.DefaultStatsInterval,
 
-		WebhookBodyBudget:   ingest.DefaultWebhookBodyBudget,
-		WebhookMinBodyRate:  ingest.DefaultWebhookMinBodyRate,
-		WebhookWriteTimeout: ingest.DefaultWebhookWriteTimeout,
-		WebhookMaxRequests:  ingest.DefaultWebhookMaxRequests,
-		NATSConsumer:        ingest.DefaultNATSConsumer,
+		WebhookBodyBudget:   webhook.DefaultBodyBudget,
+		WebhookMinBodyRate:  webhook.DefaultMinBodyRate,
+		WebhookWriteTimeout: webhook.DefaultWriteTimeout,
+		WebhookMaxRequests:  webhook.DefaultMaxRequests,
+		NATSConsumer:        nats.DefaultConsumer,
 
 		OutboxBatchSize:    outbox.DefaultBatchSize,
 		OutboxPollInterval: outbox.DefaultPollInterval,
@@ -648,12 +653,12 @@ func (c Config) Validate() error {
 	}
 	minDur(&errs, "INBOXD_POLL_INTERVAL", c.PollInterval, worker.MinPollInterval)
 	if c.PollInterval > worker.MaxPollInterval {
-		bad("INBOXD_POLL_INTERVAL", "must be at most %s, got %q", formatDuration(worker.MaxPollInterval), c.PollInterval)
+		bad("INBOXD_POLL_INTERVAL", "must be at most %s, got %q", opfiles.Duration(worker.MaxPollInterval), c.PollInterval)
 	}
 	minDur(&errs, "INBOXD_SHUTDOWN_TIMEOUT", c.ShutdownTimeout, 0)
 	minDur(&errs, "INBOXD_RETENTION", c.Retention, worker.MinRetention)
 	if c.DeadRetention != 0 && c.DeadRetention < worker.MinRetention {
-		bad("INBOXD_DEAD_RETENTION", "must be 0 (keep) or at least %s, got %q", formatDuration(worker.MinRetention), c.DeadRetention)
+		bad("INBOXD_DEAD_RETENTION", "must be 0 (keep) or at least %s, got %q", opfiles.Duration(worker.MinRetention), c.DeadRetention)
 	}
 	minDur(&errs, "INBOXD_RETENTION_INTERVAL", c.RetentionInterval, worker.MinRetentionInterval)
 	minDur(&errs, "INBOXD_STALE_AFTER", c.StaleAfter, worker.MinStaleAfter)
@@ -697,20 +702,6 @@ func minDur(errs *[]error, name string, d, lowest time.Duration) {
 	if d < lowest {
 		*errs = append(*errs, fmt.Errorf("%s: must be at least %s, got %q", name, lowest, d))
 	}
-}
-
-// LogText reports whether logs in format (INBOXD_LOG_FORMAT's value) are
-// written for people rather than as JSON lines, terminal saying whether
-// they go to a terminal: text (or console) always, json never, auto (or a
-// value Validate refuses) on a terminal.
-func LogText(format string, terminal bool) bool {
-	switch format {
-	case "text", "console":
-		return true
-	case "json":
-		return false
-	}
-	return terminal
 }
 
 // IngestEnabled reports whether Kafka ingest runs (INBOXD_KAFKA_BROKERS set).

@@ -109,7 +109,8 @@ WHERE to_regclass(format('%I.inbox_starts', :'schema')) IS NOT NULL \gexec
 -- The outbox (schema 11): services' transactions and transactional
 -- handlers insert into it, the relay reads, updates and deletes its rows and
 -- leases its shards (outbox_shards, outbox_relays). The route controls
--- (schema 12): paused routes and the fleet's rate-limit buckets. The
+-- (schema 12): paused routes and the fleet's rate-limit buckets (schema 20
+-- adds columns only: the admins' rate overrides and breaker resets). The
 -- webhook sources' replay windows (schema 14, webhook_replays) and the
 -- console's sessions (schema 15): sign-ins, sign-outs, expiry. The rows'
 -- attempt histories (schema 17): the workers write and trim them,

@@ -1,6 +1,6 @@
 // Package outboxpub makes the outbox relay's publishers an embedder lists
 // in inboxd.OutboxConfig.Publishers, one per broker, from the sources'
-// connection settings. Importing it links the three brokers' clients
+// connection settings (ingest/kafka, ingest/amqp, ingest/nats). Importing it links the three brokers' clients
 // (franz-go, amqp091-go, nats.go); the root package links none.
 package outboxpub
 
@@ -9,7 +9,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/ingest/amqp"
+	"github.com/inboxd/inboxd/ingest/kafka"
+	"github.com/inboxd/inboxd/ingest/nats"
 	sourceapi "github.com/inboxd/inboxd/ingest/source"
 	"github.com/inboxd/inboxd/internal/brokers"
 	"github.com/inboxd/inboxd/internal/outbox"
@@ -20,26 +22,26 @@ import (
 // cfg (its connection settings alone: brokers, client id, TLS, SASL; its
 // topics are not used), compressing batches with compression (gzip, the
 // default, none, snappy, lz4 or zstd), for inboxd.OutboxConfig.Publishers.
-func Kafka(cfg ingest.Config, compression string) sourceapi.Publisher {
+func Kafka(cfg kafka.Config, compression string) sourceapi.Publisher {
 	return kafkaPub{cfg, compression}
 }
 
 // AMQP returns the outbox's publisher to the RabbitMQ server of
 // cfg (its URL and TLS alone), for inboxd.OutboxConfig.Publishers.
-func AMQP(cfg ingest.AMQPConfig) sourceapi.Publisher { return amqpPub{cfg} }
+func AMQP(cfg amqp.Config) sourceapi.Publisher { return amqpPub{cfg} }
 
 // NATS returns the outbox's publisher to the NATS JetStream
 // server of cfg (its URL, credentials and TLS alone), for
 // inboxd.OutboxConfig.Publishers.
-func NATS(cfg ingest.NATSConfig) sourceapi.Publisher { return natsPub{cfg} }
+func NATS(cfg nats.Config) sourceapi.Publisher { return natsPub{cfg} }
 
 type (
 	kafkaPub struct {
-		cfg         ingest.Config
+		cfg         kafka.Config
 		compression string
 	}
-	amqpPub struct{ cfg ingest.AMQPConfig }
-	natsPub struct{ cfg ingest.NATSConfig }
+	amqpPub struct{ cfg amqp.Config }
+	natsPub struct{ cfg nats.Config }
 )
 
 func (kafkaPub) Kind() string { return outbox.KindKafka }

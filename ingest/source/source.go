@@ -5,10 +5,11 @@
 // workers) and what a running source answers (run, readiness,
 // reachability, last progress, liveness); and the same for the outbox
 // relay's publishers (inboxd.OutboxConfig.Publishers). The sources are
-// built by package ingest (NewKafkaSource, NewAMQPSource, NewNATSSource,
-// NewWebhookSource), the publishers by ingest/outboxpub; this package
-// links no broker client, so that a program which imports the root
-// package and neither of them links none.
+// built by a package of their kind each (the New of ingest/kafka,
+// ingest/amqp, ingest/nats, ingest/webhook), the publishers by
+// ingest/outboxpub; this package links no broker client, so that a program
+// which imports the root package and none of them links none, and one that
+// imports one source's package links that broker's client alone.
 package source
 
 import (

@@ -63,16 +63,22 @@ func publicPackages(t *testing.T, root string) []string {
 // The ceilings of the exported funcs, types and methods (go doc -all) of
 // the packages beside the root, handlers and migrations. They only come
 // down: worker exports its settings alone (28 before the engine moved to
-// internal/); ingest exports the sources' settings and constructors (67
-// when issue 26 counted it, 73 when its sources half began, 33 once the
-// running types, the broker code and the mappers only ingest uses went
-// inside), ingest/source the contract, ingest/outboxpub the publishers;
-// config is the daemon's variables (19 then). The issue's target for the
-// total is 50: splitting ingest into a package per source is what is
-// left to reach it.
+// internal/); ingest exports the settings every source shares (67 when
+// issue 26 counted it, 73 when its sources half began, 33 once the running
+// types, the broker code and the mappers only ingest uses went inside, 4
+// once each source became a package and the core went to
+// internal/ingestcore); each source's package its Config and New (kafka
+// also SASLConfig with its String and GoString, and Config.WithDefaults;
+// webhook its SourceConfig and Field: the sources file is the daemon's,
+// internal/opfiles/webhookfile), their settings validated inside Open; ingest/source the contract,
+// ingest/outboxpub the publishers; config is the daemon's variables (19
+// when issue 26 counted, 22 before the variables' help went to
+// internal/vardocs and LogText, MigrateEnviron to cmd/inboxd/app; Defaults
+// is new, the help's defaults). The issue's target for the total was 50.
 var (
-	exportedCeilings = map[string]int{"worker": 9, "ingest": 33, "ingest/source": 4, "ingest/outboxpub": 3, "config": 22}
-	exportedTotal    = 71
+	exportedCeilings = map[string]int{"worker": 9, "ingest": 4, "ingest/kafka": 6, "ingest/amqp": 2, "ingest/nats": 2,
+		"ingest/webhook": 4, "ingest/source": 4, "ingest/outboxpub": 3, "config": 15}
+	exportedTotal = 49
 )
 
 // handlersCeilings hold the handler API (not in the total: it is the API

@@ -24,13 +24,13 @@ type layer struct {
 // (TestLayoutDocMatchesLayers holds them together).
 var layers = []layer{
 	{"programs", []string{"cmd"}},
-	{"test kits and checks", []string{"handlers/handlertest", "internal/testkit", "internal/pgtest",
+	{"test kits and checks", []string{"handlers/handlertest", "internal/ingestcore/ingesttest", "internal/testkit", "internal/pgtest",
 		"internal/console/browsertest", "internal/startstop/startstoptest", "internal/netfault",
 		"internal/syncbuf", "internal/yardstick", "internal/archcheck", "internal/doccheck", "internal/model"}},
-	{"the daemon's parts", []string{"config", "internal/console", "internal/ops", "internal/otelenv",
-		"internal/opfiles/routesfile"}},
+	{"the daemon's parts", []string{"config", "internal/vardocs", "internal/console", "internal/ops", "internal/otelenv",
+		"internal/opfiles/routesfile", "internal/opfiles/webhookfile"}},
 	{"the embedding API", []string{"."}},
-	{"the sources", []string{"ingest"}},
+	{"the sources", []string{"ingest", "internal/ingestcore"}},
 	{"the worker pool", []string{"internal/engine"}},
 	{"maintenance", []string{"internal/maintenance"}},
 	{"the outbox", []string{"internal/outbox"}},

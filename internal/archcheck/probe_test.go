@@ -67,3 +67,58 @@ func TestEmbedderLinks(t *testing.T) {
 		}
 	}
 }
+
+// sourceProbes are programs of the root package, handlers and one source's
+// package each (testdata/probe<kind>), with the one broker client each
+// links: a source's package brings its own broker's client and no other.
+var sourceProbes = []struct {
+	dir    string
+	broker string // "" for none
+}{
+	{"probeamqp", "github.com/rabbitmq/amqp091-go"},
+	{"probekafka", "github.com/segmentio/kafka-go"},
+	{"probenats", "github.com/nats-io/nats.go"},
+	{"probewebhook", ""},
+}
+
+// TestEachSourceLinksItsBrokerAlone builds the source probes and fails
+// when one links a broker client other than its source's, or not its own.
+// With -v it prints each probe's modules and size.
+func TestEachSourceLinksItsBrokerAlone(t *testing.T) {
+	t.Parallel()
+	dir, own := root(t)
+	for _, p := range sourceProbes {
+		t.Run(p.dir, func(t *testing.T) {
+			t.Parallel()
+			if _, err := os.Stat(filepath.Join(dir, "internal", "archcheck", "testdata", p.dir)); err != nil && !own {
+				t.Skip("another tree: no such probe")
+			}
+			bin := filepath.Join(t.TempDir(), p.dir)
+			if err := testkit.Build(filepath.Join(dir, "internal", "archcheck"), bin, "./testdata/"+p.dir, false); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command("go", "version", "-m", bin).Output()
+			if err != nil {
+				t.Fatalf("go version -m: %v", err)
+			}
+			modules := LinkedModules(string(out))
+			fi, err := os.Stat(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %d modules, %.1f MB", p.dir, len(modules), float64(fi.Size())/1e6)
+			linked := map[string]bool{}
+			for _, m := range modules {
+				linked[m] = true
+			}
+			for _, b := range brokerClients {
+				switch {
+				case b == p.broker && !linked[b]:
+					t.Errorf("%s does not link %s: the probe no longer uses its source", p.dir, b)
+				case b != p.broker && linked[b]:
+					t.Errorf("%s links the broker client %s: its source's package imports another broker's code", p.dir, b)
+				}
+			}
+		})
+	}
+}

@@ -32,7 +32,7 @@ func (h *Handler) action(role Role, fn func(w http.ResponseWriter, r *http.Reque
 		}
 		if !c.can(role) {
 			h.log.Warn().Str("user", c.user).Str("role", c.role.String()).Str("path", r.URL.Path).Msg("console action refused: role")
-			h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s is a %s: this action needs an %s", c.user, c.role, role))
+			h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s is %s: this action needs %s", c.user, withArticle(c.role.String()), withArticle(role.String())))
 			return
 		}
 		if !c.csrfOK(r) {
@@ -286,4 +286,67 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, c who) {
 		return
 	}
 	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+}
+
+// rate sets a route's rate override (rate, rows a second, and burst,
+// empty: one second's worth) or, with clear=yes, clears it: an admin's.
+func (h *Handler) rate(w http.ResponseWriter, r *http.Request, c who) {
+	route := strings.TrimSpace(r.PostFormValue("route"))
+	if route == "" {
+		h.fail(w, r, http.StatusBadRequest, "say which route (its event type, * for the default route)")
+		return
+	}
+	if r.PostFormValue("clear") == "yes" {
+		if _, err := h.ops.Limits().ClearRate(r.Context(), operator(r, c), route); err != nil && !errors.Is(err, ops.ErrNoOverride) {
+			h.dbFail(w, r, "clear the route's rate", err)
+			return
+		}
+		http.Redirect(w, r, Prefix+"#limits", http.StatusSeeOther)
+		return
+	}
+	perSecond, err := strconv.ParseFloat(strings.TrimSpace(r.PostFormValue("rate")), 64)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("the rate must be a number of rows a second, got %q", r.PostFormValue("rate")))
+		return
+	}
+	burst := 0
+	if s := strings.TrimSpace(r.PostFormValue("burst")); s != "" {
+		if burst, err = strconv.Atoi(s); err != nil {
+			h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("the burst must be a whole number of rows, got %q", s))
+			return
+		}
+	}
+	if _, err := h.ops.Limits().SetRate(r.Context(), operator(r, c), route, perSecond, burst); errors.Is(err, ops.ErrBadLimit) || errors.Is(err, ops.ErrUnknownRoute) {
+		h.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	} else if err != nil {
+		h.dbFail(w, r, "set the route's rate", err)
+		return
+	}
+	http.Redirect(w, r, Prefix+"#limits", http.StatusSeeOther)
+}
+
+// resetBreaker resets a route's circuit breaker: an admin's.
+func (h *Handler) resetBreaker(w http.ResponseWriter, r *http.Request, c who) {
+	route := strings.TrimSpace(r.PostFormValue("route"))
+	if route == "" {
+		h.fail(w, r, http.StatusBadRequest, "say which route (its event type, * for the default route)")
+		return
+	}
+	if _, err := h.ops.Limits().ResetBreaker(r.Context(), operator(r, c), route); errors.Is(err, ops.ErrNoBreaker) || errors.Is(err, ops.ErrUnknownRoute) {
+		h.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	} else if err != nil {
+		h.dbFail(w, r, "reset the route's breaker", err)
+		return
+	}
+	http.Redirect(w, r, Prefix+"#limits", http.StatusSeeOther)
+}
+
+// withArticle puts "a" or "an" before a role's name ("a viewer", "an operator").
+func withArticle(name string) string {
+	if name != "" && strings.ContainsRune("aeiou", rune(name[0])) {
+		return "an " + name
+	}
+	return "a " + name
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/httpserve"
 	"github.com/inboxd/inboxd/internal/ops"
@@ -71,10 +72,11 @@ type Config struct {
 	// by the rules `inboxd requeue --status rejected` applies. Nil: the
 	// console does not requeue rejected rows.
 	Remap ops.Remapper
-	// Routes returns the event types of the routes file, which a pause
-	// accepts even before any row of theirs arrived (nil: only the routes
+	// Routes returns the routes file's routes: their event types, which a
+	// pause accepts even before any row of theirs arrived, and their rate
+	// limits and breakers, which the overview shows (nil: only the routes
 	// the database knows).
-	Routes func() ([]string, error)
+	Routes func() ([]handlers.RouteConfig, error)
 	// MaxAttempts returns the attempt budget of an event type's route, for
 	// the lists ("attempt 6 of 25"); nil: not shown.
 	MaxAttempts func(eventType string) int
@@ -143,7 +145,8 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: cfg, auth: newAuth(cfg.Token, users, cfg.Proxy, cfg.SessionTTL, cfg.Now, cfg.DB),
 		log: log, pages: map[string]*template.Template{},
 		signins: make(chan struct{}, maxSignins)}
-	h.ops = ops.New(ops.Config{DB: cfg.DB, Remap: cfg.Remap, Routes: cfg.Routes, MaxAttempts: cfg.MaxAttempts, Logger: h.log})
+	h.ops = ops.New(ops.Config{DB: cfg.DB, Remap: cfg.Remap, Routes: cfg.Routes, MaxAttempts: cfg.MaxAttempts,
+		Breakers: localBreakers(cfg.Local), Logger: h.log})
 	names, err := fs.Glob(templateFiles, "templates/*.html")
 	if err != nil {
 		return nil, err
@@ -181,6 +184,8 @@ func New(cfg Config) (*Handler, error) {
 	m.HandleFunc("POST /ui/retry", h.action(RoleOperator, h.retryNow))
 	m.HandleFunc("POST /ui/routes/pause", h.action(RoleOperator, h.pause))
 	m.HandleFunc("POST /ui/routes/resume", h.action(RoleOperator, h.resume))
+	m.HandleFunc("POST /ui/routes/rate", h.action(RoleAdmin, h.rate))
+	m.HandleFunc("POST /ui/routes/reset-breaker", h.action(RoleAdmin, h.resetBreaker))
 	h.mux = m
 	return h, nil
 }

@@ -4,7 +4,8 @@
 // rejected rows, find a row by its event id, list the ordered keys a dead
 // row holds back, and, for an operator who holds the token, requeue or
 // discard rows (a dry-run count first, then the action in batches) and
-// pause or resume routes.
+// pause or resume routes; for an admin, override a route's rate limit and
+// reset its circuit breaker (actions.go, through ops.Limits).
 //
 // With a token, every page and action needs the credential: an
 // "Authorization: Bearer" header, or the session cookie the sign-in form

@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inboxd/inboxd/internal/driver"
 )
 
 // Local is what the console shows of the replica it runs in (inboxd run):
@@ -25,6 +27,38 @@ type RouteState struct {
 	// the metrics label it).
 	Route                        string
 	Running, Queued, Concurrency int64
+	// Breaker is the route's circuit breaker in this replica: closed,
+	// open or half-open ("" when the replica has no figure for it).
+	Breaker string
+}
+
+// breakerStates names the values of inboxd_route_breaker_state.
+var breakerStates = map[float64]string{0: "closed", 1: "open", 2: "half-open"}
+
+// localBreakers returns the breaker state of each route in l, by driver
+// route name, for ops.Config.Breakers (nil without l).
+func localBreakers(l Local) func() map[string]string {
+	if l == nil {
+		return nil
+	}
+	return func() map[string]string {
+		out := map[string]string{}
+		for _, rs := range l.Routes() {
+			if rs.Breaker != "" {
+				out[driverRoute(rs.Route)] = rs.Breaker
+			}
+		}
+		return out
+	}
+}
+
+// driverRoute is the route named label in the metrics ("other": the
+// default route) as the route controls name it.
+func driverRoute(label string) string {
+	if label == "other" {
+		return driver.DefaultRoute
+	}
+	return label
 }
 
 // PartitionLag is the consumer lag of one partition.
@@ -84,7 +118,7 @@ type sample struct {
 
 // Routes implements Local.
 func (l gathererLocal) Routes() []RouteState {
-	g := l.gauges("inboxd_worker_route_running", "inboxd_worker_route_queued", "inboxd_worker_route_concurrency")
+	g := l.gauges("inboxd_worker_route_running", "inboxd_worker_route_queued", "inboxd_worker_route_concurrency", "inboxd_route_breaker_state")
 	by := map[string]*RouteState{}
 	get := func(t string) *RouteState {
 		if by[t] == nil {
@@ -100,6 +134,9 @@ func (l gathererLocal) Routes() []RouteState {
 	}
 	for _, s := range g["inboxd_worker_route_concurrency"] {
 		get(s.labels["event_type"]).Concurrency = int64(s.value)
+	}
+	for _, s := range g["inboxd_route_breaker_state"] {
+		get(s.labels["route"]).Breaker = breakerStates[s.value]
 	}
 	var out []RouteState
 	for _, r := range by {

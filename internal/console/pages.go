@@ -65,12 +65,15 @@ type overviewData struct {
 	StaleAfter time.Duration
 	Outbox     *driver.OutboxStats
 	Paused     []driver.PausedRoute
-	Local      bool
-	Routes     []routeRow
-	Lag        []PartitionLag
-	Chart      template.HTML
-	Processed  int64
-	Died       int64
+	Limits     []ops.RouteLimit
+	// LimitsFailed says the limits could not be read (see the log).
+	LimitsFailed bool
+	Local        bool
+	Routes       []routeRow
+	Lag          []PartitionLag
+	Chart        template.HTML
+	Processed    int64
+	Died         int64
 }
 
 // routeRow is one route on the overview: this replica's figures, when
@@ -99,6 +102,12 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		h.dbFail(w, r, "read the paused routes", err)
 		return
 	}
+	if d.Limits, err = h.ops.Limits().List(ctx); err != nil {
+		// A routes file that cannot be read now (it was when the daemon
+		// started) leaves the rest of the overview standing.
+		h.log.Warn().Err(err).Msg("read the routes' rate limits and breakers")
+		d.LimitsFailed = true
+	}
 	paused := map[string]driver.PausedRoute{}
 	for _, p := range d.Paused {
 		paused[p.Route] = p
@@ -107,10 +116,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		d.Local = true
 		for _, rs := range h.cfg.Local.Routes() {
 			row := routeRow{RouteState: rs}
-			name := rs.Route
-			if name == "other" {
-				name = driver.DefaultRoute
-			}
+			name := driverRoute(rs.Route)
 			if p, ok := paused[name]; ok {
 				row.Paused, row.PausedBy, row.Reason = true, p.PausedBy, p.Reason
 			}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/inboxd/inboxd/handlers"
 )
 
 // clock is a settable clock for the console's Config.Now.
@@ -94,7 +96,7 @@ func TestUsersFileRolesAndRotation(t *testing.T) {
 	clk := newClock()
 	b := setup(t, "", func(c *Config) {
 		c.UsersFile, c.Now, c.BulkAdminOver = path, clk.now, 2
-		c.Routes = func() ([]string, error) { return []string{"order.created"}, nil } // the routes file's
+		c.Routes = func() ([]handlers.RouteConfig, error) { return []handlers.RouteConfig{{Type: "order.created"}}, nil } // the routes file's
 	})
 	b.seed(t, "dead", 3, "order.created", "orders", "boom")
 
@@ -280,7 +282,7 @@ func TestProxyHeaderFromTrustedProxiesOnly(t *testing.T) {
 			t.Parallel()
 			b := setup(t, "", func(c *Config) {
 				c.UsersFile, c.Proxy = path, ProxyAuth{Header: hd, Trusted: tc.trusted, Role: tc.role, SignOutURL: "/oauth2/sign_out"}
-				c.Routes = func() ([]string, error) { return []string{"order.created"}, nil } // the routes file's
+				c.Routes = func() ([]handlers.RouteConfig, error) { return []handlers.RouteConfig{{Type: "order.created"}}, nil } // the routes file's
 			})
 			jar, _ := cookiejar.New(nil)
 			c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

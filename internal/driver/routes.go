@@ -42,13 +42,20 @@ func PauseRoute(ctx context.Context, db DB, route, by, reason string) error {
 // ResumeRoute resumes route (sql/route_resume.sql) and reports whether it
 // was paused.
 func ResumeRoute(ctx context.Context, db DB, route string) (bool, error) {
-	rows, err := db.Query(ctx, routeResumeSQL, pgx.NamedArgs{"route": route})
+	return routeChanged(ctx, db, routeResumeSQL, "resume route", route)
+}
+
+// routeChanged runs sql, an UPDATE of route's controls returning the
+// route when it changed it, and reports whether it did; what names it in
+// its errors.
+func routeChanged(ctx context.Context, db DB, sql, what, route string) (bool, error) {
+	rows, err := db.Query(ctx, sql, pgx.NamedArgs{"route": route})
 	if err != nil {
-		return false, fmt.Errorf("resume route %q: %w", route, err)
+		return false, fmt.Errorf("%s %q: %w", what, route, err)
 	}
 	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return false, fmt.Errorf("resume route %q: %w", route, err)
+		return false, fmt.Errorf("%s %q: %w", what, route, err)
 	}
 	return len(got) > 0, nil
 }
@@ -149,4 +156,85 @@ func GiveTokens(ctx context.Context, db DB, back []TokenWant) error {
 		return fmt.Errorf("give back rate limit tokens: %w", err)
 	}
 	return nil
+}
+
+var (
+	routeControlsSQL     = load("route_controls.sql")
+	routeRateSetSQL      = load("route_rate_set.sql")
+	routeRateClearSQL    = load("route_rate_clear.sql")
+	routeBreakerResetSQL = load("route_breaker_reset.sql")
+)
+
+// RouteControl is what an operator set on one route: its pause, its rate
+// override and its last breaker reset (migrations 012 and 020).
+type RouteControl struct {
+	// Route is the route's event type, DefaultRoute for the default route.
+	Route string
+	// Paused, PausedBy, Reason and PausedAt are its pause (PausedAt nil
+	// while it is not paused).
+	Paused           bool
+	PausedBy, Reason string
+	PausedAt         *time.Time
+	// Rate overrides the routes file's rate limit, in rows a second on the
+	// whole fleet (0: no override); Burst is its bucket (0: one second's
+	// worth). RateBy and RateAt say who set it and when.
+	Rate   float64
+	Burst  int
+	RateBy string
+	RateAt *time.Time
+	// BreakerResetAt is when the route's breaker was last reset (nil:
+	// never), by BreakerResetBy.
+	BreakerResetBy string
+	BreakerResetAt *time.Time
+}
+
+// RouteControls reads every route's controls, in route order
+// (sql/route_controls.sql).
+func RouteControls(ctx context.Context, db DB) ([]RouteControl, error) {
+	rows, err := db.Query(ctx, routeControlsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("read the route controls: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[RouteControl])
+	if err != nil {
+		return nil, fmt.Errorf("read the route controls: %w", err)
+	}
+	return out, nil
+}
+
+// SetRouteRate overrides route's rate limit on every replica
+// (sql/route_rate_set.sql): rate rows a second (> 0), burst tokens (0: one
+// second's worth), set by by.
+func SetRouteRate(ctx context.Context, db DB, route string, rate float64, burst int, by string) error {
+	if route == "" {
+		return fmt.Errorf("set route rate: no route")
+	}
+	var b *int
+	if burst > 0 {
+		b = &burst
+	}
+	if _, err := db.Exec(ctx, routeRateSetSQL, pgx.NamedArgs{"route": route, "rate": rate, "burst": b, "by": by}); err != nil {
+		return fmt.Errorf("set the rate of route %q: %w", route, err)
+	}
+	return nil
+}
+
+// ClearRouteRate clears route's rate override (sql/route_rate_clear.sql)
+// and reports whether it had one.
+func ClearRouteRate(ctx context.Context, db DB, route string) (bool, error) {
+	return routeChanged(ctx, db, routeRateClearSQL, "clear the rate of route", route)
+}
+
+// ResetRouteBreaker records a reset of route's circuit breaker by by
+// (sql/route_breaker_reset.sql): every replica whose breaker is open or
+// half-open closes it once. It returns the reset's time.
+func ResetRouteBreaker(ctx context.Context, db DB, route, by string) (time.Time, error) {
+	if route == "" {
+		return time.Time{}, fmt.Errorf("reset route breaker: no route")
+	}
+	var at time.Time
+	if err := db.QueryRow(ctx, routeBreakerResetSQL, pgx.NamedArgs{"route": route, "by": by}).Scan(&at); err != nil {
+		return time.Time{}, fmt.Errorf("reset the breaker of route %q: %w", route, err)
+	}
+	return at, nil
 }

@@ -14,7 +14,10 @@ import (
 // by each replica for itself) have no room in the claim plan: their rows
 // stay received, visible to the stale-row gauges, while the rows in flight
 // finish. A rate-limited route's room is cut to the tokens its claim gets
-// from the fleet's bucket (driver.TakeTokens).
+// from the fleet's bucket (driver.TakeTokens). An operator's rate override
+// (driver.SetRouteRate) replaces the route's own rate on every replica
+// until it is cleared, and a breaker reset (driver.ResetRouteBreaker)
+// closes an open or half-open breaker once (routeTable.SetControls).
 
 // controlName is rs's name in the route controls' tables.
 func (rs *routeState) controlName() string {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -244,4 +245,145 @@ func TestRouteBreaker(t *testing.T) {
 	failing.Store(false)
 	waitFor(t, 10*time.Second, "the breaker closed after a trial succeeded", func() bool { return state() == 0 })
 	waitFor(t, 10*time.Second, "every row processed", func() bool { return b.countTypeStatus(t, "flaky", "processed") == 10 })
+}
+
+// routeRate is p's rate limit of the route key as its books hold it.
+func routeRate(p *Pool, key string) (rate float64, burst int) {
+	p.books.mu.Lock()
+	defer p.books.mu.Unlock()
+	rs := p.books.routes.byKey[key]
+	if rs == nil {
+		return -1, -1
+	}
+	return rs.policy.Rate, rs.policy.Burst
+}
+
+// An operator's rate override reaches both replicas on one database
+// within a second or so and replaces the route's own rate (200/s) on
+// both: the fleet processes the route at the override's rate (20/s, burst
+// 5). Cleared, both go back to the route's own rate and the rows drain.
+func TestRateOverrideAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	if err := b.reg.Handle("limited", handlers.Ignore(), handlers.RateLimit(200, 0)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	pools := []*runningPool{b.start(t, cfg), b.start(t, cfg)}
+	for i, p := range pools {
+		if r, bu := routeRate(p.Pool, "limited"); r != 200 || bu != 200 {
+			t.Fatalf("replica %d: rate %v burst %d before the override, want the route's own 200/200", i, r, bu)
+		}
+	}
+	const rate, burst = 20, 5
+	if err := driver.SetRouteRate(ctx, b.db.Pool, "limited", rate, burst, "test"); err != nil {
+		t.Fatal(err)
+	}
+	set := time.Now()
+	for i, p := range pools {
+		waitFor(t, 5*time.Second, fmt.Sprintf("replica %d at the override", i), func() bool {
+			r, bu := routeRate(p.Pool, "limited")
+			return r == rate && bu == burst
+		})
+	}
+	if took := time.Since(set); took > 1500*time.Millisecond {
+		t.Errorf("the override took %v to reach both replicas", took)
+	}
+	b.insert(t, "limited", ids("limited", 1000)...)
+	from := time.Now()
+	// The measurement window itself: not a wait for a condition.
+	<-time.After(3 * time.Second)
+	n := b.countTypeStatus(t, "limited", "processed")
+	want := rate*time.Since(from).Seconds() + burst
+	t.Logf("%d rows in the window at the override, expected at most %.0f (ratio %.2f)", n, want, float64(n)/want)
+	if ratio := float64(n) / want; ratio < 0.7 || ratio > 1.2 {
+		t.Errorf("processed %d rows at the override, want within [0.7, 1.2] × %.0f", n, want)
+	}
+
+	if was, err := driver.ClearRouteRate(ctx, b.db.Pool, "limited"); err != nil || !was {
+		t.Fatalf("clear: %v %v", was, err)
+	}
+	for i, p := range pools {
+		waitFor(t, 5*time.Second, fmt.Sprintf("replica %d back at the route's rate", i), func() bool {
+			r, bu := routeRate(p.Pool, "limited")
+			return r == 200 && bu == 200
+		})
+	}
+	waitFor(t, 20*time.Second, "the rows drained at the route's own rate", func() bool {
+		return b.countTypeStatus(t, "limited", "processed") == 1000
+	})
+	// A route without a rate of its own gets one from an override, and
+	// none again once it is cleared; the override of a burst left out is
+	// one second's worth.
+	if err := driver.SetRouteRate(ctx, b.db.Pool, driver.DefaultRoute, 2.5, 0, "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the default route limited", func() bool {
+		r, bu := routeRate(pools[1].Pool, "")
+		return r == 2.5 && bu == 3
+	})
+	if _, err := driver.ClearRouteRate(ctx, b.db.Pool, driver.DefaultRoute); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the default route unlimited", func() bool {
+		r, bu := routeRate(pools[1].Pool, "")
+		return r == 0 && bu == 0
+	})
+}
+
+// A breaker reset closes the open breaker of both replicas on one
+// database within a second or so, long before its cool-down (an hour),
+// and the route's rows drain; it closes it once: failures open it again.
+func TestBreakerResetAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var failing atomic.Bool
+	failing.Store(true)
+	if err := b.reg.HandleFunc("flaky", func(context.Context, *handlers.Event) error {
+		if failing.Load() {
+			return errors.New("provider down")
+		}
+		return nil
+	}, handlers.Concurrency(1), handlers.MaxAttempts(1000), handlers.Backoff(time.Millisecond, 5*time.Millisecond),
+		handlers.CircuitBreaker(2, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.Prefetch = -1
+	pools := []*runningPool{b.start(t, cfg), b.start(t, cfg)}
+	state := func(p *runningPool) float64 {
+		return testutil.ToFloat64(p.metrics.routeBreaker.WithLabelValues("flaky"))
+	}
+	b.insert(t, "flaky", ids("flaky", 20)...)
+	for i, p := range pools {
+		waitFor(t, 10*time.Second, fmt.Sprintf("replica %d's breaker open", i), func() bool { return state(p) == 1 })
+	}
+	failing.Store(false)
+	if _, err := driver.ResetRouteBreaker(ctx, b.db.Pool, "flaky", "test"); err != nil {
+		t.Fatal(err)
+	}
+	reset := time.Now()
+	for i, p := range pools {
+		waitFor(t, 5*time.Second, fmt.Sprintf("replica %d's breaker closed by the reset", i), func() bool { return state(p) == 0 })
+	}
+	if took := time.Since(reset); took > 1500*time.Millisecond {
+		t.Errorf("the reset took %v to reach both replicas", took)
+	}
+	waitFor(t, 10*time.Second, "every row processed", func() bool { return b.countTypeStatus(t, "flaky", "processed") == 20 })
+
+	// Once: the reset is not read again, and new failures open it again.
+	failing.Store(true)
+	b.insert(t, "flaky", ids("again", 20)...)
+	for i, p := range pools {
+		waitFor(t, 10*time.Second, fmt.Sprintf("replica %d's breaker open again", i), func() bool { return state(p) == 1 })
+	}
+	since := time.Now()
+	for _, p := range pools {
+		waitFor(t, 5*time.Second, "a controls round", func() bool { return p.Progress().After(since.Add(time.Second)) })
+		if s := state(p); s != 1 {
+			t.Errorf("breaker state %v a second later, want 1 (open): the old reset closed it again", s)
+		}
+	}
 }

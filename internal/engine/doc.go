@@ -56,10 +56,11 @@
 //     already reserved for the idle handlers and hands them over with no
 //     claim (handoff.HandOff);
 //   - the route controls (controls.go, routes.go): the paused routes (read
-//     by internal/maintenance's controls reader every 500 ms) and each
-//     route's circuit breaker take its room out of the claim plan; a
-//     rate-limited route's room is cut to the tokens its fleet-wide bucket
-//     grants the claim;
+//     by internal/maintenance's controls reader every 500 ms, with the
+//     operators' rate overrides and breaker resets) and each route's
+//     circuit breaker take its room out of the claim plan; a rate-limited
+//     route's room (its routes file's rate, or an override) is cut to the
+//     tokens its fleet-wide bucket grants the claim;
 //   - the listener (listener.go): wakes the claim loop on the inbox's
 //     notifications;
 //   - the Pool (pool.go): wires them, starts and stops them, and runs the

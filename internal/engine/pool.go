@@ -307,9 +307,9 @@ func (p *Pool) run(ctx context.Context) {
 	_ = p.listener.Start(ctx)
 	maint := newMaintenance(p)
 	_ = maint.Start(ctx)
-	// The route controls (controls.go): the paused routes are read once
-	// before the first claim, so that a route paused while no replica ran
-	// is not claimed at start, then every half second.
+	// The route controls (controls.go): pauses and rate overrides are read
+	// once before the first claim, so that a route paused (or slowed)
+	// while no replica ran is not claimed at start, then every half second.
 	controls := maintenance.NewControlsReader(p.db, p.books.routes, p.claimer.signalWake, p.cfg.Config, p.log, p.metrics.maintenance)
 	controls.Round(ctx)
 	_ = controls.Start(ctx)

@@ -33,6 +33,14 @@ type routeState struct {
 	breaker   breakerState // its circuit breaker (Policy.Breaker)
 	failures  int          // consecutive failed attempts, while closed
 	openUntil time.Time    // when an open breaker half-opens
+	// fileRate and fileBurst are the route's own rate limit (its policy's
+	// before an operator's override, which policy.Rate and policy.Burst
+	// hold while it is set).
+	fileRate  float64
+	fileBurst int
+	// resetSeen is the last breaker reset read (nil: none yet); a newer
+	// one closes the breaker.
+	resetSeen *time.Time
 
 	// Adaptive prefetch (worker.Config.Prefetch left at 0): the route's handling
 	// rate, measured from its handlers' returns.

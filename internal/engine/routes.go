@@ -7,21 +7,23 @@ import (
 	"time"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/worker"
 )
 
 // routeTable is the pool's routes, in its books and under their lock
-// (mu, the books'): each route's state by its key, the paused routes as
+// (mu, the books'): each route's state by its key, the route controls as
 // last read, and what the route controls keep (controls.go). The methods
 // named ...Locked need the lock held; the others take it, and answer the
 // maintenance services' questions (internal/maintenance: OrderedRoutes,
-// RescueRoutes, PausedRoutes).
+// RescueRoutes, RouteControls).
 type routeTable struct {
 	mu    *sync.Mutex            // the books' lock
 	byKey map[string]*routeState // by route ("" for the default route)
-	// pausedKnown is the paused routes as last read (controls.go), by
-	// their driver names, for the routes a reload adds.
-	pausedKnown map[string]bool
+	// controls is the route controls as last read (controls.go), by
+	// their driver names, for the routes a reload adds and the rates a
+	// reload resolves again.
+	controls map[string]driver.RouteControl
 	// breakers is set while some route has a circuit breaker (set by
 	// syncLocked): attemptEnded takes the lock only then.
 	breakers atomic.Bool
@@ -75,10 +77,13 @@ func (rt *routeTable) syncLocked(reg *handlers.Registry, jobs map[int64]*job) {
 		rs := rt.byKey[r.Type]
 		if rs == nil {
 			rs = &routeState{key: r.Type}
-			rs.paused = rt.pausedKnown[rs.controlName()]
+			c := rt.controls[rs.controlName()]
+			rs.paused, rs.resetSeen = c.Paused, c.BreakerResetAt
 			rt.byKey[r.Type] = rs
 		}
 		rs.policy = rt.resolvePolicy(r.Policy)
+		rs.fileRate, rs.fileBurst = rs.policy.Rate, rs.policy.Burst
+		rt.rateLocked(rs, rt.controls[rs.controlName()])
 		if rs.policy.Breaker.Failures == 0 {
 			rs.breaker, rs.failures = breakerClosed, 0 // a breaker taken out of the file
 		}
@@ -151,7 +156,7 @@ func (rt *routeTable) resolvePolicy(pol handlers.Policy) routePolicy {
 		pol.OnDead = handlers.OnDeadBlock
 	}
 	if pol.Rate > 0 && pol.Burst == 0 {
-		pol.Burst = max(1, int(math.Ceil(pol.Rate))) // one second's worth
+		pol.Burst = oneSecondBurst(pol.Rate)
 	}
 	if pol.BackoffBase <= 0 && pol.BackoffMax <= 0 {
 		return routePolicy{Policy: pol, retry: rt.cfg.RetryPolicy, maxDelay: rt.cfg.MaxRetryDelay}
@@ -205,27 +210,67 @@ func (rt *routeTable) gaugesLocked(rs *routeState) {
 	rs.gauges.queued.Set(float64(len(rs.queue) + rs.waiting))
 }
 
-// SetPaused implements maintenance.PausedRoutes.
-func (rt *routeTable) SetPaused(paused map[string]bool) (resumed bool) {
+// SetControls implements maintenance.RouteControls.
+func (rt *routeTable) SetControls(list []driver.RouteControl) (wake bool) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	controls := make(map[string]driver.RouteControl, len(list))
+	for _, c := range list {
+		controls[c.Route] = c
+	}
 	for _, rs := range rt.byKey {
-		now := paused[rs.controlName()]
-		if now != rs.paused {
-			resumed = resumed || !now
-			rs.paused = now
+		c := controls[rs.controlName()]
+		if c.Paused != rs.paused {
+			wake = wake || !c.Paused
+			rs.paused = c.Paused
 			ev := rt.log.Info().Str("route", rs.label())
-			if now {
+			if c.Paused {
 				ev.Msg("route paused: claims leave its rows")
 			} else {
 				ev.Msg("route resumed")
 			}
 		}
+		old, oldBurst := rs.policy.Rate, rs.policy.Burst
+		if rt.rateLocked(rs, c) {
+			wake = wake || (old > 0 && (rs.policy.Rate == 0 || rs.policy.Rate > old))
+			rt.log.Info().Str("route", rs.label()).Float64("rate", rs.policy.Rate).Int("burst", rs.policy.Burst).
+				Float64("was_rate", old).Int("was_burst", oldBurst).Bool("override", c.Rate > 0).
+				Msg("route rate limit changed")
+		}
+		if c.BreakerResetAt != nil && (rs.resetSeen == nil || c.BreakerResetAt.After(*rs.resetSeen)) {
+			rs.resetSeen = c.BreakerResetAt
+			if rs.breaker != breakerClosed {
+				rt.log.Info().Str("route", rs.label()).Str("by", c.BreakerResetBy).
+					Msg("route breaker closed: reset by an operator")
+				wake = true
+			}
+			rs.breaker, rs.failures = breakerClosed, 0
+		}
 		rt.gaugesLocked(rs)
 	}
-	rt.pausedKnown = paused
-	return resumed
+	rt.controls = controls
+	return wake
 }
+
+// rateLocked sets rs's rate limit from the routes file's (fileRate,
+// fileBurst) and c's override, which replaces it while set; it reports
+// whether the limit changed.
+func (rt *routeTable) rateLocked(rs *routeState, c driver.RouteControl) (changed bool) {
+	rate, burst := rs.fileRate, rs.fileBurst
+	if c.Rate > 0 {
+		rate, burst = c.Rate, c.Burst
+		if burst <= 0 {
+			burst = oneSecondBurst(rate)
+		}
+	}
+	changed = rate != rs.policy.Rate || burst != rs.policy.Burst
+	rs.policy.Rate, rs.policy.Burst = rate, burst
+	return changed
+}
+
+// oneSecondBurst is the bucket of a rate limit that names none: one
+// second's worth of its rate, at least one token.
+func oneSecondBurst(rate float64) int { return max(1, int(math.Ceil(rate))) }
 
 // claimRoomLocked is how many rows a claim may take for rs now: its room, none
 // while it is paused or its breaker open, one row while its breaker is

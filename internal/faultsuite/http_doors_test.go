@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/ingest/webhook"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
@@ -36,7 +36,7 @@ func startDoors(t *testing.T, binary string) doors {
 	env := baseEnv(db.URL, 30*time.Second, 4, "INBOXD_ROUTES="+routes,
 		"INBOXD_WEBHOOK_ADDR="+s.addr, "INBOXD_WEBHOOK_SOURCES="+writeWebhookSources(t, webhookSource, s.secret))
 	s.d = StartDaemon(t, DaemonSpec{Name: "a", Binary: binary, Env: env})
-	s.url = "http://" + s.addr + ingest.WebhookPathPrefix + webhookSource
+	s.url = "http://" + s.addr + webhook.PathPrefix + webhookSource
 	return s
 }
 
@@ -44,7 +44,7 @@ func startDoors(t *testing.T, binary string) doors {
 // body of length bytes: Standard Webhooks headers with a signature no
 // secret made.
 func forgedHead(length int) []byte {
-	return RequestHead("POST", ingest.WebhookPathPrefix+webhookSource, length, false,
+	return RequestHead("POST", webhook.PathPrefix+webhookSource, length, false,
 		"Content-Type: application/json", "webhook-id: msg_forged",
 		"webhook-timestamp: "+strconv.FormatInt(time.Now().Unix(), 10),
 		"webhook-signature: v1,Zm9yZ2VkIHNpZ25hdHVyZSBvZiBub2JvZHk=")
@@ -78,9 +78,9 @@ func signedUntilStored(t *testing.T, url string, secret WebhookSecret, id string
 // hand share INBOXD_WEBHOOK_BODY_BUDGET (default 64 MiB): a request beyond
 // it is answered 503 with Retry-After before its body is read, and the
 // daemon's peak RSS (VmHWM, a binary built without -race) stays under the
-// budget plus ingest.WebhookBodyOverhead. A correctly signed (small)
+// budget plus webhook.BodyOverhead. A correctly signed (small)
 // request is stored while the attack holds its connections; the held
-// bodies are cut once they stall (ingest.DefaultWebhookBodyStall), and none
+// bodies are cut once they stall (webhook.DefaultBodyStall), and none
 // of the forged requests is stored.
 func TestWebhookBodyFloodBoundedMemory(t *testing.T) {
 	scenario(t, alone)
@@ -90,9 +90,9 @@ func TestWebhookBodyFloodBoundedMemory(t *testing.T) {
 	signedUntilStored(t, url, secret, "before", 30*time.Second)
 	rest, _ := d.PeakRSS()
 
-	conns, size := pick(1024, 4096), ingest.DefaultWebhookMaxBody
-	budget := int64(ingest.DefaultWebhookBodyBudget)
-	limit := budget + ingest.WebhookBodyOverhead
+	conns, size := pick(1024, 4096), webhook.DefaultMaxBody
+	budget := int64(webhook.DefaultBodyBudget)
+	limit := budget + webhook.BodyOverhead
 	var peak int64
 	sample := func() {
 		if v, err := d.PeakRSS(); err == nil {
@@ -123,7 +123,7 @@ func TestWebhookBodyFloodBoundedMemory(t *testing.T) {
 	took, attempts, lastRefusal := signedUntilStored(t, url, secret, "during", scale(60*time.Second))
 	// The held bodies are cut by the stall limit while their connections
 	// stay open: the memory they held comes back.
-	WaitFor(t, ingest.DefaultWebhookBodyStall+scale(20*time.Second), "the held bodies cut", func() bool {
+	WaitFor(t, webhook.DefaultBodyStall+scale(20*time.Second), "the held bodies cut", func() bool {
 		sample()
 		return held() == 0
 	})
@@ -145,7 +145,7 @@ func TestWebhookBodyFloodBoundedMemory(t *testing.T) {
 		refused, stalled, cutAfter.Round(time.Millisecond), took.Round(time.Millisecond), attempts, lastRefusal)
 	if peak > limit {
 		t.Errorf("MEMORY: peak RSS %d MiB under %d forged %d-byte bodies, limit %d MiB (budget %d MiB + %d MiB)",
-			peak>>20, conns, size, limit>>20, budget>>20, ingest.WebhookBodyOverhead>>20)
+			peak>>20, conns, size, limit>>20, budget>>20, webhook.BodyOverhead>>20)
 	}
 	if over := int64(conns)*int64(size) - budget; over > 0 && refused < float64(over/int64(size))/2 {
 		t.Errorf("REFUSALS: %.0f requests answered 503, expected most of the %d beyond the budget", refused, over/int64(size))
@@ -153,7 +153,7 @@ func TestWebhookBodyFloodBoundedMemory(t *testing.T) {
 	if took > signedBound {
 		t.Errorf("SIGNED: a signed request was stored %s after the attack was in, bound %s", took, signedBound)
 	}
-	if bound := ingest.DefaultWebhookBodyStall + 10*time.Second; cutAfter > bound {
+	if bound := webhook.DefaultBodyStall + 10*time.Second; cutAfter > bound {
 		t.Errorf("HELD: the held bodies were cut %s after the attack was in, bound %s (the stall limit + 10 s)", cutAfter, bound)
 	}
 	if stalled == 0 {
@@ -175,7 +175,7 @@ func TestWebhookBodyFloodBoundedMemory(t *testing.T) {
 // signed request was answered 503 for 20 s and more (GitHub does not
 // retry). The request cap is taken only once a body is read and verified,
 // and a body slower than INBOXD_WEBHOOK_MIN_BODY_RATE after
-// ingest.DefaultWebhookBodyGrace is cut: every signed request sent during the
+// webhook.DefaultBodyGrace is cut: every signed request sent during the
 // attack is stored within signedBound, the daemon's probes answer within
 // probeBound, and the trickling connections are cut within the grace plus
 // one trickle period and a margin.
@@ -203,7 +203,7 @@ func TestWebhookSlowBodiesDoNotHoldTheCap(t *testing.T) {
 	run.WaitProcessed(scale(30 * time.Second))
 	run.Check()
 
-	cutBound := ingest.DefaultWebhookBodyGrace + every + 3*time.Second
+	cutBound := webhook.DefaultBodyGrace + every + 3*time.Second
 	run.Note("conns=%d trickle_every=%s signed=%d signed_max=%s probes=%d probe_max=%s cut_p50=%s cut_max=%s cut_bound=%s",
 		conns, every, len(signed.ids), signed.max.Round(time.Millisecond), probes.n, probes.max.Round(time.Millisecond),
 		quantile(lives, 0.5), quantile(lives, 1), cutBound)

@@ -3,10 +3,10 @@
 // (rescuer.go) returns the rows of expired leases, the sweeper (sweeper.go)
 // unparks ordered rows that wait for nothing and deletes the start bits of
 // claims no worker holds, the stats refresher (stats.go) keeps the
-// live-row gauges, the controls reader (controls.go) reads the paused
-// routes, and retention (retention.go) deletes expired rows. Each is a
+// live-row gauges, the controls reader (controls.go) reads the route
+// controls (pauses, rate overrides, breaker resets), and retention (retention.go) deletes expired rows. Each is a
 // service (internal/startstop) built on periodic, and depends on the few things it needs of the
-// pool's routes (RescueRoutes, OrderedRoutes, PausedRoutes), never on the
+// pool's routes (RescueRoutes, OrderedRoutes, RouteControls), never on the
 // pool, so that each can be run and tested alone. The engine
 // (internal/engine) wires them; the CLI runs retention alone (inboxd
 // prune).

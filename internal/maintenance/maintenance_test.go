@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
+	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/startstop"
 	"github.com/inboxd/inboxd/internal/startstop/startstoptest"
@@ -363,4 +364,4 @@ func TestStartStopContract(t *testing.T) {
 // pausedRoutes answers the controls reader.
 type pausedRoutes struct{}
 
-func (pausedRoutes) SetPaused(map[string]bool) bool { return false }
+func (pausedRoutes) SetControls([]driver.RouteControl) bool { return false }

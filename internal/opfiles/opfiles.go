@@ -22,6 +22,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -143,4 +144,20 @@ func RouteLabel(n int, eventType string) string {
 		return fmt.Sprintf("route %d", n)
 	}
 	return fmt.Sprintf("route %d (type %q)", n, eventType)
+}
+
+// Duration is how the operator's texts (help, errors) write d: its
+// String() without the zero minutes and seconds it ends with: 168h, 5m, 1h30m, 90s stays 1m30s; 0 is "0".
+func Duration(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -3,7 +3,9 @@
 // requeue, discard (unparking the rows a discarded head held back),
 // cancel (to dead with "cancelled by <operator>: <reason>"), retry now,
 // the re-mapping of rejected rows, pausing and resuming a route (checked
-// against the routes the database and the routes file know), each on a
+// against the routes the database and the routes file know), an admin's
+// rate overrides and breaker resets (limits.go, shared by every replica
+// through the route controls: Ops.Limits, whose List reads them), each on a
 // selection of rows or on a filter, with a dry run that counts; the lists
 // of every status an operator reads (retrying, waiting, processing,
 // processed, dead, rejected) with keyset pages; and the audit trail that

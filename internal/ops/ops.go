@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 )
@@ -53,8 +54,12 @@ const (
 	ActRetryNow Action = "retry_now"
 	ActPause    Action = "pause"
 	ActResume   Action = "resume"
-	ActSignIn   Action = "sign_in"
-	ActSignOut  Action = "sign_out"
+	// ActRateChange is a rate override set or cleared (SetRate,
+	// ClearRate), ActBreakerReset a breaker reset: an admin's.
+	ActRateChange   Action = "rate_change"
+	ActBreakerReset Action = "breaker_reset"
+	ActSignIn       Action = "sign_in"
+	ActSignOut      Action = "sign_out"
 )
 
 // Filter selects the rows of an action: a selection (IDs) or a filter of
@@ -166,8 +171,13 @@ type Config struct {
 	// source (nil: requeue of rejected rows is refused).
 	Remap Remapper
 	// Routes returns the routes the operator's files name (the routes
-	// file's event types); nil: only the database's are known.
-	Routes func() ([]string, error)
+	// file's entries: their event types, rate limits and breakers); nil:
+	// only the database's are known.
+	Routes func() ([]handlers.RouteConfig, error)
+	// Breakers returns the state of each route's circuit breaker in the
+	// replica the operations run in ("closed", "open", "half-open", by
+	// driver route name); nil: none is known (the CLI, inboxd ui).
+	Breakers func() map[string]string
 	// Lease is the workers' lease (INBOXD_LEASE): the processing list reads
 	// the rows reserved at ingest whose lease ends within it (zero: a
 	// minute).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 	"github.com/inboxd/inboxd/internal/pgtest"
@@ -240,7 +241,7 @@ func TestPauseChecksTheRoute(t *testing.T) {
 	if _, err := b.ops.Pause(b.ctx, alice, "order.created", "deploy"); err != nil {
 		t.Fatal(err)
 	}
-	o := New(Config{DB: b.pool, Routes: func() ([]string, error) { return []string{"order.future"}, nil }})
+	o := New(Config{DB: b.pool, Routes: func() ([]handlers.RouteConfig, error) { return []handlers.RouteConfig{{Type: "order.future"}}, nil }})
 	if _, err := o.Pause(b.ctx, alice, "order.future", ""); err != nil {
 		t.Fatalf("a route of the routes file: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/driver"
 )
 
@@ -27,14 +28,8 @@ func (o *Ops) checkRoute(ctx context.Context, route string) error {
 	if route == driver.DefaultRoute {
 		return nil
 	}
-	if o.cfg.Routes != nil {
-		names, err := o.cfg.Routes()
-		if err != nil {
-			return fmt.Errorf("read the routes file: %w", err)
-		}
-		if slices.Contains(names, route) {
-			return nil
-		}
+	if _, ok, err := o.cfg.fileRoute(route); err != nil || ok {
+		return err
 	}
 	ok, err := driver.RouteKnown(ctx, o.cfg.DB, route)
 	if err != nil {
@@ -44,6 +39,23 @@ func (o *Ops) checkRoute(ctx context.Context, route string) error {
 		return fmt.Errorf("%w: %q is in no routes file and none of its rows was processed, retried or died in the last eight days (route list shows the paused ones)", ErrUnknownRoute, route)
 	}
 	return nil
+}
+
+// fileRoute returns route's entry in the routes file (Config.Routes), and
+// whether it has one.
+func (c Config) fileRoute(route string) (handlers.RouteConfig, bool, error) {
+	if c.Routes == nil {
+		return handlers.RouteConfig{}, false, nil
+	}
+	routes, err := c.Routes()
+	if err != nil {
+		return handlers.RouteConfig{}, false, fmt.Errorf("read the routes file: %w", err)
+	}
+	i := slices.IndexFunc(routes, func(rc handlers.RouteConfig) bool { return rc.Type == route })
+	if i < 0 {
+		return handlers.RouteConfig{}, false, nil
+	}
+	return routes[i], true, nil
 }
 
 // Pause pauses route on every replica (rows in flight finish; its rows

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
 	"github.com/inboxd/inboxd/internal/ops"
@@ -415,7 +416,7 @@ func stoppedError(cmd string, total int64, kept string, err error) error {
 
 // newOps returns the operations on conn, with the CLI's progress lines on
 // log every progressRows rows or progressEvery.
-func newOps(conn *pgx.Conn, log zerolog.Logger, remap ops.Remapper, routes func() ([]string, error)) *ops.Ops {
+func newOps(conn *pgx.Conn, log zerolog.Logger, remap ops.Remapper, routes func() ([]handlers.RouteConfig, error)) *ops.Ops {
 	var reported int64
 	lastReport := time.Now()
 	// The commands log their own lines; ops writes the audit trail.

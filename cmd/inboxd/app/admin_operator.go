@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/handlers"
 	"github.com/inboxd/inboxd/internal/opfiles/routesfile"
 	"github.com/inboxd/inboxd/internal/ops"
 )
@@ -42,22 +43,19 @@ func cliOperator(cmd, by string, cfg config.Config, environ []string) (ops.Opera
 	return ops.Operator{Name: name + "@" + host, From: from}, nil
 }
 
-// routeNames returns the event types of the routes file (INBOXD_ROUTES),
-// which a pause accepts before any row of theirs arrived; nil without a
-// routes file.
-func routeNames(cfg config.Config) func() ([]string, error) {
+// fileRoutes returns the routes of the routes file (INBOXD_ROUTES), read
+// at each call: their event types, which a pause accepts before any row of
+// theirs arrived, and their rate limits and breakers; nil without a routes
+// file.
+func fileRoutes(cfg config.Config) func() ([]handlers.RouteConfig, error) {
 	if cfg.Routes == "" {
 		return nil
 	}
-	return func() ([]string, error) {
+	return func() ([]handlers.RouteConfig, error) {
 		r, err := routesfile.Load(cfg.Routes)
 		if err != nil {
 			return nil, err
 		}
-		names := make([]string, 0, len(r.Routes))
-		for _, rc := range r.Routes {
-			names = append(names, rc.Type)
-		}
-		return names, nil
+		return r.Routes, nil
 	}
 }

@@ -234,6 +234,12 @@ func TestCompletion(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "requeue") || !strings.Contains(out, map[bool]string{true: "-l error", false: "--error"}[sh == "fish"]) || !strings.Contains(out, "outbox") {
 			t.Fatalf("completion %s: %d %s", sh, code, stderr)
 		}
+		for _, w := range []string{"reset-breaker", "limits", map[bool]string{true: "-l burst", false: "--burst"}[sh == "fish"],
+			map[bool]string{true: "-l clear", false: "--clear"}[sh == "fish"]} {
+			if !strings.Contains(out, w) {
+				t.Errorf("completion %s lacks %s (route rate, reset-breaker, limits)", sh, w)
+			}
+		}
 		path, err := exec.LookPath(sh)
 		if err != nil {
 			if sh == "bash" {

@@ -5,20 +5,23 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/inboxd/inboxd/ingest"
+
 	"github.com/segmentio/kafka-go"
 
-	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
+	"github.com/inboxd/inboxd/internal/ingestcore"
+	"github.com/inboxd/inboxd/internal/ingestcore/kafkamap"
 	"github.com/inboxd/inboxd/internal/pgtest"
 )
 
 // ingestMessage maps m with opts and stores the row as ingest does
 // (driver.InsertBatch), returning its id.
-func ingestMessage(t *testing.T, db *pgtest.DB, m kafka.Message, opts ingest.MapOptions) (int64, ingest.Row) {
+func ingestMessage(t *testing.T, db *pgtest.DB, m kafka.Message, opts ingest.MapOptions) (int64, ingestcore.Row) {
 	t.Helper()
 	ctx := context.Background()
-	r := ingest.MapMessage(m, opts)
+	r := kafkamap.MapMessage(m, opts)
 	n, _, err := driver.InsertBatch(ctx, db.Pool, []driver.NewRow{{
 		Source: r.Source, EventID: r.EventID, EventType: r.EventType, Key: r.Key, Payload: r.Payload,
 		Headers: r.Headers, Status: status.Status(r.Status), LastError: r.LastError, Partition: r.Partition, Offset: r.Offset,
@@ -71,7 +74,7 @@ func TestRequeueRejectedRemapsWithTheCurrentConfiguration(t *testing.T) {
 	nulID, _ := ingestMessage(t, db, msg(16, `{}`, headers("event_id", "a\x00b", "kind", "t")...), strict)
 	// Oversize: the payload was not stored.
 	bigID, _ := ingestMessage(t, db, msg(17, strings.Repeat("x", 2000), headers("event_id", "ev-17", "event_type", "t")...), strict)
-	if kindRow.Status != ingest.StatusRejected || kindRow.EventID != "orders/2/10" {
+	if kindRow.Status != ingestcore.StatusRejected || kindRow.EventID != "orders/2/10" {
 		t.Fatalf("setup: %+v", kindRow)
 	}
 	var stored string
@@ -201,12 +204,12 @@ func TestRequeueRejectedLongKeyAndUnstoredParts(t *testing.T) {
 	opts := ingest.MapOptions{MaxHeaders: 1024}
 	bigHeadersID, r := ingestMessage(t, db, kafka.Message{Topic: "orders", Offset: 2, Value: []byte("v"),
 		Headers: headers("event_id", "big-headers", "event_type", "order.created", "trace", strings.Repeat("t", 2000))}, opts)
-	if r.Status != ingest.StatusRejected {
+	if r.Status != ingestcore.StatusRejected {
 		t.Fatalf("setup: headers over the bound: %+v", r)
 	}
 	bigKeyID, r := ingestMessage(t, db, kafka.Message{Topic: "orders", Offset: 3, Key: make([]byte, ingest.MaxKeyBytes+1), Value: []byte("v"),
 		Headers: headers("event_id", "big-key", "event_type", "order.created")}, opts)
-	if r.Status != ingest.StatusRejected {
+	if r.Status != ingestcore.StatusRejected {
 		t.Fatalf("setup: key over the bound: %+v", r)
 	}
 

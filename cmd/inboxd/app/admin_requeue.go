@@ -13,12 +13,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/inboxd/inboxd/config"
-	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/ingest/webhook"
 	"github.com/inboxd/inboxd/internal/driver"
 	"github.com/inboxd/inboxd/internal/driver/status"
+	"github.com/inboxd/inboxd/internal/ingestcore"
+	"github.com/inboxd/inboxd/internal/opfiles/webhookfile"
 	"github.com/inboxd/inboxd/internal/ops"
 )
 
@@ -92,34 +93,34 @@ func requeueDead(ctx context.Context, conn *pgx.Conn, stdout io.Writer, log zero
 	}.run(ctx, conn, log, stdout)
 }
 
-// remapRules are the rules a rejected row is mapped again by: the
-// brokers' mapping settings, and the webhook sources' own (nil without
+// remapRules are the rules a rejected row is mapped again by: each kind
+// of source's own (ingestcore.Remappers), built from the brokers' mapping
+// settings and the webhook sources' file (no sources without
 // INBOXD_WEBHOOK_SOURCES: a webhook source's row then stays rejected).
 type remapRules struct {
-	mapping  ingest.MapOptions
-	webhooks []ingest.WebhookSourceConfig
+	kinds ingestcore.Remappers
 }
 
 // rejectedRules reads the rules of cfg that rejected rows are mapped
 // again by, the webhook sources file included (its secret files are not
 // read: mapping a stored row needs no secret).
 func rejectedRules(cfg config.Config) (remapRules, error) {
-	r := remapRules{mapping: ingestConfig(cfg).Mapping}
+	var hooks []webhook.SourceConfig
 	if cfg.WebhookSources != "" {
 		var err error
-		if r.webhooks, err = ingest.LoadWebhookMapping(cfg.WebhookSources); err != nil {
+		if hooks, err = webhookfile.Load(cfg.WebhookSources, false); err != nil {
 			return remapRules{}, usageError{err}
 		}
 	}
-	return r, nil
+	return remapRules{kinds: ingestcore.RemappersOf(remapSources(cfg, hooks)...)}, nil
 }
 
-// remapper is how ops maps a stored rejected row again: by the rules of
-// the source it came from (ingest.RemapRejectedRow), or not at all when
-// part of its message was not stored.
+// remapper is how ops maps a stored rejected row again: by the rule of
+// the kind of source it came from (ingestcore.Remappers), or not at all
+// when part of its message was not stored.
 func (rules remapRules) remapper() ops.Remapper {
 	return func(s driver.RejectedRow) ops.Mapped {
-		if unstored := ingest.Unstored(s.LastError); len(unstored) > 0 {
+		if unstored := ingestcore.Unstored(s.LastError); len(unstored) > 0 {
 			verb := "was"
 			if len(unstored) > 1 || unstored[0] == "headers" {
 				verb = "were"
@@ -127,12 +128,12 @@ func (rules remapRules) remapper() ops.Remapper {
 			return ops.Mapped{Refused: true, Outcome: ops.OutcomeOversize, Line: fmt.Sprintf("cannot be requeued: its %s %s not stored (%s); the event must be produced again",
 				strings.Join(unstored, " and "), verb, oneLine(s.LastError, 200))}
 		}
-		msg, err := rejectedMessage(s)
+		stored, err := rejectedStored(s)
 		if err != nil {
 			return ops.Mapped{Refused: true, Outcome: ops.OutcomeStillRejected, Line: fmt.Sprintf("still rejected: %v", err)}
 		}
-		row := ingest.RemapRejectedRow(s.EventID, msg, rules.mapping, rules.webhooks) // by the rules of the row's own source
-		if row.Status != ingest.StatusReceived {
+		row := rules.kinds.Remap(stored) // by the rules of the row's own kind of source
+		if row.Status != ingestcore.StatusReceived {
 			return ops.Mapped{Refused: true, Outcome: ops.OutcomeStillRejected,
 				Line: "still rejected with the current configuration: " + oneLine(row.LastError, 200)}
 		}
@@ -203,35 +204,35 @@ func requeueRejected(ctx context.Context, cfg config.Config, conn *pgx.Conn, std
 	return nil
 }
 
-// rejectedMessage rebuilds the Kafka message a rejected row was made from:
-// its position (the source and zeros for a row that did not come from
-// Kafka), key, payload and headers, with {"base64": "…"} header values
-// decoded.
-func rejectedMessage(s driver.RejectedRow) (kafka.Message, error) {
-	m := kafka.Message{Topic: s.Source, Key: s.Key, Value: s.Payload}
+// rejectedStored is the rejected row s as the remap rules read it: its
+// source (its kafka_topic when it has one), event id, key, payload,
+// headers with {"base64": "…"} values decoded, and its Kafka position
+// (zeros for a row that did not come from Kafka).
+func rejectedStored(s driver.RejectedRow) (ingestcore.Stored, error) {
+	st := ingestcore.Stored{Source: s.Source, EventID: s.EventID, Key: s.Key, Payload: s.Payload}
 	if s.Topic != nil {
-		m.Topic = *s.Topic
+		st.Source = *s.Topic
 	}
 	if s.Partition != nil {
-		m.Partition = int(*s.Partition)
+		st.Partition = int(*s.Partition)
 	}
 	if s.Offset != nil {
-		m.Offset = *s.Offset
+		st.Offset = *s.Offset
 	}
 	hs, err := decodeHeaders([]byte(s.Headers))
 	if err != nil {
-		return kafka.Message{}, err
+		return ingestcore.Stored{}, err
 	}
-	m.Headers = hs
-	return m, nil
+	st.Headers = hs
+	return st, nil
 }
 
-// decodeHeaders turns the headers column back into Kafka headers: a string
+// decodeHeaders turns the headers column back into headers: a string
 // value is the header's bytes, {"base64": "…"} is decoded, any other JSON
 // value (written by hand) is taken as its JSON text. Names are sorted, so
 // the result does not depend on jsonb's key order (ingest keeps the last
 // value of a repeated name, so each name is there once).
-func decodeHeaders(raw []byte) ([]kafka.Header, error) {
+func decodeHeaders(raw []byte) ([]ingestcore.Header, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
@@ -244,12 +245,12 @@ func decodeHeaders(raw []byte) ([]kafka.Header, error) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	hs := make([]kafka.Header, 0, len(names))
+	hs := make([]ingestcore.Header, 0, len(names))
 	for _, name := range names {
 		v := obj[name]
 		var str string
 		if err := json.Unmarshal(v, &str); err == nil {
-			hs = append(hs, kafka.Header{Key: name, Value: []byte(str)})
+			hs = append(hs, ingestcore.Header{Key: name, Value: []byte(str)})
 			continue
 		}
 		var b64 map[string]string
@@ -259,11 +260,11 @@ func decodeHeaders(raw []byte) ([]kafka.Header, error) {
 				if err != nil {
 					return nil, fmt.Errorf("header %s: bad base64 value: %v", safeText(name), err)
 				}
-				hs = append(hs, kafka.Header{Key: name, Value: dec})
+				hs = append(hs, ingestcore.Header{Key: name, Value: dec})
 				continue
 			}
 		}
-		hs = append(hs, kafka.Header{Key: name, Value: []byte(v)})
+		hs = append(hs, ingestcore.Header{Key: name, Value: []byte(v)})
 	}
 	return hs, nil
 }

@@ -18,8 +18,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/ingest/source"
+	"github.com/inboxd/inboxd/ingest/webhook"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
@@ -32,9 +32,9 @@ var webhookKey = []byte("requeue-test-key-0123456789abcdef")
 // holding webhookKey) on db through the real listener, POSTs one Standard
 // Webhooks request signed for id with body and the extra (unsigned)
 // headers, and returns the answer's code and body.
-func postSignedWebhook(t *testing.T, db *pgtest.DB, sources []ingest.WebhookSourceConfig, id string, body []byte, extra http.Header) (int, string) {
+func postSignedWebhook(t *testing.T, db *pgtest.DB, sources []webhook.SourceConfig, id string, body []byte, extra http.Header) (int, string) {
 	t.Helper()
-	src, err := ingest.NewWebhookSource(ingest.WebhookConfig{Addr: "127.0.0.1:0", Sources: sources}).Open(source.Env{DB: db.Pool, Logger: zerolog.Nop()})
+	src, err := webhook.New(webhook.Config{Addr: "127.0.0.1:0", Sources: sources}).Open(source.Env{DB: db.Pool, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func postSignedWebhook(t *testing.T, db *pgtest.DB, sources []ingest.WebhookSour
 	mac := hmac.New(sha256.New, webhookKey)
 	mac.Write([]byte(id + "." + ts + "."))
 	mac.Write(body)
-	req, err := http.NewRequest(http.MethodPost, "http://"+src.(interface{ Addr() string }).Addr()+ingest.WebhookPathPrefix+sources[0].Name, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, "http://"+src.(interface{ Addr() string }).Addr()+webhook.PathPrefix+sources[0].Name, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func writeWebhookSourcesFile(t *testing.T, yaml string) string {
 func TestRequeueRejectedWebhookRowByItsSourceRules(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	std := []ingest.WebhookSourceConfig{{Name: "pay", Verify: ingest.WebhookStandard,
+	std := []webhook.SourceConfig{{Name: "pay", Verify: webhook.Standard,
 		Secrets: []string{"whsec_" + base64.StdEncoding.EncodeToString(webhookKey)}}}
 	body := []byte(`{"data":{"refund":"r-1","amount":100}}`)
 	code, out := postSignedWebhook(t, db, std, "msg_signed_1", body,

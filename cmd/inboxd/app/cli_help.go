@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/internal/vardocs"
 )
 
 // writeShortUsage prints the commands, one line each, for a missing or
@@ -26,7 +26,7 @@ func writeShortUsage(w io.Writer) {
 }
 
 // writeHelp prints every command with its flags, then every INBOXD_*
-// variable with its default and meaning (from config.Variables, the one
+// variable with its default and meaning (from vardocs.Variables, the one
 // list Load reads).
 func writeHelp(w io.Writer) error {
 	var b bytes.Buffer
@@ -39,7 +39,7 @@ func writeHelp(w io.Writer) error {
 	}
 	b.WriteString("\nExit codes: 0 success, 1 failure (requeue and discard: also when no row matched), 2 bad usage or configuration.\n")
 	b.WriteString("\nenvironment (durations in Go syntax such as 250ms, 30s, 5m; *_FILE variables read a secret from a file):\n")
-	sections, err := config.Sections()
+	sections, err := vardocs.Sections()
 	if err != nil {
 		return err
 	}

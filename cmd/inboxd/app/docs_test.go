@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/internal/vardocs"
 )
 
 // docVariable is one row of a variable table: name, default, meaning.
@@ -39,11 +39,11 @@ func helpVariables(t *testing.T, out string) []docVariable {
 // pageVariables parses the rows of docs/configuration.md's variable table.
 func pageVariables(t *testing.T, page string) []docVariable {
 	t.Helper()
-	_, rest, ok := strings.Cut(page, config.TableBegin)
+	_, rest, ok := strings.Cut(page, vardocs.TableBegin)
 	if !ok {
 		t.Fatal("docs/configuration.md has no variable table")
 	}
-	table, _, _ := strings.Cut(rest, config.TableEnd)
+	table, _, _ := strings.Cut(rest, vardocs.TableEnd)
 	var vars []docVariable
 	for _, l := range strings.Split(table, "\n") {
 		if !strings.HasPrefix(l, "| `INBOXD_") {

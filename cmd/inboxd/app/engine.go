@@ -4,8 +4,13 @@ import (
 	"github.com/inboxd/inboxd"
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/ingest/amqp"
+	"github.com/inboxd/inboxd/ingest/kafka"
+	"github.com/inboxd/inboxd/ingest/nats"
 	"github.com/inboxd/inboxd/ingest/outboxpub"
 	"github.com/inboxd/inboxd/ingest/source"
+	"github.com/inboxd/inboxd/ingest/webhook"
+	"github.com/inboxd/inboxd/internal/opfiles/webhookfile"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -41,8 +46,8 @@ func retentionConfig(c config.Config) worker.RetentionConfig {
 
 // ingestConfig translates the daemon's configuration into the Kafka
 // consumer's. Settings that have no INBOXD_* variable keep their defaults.
-func ingestConfig(c config.Config) ingest.Config {
-	return ingest.Config{
+func ingestConfig(c config.Config) kafka.Config {
+	return kafka.Config{
 		Brokers:         c.KafkaBrokers,
 		Topics:          c.KafkaTopics,
 		Group:           c.KafkaGroup,
@@ -71,7 +76,7 @@ func ingestConfig(c config.Config) ingest.Config {
 			ServerName:         c.KafkaTLSServerName,
 			InsecureSkipVerify: c.KafkaTLSInsecureSkipVerify,
 		},
-		SASL: ingest.SASLConfig{
+		SASL: kafka.SASLConfig{
 			Mechanism: c.KafkaSASLMechanism,
 			Username:  c.KafkaSASLUsername,
 			Password:  c.KafkaSASLPassword,
@@ -81,12 +86,12 @@ func ingestConfig(c config.Config) ingest.Config {
 
 // amqpConfig translates the daemon's configuration into the RabbitMQ
 // source's; nil when INBOXD_AMQP_URL is not set.
-func amqpConfig(c config.Config) *ingest.AMQPConfig {
+func amqpConfig(c config.Config) *amqp.Config {
 	if !c.AMQPEnabled() {
 		return nil
 	}
 	k := ingestConfig(c) // one translation of the batching and mapping settings
-	return &ingest.AMQPConfig{
+	return &amqp.Config{
 		URL:      c.AMQPURL,
 		Queues:   c.AMQPQueues,
 		Prefetch: c.AMQPPrefetch,
@@ -98,12 +103,12 @@ func amqpConfig(c config.Config) *ingest.AMQPConfig {
 
 // natsConfig translates the daemon's configuration into the NATS JetStream
 // source's; nil when INBOXD_NATS_URL is not set.
-func natsConfig(c config.Config) *ingest.NATSConfig {
+func natsConfig(c config.Config) *nats.Config {
 	if !c.NATSEnabled() {
 		return nil
 	}
 	k := ingestConfig(c) // one translation of the batching and mapping settings
-	return &ingest.NATSConfig{
+	return &nats.Config{
 		URL:       c.NATSURL,
 		CredsFile: c.NATSCredsFile,
 		Streams:   c.NATSStreams,
@@ -118,23 +123,24 @@ func natsConfig(c config.Config) *ingest.NATSConfig {
 // webhookConfig translates the daemon's configuration into the webhook
 // source's, reading the sources file and its secret files; nil when
 // INBOXD_WEBHOOK_ADDR is not set.
-func webhookConfig(c config.Config) (*ingest.WebhookConfig, error) {
+func webhookConfig(c config.Config) (*webhook.Config, error) {
 	if !c.WebhookEnabled() {
 		return nil, nil
 	}
-	sources, err := ingest.LoadWebhookSources(c.WebhookSources)
+	sources, err := webhookfile.Load(c.WebhookSources, true)
 	if err != nil {
 		return nil, err
 	}
 	k := ingestConfig(c) // one translation of the batching and mapping settings
-	return &ingest.WebhookConfig{
+	return &webhook.Config{
 		Addr:         c.WebhookAddr,
 		Sources:      sources,
 		TLSCertFile:  c.WebhookTLSCertFile,
 		TLSKeyFile:   c.WebhookTLSKeyFile,
 		WriteTimeout: c.WebhookWriteTimeout,
 		MaxRequests:  c.WebhookMaxRequests,
-		Admission:    ingest.WebhookAdmission{BodyBudget: c.WebhookBodyBudget, MinBodyRate: c.WebhookMinBodyRate},
+		BodyBudget:   c.WebhookBodyBudget,
+		MinBodyRate:  c.WebhookMinBodyRate,
 		Pipeline: ingest.PipelineConfig{BatchSize: k.BatchSize, BatchTimeout: k.BatchTimeout, BatchBytes: k.BatchBytes,
 			Mapping: k.Mapping}, // the batching and mapping settings, not Kafka's timeouts
 	}, nil
@@ -160,10 +166,10 @@ func outboxConfig(c config.Config) *inboxd.OutboxConfig {
 		o.Publishers = append(o.Publishers, outboxpub.Kafka(ingestConfig(c), c.OutboxKafkaCompression))
 	}
 	if c.AMQPURL != "" {
-		o.Publishers = append(o.Publishers, outboxpub.AMQP(ingest.AMQPConfig{URL: c.AMQPURL, TLS: amqpTLS(c)}))
+		o.Publishers = append(o.Publishers, outboxpub.AMQP(amqp.Config{URL: c.AMQPURL, TLS: amqpTLS(c)}))
 	}
 	if c.NATSURL != "" {
-		o.Publishers = append(o.Publishers, outboxpub.NATS(ingest.NATSConfig{URL: c.NATSURL, CredsFile: c.NATSCredsFile,
+		o.Publishers = append(o.Publishers, outboxpub.NATS(nats.Config{URL: c.NATSURL, CredsFile: c.NATSCredsFile,
 			TLS: natsTLS(c)}))
 	}
 	return o
@@ -187,20 +193,36 @@ func natsTLS(c config.Config) ingest.TLSConfig {
 func sourcesToRun(cfg config.Config) ([]source.Source, error) {
 	var out []source.Source
 	if cfg.IngestEnabled() {
-		out = append(out, ingest.NewKafkaSource(ingestConfig(cfg)))
+		out = append(out, kafka.New(ingestConfig(cfg)))
 	}
 	if c := amqpConfig(cfg); c != nil {
-		out = append(out, ingest.NewAMQPSource(*c))
+		out = append(out, amqp.New(*c))
 	}
 	if c := natsConfig(cfg); c != nil {
-		out = append(out, ingest.NewNATSSource(*c))
+		out = append(out, nats.New(*c))
 	}
 	c, err := webhookConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	if c != nil {
-		out = append(out, ingest.NewWebhookSource(*c))
+		out = append(out, webhook.New(*c))
 	}
 	return out, nil
+}
+
+// remapSources are the sources whose remap rules `inboxd requeue --status
+// rejected` maps rejected rows by: every kind, whether cfg runs it or
+// not (a row outlives the source that stored it), with the brokers'
+// mapping settings and hooks, the webhook sources as the sources file
+// gives them (nil: no file).
+func remapSources(cfg config.Config, hooks []webhook.SourceConfig) []source.Source {
+	k := ingestConfig(cfg)
+	pipe := ingest.PipelineConfig{Mapping: k.Mapping}
+	return []source.Source{
+		kafka.New(k),
+		amqp.New(amqp.Config{Pipeline: pipe}),
+		nats.New(nats.Config{Pipeline: pipe}),
+		webhook.New(webhook.Config{Sources: hooks, Pipeline: pipe}),
+	}
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/inboxd/inboxd/config"
-	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/ingest/kafka"
 	"github.com/inboxd/inboxd/worker"
 )
 
@@ -76,7 +76,7 @@ func checkEngineDefaults(t *testing.T, source string, c config.Config) {
 	if in.Group != "inboxd" || in.DedupWindow != worker.DefaultRetention {
 		t.Errorf("%s: ingest group %q, deduplication window %s; want inboxd and %s", source, in.Group, in.DedupWindow, worker.DefaultRetention)
 	}
-	want := ingest.Config{Group: in.Group, DedupWindow: in.DedupWindow}.WithDefaults()
+	want := kafka.Config{Group: in.Group, DedupWindow: in.DedupWindow}.WithDefaults()
 	if !reflect.DeepEqual(in, want) {
 		t.Errorf("%s: ingest runs with\n%+v\nnot its defaults\n%+v", source, in, want)
 	}

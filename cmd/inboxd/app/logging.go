@@ -51,7 +51,7 @@ func buildLogger(format, level string, w io.Writer) zerolog.Logger {
 	if err != nil || level == "" {
 		lvl = zerolog.InfoLevel
 	}
-	if tty := isTerminal(w); config.LogText(format, tty) {
+	if tty := isTerminal(w); logText(format, tty) {
 		// Colours only on a terminal: a file or a pipe gets plain text.
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !tty}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/internal/driver/status"
+	"github.com/inboxd/inboxd/internal/vardocs"
 )
 
 // Exit codes returned by Main.
@@ -166,7 +167,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer,
 		}
 		log = &l
 	}
-	for _, w := range config.Warnings(environ) {
+	for _, w := range vardocs.Warnings(environ) {
 		if log != nil {
 			log.Warn().Str("variable", variableOf(w)).Msg(w)
 		} else {
@@ -250,7 +251,7 @@ func dispatch(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		return run(config.Config{})
 	}
 	if cmd.name == "migrate" {
-		environ = config.MigrateEnviron(environ)
+		environ = migrateEnviron(environ)
 	}
 	cfg, err := config.Load(environ)
 	if err != nil {

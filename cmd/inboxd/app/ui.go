@@ -96,7 +96,7 @@ func openConsole(ctx context.Context, cfg config.Config, local console.Local, ro
 		// A rejected row is re-mapped by the rules `inboxd requeue
 		// --status rejected` applies, with this process's mapping settings
 		// and webhook sources.
-		Remap: rules.remapper(), Routes: routeNames(cfg), MaxAttempts: maxAttemptsOf(cfg)})
+		Remap: rules.remapper(), Routes: fileRoutes(cfg), MaxAttempts: maxAttemptsOf(cfg)})
 	if err != nil {
 		db.Close()
 		return nil, nil, usageError{fmt.Errorf("INBOXD_UI_USERS_FILE: %w", err)}

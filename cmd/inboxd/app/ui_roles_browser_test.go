@@ -133,7 +133,9 @@ func metric(t *testing.T, base, name string) string {
 // refused every action (no button offered; a forged form 403); an
 // operator requeues a dead row after the dry run (the workers process
 // it), is refused a bulk action over INBOXD_UI_BULK_ADMIN_OVER, pauses and
-// resumes a route under their name; an admin runs the bulk action. The
+// resumes a route under their name; an admin runs the bulk action, sets
+// and clears a route's rate and resets an open breaker (the viewer and the
+// operator are refused both); the audit page lists them. The
 // blocked keys page lists the keys inboxd_ordered_blocked_keys counts. The
 // overview refreshes itself (a row dying shows up without a reload),
 // follows the system's dark mode, and works with scripts off. The
@@ -158,6 +160,9 @@ routes:
   - type: payment.captured
     handler: ignore
     max_attempts: 25
+  - type: payment.refunded
+    handler: dead
+    breaker: {failures: 2, cool_down: 1h}
 default: ignore
 `
 	base, db, logs := consoleDaemonWith(t, routes, []string{"INBOXD_UI_USERS_FILE=" + users, "INBOXD_UI_BULK_ADMIN_OVER=2", "INBOXD_STATS_INTERVAL=1s", "INBOXD_UI_SHOW_PAYLOADS=true"}, `
@@ -187,7 +192,9 @@ default: ignore
 		INSERT INTO inbox_attempts (row_id, attempt, started_at, finished_at, worker, outcome, error)
 		SELECT i.id, a, now() - ((40 - a * 5) || ' minutes')::interval, now() - ((40 - a * 5) || ' minutes')::interval + ((120 + a * 40) || ' milliseconds')::interval,
 		       'vm-replica-1/w' || (a % 3), 'retried', 'handler http: POST http://payments.internal/capture: 503 Service Unavailable'
-		FROM inbox i, generate_series(1, 6) AS a WHERE i.event_id = 'cap-1'`)
+		FROM inbox i, generate_series(1, 6) AS a WHERE i.event_id = 'cap-1';
+		INSERT INTO inbox (source, event_id, event_type)
+		SELECT 'payments', 'ref-' || g, 'payment.refunded' FROM generate_series(1, 3) AS g`)
 	shots := os.Getenv(screenshotsEnv)
 	if shots == "" {
 		shots = t.TempDir()
@@ -235,6 +242,27 @@ default: ignore
 	if sql(`SELECT count(*)::text FROM route_controls WHERE paused`) != "0" || sql(`SELECT status FROM inbox WHERE event_id = 'ord-1001'`) != "dead" {
 		t.Fatal("the viewer's forged actions changed something")
 	}
+	// The admin's actions: refused to a viewer and, below, to an operator.
+	adminRefused := func(who string) {
+		t.Helper()
+		for path, fields := range map[string]map[string]string{
+			"/ui/routes/rate":          {"route": "order.created", "rate": "1"},
+			"/ui/routes/reset-breaker": {"route": "payment.refunded"},
+		} {
+			b.do("back", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.ID("n-dead")))
+			if n := b.count(`#rate-form, button.clear-rate, button.reset-breaker`); n != 0 {
+				t.Errorf("%s is offered %d rate or breaker forms", who, n)
+			}
+			b.forge(path, fields)
+			if got := b.text("#error"); !strings.Contains(got, "this action needs an admin") {
+				t.Errorf("%s's forged %s says %q", who, path, got)
+			}
+		}
+		if got := sql(`SELECT count(*)::text FROM route_controls WHERE rate IS NOT NULL OR breaker_reset_at IS NOT NULL`); got != "0" {
+			t.Fatalf("%s's forged rate or breaker reset changed %s routes", who, got)
+		}
+	}
+	adminRefused("the viewer")
 	b.signOut()
 
 	// The operator: the blocked keys are the gauge's.
@@ -316,6 +344,7 @@ default: ignore
 	if got := sql(`SELECT count(*)::text FROM route_controls WHERE paused`); got != "0" {
 		t.Errorf("%s routes paused after the resume", got)
 	}
+	adminRefused("the operator")
 	b.signOut()
 
 	// The admin runs the bulk action.
@@ -329,6 +358,42 @@ default: ignore
 	testkit.WaitFor(t, 30*time.Second, "the bulk requeue processed", func() bool {
 		return sql(`SELECT count(*)::text FROM inbox WHERE event_type = 'order.paid' AND status = 'dead'`) == "0"
 	})
+
+	// The admin's rate override, set and cleared, and a breaker reset: the
+	// refunds route's breaker opened on its two dead rows (the third waits).
+	refunds := `#limits tr[data-route="payment.refunded"] .breaker-state`
+	created := `#limits tr[data-route="order.created"]`
+	testkit.WaitFor(t, 30*time.Second, "the refunds route's breaker open on the overview", func() bool {
+		b.do("overview", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.ID("limits")))
+		return b.text(refunds) == "open"
+	})
+	b.do("set a rate", chromedp.SendKeys(chromedp.CSS(`#rate-form input[name="route"]`), "order.created"),
+		chromedp.SendKeys(chromedp.CSS(`#rate-form input[name="rate"]`), "50"),
+		chromedp.SendKeys(chromedp.CSS(`#rate-form input[name="burst"]`), "10"),
+		chromedp.Click(chromedp.CSS(`#rate-form button`)), chromedp.WaitVisible(chromedp.CSS(created+` button.clear-rate`)))
+	if got := b.text(created + " .limit-now"); got != "50/s (burst 10)" {
+		t.Errorf("order.created's limit on the overview: %q, want 50/s (burst 10)", got)
+	}
+	if got := sql(`SELECT rate || '/' || burst || ' by ' || rate_by FROM route_controls WHERE route = 'order.created'`); got != "50/10 by alice" {
+		t.Errorf("the override stored: %q", got)
+	}
+	b.shot("limits")
+	b.do("clear the rate", chromedp.Click(chromedp.CSS(created+` button.clear-rate`)), chromedp.WaitNotPresent(chromedp.CSS(created+` button.clear-rate`)),
+		chromedp.WaitVisible(chromedp.ID("limits")))
+	if got := b.text(created + " .limit-now"); got != "none" {
+		t.Errorf("order.created's limit after the clear: %q, want none", got)
+	}
+	b.do("reset the breaker", chromedp.Click(chromedp.CSS(`#limits tr[data-route="payment.refunded"] button.reset-breaker`)))
+	testkit.WaitFor(t, 30*time.Second, "the refunds route's breaker closed by the reset", func() bool {
+		return metric(t, base, `inboxd_route_breaker_state{route="payment.refunded"}`) == "0"
+	})
+	testkit.WaitFor(t, 30*time.Second, "the refund that waited behind the open breaker attempted", func() bool {
+		return sql(`SELECT count(*)::text FROM inbox WHERE event_type = 'payment.refunded' AND status = 'dead'`) == "3"
+	})
+	b.do("overview", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.ID("limits")))
+	if got := b.text(refunds); got != "closed" {
+		t.Errorf("the refunds route's breaker after the reset: %q, want closed", got)
+	}
 
 	// The overview refreshes itself: a row that dies shows up without a
 	// reload.
@@ -356,6 +421,9 @@ default: ignore
 	}
 	b.shot("throughput")
 	b.do("audit", chromedp.Navigate(base+"/ui/audit"), chromedp.WaitVisible(chromedp.ID("audit")))
+	if got := b.text("#audit"); !strings.Contains(got, "rate_change") || !strings.Contains(got, "breaker_reset") || !strings.Contains(got, "route order.created: rate 50/s (burst 10)") {
+		t.Errorf("the audit page lacks the rate change or the breaker reset:\n%s", got)
+	}
 	b.shot("audit")
 	b.do("overview", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.ID("n-dead")))
 
@@ -396,7 +464,7 @@ default: ignore
 		}
 	}
 	// Who did what: the audit trail (dry runs and refusals apart).
-	if got := sql(`SELECT string_agg(operator || ' ' || action || ' ' || row_count, ', ' ORDER BY id) FROM ops_audit WHERE NOT dry_run AND action IN ('requeue', 'retry_now', 'cancel', 'pause', 'resume')`); got != "bob requeue 1, bob retry_now 1, bob cancel 1, bob pause 0, bob resume 1, alice requeue 3" {
+	if got := sql(`SELECT string_agg(operator || ' ' || action || ' ' || row_count, ', ' ORDER BY id) FROM ops_audit WHERE NOT dry_run AND action IN ('requeue', 'retry_now', 'cancel', 'pause', 'resume', 'rate_change', 'breaker_reset')`); got != "bob requeue 1, bob retry_now 1, bob cancel 1, bob pause 0, bob resume 1, alice requeue 3, alice rate_change 1, alice rate_change 1, alice breaker_reset 1" {
 		t.Errorf("the audit trail's actions: %s", got)
 	}
 	if !strings.Contains(l, `console action refused: role`) {

@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inboxd/inboxd/config"
 	"github.com/inboxd/inboxd/ingest"
+
+	"github.com/inboxd/inboxd/config"
+	"github.com/inboxd/inboxd/internal/ingestcore"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/syncbuf"
 	"github.com/inboxd/inboxd/internal/testkit"
@@ -150,7 +152,7 @@ func TestConsoleRequeuesRejectedRowsWithTheConfiguration(t *testing.T) {
 	m := kafka.Message{Topic: "orders", Partition: 1, Offset: 7, Key: []byte("k"), Value: []byte(`{}`),
 		Headers: headers("event_id", "ev-7", "kind", "order.created")}
 	id, row := ingestMessage(t, db, m, strict)
-	if row.Status != ingest.StatusRejected {
+	if row.Status != ingestcore.StatusRejected {
 		t.Fatalf("setup: %+v", row)
 	}
 	do := startConsole(t, []string{"INBOXD_DATABASE_URL=" + db.URL, "INBOXD_EVENT_TYPE_HEADERS=event_type,kind",

@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/ingest"
+
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/inboxd/inboxd/ingest"
 	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
+	"github.com/inboxd/inboxd/internal/ingestcore/amqpmap"
 	"github.com/inboxd/inboxd/internal/outbox"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
@@ -104,7 +106,7 @@ func (b *amqpBundle) consume(t *testing.T, n int) []received {
 				hs[k] = s
 			}
 			got = append(got, received{key: hs[outbox.KeyHeader], headers: hs, payload: d.Body,
-				row: ingest.MapDelivery(b.queue, d, ingest.MapOptions{})})
+				row: amqpmap.MapDelivery(b.queue, d, ingest.MapOptions{})})
 		}
 		return len(got) >= n, "messages read back from the queue"
 	})
@@ -274,9 +276,9 @@ func TestAMQPRefusesWhatItCannotEncode(t *testing.T) {
 		{testMessage(b.dest(), "long-type", strings.Repeat("t", 256), "k", nil), "type"},
 		{withHeader("long-name", strings.Repeat("n", 256), "v"), "header name"},
 		{withHeader("cc", "CC", "other-queue"), "header CC"},
-		{withHeader("expiration", ingest.AMQPExpirationHeader, "soon"), "header expiration"},
-		{withHeader("timestamp", ingest.AMQPTimestampHeader, "yesterday"), "header timestamp"},
-		{withHeader("content-type", ingest.AMQPContentTypeHeader, strings.Repeat("c", 256)), "header content-type"},
+		{withHeader("expiration", amqpmap.AMQPExpirationHeader, "soon"), "header expiration"},
+		{withHeader("timestamp", amqpmap.AMQPTimestampHeader, "yesterday"), "header timestamp"},
+		{withHeader("content-type", amqpmap.AMQPContentTypeHeader, strings.Repeat("c", 256)), "header content-type"},
 		{many, "over the 8192"},
 		{big, "frame size"},
 	} {

@@ -7,13 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/ingest"
+
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/ingestcore/kafkamap"
 	"github.com/inboxd/inboxd/internal/outbox"
 )
 
@@ -119,7 +121,7 @@ func (b *kafkaBundle) consume(t *testing.T, topic string, n int) []received {
 			got = append(got, received{key: string(r.Key),
 				headers: headerMap(r.Headers, func(h kgo.RecordHeader) (string, string) { return h.Key, string(h.Value) }),
 				payload: r.Value,
-				row:     ingest.MapMessage(km, ingest.MapOptions{})})
+				row:     kafkamap.MapMessage(km, ingest.MapOptions{})})
 		})
 	}
 	return got

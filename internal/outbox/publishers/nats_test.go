@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/ingest"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/ingestcore/natsmap"
 	"github.com/inboxd/inboxd/internal/natsurl"
 	"github.com/inboxd/inboxd/internal/outbox"
 	"github.com/inboxd/inboxd/internal/testkit"
@@ -116,7 +118,7 @@ func (b *natsBundle) consume(t *testing.T, n int) []received {
 				t.Errorf("Nats-Msg-Id %q, event_id %q", id, hs[outbox.EventIDHeader])
 			}
 			got = append(got, received{key: hs[outbox.KeyHeader], headers: hs, payload: m.Data(),
-				row: ingest.MapNATS(b.stream, m, ingest.MapOptions{})})
+				row: natsmap.MapNATS(b.stream, m, ingest.MapOptions{})})
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			t.Fatal(err)

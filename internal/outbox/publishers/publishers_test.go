@@ -13,7 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/inboxd/inboxd/ingest"
+	"github.com/inboxd/inboxd/internal/ingestcore"
 	"github.com/inboxd/inboxd/internal/outbox"
 )
 
@@ -82,7 +82,7 @@ type received struct {
 	headers map[string]string
 	payload []byte
 	// row is the message mapped by inboxd's own ingest.
-	row ingest.Row
+	row ingestcore.Row
 }
 
 // publishAll publishes each batch in turn and fails t on any error.
@@ -135,7 +135,7 @@ func checkReceived(t testing.TB, batches [][]outbox.Message, got []received) {
 		if string(r.payload) != string(m.Payload) {
 			t.Errorf("%s: payload %q, want %q", id, r.payload, m.Payload)
 		}
-		if r.row.Status != ingest.StatusReceived || r.row.EventID != m.EventID || r.row.EventType != m.EventType || string(r.row.Key) != m.Key {
+		if r.row.Status != ingestcore.StatusReceived || r.row.EventID != m.EventID || r.row.EventType != m.EventType || string(r.row.Key) != m.Key {
 			t.Errorf("%s: ingest maps it to status %s, event id %q, type %q, key %q (%s); want %q, %q, %q",
 				id, r.row.Status, r.row.EventID, r.row.EventType, r.row.Key, r.row.LastError, m.EventID, m.EventType, m.Key)
 		}
