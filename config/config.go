@@ -741,7 +741,8 @@ func (c Config) PoolSizes() (engine, tx int) {
 
 // PoolConfig builds a pgx pool configuration of maxConns connections with
 // the session settings that keep transactions short (statement_timeout,
-// idle_in_transaction_session_timeout) and an application_name.
+// idle_in_transaction_session_timeout), JIT compilation off and an
+// application_name.
 func (c Config) PoolConfig(applicationName string, maxConns int) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(c.DatabaseURL)
 	if err != nil {
@@ -753,6 +754,14 @@ func (c Config) PoolConfig(applicationName string, maxConns int) (*pgxpool.Confi
 	}
 	rp["statement_timeout"] = fmt.Sprint(c.StatementTimeout.Milliseconds())
 	rp["idle_in_transaction_session_timeout"] = fmt.Sprint(c.IdleInTxTimeout.Milliseconds())
+	// No JIT compilation (unless the URL sets jit): inboxd's statements
+	// read a few index entries each, but on a large inbox the planner's
+	// costs pass jit_above_cost and PostgreSQL compiled them, for tens of
+	// milliseconds each time, longer than the statement ran
+	// (docs/bench/README.md, "The console on ten million rows").
+	if _, ok := rp["jit"]; !ok {
+		rp["jit"] = "off"
+	}
 	pc.MaxConns = int32(max(1, maxConns))
 	return pc, nil
 }

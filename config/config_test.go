@@ -181,8 +181,17 @@ func TestRedactedAndPoolConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	rp := pc.ConnConfig.RuntimeParams
-	if rp["statement_timeout"] != "15000" || rp["idle_in_transaction_session_timeout"] != "60000" || rp["application_name"] != "inboxd" {
+	if rp["statement_timeout"] != "15000" || rp["idle_in_transaction_session_timeout"] != "60000" || rp["application_name"] != "inboxd" ||
+		rp["jit"] != "off" {
 		t.Fatalf("runtime params = %v", rp)
+	}
+	// A URL's own jit setting is kept.
+	cj, err := Load([]string{dsn + "&jit=on"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pj, err := cj.PoolConfig("inboxd", 1); err != nil || pj.ConnConfig.RuntimeParams["jit"] != "on" {
+		t.Fatalf("jit=on in the URL: %v, %v", pj, err)
 	}
 	if pc.MaxConns != EngineConns {
 		t.Fatalf("MaxConns = %d", pc.MaxConns)

@@ -19,7 +19,11 @@ import (
 // no gap and no clash), the same markers ("---- tern: disable-tx ----" runs
 // a migration outside a transaction, one statement at a time; "---- create
 // above / drop below ----" ends the part applied), each migration and its
-// version update committed together. tern linked 11 modules (sprig and its
+// version update committed together. One marker is ours: in a migration
+// outside a transaction, a statement whose text holds the line
+// "-- inboxd:run-each-row" is a query whose rows are statements, each run
+// in turn (psql's \gexec: CREATE INDEX CONCURRENTLY once per partition of
+// a partitioned table, which no function can run). tern linked 11 modules (sprig and its
 // dependencies, for templates inboxd's migrations never used: an embedder
 // of the root package linked 39 modules and 25.3 MB with it, 27 and 24.1 MB
 // without). Migrate runs it under the migration lock, so tern's own
@@ -31,6 +35,9 @@ var (
 	migrationName = regexp.MustCompile(`\A(\d+)_.+\.sql\z`)
 	// noTxMarker marks a migration run outside a transaction.
 	noTxMarker = regexp.MustCompile(`(?m)^---- tern: disable-tx ----$`)
+	// eachRowMarker marks, in a migration outside a transaction, a query
+	// whose rows' first column are statements to run one by one.
+	eachRowMarker = regexp.MustCompile(`(?m)^-- inboxd:run-each-row$`)
 )
 
 // downMarker ends the part of a migration file that is applied.
@@ -157,7 +164,7 @@ func applyPending(ctx context.Context, conn *pgx.Conn, ms []migration) (int32, e
 func apply(ctx context.Context, conn *pgx.Conn, m migration) error {
 	if m.noTx {
 		for _, stmt := range splitStatements(m.sql) {
-			if _, err := conn.Exec(ctx, stmt); err != nil {
+			if err := execStatement(ctx, conn, stmt); err != nil {
 				return fmt.Errorf("%s: %w", m.name, err)
 			}
 		}
@@ -169,6 +176,31 @@ func apply(ctx context.Context, conn *pgx.Conn, m migration) error {
 		}
 		return setVersion(ctx, conn, m.version)
 	})
+}
+
+// execStatement runs stmt, one statement of a migration outside a
+// transaction; a statement marked "-- inboxd:run-each-row" is a query
+// whose rows' first column (text) are statements, read whole and then run
+// in turn.
+func execStatement(ctx context.Context, conn *pgx.Conn, stmt string) error {
+	if !eachRowMarker.MatchString(stmt) {
+		_, err := conn.Exec(ctx, stmt)
+		return err
+	}
+	rows, err := conn.Query(ctx, stmt, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		return err
+	}
+	each, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, s := range each {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	return nil
 }
 
 // setVersion records version, after resetting the session's settings (a

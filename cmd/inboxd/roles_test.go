@@ -76,6 +76,13 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	if err := db.Pool.QueryRow(ctx, `SELECT tableowner FROM pg_tables WHERE tablename = 'inbox'`).Scan(&owner); err != nil || owner != migrator {
 		t.Fatalf("inbox owned by %q (%v), want the migrator %s", owner, err, migrator)
 	}
+	// The script created pg_trgm (neither role may), so the migrator built
+	// the error text's index (migration 21).
+	var indexOwner string
+	if err := db.Pool.QueryRow(ctx, `SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = to_regclass('public.inbox_error_trgm_idx')`).
+		Scan(&indexOwner); err != nil || indexOwner != migrator {
+		t.Errorf("inbox_error_trgm_idx owned by %q (%v), want the migrator %s", indexOwner, err, migrator)
+	}
 
 	// Exactly these privileges on the schema's tables and sequences.
 	rows, err := db.Pool.Query(ctx, `

@@ -66,6 +66,13 @@ WHERE NOT EXISTS (SELECT FROM pg_namespace WHERE nspname = :'schema') \gexec
 SELECT format('ALTER ROLE %I IN DATABASE %I SET search_path = %I', r, current_database(), :'schema')
 FROM unnest(ARRAY[:'migrator', :'runtime']) AS r \gexec
 
+-- pg_trgm, for the index of the operators' search by error text (migration
+-- 21): an extension, which neither role may create. Created in the schema,
+-- when the server has it (Debian's and the official images' PostgreSQL
+-- do); without it that search reads the rows instead of an index.
+SELECT format('CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA %I', :'schema')
+WHERE EXISTS (SELECT FROM pg_available_extensions WHERE name = 'pg_trgm') \gexec
+
 -- Connect (PUBLIC has CONNECT by default; this keeps working if it was
 -- revoked).
 SELECT format('GRANT CONNECT ON DATABASE %I TO %I, %I', current_database(), :'migrator', :'runtime') \gexec

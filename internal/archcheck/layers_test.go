@@ -46,9 +46,7 @@ var layers = []layer{
 // branches, whose packages the layout does not name yet: their owners add
 // the line when they land (the test reports, without failing, one that
 // holds a package).
-var undocumented = map[string]string{
-	"internal/partitions": "issue 29: the inbox's partitions",
-}
+var undocumented = map[string]string{}
 
 // allowedUp lists the imports against the direction that are known, with
 // the work that removes them. An entry no longer seen is reported (remove

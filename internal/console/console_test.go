@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -712,5 +713,31 @@ func TestThroughputFromTheRollup(t *testing.T) {
 	}
 	if code, _ := get(t, nil, b.srv.URL+"/ui/throughput?window=year"); code != http.StatusBadRequest {
 		t.Errorf("window=year: %d", code)
+	}
+}
+
+// Past driver.ExactCountLimit dead rows the overview shows their count as
+// an estimate ("≈N", never below the limit), and without the error
+// text's index (no pg_trgm) the rows page still finds rows by error text.
+func TestOverviewEstimatesAndSearchWithoutIndex(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	b.seed(t, "dead", driver.ExactCountLimit+500, "order.created", "orders", "HTTP 503 from orders")
+	b.seed(t, "dead", 2, "order.created", "orders", "a rare timeout")
+	b.seed(t, "rejected", 2, "bad", "orders", "missing event_id")
+	b.exec(t, "ANALYZE inbox")
+	_, body := get(t, nil, b.srv.URL+"/ui/")
+	dead := idText(t, body, "n-dead")
+	n, err := strconv.Atoi(strings.TrimPrefix(dead, "≈"))
+	if !strings.HasPrefix(dead, "≈") || err != nil || n <= driver.ExactCountLimit {
+		t.Errorf("n-dead = %q, want ≈ and a count above %d", dead, driver.ExactCountLimit)
+	}
+	if got := idText(t, body, "n-rejected"); got != "2" {
+		t.Errorf("n-rejected = %q, want 2 (exact)", got)
+	}
+	b.exec(t, "DROP EXTENSION pg_trgm CASCADE")
+	_, body = get(t, nil, b.srv.URL+"/ui/rows?status=dead&error=RARE+TIMEOUT")
+	if got := len(regexp.MustCompile(`<td class="num"><a href="/ui/rows/(\d+)">`).FindAllString(body, -1)); got != 2 {
+		t.Errorf("dead rows by error text without the index: %d, want 2\n%s", got, body)
 	}
 }

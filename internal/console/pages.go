@@ -50,6 +50,9 @@ var funcs = template.FuncMap{
 		}
 		return s
 	},
+	// exactLimit is how many dead (rejected) rows the overview counts one
+	// by one: above it, their count is an estimate, shown "≈N".
+	"exactLimit": func() int { return driver.ExactCountLimit },
 }
 
 // pauseForm is what the pause or resume button of a route needs.

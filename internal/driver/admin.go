@@ -41,6 +41,9 @@ type filterColumns struct {
 	// NoRange leaves out the range of ids (after, upto]: see
 	// sql/failed_filter.sql.
 	NoRange bool
+	// ErrorIndex matches FailedFilter.Error (not "") in the form the error
+	// text's index serves (sql/failed_filter.sql).
+	ErrorIndex bool
 }
 
 // inboxColumns are the inbox's: a dead or rejected row's time is when it
@@ -139,9 +142,15 @@ func queryRangeEnd(ctx context.Context, db DB, sql string, args pgx.NamedArgs) (
 	return *end, true, nil
 }
 
-// queryAll runs sql with args and collects its rows with to.
-func queryAll[T any](ctx context.Context, db DB, sql string, args pgx.NamedArgs, to pgx.RowToFunc[T]) ([]T, error) {
-	rows, err := db.Query(ctx, sql, args)
+// queryAll runs sql with args and collects its rows with to; mode, when
+// given, is how pgx runs it (pgx.QueryExecModeExec: planned for its values
+// every time).
+func queryAll[T any](ctx context.Context, db DB, sql string, args pgx.NamedArgs, to pgx.RowToFunc[T], mode ...pgx.QueryExecMode) ([]T, error) {
+	opts := []any{args}
+	for _, m := range mode {
+		opts = append(opts, m)
+	}
+	rows, err := db.Query(ctx, sql, opts...)
 	if err != nil {
 		return nil, err
 	}

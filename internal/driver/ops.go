@@ -260,52 +260,117 @@ type viewSQL struct {
 	// ("" for by id), Desc whether it reads backwards.
 	Where, OrderAt string
 	Desc           bool
+	// ByKey reads the key's rows through inbox_key_hash_idx; Window the
+	// view's first @window rows only (listVariant).
+	ByKey, Window bool
+}
+
+// listColumns are the lists' filter columns, time being the column
+// --since and --until bound.
+func listColumns(time string) filterColumns {
+	return filterColumns{Source: "source", Time: time, Key: "key", NoRange: true}
 }
 
 const parkedMark = "'9999-12-31 00:00:00+00'"
 
 var views = map[ListView]viewSQL{
-	ViewRetrying: {filterColumns{"source", "received_at", "key", true},
-		"i.status = 'received' AND i.lease_token IS NULL AND i.attempts > 0 AND i.available_at <> " + parkedMark, "i.available_at", false},
-	ViewWaiting: {filterColumns{"source", "received_at", "key", true},
-		"i.status = 'received' AND i.lease_token IS NULL AND (i.attempts = 0 OR i.available_at = " + parkedMark + ")", "i.available_at", false},
-	ViewProcessed: {filterColumns{"source", "processed_at", "key", true}, "i.status = 'processed'", "i.processed_at", true},
-	ViewDead:      {filterColumns{"source", "updated_at", "key", true}, "i.status = 'dead' AND i.status IN ('dead', 'rejected')", "", true},
-	ViewRejected:  {filterColumns{"source", "updated_at", "key", true}, "i.status = 'rejected' AND i.status IN ('dead', 'rejected')", "", true},
+	ViewRetrying: {filterColumns: listColumns("received_at"),
+		Where: "i.status = 'received' AND i.lease_token IS NULL AND i.attempts > 0 AND i.available_at <> " + parkedMark, OrderAt: "i.available_at"},
+	ViewWaiting: {filterColumns: listColumns("received_at"),
+		Where: "i.status = 'received' AND i.lease_token IS NULL AND (i.attempts = 0 OR i.available_at = " + parkedMark + ")", OrderAt: "i.available_at"},
+	ViewProcessed: {filterColumns: listColumns("processed_at"), Where: "i.status = 'processed'", OrderAt: "i.processed_at", Desc: true},
+	ViewDead:      {filterColumns: listColumns("updated_at"), Where: "i.status = 'dead' AND i.status IN ('dead', 'rejected')", Desc: true},
+	ViewRejected:  {filterColumns: listColumns("updated_at"), Where: "i.status = 'rejected' AND i.status IN ('dead', 'rejected')", Desc: true},
 }
 
 // processingViews are the two halves of ViewProcessing: processing rows,
 // and received rows reserved at ingest.
 var processingViews = [2]viewSQL{
-	{filterColumns{"source", "received_at", "key", true}, "i.status = 'processing'", "i.lease_expires_at", false},
+	{filterColumns: listColumns("received_at"), Where: "i.status = 'processing'", OrderAt: "i.lease_expires_at"},
 	// A reservation's available_at is its lease's end (renewals move it to
 	// now + the lease): those ending within the lease (@window_ms) are read,
 	// not every received row.
-	{filterColumns{"source", "received_at", "key", true}, "i.status = 'received' AND i.lease_token IS NOT NULL" +
-		" AND i.available_at > now() AND i.available_at <= now() + @window_ms::bigint * interval '1 millisecond'", "i.available_at", false},
+	{filterColumns: listColumns("received_at"), Where: "i.status = 'received' AND i.lease_token IS NOT NULL" +
+		" AND i.available_at > now() AND i.available_at <= now() + @window_ms::bigint * interval '1 millisecond'", OrderAt: "i.available_at"},
 }
 
 // DefaultReservationWindow is ListQuery.Lease when it is zero.
 const DefaultReservationWindow = time.Minute
+
+// listVariant is how a list statement reads its view's rows.
+type listVariant struct {
+	// byKey: through the key's index (keyViews only; its error search
+	// is searchScan).
+	byKey bool
+	// search is how it matches an error text.
+	search errorSearch
+}
+
+// errorSearch is how a list matches FailedFilter.Error.
+type errorSearch int
+
+const (
+	// searchScan tests each row the view's index gives, in order (no
+	// error text, or no index for it).
+	searchScan errorSearch = iota
+	// searchWindow tests the view's first ErrorSearchWindow rows only.
+	searchWindow
+	// searchIndex finds the text's rows through inbox_error_trgm_idx.
+	searchIndex
+)
+
+// ErrorSearchWindow is how many rows of a view, in its order, a search by
+// error text reads before it turns to the text's index: a text that many
+// rows hold fills a page among the first ones, faster than the index finds
+// them all; a text that few or none hold is the index's.
+const ErrorSearchWindow = 1000
+
+// keyViews are the views whose rows inbox_key_hash_idx holds (received,
+// processing and dead rows with a key): their key filter reads it.
+var keyViews = map[ListView]bool{ViewRetrying: true, ViewWaiting: true, ViewProcessing: true, ViewDead: true}
+
+// variantOf is the data of sql/ops_list.sql for d read as v.
+func variantOf(d viewSQL, v listVariant) viewSQL {
+	d.ByKey = v.byKey
+	d.Window = v.search == searchWindow
+	d.ErrorIndex = v.search == searchIndex
+	return d
+}
+
+// listVariants are the variants of a view's statement.
+func listVariants(byKey bool) []listVariant {
+	out := []listVariant{{search: searchScan}, {search: searchWindow}, {search: searchIndex}}
+	if byKey {
+		out = append(out, listVariant{byKey: true, search: searchScan})
+	}
+	return out
+}
 
 var (
 	listSQL           = renderLists()
 	listProcessingSQL = renderProcessingLists()
 )
 
-// renderLists renders the list statement of each view.
-func renderLists() map[ListView]string {
-	out := map[ListView]string{}
+// renderLists renders the list statements of each view, per variant.
+func renderLists() map[ListView]map[listVariant]string {
+	out := map[ListView]map[listVariant]string{}
 	for v, d := range views {
-		out[v] = render("ops_list.sql", d, "failed_filter.sql")
+		out[v] = map[listVariant]string{}
+		for _, lv := range listVariants(keyViews[v]) {
+			out[v][lv] = render("ops_list.sql", variantOf(d, lv), "failed_filter.sql")
+		}
 	}
 	return out
 }
 
-// renderProcessingLists renders the processing view's two statements.
-func renderProcessingLists() (out [2]string) {
+// renderProcessingLists renders the processing view's two statements,
+// per variant.
+func renderProcessingLists() (out [2]map[listVariant]string) {
 	for i, d := range processingViews {
-		out[i] = render("ops_list.sql", d, "failed_filter.sql")
+		out[i] = map[listVariant]string{}
+		for _, lv := range listVariants(true) {
+			out[i][lv] = render("ops_list.sql", variantOf(d, lv), "failed_filter.sql")
+		}
 	}
 	return out
 }
@@ -357,10 +422,12 @@ type ListQuery struct {
 	// reservations at ingest whose lease ends within it (zero:
 	// DefaultReservationWindow).
 	Lease time.Duration
+	// window replaces ErrorSearchWindow (tests).
+	window int
 }
 
-// ListRows returns one page of q.View (sql/ops_list.sql).
-func ListRows(ctx context.Context, db DB, q ListQuery) ([]ListedRow, error) {
+// args are the named arguments of q's statements.
+func (q ListQuery) args() (pgx.NamedArgs, error) {
 	args := q.Filter.args(0, math.MaxInt64)
 	args["ids"], args["limit"] = []int64(nil), q.Limit
 	if q.Lease <= 0 {
@@ -386,34 +453,87 @@ func ListRows(ctx context.Context, db DB, q ListQuery) ([]ListedRow, error) {
 			args["after_at"], args["after_id"] = time.Date(9999, 12, 31, 23, 0, 0, 0, time.UTC), int64(math.MaxInt64)
 		}
 	}
+	args["window"] = ErrorSearchWindow
+	if q.window > 0 {
+		args["window"] = q.window
+	}
+	return args, nil
+}
+
+// ListRows returns one page of q.View (sql/ops_list.sql).
+func ListRows(ctx context.Context, db DB, q ListQuery) ([]ListedRow, error) {
+	args, err := q.args()
+	if err != nil {
+		return nil, err
+	}
 	scan := func(r pgx.CollectableRow) (ListedRow, error) {
 		var l ListedRow
 		err := r.Scan(&l.ID, &l.Status, &l.Source, &l.EventID, &l.EventType, &l.Key, &l.Attempts, &l.ReceivedAt, &l.UpdatedAt,
 			&l.AvailableAt, &l.LeaseExpiresAt, &l.Worker, &l.ProcessedAt, &l.LastError, &l.HeadID, &l.HeadStatus, &l.RoutePaused, &l.OrderAt)
 		return l, err
 	}
-	if q.View != ViewProcessing {
-		out, err := queryAll(ctx, db, listSQL[q.View], args, scan)
-		if err != nil {
-			return nil, fmt.Errorf("list %s rows: %w", q.View, err)
+	page := func(search errorSearch) ([]ListedRow, error) {
+		lv := listVariant{byKey: q.Filter.Key != nil && keyViews[q.View], search: search}
+		// The text's index only serves a plan made for the text: a generic
+		// plan (pgx prepares statements; PostgreSQL may plan them once for
+		// any value after five runs) cannot weigh its trigrams.
+		var mode []pgx.QueryExecMode
+		if search == searchIndex {
+			mode = append(mode, pgx.QueryExecModeExec)
 		}
-		return out, nil
-	}
-	// Processing rows and reservations, merged by lease expiry (a
-	// reservation's available_at is its lease's end).
-	var all []ListedRow
-	for _, sql := range listProcessingSQL {
-		part, err := queryAll(ctx, db, sql, args, scan)
-		if err != nil {
-			return nil, fmt.Errorf("list processing rows: %w", err)
+		if q.View != ViewProcessing {
+			out, err := queryAll(ctx, db, listSQL[q.View][lv], args, scan, mode...)
+			if err != nil {
+				return nil, fmt.Errorf("list %s rows: %w", q.View, err)
+			}
+			return out, nil
 		}
-		all = append(all, part...)
+		// Processing rows and reservations, merged by lease expiry (a
+		// reservation's available_at is its lease's end).
+		var all []ListedRow
+		for _, sqls := range listProcessingSQL {
+			part, err := queryAll(ctx, db, sqls[lv], args, scan, mode...)
+			if err != nil {
+				return nil, fmt.Errorf("list processing rows: %w", err)
+			}
+			all = append(all, part...)
+		}
+		sortByOrder(all)
+		if len(all) > q.Limit {
+			all = all[:q.Limit]
+		}
+		return all, nil
 	}
-	sortByOrder(all)
-	if len(all) > q.Limit {
-		all = all[:q.Limit]
+	if q.Filter.Error == "" || q.Filter.Key != nil && keyViews[q.View] {
+		return page(searchScan) // a key's rows are few: each is tested
 	}
-	return all, nil
+	// An error text: the view's first rows, then (the page not full) the
+	// text's index, or every row of the view without one.
+	out, err := page(searchWindow)
+	if err != nil || len(out) >= q.Limit {
+		return out, err
+	}
+	ready, err := ErrorIndexReady(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	if ready {
+		return page(searchIndex)
+	}
+	return page(searchScan)
+}
+
+var errorIndexSQL = load("error_index_ready.sql")
+
+// ErrorIndexReady says whether the index of the search by error text
+// (inbox_error_trgm_idx, migration 21: pg_trgm) is there and valid, on
+// the inbox and on each of its partitions (sql/error_index_ready.sql).
+func ErrorIndexReady(ctx context.Context, db DB) (bool, error) {
+	var ok bool
+	if err := db.QueryRow(ctx, errorIndexSQL).Scan(&ok); err != nil {
+		return false, fmt.Errorf("look for the error text's index: %w", err)
+	}
+	return ok, nil
 }
 
 // sortByOrder sorts rows by (OrderAt, ID).

@@ -48,6 +48,10 @@ type statsReport struct {
 	// OldestCompatibleSchema is, for a newer schema, the oldest schema
 	// version whose binaries it keeps working (0: unknown or not newer).
 	OldestCompatibleSchema int32 `json:"oldest_compatible_schema,omitempty"`
+	// Estimated names the statuses whose Rows are estimates (true): dead
+	// and rejected rows past driver.ExactCountLimit are not counted one
+	// by one.
+	Estimated map[string]bool `json:"estimated,omitempty"`
 }
 
 // liveStatuses in the order operators read them.
@@ -88,12 +92,24 @@ func runStats(ctx context.Context, cfg config.Config, stdout io.Writer, asJSON b
 	if st.Ahead() {
 		rep.OldestCompatibleSchema = st.OldestCompatible
 	}
+	for st, est := range map[string]bool{string(status.Dead): s.DeadEstimated, string(status.Rejected): s.RejectedEstimated} {
+		if est {
+			if rep.Estimated == nil {
+				rep.Estimated = map[string]bool{}
+			}
+			rep.Estimated[st] = true
+		}
+	}
 	if asJSON {
 		return json.NewEncoder(stdout).Encode(rep)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATUS\tROWS")
 	for _, st := range liveStatuses {
+		if rep.Estimated[st] {
+			fmt.Fprintf(tw, "%s\t~%d\t(estimated: more than %d)\n", st, rep.Rows[st], driver.ExactCountLimit)
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%d\n", st, rep.Rows[st])
 	}
 	fmt.Fprintf(tw, "stale\t%d\t(received more than %s ago)\n", s.Stale, cfg.StaleAfter)

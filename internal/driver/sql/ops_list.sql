@@ -14,12 +14,61 @@
 -- id); processing, inbox_processing_idx (lease_expires_at); processed,
 -- inbox_processed_at_idx (processed_at), backwards; dead and rejected,
 -- inbox_failed_idx (status, id), backwards. Locks nothing.
+-- Variants (driver.listVariant): .ByKey reads a key's rows through its
+-- index (the views of received, processing and dead rows, which it holds);
+-- .Window reads the view's first @window rows in order and filters those
+-- (an error search's first try: a common text fills the page there);
+-- .ErrorIndex finds an error text's rows through inbox_error_trgm_idx and
+-- sorts them (its second).
 SELECT i.id, i.status, i.source, i.event_id, i.event_type, i.key, i.attempts,
        i.received_at, i.updated_at, i.available_at, i.lease_expires_at, coalesce(i.locked_by, ''),
        i.processed_at, coalesce(i.last_error, ''),
        coalesce(h.head_id, 0), coalesce(h.head_status, ''), coalesce(rc.paused, false),
        {{if .OrderAt}}{{.OrderAt}}{{else}}i.updated_at{{end}} AS order_at
-FROM inbox AS i
+FROM {{if .ByKey -}}
+(
+    -- The key's rows through inbox_key_hash_idx (source, the key's hash,
+    -- id), which holds every received, processing and dead row with a key,
+    -- and no other index does (OFFSET 0: planned on their own, not beside
+    -- the view's ordered index), for each source there is: a skip scan over
+    -- the index's first column finds them, a probe each.
+    SELECT * FROM inbox AS i
+    WHERE i.key IS NOT NULL AND i.status IN ('received', 'processing', 'dead')
+      AND i.source = ANY (ARRAY(
+          WITH RECURSIVE s(source) AS (
+              (SELECT e.source FROM inbox AS e
+               WHERE e.key IS NOT NULL AND e.status IN ('received', 'processing', 'dead')
+               ORDER BY e.source LIMIT 1)
+              UNION ALL
+              SELECT (SELECT e.source FROM inbox AS e
+                      WHERE e.source > s.source AND e.key IS NOT NULL AND e.status IN ('received', 'processing', 'dead')
+                      ORDER BY e.source LIMIT 1)
+              FROM s WHERE s.source IS NOT NULL
+          )
+          SELECT s.source FROM s WHERE s.source IS NOT NULL))
+      AND hashtextextended(encode(i.key, 'hex'), 0) = hashtextextended(encode(@key::bytea, 'hex'), 0)
+      AND i.key = @key::bytea
+    OFFSET 0
+) AS i
+{{- else if .Window -}}
+(
+    -- The view's first @window rows in its order, whatever they hold.
+    SELECT * FROM inbox AS i
+    WHERE {{.Where}}
+    {{- template "keyset" .}}
+    LIMIT @window::int
+) AS i
+{{- else if .ErrorIndex -}}
+(
+    -- The rows holding the error text, through inbox_error_trgm_idx
+    -- (OFFSET 0: planned on their own, without the view's order, which
+    -- would read the view's rows in order and test each).
+    SELECT * FROM inbox AS i
+    WHERE {{.Where}}
+      AND {{template "failed_filter" .}}
+    OFFSET 0
+) AS i
+{{- else}}inbox AS i{{end}}
 LEFT JOIN LATERAL (
     SELECT e.id AS head_id, e.status AS head_status
     FROM inbox AS e
@@ -34,6 +83,9 @@ LEFT JOIN LATERAL (
 LEFT JOIN route_controls AS rc ON rc.route = i.event_type AND rc.paused
 WHERE {{.Where}}
   AND {{template "failed_filter" .}}
+{{- template "keyset" .}}
+LIMIT @limit::int
+{{- define "keyset"}}
 {{- if .OrderAt}}
   AND {{.OrderAt}} {{if .Desc}}<={{else}}>={{end}} @after_at::timestamptz
   AND ({{.OrderAt}}, i.id) {{if .Desc}}<{{else}}>{{end}} (@after_at::timestamptz, @after_id::bigint)
@@ -42,4 +94,4 @@ ORDER BY {{.OrderAt}}{{if .Desc}} DESC{{end}}, i.id{{if .Desc}} DESC{{end}}
   AND i.id < @after_id::bigint
 ORDER BY i.status DESC, i.id DESC
 {{- end}}
-LIMIT @limit::int
+{{- end}}
