@@ -19,7 +19,7 @@ MODULES     := . deploy internal/faultsuite cmd/inboxd-bench
 # Tests and benchmarks use this server; each test creates its own database.
 export INBOXD_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all build print-ldflags test test-partitioned model lint docs screenshots linkcheck bench bench-long bench-month bench-dedup bench-go demo clean image image-check docker-image release-check alerts fuzz-short fault fault-long
+.PHONY: all build print-ldflags test test-partitioned model lint docs screenshots linkcheck bench bench-long bench-month bench-dedup bench-history bench-go demo clean image image-check docker-image release-check alerts fuzz-short fault fault-long
 
 all: lint test build
 
@@ -122,6 +122,11 @@ bench-month:
 ## bench-dedup: the cost per insert of exact deduplication across partitions against one unique index (-run dedup; a few minutes)
 bench-dedup:
 	cd cmd/inboxd-bench && $(GO) run . -run dedup -out $(CURDIR)/docs/bench
+
+## bench-history: what the rows' attempt histories cost (-run history): the pool with them and without, paired,
+## on the happy path and at 10% failing; the claim with its history part and without; docs/bench/history/ (~8 min)
+bench-history:
+	cd cmd/inboxd-bench && $(GO) run . -run history -out $(CURDIR)/docs/bench
 
 ## bench-go: the go test benchmarks (yardstick, pool, ordering, ingest, end to end) once each
 bench-go:

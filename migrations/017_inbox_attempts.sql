@@ -1,15 +1,17 @@
 -- 017: a history per row (internal/ops, `inboxd show`, the console's
 -- timeline): each attempt's start, end, worker, outcome and error, for the
 -- last 25 attempts of a row. The engine writes an attempt only when it
--- failed (a retry or a death) or when it finished a row that had failed
--- before (attempt > 1): a row processed at its first attempt writes
--- nothing here (its one attempt is the row itself: received_at,
--- processed_at), so the happy path costs no statement more. The entries
--- are written after the completion's commit, in one statement per batch
--- of completions that holds any: a crash in between loses that entry,
--- never a row. The entries of rows that are gone (retention, a discard)
--- are swept by the maintenance's rollup service, oldest first by
--- finished_at; a row's entries stay as long as the row.
+-- failed (a retry or a death; a lease that expired during it: 'lease
+-- expired') or when it finished a row that had failed before (attempt >
+-- 1): a row processed at its first attempt writes nothing here (its one
+-- attempt is the row itself: received_at, processed_at), so the happy path
+-- costs no statement more. Each entry is written by the statement (or the
+-- transaction) that writes its outcome: the completion batch's, a
+-- transactional handler's, the rescue's, or the claim that takes a lapsed
+-- reservation (sql/attempts_record.sql). The entries of rows that are
+-- gone (retention, a discard) are swept by the maintenance's rollup
+-- service, oldest first by finished_at; a row's entries stay as long as
+-- the row.
 --
 -- No foreign key to inbox: an inbox row may be deleted (retention, a
 -- discard) while its history is written.

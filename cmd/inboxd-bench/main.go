@@ -71,6 +71,15 @@
 //   - explain: where the time goes: the top statements of the e2e run
 //     (pg_stat_statements, when the server loads it) and EXPLAIN (ANALYZE,
 //     BUFFERS) of a claim on a backlog of -events rows;
+//   - history (not in the default set; `make bench-history`): what the rows'
+//     attempt histories cost: the worker pool draining a backlog of
+//     -history-events rows with the history and without it
+//     (engine.WithoutHistory), -history-rounds pairs in alternating order,
+//     on the happy path and with 10 % of the rows failing their first
+//     attempt: the medians of the paired ratios of the rate and of CPU per
+//     event; and the claim statement alone with its history part and
+//     without (-history-claims each, alternating, rolled back);
+//     docs/bench/history/results.json;
 //   - long (not in the default set; `make bench-long`): a sustained run at
 //     -long-load of the maximum for -long-minutes with retention on
 //     (INBOXD_RETENTION -long-retention, INBOXD_RETENTION_INTERVAL 1s), then
@@ -107,6 +116,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -126,7 +136,7 @@ func main() {
 }
 
 // parts are the measurements, in the order they run.
-var parts = []string{"raw", "river", "pool", "e2e", "e2e-claimed", "retained", "batch", "rabbitmq", "nats", "outbox", "outbox-codecs", "webhook", "console", "latency", "memory", "explain", "long", "month", "dedup"}
+var parts = []string{"raw", "river", "pool", "e2e", "e2e-claimed", "retained", "batch", "rabbitmq", "nats", "outbox", "outbox-codecs", "webhook", "console", "latency", "memory", "explain", "long", "month", "dedup", "history"}
 
 // defaultParts is what runs without -run: everything but the long run.
 const defaultParts = "raw,river,pool,e2e,e2e-claimed,retained,batch,rabbitmq,nats,outbox,outbox-codecs,webhook,console,latency,memory,explain"
@@ -176,6 +186,10 @@ type options struct {
 	dedupRows int
 	dedupHeld int
 
+	historyEvents int
+	historyRounds int
+	historyClaims int
+
 	out          string
 	plot         string
 	keep         bool
@@ -221,6 +235,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.monthSpan, "month-span", 10*time.Second, "generation span of the month run's partitioned inbox (inboxd partitions convert --span)")
 	fs.IntVar(&o.dedupRows, "dedup-rows", 200_000, "new events inserted per shape by the dedup measurement")
 	fs.IntVar(&o.dedupHeld, "dedup-held", 1_000_000, "rows the inbox holds (spread over its partitions) before the dedup measurement inserts")
+	fs.IntVar(&o.historyEvents, "history-events", 50_000, "backlog each run of the history measurement drains (and the backlog of its timed claims)")
+	fs.IntVar(&o.historyRounds, "history-rounds", 20, "pairs of runs (with the history, without) per scenario of the history measurement; 0 = the claim alone")
+	fs.IntVar(&o.historyClaims, "history-claims", 300, "claims of each variant (with the history's part, without) the history measurement times")
 	fs.StringVar(&o.out, "out", "", "directory for results.json, rates.png and latency.png (long.json for -run long); empty = print only")
 	fs.StringVar(&o.plot, "plot", "", "measure nothing: draw the charts of this results.json into -out (default: its directory)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the databases for inspection instead of dropping them")
@@ -277,6 +294,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("-long-minutes must be at least 1")
 	case o.longRetention < time.Second:
 		return nil, errors.New("-long-retention must be at least 1s (inboxd's minimum)")
+	case o.historyEvents < 1000 || o.historyRounds < 0 || o.historyClaims < 1:
+		return nil, errors.New("-history-events must be at least 1000, -history-rounds at least 0, -history-claims positive")
 	case o.riverWorkers < 1 || o.riverConns < 2:
 		return nil, errors.New("-river-workers must be positive and -river-conns at least 2")
 	}
@@ -517,6 +536,23 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		if o.out != "" {
 			if err := writeJSON(o.out, "dedup.json", dd); err != nil {
+				return err
+			}
+		}
+		if len(o.parts) == 1 {
+			return nil
+		}
+	}
+	if o.parts["history"] {
+		logf("… history: the rows' attempt histories, with and without (%d rounds of a %d-row backlog per scenario, %d timed claims each way)",
+			o.historyRounds, o.historyEvents, o.historyClaims)
+		h, err := benchHistory(ctx, env, o.historyEvents, o.historyRounds, o.historyClaims, res.Machine, logf)
+		if err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+		h.Machine.LoadAverageEnd = loadAverage()
+		if o.out != "" {
+			if err := writeJSON(filepath.Join(o.out, "history"), "results.json", h); err != nil {
 				return err
 			}
 		}

@@ -131,16 +131,8 @@ func benchPool(ctx context.Context, env *environment, n int) (Rate, error) {
 	case <-time.After(10 * time.Minute):
 		return Rate{}, errors.New("not all rows handled after 10 minutes")
 	}
-	// Count until the outcomes are written, not just handled.
-	for {
-		var processed int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE status = 'processed'`).Scan(&processed); err != nil {
-			return Rate{}, err
-		}
-		if processed == n {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := countProcessed(ctx, pool, n); err != nil {
+		return Rate{}, err
 	}
 	r := newRate("pool", "inboxd worker pool", n, time.Since(start))
 	if r.CPU, err = meter.stop(ctx); err != nil {
@@ -154,6 +146,21 @@ func benchPool(ctx context.Context, env *environment, n int) (Rate, error) {
 	// connections close.
 	r.Writes, err = writes.finish(ctx, func() { _ = stopPool(); pool.Close() }, n)
 	return r, err
+}
+
+// countProcessed waits until n rows of the inbox on db are processed: the
+// outcomes written, not just handled (a poll every 5 ms).
+func countProcessed(ctx context.Context, db *pgxpool.Pool, n int) error {
+	for {
+		var processed int
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE status = 'processed'`).Scan(&processed); err != nil {
+			return err
+		}
+		if processed == n {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // riverBenchArgs are the arguments of River's benchmark jobs: the same

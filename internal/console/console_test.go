@@ -632,6 +632,7 @@ func TestViewsTimelineAndLiveActions(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	if err := driver.RecordAttempts(ctx, b.db.Pool, "worker-3", []driver.Attempt{
+		{RowID: 1, Attempt: 4, StartedAt: now.Add(-2 * time.Minute), FinishedAt: now.Add(-90 * time.Second), Outcome: "lease expired", Error: "rescued"},
 		{RowID: 1, Attempt: 5, StartedAt: now.Add(-time.Minute), FinishedAt: now.Add(-time.Minute + 250*time.Millisecond), Outcome: "retried", Error: "http 503"},
 		{RowID: 1, Attempt: 6, StartedAt: now.Add(-time.Second), FinishedAt: now, Outcome: "retried", Error: "http 503: upstream down"}}); err != nil {
 		t.Fatal(err)
@@ -652,7 +653,8 @@ func TestViewsTimelineAndLiveActions(t *testing.T) {
 		}
 	}
 	_, body := get(t, c, b.srv.URL+"/ui/rows/1")
-	for _, want := range []string{`id="timeline"`, "worker-3", "http 503: upstream down", `id="retry-one"`, `id="cancel-one"`, `id="discard-one"`, "250ms"} {
+	for _, want := range []string{`id="timeline"`, "worker-3", "http 503: upstream down", `id="retry-one"`, `id="cancel-one"`, `id="discard-one"`, "250ms",
+		`<span class="badge lease-expired">lease expired</span>`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the retrying row's page lacks %q", want)
 		}

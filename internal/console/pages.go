@@ -41,6 +41,8 @@ var funcs = template.FuncMap{
 		}
 		return d.Round(10 * time.Millisecond).String()
 	},
+	// class turns a word or phrase ("lease expired") into one CSS class.
+	"class": func(s string) string { return strings.Join(strings.Fields(s), "-") },
 	"verb":  func(v string) string { return verbText[v].Button },
 	"since": func(from, to time.Time) time.Duration { return to.Sub(from) },
 	"short": func(s string) string {

@@ -12,7 +12,7 @@ import (
 const KeptAttempts = 25
 
 var (
-	attemptsInsertSQL = load("attempts_insert.sql")
+	attemptsInsertSQL = render("attempts_insert.sql", nil, "attempts_record.sql")
 	attemptsListSQL   = load("attempts_list.sql")
 )
 
@@ -35,26 +35,38 @@ type Attempt struct {
 // RecordAttempts writes the attempts of one worker to the rows' histories
 // and trims each to its last KeptAttempts (sql/attempts_insert.sql).
 func RecordAttempts(ctx context.Context, db DB, worker string, list []Attempt) error {
-	n := len(list)
-	ids := make(int64Array, n)
-	nums := make(int32Array, n)
-	started := make([]time.Time, n)
-	finished := make([]time.Time, n)
-	outcomes := make(textArray, n)
-	errs := make([]*string, n)
-	for i, a := range list {
-		ids[i], nums[i], started[i], finished[i], outcomes[i] = a.RowID, int32(a.Attempt), a.StartedAt, a.FinishedAt, a.Outcome
-		if a.Error != "" {
-			e := a.Error
-			errs[i] = &e
-		}
-	}
-	_, err := db.Exec(ctx, attemptsInsertSQL, pgx.NamedArgs{"row_ids": ids, "attempts": nums, "started": started, "finished": finished,
-		"outcomes": outcomes, "errors": errs, "worker": worker})
+	a := attemptArrays(list)
+	_, err := db.Exec(ctx, attemptsInsertSQL, pgx.NamedArgs{"row_ids": a.ids, "attempts": a.nums, "started": a.started,
+		"finished": a.finished, "outcomes": a.outcomes, "errors": a.errs, "worker": worker})
 	if err != nil {
 		return fmt.Errorf("record attempts: %w", err)
 	}
 	return nil
+}
+
+// attempts is a list of attempts as the statements' arrays, one per
+// column of inbox_attempts.
+type attempts struct {
+	ids               int64Array
+	nums              int32Array
+	started, finished []time.Time
+	outcomes          textArray
+	errs              []*string // NULL for none
+}
+
+// attemptArrays returns list as the statements' arrays.
+func attemptArrays(list []Attempt) attempts {
+	n := len(list)
+	a := attempts{ids: make(int64Array, n), nums: make(int32Array, n), started: make([]time.Time, n),
+		finished: make([]time.Time, n), outcomes: make(textArray, n), errs: make([]*string, n)}
+	for i, at := range list {
+		a.ids[i], a.nums[i], a.started[i], a.finished[i], a.outcomes[i] = at.RowID, int32(at.Attempt), at.StartedAt, at.FinishedAt, at.Outcome
+		if at.Error != "" {
+			e := at.Error
+			a.errs[i] = &e
+		}
+	}
+	return a
 }
 
 // History returns the recorded attempts of the row id, oldest first

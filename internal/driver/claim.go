@@ -10,10 +10,13 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// claimSQL is sql/claim.sql in its two variants (see Variant).
+// claimSQL is sql/claim.sql in its two variants (see Variant), with the
+// history's part (a lapsed reservation's attempt written to its history);
+// claimNoHistoryStmt the same without it, for ClaimParams.NoHistory.
 var (
-	claimSQL  = renderVariants("claim.sql")
-	claimStmt = positionalVariants(claimSQL) // its named arguments made positional once
+	claimSQL           = renderVariants("claim.sql", true)
+	claimStmt          = positionalVariants(claimSQL) // its named arguments made positional once
+	claimNoHistoryStmt = positionalVariants(renderVariants("claim.sql", false))
 )
 
 // ClaimParams is what one claim (sql/claim.sql) asks for.
@@ -40,6 +43,10 @@ type ClaimParams struct {
 	// ExpiredPrefix begins the last_error written on a lapsed reservation
 	// the claim takes, as the rescuer writes it (RescueParams.ExpiredPrefix).
 	ExpiredPrefix string
+	// NoHistory leaves the history's part out of the statement: a lapsed
+	// reservation's attempt is not written to its history. Only for
+	// measuring what the history costs (engine.Pool.WithoutHistory).
+	NoHistory bool
 }
 
 // RouteRoom is one route's room in a claim: the route (its event type, ""
@@ -83,6 +90,9 @@ type Claimed struct {
 // choose.
 func Claim(ctx context.Context, db DB, p ClaimParams) (Claimed, error) {
 	q := claimStmt[Variant(p.OrderedTypes)]
+	if p.NoHistory {
+		q = claimNoHistoryStmt[Variant(p.OrderedTypes)]
+	}
 	args, err := q.args(p.args())
 	if err != nil {
 		return Claimed{}, fmt.Errorf("claim batch: %w", err)

@@ -13,12 +13,25 @@ import (
 // completeSQL and completeTxSQL are sql/complete.sql and
 // sql/complete_tx.sql in their two variants (see Variant); completeStmt and
 // completeTxStmt the same with their named arguments made positional.
+// completeHistoryStmt is sql/complete.sql with the history's part, for
+// batches that write attempts to the rows' histories.
 var (
-	completeSQL    = renderVariants("complete.sql")
-	completeTxSQL  = renderVariants("complete_tx.sql")
-	completeStmt   = positionalVariants(completeSQL)
-	completeTxStmt = positionalVariants(completeTxSQL)
+	completeSQL         = renderVariants("complete.sql", false)
+	completeTxSQL       = renderVariants("complete_tx.sql", false)
+	completeStmt        = positionalVariants(completeSQL)
+	completeTxStmt      = positionalVariants(completeTxSQL)
+	completeHistoryStmt = positionalVariants(renderVariants("complete.sql", true))
 )
+
+// Recorded is what a completion writes to its rows' histories (migration
+// 017): the attempts of one worker.
+type Recorded struct {
+	// Worker is the worker that ran the attempts.
+	Worker string
+	// Attempts are the attempts written; an attempt of a row the
+	// completion does not apply (fenced) is not.
+	Attempts []Attempt
+}
 
 // Completion is one row's outcome for Complete.
 type Completion struct {
@@ -46,6 +59,14 @@ type Ordering struct {
 // were lost). batch should be sorted by id: the statement locks the rows
 // in that order.
 func Complete(ctx context.Context, db DB, batch []Completion, o Ordering) ([]int64, error) {
+	return CompleteRecorded(ctx, db, batch, o, Recorded{})
+}
+
+// CompleteRecorded is Complete that also writes h's attempts to the rows'
+// histories, in the same statement (sql/complete.sql with .History): only
+// those of the rows it applies, and only with its outcomes. Without
+// attempts it runs Complete's own statement.
+func CompleteRecorded(ctx context.Context, db DB, batch []Completion, o Ordering, h Recorded) ([]int64, error) {
 	n := len(batch)
 	// Arrays whose elements are not boxed one by one (see textArray); a
 	// pointer or a bool in an interface takes no allocation anyway.
@@ -64,11 +85,19 @@ func Complete(ctx context.Context, db DB, batch []Completion, o Ordering) ([]int
 		}
 	}
 	q := completeStmt[Variant(o.OrderedTypes)]
-	args, err := q.args(pgx.NamedArgs{
+	values := pgx.NamedArgs{
 		"ids": ids, "tokens": tokens, "statuses": statuses, "delays_ms": delays,
 		"errors": errs, "attempts_delta": deltas, "chained": chained,
 		"ordered_types": nonNil(o.OrderedTypes), "blocking_types": nonNil(o.BlockingTypes),
-	})
+	}
+	if len(h.Attempts) > 0 {
+		q = completeHistoryStmt[Variant(o.OrderedTypes)]
+		a := attemptArrays(h.Attempts)
+		values["history_worker"], values["history_ids"], values["history_attempts"] = h.Worker, a.ids, a.nums
+		values["history_started"], values["history_finished"] = a.started, a.finished
+		values["history_outcomes"], values["history_errors"] = a.outcomes, a.errs
+	}
+	args, err := q.args(values)
 	if err != nil {
 		return nil, fmt.Errorf("complete batch: %w", err)
 	}

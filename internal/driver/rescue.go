@@ -11,7 +11,7 @@ import (
 )
 
 var (
-	rescueSQL        = load("rescue.sql")
+	rescueSQL        = render("rescue.sql", nil, "attempts_record.sql")
 	rescueDelaySQL   = load("rescue_delay.sql")
 	startsOrphansSQL = load("starts_orphans.sql")
 )
@@ -49,7 +49,9 @@ type Rescued struct {
 }
 
 // Rescue returns up to p.Limit rows whose lease expired to received (or
-// dead) and returns them (sql/rescue.sql). Run it in a transaction with
+// dead) and returns them (sql/rescue.sql); each started attempt it ends
+// is written to its row's history, outcome "lease expired", in the same
+// statement. Run it in a transaction with
 // DelayRescued for the started ones, so that no claim sees them due in
 // between.
 func Rescue(ctx context.Context, db DB, p RescueParams) ([]Rescued, error) {

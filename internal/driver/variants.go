@@ -11,18 +11,25 @@ const (
 )
 
 // renderVariants renders the template sql/name without and with the
-// ordered routes' part.
-func renderVariants(name string) [2]string {
-	return [2]string{renderWorker(name, false), renderWorker(name, true)}
+// ordered routes' part, with the history's part (.History) when history.
+func renderVariants(name string, history bool) [2]string {
+	return [2]string{renderWorkerWith(name, false, history), renderWorkerWith(name, true, history)}
 }
 
 // renderWorker renders the worker's template sql/name, with the ordered
-// routes' part when ordered; the shared templates
-// (sql/unpark_successors.sql, sql/holds_key.sql, sql/row_size.sql) are
-// there to call.
+// routes' part when ordered and without the history's part.
 func renderWorker(name string, ordered bool) string {
-	return render(name, struct{ Ordered bool }{ordered},
-		"unpark_successors.sql", "holds_key.sql", "row_size.sql")
+	return renderWorkerWith(name, ordered, false)
+}
+
+// renderWorkerWith renders the worker's template sql/name, with the
+// ordered routes' part when ordered and the history's part (the writes of
+// the rows' attempts, sql/attempts_record.sql) when history; the shared
+// templates (sql/unpark_successors.sql, sql/holds_key.sql,
+// sql/row_size.sql, sql/attempts_record.sql) are there to call.
+func renderWorkerWith(name string, ordered, history bool) string {
+	return render(name, struct{ Ordered, History bool }{ordered, history},
+		"unpark_successors.sql", "holds_key.sql", "row_size.sql", "attempts_record.sql")
 }
 
 // Variant is the index of the statement variant for a pool whose ordered

@@ -418,6 +418,7 @@ func (c *claimer) params(req claimRequest, token int64, skip []int64) driver.Cla
 		Lease:         c.cfg.Lease,
 		Worker:        c.cfg.ID,
 		ExpiredPrefix: maintenance.ExpiredPrefix,
+		NoHistory:     c.cfg.noHistory,
 	}
 }
 

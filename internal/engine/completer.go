@@ -191,7 +191,6 @@ func (c *completer) flush(stop context.Context, batch []result) {
 	}
 
 	now := c.clock.Now()
-	c.recordHistory(stop, batch, written, now)
 	c.tally(batch, written, now)
 	c.b.forgetResults(batch)
 	for _, r := range batch {
@@ -257,7 +256,8 @@ func (c *completer) writeOutcomes(ctx context.Context, batch []result) ([]int64,
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.StatementTimeout)
 	defer cancel()
 	ordered, blocking := c.b.routes.OrderedTypes()
-	got, err := driver.Complete(ctx, c.db, completions, driver.Ordering{OrderedTypes: ordered, BlockingTypes: blocking})
+	got, err := driver.CompleteRecorded(ctx, c.db, completions, driver.Ordering{OrderedTypes: ordered, BlockingTypes: blocking},
+		c.historyOf(batch, c.clock.Now()))
 	if err != nil {
 		return nil, err
 	}
@@ -275,53 +275,43 @@ func (c *completer) writeOutcomes(ctx context.Context, batch []result) ([]int64,
 	return got, nil
 }
 
-// recordHistory writes the attempts of batch that the rows' histories
-// keep (migration 017) among the applied ones (historyOf). It reads the
-// jobs before they leave the books; a failed write is logged and lost
-// (the rows' outcomes are written already).
-func (c *completer) recordHistory(stop context.Context, batch []result, applied []int64, now time.Time) {
-	writeHistory(stop, c.db, c.archetype, historyOf(batch, applied, now))
-}
-
-// historyOf is the attempts of batch that the rows' histories keep among
-// the applied ones (sorted ids; nil: all of them): failed attempts, and
-// the end of a row that failed before. A batch of first-attempt successes
-// keeps none.
-func historyOf(batch []result, applied []int64, now time.Time) []driver.Attempt {
-	var list []driver.Attempt
+// historyOf is what the completion of batch writes to the rows'
+// histories (migration 017), in its own statement: the attempts kept
+// (keptAttempt), finished at now when their end is unknown. A batch of
+// first-attempt successes, the happy path, keeps none, and its completion
+// runs the statement without the history's part. None with
+// WithoutHistory.
+func (a archetype) historyOf(batch []result, now time.Time) driver.Recorded {
+	h := driver.Recorded{Worker: a.cfg.ID}
+	if a.cfg.noHistory {
+		return h
+	}
 	for _, r := range batch {
-		if r.job == nil || r.attempt == 0 || r.release || (r.outcome == outcomeProcessed && r.attempt <= 1) {
+		if r.job == nil || r.release || !keptAttempt(r.outcome, r.attempt) {
 			continue
 		}
-		if _, ok := slices.BinarySearch(applied, r.id); !ok && applied != nil {
-			continue
+		at := driver.Attempt{RowID: r.id, Attempt: r.attempt, StartedAt: r.job.runAt, FinishedAt: r.job.doneAt, Outcome: r.outcome}
+		if at.FinishedAt.IsZero() {
+			at.FinishedAt = now
 		}
-		a := driver.Attempt{RowID: r.id, Attempt: r.attempt, StartedAt: r.job.runAt, FinishedAt: r.job.doneAt, Outcome: r.outcome}
-		if a.FinishedAt.IsZero() {
-			a.FinishedAt = now
-		}
-		if a.StartedAt.IsZero() {
-			a.StartedAt = a.FinishedAt
+		if at.StartedAt.IsZero() {
+			at.StartedAt = at.FinishedAt
 		}
 		if r.lastError != nil {
-			a.Error = *r.lastError
+			at.Error = *r.lastError
 		}
-		list = append(list, a)
+		h.Attempts = append(h.Attempts, at)
 	}
-	return list
+	return h
 }
 
-// writeHistory writes list, attempts for the rows' histories, on db (a
-// failure is logged: the rows' outcomes are written already).
-func writeHistory(stop context.Context, db driver.DB, a archetype, list []driver.Attempt) {
-	if len(list) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(stop, a.cfg.StatementTimeout)
-	defer cancel()
-	if err := driver.RecordAttempts(ctx, db, a.cfg.ID, list); err != nil {
-		a.log.Warn().Err(err).Int("rows", len(list)).Msg("the rows' attempt histories were not written (their outcomes were)")
-	}
+// keptAttempt reports whether a row's history keeps attempt number n
+// whose outcome was outcome: a failed attempt (retried or dead), and the
+// end of a row that failed before (processed at an attempt after the
+// first). A row processed at its first attempt keeps nothing: its one
+// attempt is the row itself (received_at, processed_at).
+func keptAttempt(outcome string, n int) bool {
+	return n > 0 && (outcome != outcomeProcessed || n > 1)
 }
 
 // tally counts the written outcomes of batch for the per-route rollup

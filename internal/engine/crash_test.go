@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/inboxd/inboxd/handlers"
+	"github.com/inboxd/inboxd/internal/maintenance"
 	"github.com/inboxd/inboxd/internal/startstop"
 )
 
@@ -51,7 +53,8 @@ func runHelperProcess() int {
 
 // A worker process killed with SIGKILL mid-handler leaves its row in
 // processing; once the lease expires the rescuer returns it and another
-// worker processes it.
+// worker processes it. The row's history keeps the killed worker's
+// attempt as "lease expired".
 func TestRescueAfterKilledWorkerProcess(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -117,6 +120,16 @@ func TestRescueAfterKilledWorkerProcess(t *testing.T) {
 	}
 	if !strings.Contains(errString(r.LastError), "doomed-worker") {
 		t.Fatalf("last_error %q does not say which worker lost the row", errString(r.LastError))
+	}
+	// Its history: the killed worker's attempt, ended by its lease's
+	// expiry (written by the rescue), then the attempt that processed it.
+	h := b.history(t, "e-1")
+	if got := outcomesOf(h); !slices.Equal(got, []string{"lease expired", outcomeProcessed}) {
+		t.Fatalf("history %v (%+v), want lease expired, processed", got, h)
+	}
+	if a := h[0]; a.Attempt != 1 || a.Worker != "doomed-worker" || !strings.HasPrefix(a.Error, maintenance.ExpiredPrefix+"1 (worker doomed-worker") ||
+		a.FinishedAt.Before(a.StartedAt) || h[1].Attempt != 2 || h[1].Worker == "doomed-worker" {
+		t.Errorf("history %+v: want attempt 1 lost by doomed-worker, attempt 2 by another", h)
 	}
 }
 

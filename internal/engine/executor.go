@@ -345,6 +345,19 @@ func (e *executor) runTx(ctx context.Context, tx pgx.Tx, j *job, ev *handlers.Ev
 			Msg("fenced: lease lost while the transactional handler ran; its writes are rolled back")
 		return false, true, nil
 	}
+	// The end of a row that failed before is kept in its history, written
+	// in the transaction so that it commits with the outcome (its failed
+	// attempts went through the completer, as every failure does).
+	if !e.cfg.noHistory && keptAttempt(outcomeProcessed, j.row.Attempts) {
+		at := driver.Attempt{RowID: j.row.ID, Attempt: j.row.Attempts, StartedAt: j.runAt, FinishedAt: done, Outcome: outcomeProcessed}
+		if at.StartedAt.IsZero() {
+			at.StartedAt = done
+		}
+		if err := driver.RecordAttempts(wctx, tx, e.cfg.ID, []driver.Attempt{at}); err != nil {
+			e.metrics.dbErrors.WithLabelValues("tx").Inc()
+			return false, false, err
+		}
+	}
 	if err := tx.Commit(wctx); err != nil {
 		// The commit's fate is unknown if its reply was lost. The outcome
 		// written next is fenced by the token: if the commit did happen,

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -234,7 +235,7 @@ func (e *executor) runTxBatch(base, ctx context.Context, jobs []*job, evs []*han
 		}
 		rs, proceed := e.batchOutcomes(ctx, jobs, evs, errs, policy, label)
 		done := e.clock.Now()
-		fenced, err := e.completeTx(tx, jobs, rs)
+		fenced, err := e.completeTx(tx, jobs, rs, done)
 		if err == nil && len(fenced) == 0 {
 			err = e.commitTx(tx)
 			if err == nil {
@@ -245,9 +246,6 @@ func (e *executor) runTxBatch(base, ctx context.Context, jobs []*job, evs []*han
 				e.b.batchReturned(jobs, proceed)
 				now := e.clock.Now()
 				tallyResults(e.metrics, now, rs)
-				// Its retried and dead rows' attempts, as the completer
-				// writes those of the rows it completes.
-				writeHistory(e.stopCtx, e.txdb, e.archetype, historyOf(rs, nil, now))
 				for i, j := range jobs {
 					e.b.forget(j)
 					applied(e.metrics, &e.log, rs[i])
@@ -296,10 +294,11 @@ func (e *executor) submitResults(jobs []*job, rs []result, proceed []bool) {
 	}
 }
 
-// completeTx writes rs, the outcomes of jobs, in tx with one fenced
-// completion (driver.Complete, sorted by id), and returns the rows it
-// found fenced.
-func (e *executor) completeTx(tx pgx.Tx, jobs []*job, rs []result) (fenced map[int64]bool, err error) {
+// completeTx writes rs, the outcomes of jobs at done, in tx with one
+// fenced completion (driver.CompleteRecorded, sorted by id), with the
+// attempts the rows' histories keep (historyOf), so that they commit with
+// the batch; it returns the rows it found fenced.
+func (e *executor) completeTx(tx pgx.Tx, jobs []*job, rs []result, done time.Time) (fenced map[int64]bool, err error) {
 	completions := make([]driver.Completion, len(rs))
 	for i := range rs {
 		rs[i].chained = e.b.chained(jobs[i])
@@ -309,7 +308,8 @@ func (e *executor) completeTx(tx pgx.Tx, jobs []*job, rs []result) (fenced map[i
 	wctx, cancel := context.WithTimeout(e.stopCtx, e.cfg.StatementTimeout)
 	defer cancel()
 	ordered, blocking := e.b.routes.OrderedTypes()
-	got, err := driver.Complete(wctx, tx, completions, driver.Ordering{OrderedTypes: ordered, BlockingTypes: blocking})
+	got, err := driver.CompleteRecorded(wctx, tx, completions, driver.Ordering{OrderedTypes: ordered, BlockingTypes: blocking},
+		e.historyOf(rs, done))
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -265,7 +266,10 @@ func TestHandOffTakesOnlyWhatAClaimWouldStart(t *testing.T) {
 // A replica that dies after inserting rows reserved for itself leaves
 // them to any claim once the reservation lapses: not before (other
 // replicas' claims skip it), and then with its attempt counted and the
-// rescuer's reason, as a row whose claimed lease expired.
+// rescuer's reason, as a row whose claimed lease expired; the claim writes
+// that attempt to the row's history (the reservation counted it from the
+// insert: its handler starts at once). A row the same claim takes that
+// held no reservation gets no entry.
 func TestLapsedReservationGoesToAClaim(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -301,6 +305,20 @@ func TestLapsedReservationGoesToAClaim(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(p.metrics.claimed); n != 2 {
 		t.Errorf("%v rows claimed, want 2", n)
+	}
+	// The claim wrote the reservation's attempt to its history, as the
+	// rescuer writes a lost attempt; the plain row, claimed beside it and
+	// processed at its first attempt, keeps nothing.
+	h := b.history(t, "reserved")
+	if got := outcomesOf(h); !slices.Equal(got, []string{"lease expired", outcomeProcessed}) {
+		t.Fatalf("the lapsed reservation's history %v (%+v), want lease expired, processed", got, h)
+	}
+	if a := h[0]; a.Attempt != 1 || a.Worker != "dead-replica" || a.Error != errString(r.LastError) ||
+		a.FinishedAt.Sub(a.StartedAt) != 3*time.Second {
+		t.Errorf("the reservation's attempt %+v: want attempt 1 of dead-replica, its 3 s reservation, error %q", a, errString(r.LastError))
+	}
+	if h := b.history(t, "plain"); len(h) != 0 {
+		t.Errorf("the plain row's history %+v, want none", h)
 	}
 }
 

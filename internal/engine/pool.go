@@ -74,11 +74,15 @@ var (
 
 // New returns a Pool that runs handlers from registry on rows of the inbox
 // table reachable through db, which carries the engine's own statements.
-// Metrics are registered on reg (nil: none).
-func New(db *pgxpool.Pool, registry *handlers.Registry, cfg worker.Config, logger zerolog.Logger, reg prometheus.Registerer) (*Pool, error) {
+// Metrics are registered on reg (nil: none); opts change the settings
+// beyond cfg.
+func New(db *pgxpool.Pool, registry *handlers.Registry, cfg worker.Config, logger zerolog.Logger, reg prometheus.Registerer, opts ...Option) (*Pool, error) {
 	set, err := newSettings(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("worker config: %w", err)
+	}
+	for _, o := range opts {
+		o(&set)
 	}
 	if db == nil {
 		return nil, errors.New("worker: nil database pool")

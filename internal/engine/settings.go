@@ -16,6 +16,19 @@ import (
 type settings struct {
 	worker.Config
 	adaptivePrefetch bool // Prefetch was left to the pool (0)
+	noHistory        bool // WithoutHistory: no attempt is written to the rows' histories
+}
+
+// Option is a setting of a Pool beyond worker.Config, given to New.
+type Option func(*settings)
+
+// WithoutHistory makes a Pool write no attempt to the rows' histories
+// (migration 017): neither its completions nor its claims (a lapsed
+// reservation's attempt) nor its transactional handlers. The rescuer
+// still writes the attempts it ends. It exists only to measure what the
+// history costs (inboxd-bench -run history, BenchmarkHistoryOfFirstAttempts).
+func WithoutHistory() Option {
+	return func(s *settings) { s.noHistory = true }
 }
 
 // newSettings resolves c (with its defaults) and checks it against the

@@ -29,11 +29,18 @@
 -- at risk before its handler started): the claim counted an attempt that
 -- did not happen.
 --
+-- History (.History, the variant for batches that hold any): the attempts
+-- the rows' histories keep (migration 017: failed attempts, and the end
+-- of a row that failed before) are written in the same statement, for the
+-- rows it applied only (sql/attempts_record.sql), so that an entry commits
+-- with its outcome or not at all. A batch of first-attempt successes, the
+-- happy path, runs the variant without it.
+--
 -- Ordered routes: when a row with a key reaches its end, the next row of
 -- its key is unparked in the same statement (sql/unpark_successors.sql;
 -- this is a text/template, and that part is left out while the pool has no
 -- ordered route).
-{{if .Ordered}}WITH done AS (
+{{if or .Ordered .History}}WITH done AS (
 {{end -}}
 UPDATE inbox AS i
 SET status           = c.status,
@@ -53,6 +60,15 @@ FROM unnest(@ids::bigint[], @tokens::bigint[], @statuses::text[], @delays_ms::bi
      AS c(id, lease_token, status, delay_ms, last_error, attempts_delta, chained)
 WHERE i.id = c.id
   AND i.lease_token = c.lease_token
-RETURNING i.id{{if .Ordered}}, i.source, i.key, i.event_type, i.status, c.chained
-), {{template "unpark_successors"}}
+RETURNING i.id{{if .Ordered}}, i.source, i.key, i.event_type, i.status, c.chained{{end}}
+{{- if or .Ordered .History}}
+){{if .Ordered}}, {{template "unpark_successors"}}{{end}}
+{{- if .History}}, history AS (
+    SELECT h.*, @history_worker::text AS worker
+    FROM unnest(@history_ids::bigint[], @history_attempts::integer[], @history_started::timestamptz[],
+                @history_finished::timestamptz[], @history_outcomes::text[], @history_errors::text[])
+         AS h(row_id, attempt, started_at, finished_at, outcome, error)
+    WHERE h.row_id IN (SELECT id FROM done)
+), {{template "record_attempts" "history"}}
+{{- end}}
 SELECT id FROM done{{end}}

@@ -13,6 +13,13 @@
 -- Started: its claim said so (inbox.started), or its worker recorded the
 -- start in its claim's bits (inbox_starts, migration 010: bit claim_pos - 1
 -- of the claim's row, read through its primary key).
+-- History: each started attempt it ends is written to its row's history
+-- (migration 017, sql/attempts_record.sql) in the same statement, with
+-- outcome 'lease expired' (whether the row goes back to received or
+-- dead), the worker that held it, its claim's time as its start (the
+-- database knows none closer: updated_at, which renewals leave alone) and
+-- its lease's end as its end; an unstarted attempt, refunded, is not an
+-- attempt and is not written.
 -- Reads the partial index on processing rows; locks the expired rows
 -- (SKIP LOCKED: never waits).
 WITH expired AS (
@@ -21,13 +28,14 @@ WITH expired AS (
                (SELECT get_bit(s.bits, inbox.claim_pos - 1) = 1
                 FROM inbox_starts AS s
                 WHERE s.token = inbox.lease_token
-                  AND inbox.claim_pos BETWEEN 1 AND 8 * length(s.bits)), false) AS started
+                  AND inbox.claim_pos BETWEEN 1 AND 8 * length(s.bits)), false) AS started,
+           inbox.attempts, inbox.locked_by, inbox.updated_at, inbox.lease_expires_at
     FROM inbox
     WHERE status = 'processing' AND lease_expires_at < now()
     ORDER BY lease_expires_at
     LIMIT @limit
     FOR UPDATE OF inbox SKIP LOCKED
-)
+), rescued AS (
 UPDATE inbox AS i
 SET status           = CASE WHEN expired.started AND i.attempts >= coalesce(
                                 (SELECT m.max FROM unnest(@max_types::text[], @max_values::int[]) AS m(type, max)
@@ -37,8 +45,7 @@ SET status           = CASE WHEN expired.started AND i.attempts >= coalesce(
                             ELSE greatest(i.attempts - 1, 0) END,
     available_at     = now(),
     last_error       = CASE WHEN expired.started
-                            THEN @expired_prefix::text || i.attempts
-                                 || ' (worker ' || coalesce(i.locked_by, 'unknown') || ' lost the row)'
+                            THEN {{template "lost_reason" "i."}}
                             ELSE i.last_error END,
     started          = false,
     lease_token      = NULL,
@@ -48,3 +55,12 @@ SET status           = CASE WHEN expired.started AND i.attempts >= coalesce(
 FROM expired
 WHERE i.id = expired.id
 RETURNING i.id, i.event_id, i.event_type, i.status, i.attempts, expired.started
+), lost AS (
+    SELECT e.id AS row_id, e.attempts AS attempt, e.updated_at AS started_at,
+           e.lease_expires_at AS finished_at, coalesce(e.locked_by, '') AS worker,
+           'lease expired'::text AS outcome, {{template "lost_reason" "e."}} AS error
+    FROM expired AS e
+    JOIN rescued AS r ON r.id = e.id
+    WHERE e.started AND e.attempts > 0
+), {{template "record_attempts" "lost"}}
+SELECT id, event_id, event_type, status, attempts, started FROM rescued
