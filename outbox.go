@@ -132,7 +132,7 @@ type OutboxConfig struct {
 	Retention time.Duration
 
 	// Publishers are the brokers published to, one per kind of destination
-	// (ingest/outboxpub: Kafka, AMQP, NATS): rows
+	// (the Publisher of ingest/kafka, ingest/amqp or ingest/nats): rows
 	// for a kind without one wait, pending. The root package links no
 	// broker client: the program links those of the publishers it lists.
 	Publishers []source.Publisher

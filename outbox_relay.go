@@ -62,7 +62,7 @@ func newPublishers(cfg OutboxConfig, log zerolog.Logger) (map[string]outbox.Publ
 		p, ok := c.(outbox.Publisher)
 		if !ok {
 			_ = c.Close()
-			errs = append(errs, fmt.Errorf("inboxd: OutboxConfig.Publishers[%d] (%s) is not one of ingest/outboxpub's", i, pp.Kind()))
+			errs = append(errs, fmt.Errorf("inboxd: OutboxConfig.Publishers[%d] (%s) is not made by the Publisher of ingest/kafka, ingest/amqp or ingest/nats", i, pp.Kind()))
 			continue
 		}
 		pubs[pp.Kind()] = p

@@ -17,7 +17,6 @@ import (
 	"github.com/inboxd/inboxd"
 	"github.com/inboxd/inboxd/handlers"
 	amqpsource "github.com/inboxd/inboxd/ingest/amqp"
-	"github.com/inboxd/inboxd/ingest/outboxpub"
 	"github.com/inboxd/inboxd/ingest/source"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
@@ -261,7 +260,7 @@ func TestOutboxAMQPRoundTripThroughIngest(t *testing.T) {
 
 	cfg := testConfig(db.Pool, handlers.NewRegistry(), zerolog.Nop())
 	cfg.Sources = []source.Source{amqpsource.New(amqpsource.Config{URL: testkit.AMQPURL(), Queues: []string{queue}})}
-	cfg.Outbox = &inboxd.OutboxConfig{PollInterval: 10 * time.Millisecond, Publishers: []source.Publisher{outboxpub.AMQP(amqpsource.Config{URL: testkit.AMQPURL()})}}
+	cfg.Outbox = &inboxd.OutboxConfig{PollInterval: 10 * time.Millisecond, Publishers: []source.Publisher{amqpsource.Publisher(amqpsource.Config{URL: testkit.AMQPURL()})}}
 	ib, err := inboxd.New(cfg)
 	if err != nil {
 		t.Fatal(err)

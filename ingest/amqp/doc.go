@@ -1,8 +1,9 @@
 // Package amqp is inboxd's RabbitMQ source for inboxd.Config.Sources:
 // New(Config), one channel per queue with the prefetch as its QoS; its
 // acknowledgement is one Ack(multiple=true) per channel up to the batch's
-// highest delivery tag. Importing it links amqp091-go and no other broker
-// client.
+// highest delivery tag. Publisher(Config) is the outbox relay's publisher
+// to the same server, for inboxd.OutboxConfig.Publishers. Importing it
+// links amqp091-go and no other broker client.
 //
 // RabbitMQ mapping: source is the queue; event id the message_id property,
 // else the id headers; type the type property, else the type headers; key

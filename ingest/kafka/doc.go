@@ -1,6 +1,9 @@
 // Package kafka is inboxd's Kafka source (a segmentio/kafka-go consumer
-// group) for inboxd.Config.Sources: New(Config). Its batching and mapping
-// settings are package ingest's, shared by every source.
+// group) for inboxd.Config.Sources: New(Config); and Publisher(Config,
+// compression), the outbox relay's publisher to the same brokers (a
+// franz-go producer) for inboxd.OutboxConfig.Publishers. Its batching and
+// mapping settings are package ingest's, shared by every source. Importing
+// it links kafka-go and franz-go, Kafka's clients, and no other broker's.
 //
 // # Delivery
 //

@@ -1,6 +1,7 @@
 // Package nats is inboxd's NATS JetStream source for
-// inboxd.Config.Sources: New(Config). Importing it links nats.go and no other
-// broker client.
+// inboxd.Config.Sources: New(Config); Publisher(Config) is the outbox
+// relay's publisher to the same server, for inboxd.OutboxConfig.Publishers.
+// Importing it links nats.go and no other broker client.
 //
 // NATS JetStream: one durable pull consumer per stream, bound
 // if it exists, else created with explicit acks from the stream's first

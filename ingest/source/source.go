@@ -6,10 +6,11 @@
 // reachability, last progress, liveness); and the same for the outbox
 // relay's publishers (inboxd.OutboxConfig.Publishers). The sources are
 // built by a package of their kind each (the New of ingest/kafka,
-// ingest/amqp, ingest/nats, ingest/webhook), the publishers by
-// ingest/outboxpub; this package links no broker client, so that a program
-// which imports the root package and none of them links none, and one that
-// imports one source's package links that broker's client alone.
+// ingest/amqp, ingest/nats, ingest/webhook), the publishers by the same
+// packages (the Publisher of ingest/kafka, ingest/amqp, ingest/nats); this
+// package links no broker client, so that a program which imports the root
+// package and none of them links none, and one that imports one source's
+// package links that broker's client alone.
 package source
 
 import (
@@ -70,7 +71,8 @@ type Running interface {
 }
 
 // Publisher is one broker's connection for the outbox relay: an element of
-// inboxd.OutboxConfig.Publishers (package ingest/outboxpub makes them).
+// inboxd.OutboxConfig.Publishers (the Publisher of ingest/kafka, ingest/amqp
+// or ingest/nats makes one).
 // Its publisher connects when it first publishes.
 type Publisher interface {
 	// Kind is the kind of destination it publishes to: kafka, amqp or nats.

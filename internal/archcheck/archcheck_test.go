@@ -70,14 +70,15 @@ func publicPackages(t *testing.T, root string) []string {
 // internal/ingestcore); each source's package its Config and New (kafka
 // also SASLConfig with its String and GoString, and Config.WithDefaults;
 // webhook its SourceConfig and Field: the sources file is the daemon's,
-// internal/opfiles/webhookfile), their settings validated inside Open; ingest/source the contract,
-// ingest/outboxpub the publishers; config is the daemon's variables (19
+// internal/opfiles/webhookfile), their settings validated inside Open, and
+// kafka, amqp and nats their outbox publisher's Publisher (the 3 of
+// ingest/outboxpub, gone); ingest/source the contract; config is the daemon's variables (19
 // when issue 26 counted, 22 before the variables' help went to
 // internal/vardocs and LogText, MigrateEnviron to cmd/inboxd/app; Defaults
 // is new, the help's defaults). The issue's target for the total was 50.
 var (
-	exportedCeilings = map[string]int{"worker": 9, "ingest": 4, "ingest/kafka": 6, "ingest/amqp": 2, "ingest/nats": 2,
-		"ingest/webhook": 4, "ingest/source": 4, "ingest/outboxpub": 3, "config": 15}
+	exportedCeilings = map[string]int{"worker": 9, "ingest": 4, "ingest/kafka": 7, "ingest/amqp": 3, "ingest/nats": 3,
+		"ingest/webhook": 4, "ingest/source": 4, "config": 15}
 	exportedTotal = 49
 )
 

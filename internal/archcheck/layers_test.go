@@ -24,7 +24,8 @@ type layer struct {
 // (TestLayoutDocMatchesLayers holds them together).
 var layers = []layer{
 	{"programs", []string{"cmd"}},
-	{"test kits and checks", []string{"handlers/handlertest", "internal/ingestcore/ingesttest", "internal/testkit", "internal/pgtest",
+	{"test kits and checks", []string{"handlers/handlertest", "internal/ingestcore/ingesttest", "internal/outbox/publishers/pubtest",
+		"internal/testkit", "internal/pgtest",
 		"internal/console/browsertest", "internal/startstop/startstoptest", "internal/netfault",
 		"internal/syncbuf", "internal/yardstick", "internal/archcheck", "internal/doccheck", "internal/model"}},
 	{"the daemon's parts", []string{"config", "internal/vardocs", "internal/console", "internal/ops", "internal/otelenv",

@@ -7,7 +7,6 @@ import (
 	"github.com/inboxd/inboxd/ingest/amqp"
 	"github.com/inboxd/inboxd/ingest/kafka"
 	"github.com/inboxd/inboxd/ingest/nats"
-	"github.com/inboxd/inboxd/ingest/outboxpub"
 	"github.com/inboxd/inboxd/ingest/source"
 	"github.com/inboxd/inboxd/ingest/webhook"
 	"github.com/inboxd/inboxd/internal/opfiles/webhookfile"
@@ -163,13 +162,13 @@ func outboxConfig(c config.Config) *inboxd.OutboxConfig {
 		Retention:      c.OutboxRetention,
 	}
 	if len(c.KafkaBrokers) > 0 {
-		o.Publishers = append(o.Publishers, outboxpub.Kafka(ingestConfig(c), c.OutboxKafkaCompression))
+		o.Publishers = append(o.Publishers, kafka.Publisher(ingestConfig(c), c.OutboxKafkaCompression))
 	}
 	if c.AMQPURL != "" {
-		o.Publishers = append(o.Publishers, outboxpub.AMQP(amqp.Config{URL: c.AMQPURL, TLS: amqpTLS(c)}))
+		o.Publishers = append(o.Publishers, amqp.Publisher(amqp.Config{URL: c.AMQPURL, TLS: amqpTLS(c)}))
 	}
 	if c.NATSURL != "" {
-		o.Publishers = append(o.Publishers, outboxpub.NATS(nats.Config{URL: c.NATSURL, CredsFile: c.NATSCredsFile,
+		o.Publishers = append(o.Publishers, nats.Publisher(nats.Config{URL: c.NATSURL, CredsFile: c.NATSCredsFile,
 			TLS: natsTLS(c)}))
 	}
 	return o

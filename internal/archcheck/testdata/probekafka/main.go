@@ -1,6 +1,7 @@
-// Command probekafka is an embedder of inboxd with one source, Kafka:
-// the root package, handlers and ingest/kafka. TestEmbedderLinks builds it:
-// it links kafka-go and no other broker client.
+// Command probekafka is an embedder of inboxd with one source, Kafka, and its
+// outbox publisher: the root package, handlers and ingest/kafka.
+// TestEachSourceLinksItsBrokerAlone builds it: it links kafka-go and franz-go,
+// Kafka's clients, and no other broker client.
 package main
 
 import (
@@ -15,7 +16,8 @@ import (
 func main() {
 	reg := handlers.NewRegistry()
 	ib, err := inboxd.New(inboxd.Config{Registry: reg,
-		Sources: []source.Source{kafka.New(kafka.Config{Brokers: []string{"localhost:9092"}, Topics: []string{"t"}, Group: "g"})}})
+		Sources: []source.Source{kafka.New(kafka.Config{Brokers: []string{"localhost:9092"}, Topics: []string{"t"}, Group: "g"})},
+		Outbox:  &inboxd.OutboxConfig{Publishers: []source.Publisher{kafka.Publisher(kafka.Config{Brokers: []string{"localhost:9092"}}, "gzip")}}})
 	if err == nil {
 		_ = ib.Run(context.Background())
 	}

@@ -1,4 +1,7 @@
-package publishers
+// Package natspub is the outbox relay's publisher to NATS JetStream
+// (Nats-Msg-Id, PubAck): Config, New, Publisher. ingest/nats's Publisher
+// makes it for an embedder; it links nats.go and no other broker client.
+package natspub
 
 import (
 	"context"
@@ -18,9 +21,9 @@ import (
 	"github.com/inboxd/inboxd/internal/outbox"
 )
 
-// DefaultNATSMaxPayload is the size limit Check applies before the first
+// DefaultMaxPayload is the size limit Check applies before the first
 // connection tells the server's max_payload: NATS's default, 1 MiB.
-const DefaultNATSMaxPayload = 1 << 20
+const DefaultMaxPayload = 1 << 20
 
 const (
 	// natsAckTimeout is how long JetStream's client keeps waiting for the
@@ -32,10 +35,10 @@ const (
 	natsDialTimeout = 10 * time.Second
 )
 
-// NATSConfig configures a NATSPublisher: the connection settings of the
+// Config configures a Publisher: the connection settings of the
 // NATS source (INBOXD_NATS_URL, INBOXD_NATS_CREDS_FILE, INBOXD_NATS_TLS_*),
 // the same fields as the NATS source's, passed to natsconn.Options.
-type NATSConfig struct {
+type Config struct {
 	// URL is the server's nats:// or tls:// URL, or a comma list of them.
 	// A password in it is never logged.
 	URL string
@@ -47,13 +50,13 @@ type NATSConfig struct {
 	TLS brokers.TLS
 }
 
-// NATSPublisher publishes to NATS JetStream: every message with
+// Publisher publishes to NATS JetStream: every message with
 // Nats-Msg-Id = EventID, so that the stream itself drops a duplicate
 // within its duplicate window, and acknowledged once the stream stored it
 // (its PubAck). It connects on the first Publish; nats.go reconnects by
 // itself after. Its methods may be called from any goroutine.
-type NATSPublisher struct {
-	cfg  NATSConfig
+type Publisher struct {
+	cfg  Config
 	opts []nats.Option
 	log  zerolog.Logger
 
@@ -65,11 +68,11 @@ type NATSPublisher struct {
 	closed bool
 }
 
-var _ outbox.Publisher = (*NATSPublisher)(nil)
+var _ outbox.Publisher = (*Publisher)(nil)
 
-// NewNATS returns a NATSPublisher for cfg's server. It does not connect:
+// New returns a Publisher for cfg's server. It does not connect:
 // the first Publish does.
-func NewNATS(cfg NATSConfig, log zerolog.Logger) (*NATSPublisher, error) {
+func New(cfg Config, log zerolog.Logger) (*Publisher, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("outbox: no NATS URL (INBOXD_NATS_URL)")
 	}
@@ -77,7 +80,7 @@ func NewNATS(cfg NATSConfig, log zerolog.Logger) (*NATSPublisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
-	p := &NATSPublisher{cfg: cfg,
+	p := &Publisher{cfg: cfg,
 		log: log.With().Str("component", "outbox").Str("broker", outbox.KindNATS).Str("url", natsurl.Redact(cfg.URL)).Logger()}
 	p.opts = append(opts,
 		// No buffering while reconnecting: a publication then fails at
@@ -131,8 +134,8 @@ func natsSize(msg *nats.Msg) int {
 }
 
 // maxPayload is the server's max_payload once connected, else
-// DefaultNATSMaxPayload.
-func (p *NATSPublisher) maxPayload() int {
+// DefaultMaxPayload.
+func (p *Publisher) maxPayload() int {
 	p.mu.Lock()
 	nc := p.nc
 	p.mu.Unlock()
@@ -141,15 +144,15 @@ func (p *NATSPublisher) maxPayload() int {
 			return int(n)
 		}
 	}
-	return DefaultNATSMaxPayload
+	return DefaultMaxPayload
 }
 
 // Check refuses a message nats.go cannot send as it is (natsEncodable:
 // ErrUnencodable), or whose data and headers exceed the server's
-// max_payload (DefaultNATSMaxPayload before the first connection). A
+// max_payload (DefaultMaxPayload before the first connection). A
 // stream's own max_msg_size, lower, is enforced by the server: Publish
 // refuses the message then.
-func (p *NATSPublisher) Check(m outbox.Message) error {
+func (p *Publisher) Check(m outbox.Message) error {
 	if err := outbox.UnencodableError(outbox.NATSEncodable(m)); err != nil {
 		return err
 	}
@@ -161,7 +164,7 @@ func (p *NATSPublisher) Check(m outbox.Message) error {
 
 // PipelinesKeys is false: JetStream answers each message on its own, and
 // may store a message of a key after refusing the one before it.
-func (p *NATSPublisher) PipelinesKeys() bool { return false }
+func (p *Publisher) PipelinesKeys() bool { return false }
 
 // Publish publishes msgs asynchronously on one connection, in their order,
 // then waits for every PubAck. Per message: stored, or recognised by the
@@ -177,7 +180,7 @@ func (p *NATSPublisher) PipelinesKeys() bool { return false }
 // failing with ctx's error. What was written to the socket may still be
 // stored: republished by the relay with the same Nats-Msg-Id, it is
 // dropped by the stream as a duplicate within its window.
-func (p *NATSPublisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	errs := make([]error, len(msgs))
 	js, err := p.connect(ctx)
 	if err != nil {
@@ -254,7 +257,7 @@ func natsError(m outbox.Message, err error) error {
 // connect returns the JetStream context, connecting first if need be
 // (before the first Publish, or once nats.go gave the connection up),
 // within ctx's deadline.
-func (p *NATSPublisher) connect(ctx context.Context) (jetstream.JetStream, error) {
+func (p *Publisher) connect(ctx context.Context) (jetstream.JetStream, error) {
 	p.dialMu.Lock()
 	defer p.dialMu.Unlock()
 	p.mu.Lock()
@@ -298,14 +301,14 @@ func (p *NATSPublisher) connect(ctx context.Context) (jetstream.JetStream, error
 }
 
 // Ready reports whether the connection is up.
-func (p *NATSPublisher) Ready() bool {
+func (p *Publisher) Ready() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.nc != nil && p.nc.IsConnected()
 }
 
 // Close closes the connection. It may be called more than once.
-func (p *NATSPublisher) Close() error {
+func (p *Publisher) Close() error {
 	p.mu.Lock()
 	nc := p.nc
 	already := p.closed

@@ -1,4 +1,7 @@
-package publishers
+// Package kafkapub is the outbox relay's publisher to Kafka (franz-go's
+// idempotent producer): Config, New, Publisher. ingest/kafka's Publisher
+// makes it for an embedder; it links franz-go and no other broker client.
+package kafkapub
 
 import (
 	"context"
@@ -20,9 +23,9 @@ import (
 	"github.com/inboxd/inboxd/internal/outbox"
 )
 
-// DefaultKafkaMaxMessageBytes is KafkaConfig.MaxMessageBytes when it is
+// DefaultMaxMessageBytes is Config.MaxMessageBytes when it is
 // zero: 1 MiB, under Kafka's default max.message.bytes (1048588).
-const DefaultKafkaMaxMessageBytes = 1 << 20
+const DefaultMaxMessageBytes = 1 << 20
 
 const (
 	// kafkaLinger is how long a partition's batch waits for more records:
@@ -41,9 +44,9 @@ const (
 	kafkaHeaderOverhead = 10
 )
 
-// KafkaConfig configures a KafkaPublisher: the brokers and the security
+// Config configures a Publisher: the brokers and the security
 // settings of the Kafka source (INBOXD_KAFKA_*).
-type KafkaConfig struct {
+type Config struct {
 	// Brokers are the seed brokers, host:port.
 	Brokers []string
 	// ClientID identifies the producer to the brokers; empty is
@@ -58,7 +61,7 @@ type KafkaConfig struct {
 	// a larger one is refused. It must not exceed the topics'
 	// max.message.bytes: the broker refuses a whole batch over it, so with
 	// a lower topic limit the records batched with a message too large for
-	// it are refused with it. Zero is DefaultKafkaMaxMessageBytes.
+	// it are refused with it. Zero is DefaultMaxMessageBytes.
 	MaxMessageBytes int
 	// Compression is the codec of the batches produced, one of
 	// KafkaCompressions; empty is DefaultKafkaCompression. A batch goes
@@ -83,7 +86,7 @@ func kafkaCodec(name string) (kgo.CompressionCodec, bool) {
 	return kgo.CompressionCodec{}, false
 }
 
-// KafkaPublisher publishes to Kafka with franz-go's idempotent producer:
+// Publisher publishes to Kafka with franz-go's idempotent producer:
 // acks=all, so a record is acknowledged once every in-sync replica has it,
 // and the producer's sequence numbers, so a retry inside the client never
 // writes a record twice nor reorders a partition. (segmentio/kafka-go, the
@@ -91,7 +94,7 @@ func kafkaCodec(name string) (kgo.CompressionCodec, bool) {
 // the key's partition by Kafka's murmur2 hash, as the Java client places
 // them; records without one to any partition. Topics are never created.
 // Its methods may be called from any goroutine.
-type KafkaPublisher struct {
+type Publisher struct {
 	cl        *kgo.Client
 	max       int
 	log       zerolog.Logger
@@ -99,11 +102,11 @@ type KafkaPublisher struct {
 	closeOnce sync.Once
 }
 
-var _ outbox.Publisher = (*KafkaPublisher)(nil)
+var _ outbox.Publisher = (*Publisher)(nil)
 
-// NewKafka returns a KafkaPublisher for cfg's brokers. It does not connect:
+// New returns a Publisher for cfg's brokers. It does not connect:
 // the first Publish does.
-func NewKafka(cfg KafkaConfig, log zerolog.Logger) (*KafkaPublisher, error) {
+func New(cfg Config, log zerolog.Logger) (*Publisher, error) {
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("outbox: no Kafka brokers (INBOXD_KAFKA_BROKERS)")
 	}
@@ -111,7 +114,7 @@ func NewKafka(cfg KafkaConfig, log zerolog.Logger) (*KafkaPublisher, error) {
 		return nil, fmt.Errorf("outbox: Kafka max message bytes must not be negative, got %d", cfg.MaxMessageBytes)
 	}
 	if cfg.MaxMessageBytes == 0 {
-		cfg.MaxMessageBytes = DefaultKafkaMaxMessageBytes
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if cfg.ClientID == "" {
 		cfg.ClientID = brokers.DefaultClientID
@@ -123,7 +126,7 @@ func NewKafka(cfg KafkaConfig, log zerolog.Logger) (*KafkaPublisher, error) {
 	if !ok {
 		return nil, fmt.Errorf("outbox: Kafka compression must be one of %s, got %q", strings.Join(outbox.KafkaCompressions, ", "), cfg.Compression)
 	}
-	p := &KafkaPublisher{max: cfg.MaxMessageBytes,
+	p := &Publisher{max: cfg.MaxMessageBytes,
 		log: log.With().Str("component", "outbox").Str("broker", outbox.KindKafka).Logger()}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -169,7 +172,7 @@ func NewKafka(cfg KafkaConfig, log zerolog.Logger) (*KafkaPublisher, error) {
 
 // Check refuses a message whose key, payload and headers, with a batch's
 // overhead, exceed MaxMessageBytes.
-func (p *KafkaPublisher) Check(m outbox.Message) error {
+func (p *Publisher) Check(m outbox.Message) error {
 	if n := kafkaSize(m); n > p.max {
 		return outbox.Refused("kafka: message of %d bytes (key, payload, headers and batch overhead) exceeds the limit of %d bytes", n, p.max)
 	}
@@ -180,7 +183,7 @@ func (p *KafkaPublisher) Check(m outbox.Message) error {
 // broker refuses a batch of it the idempotent producer fails every record
 // buffered behind it there, and the broker takes no later batch out of
 // sequence (TestKafkaFailedRecordFailsTheRestOfItsKey).
-func (p *KafkaPublisher) PipelinesKeys() bool { return true }
+func (p *Publisher) PipelinesKeys() bool { return true }
 
 // kafkaSize bounds what the broker counts of m alone in its batch.
 func kafkaSize(m outbox.Message) int {
@@ -209,7 +212,7 @@ func kafkaSize(m outbox.Message) int {
 // the relay's at-least-once bound already counts (the relay republishes
 // the batch), never a reordering, since everything produced later to that
 // partition queues behind them.
-func (p *KafkaPublisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	errs := make([]error, len(msgs))
 	type result struct {
 		i   int
@@ -259,7 +262,7 @@ func (p *KafkaPublisher) Publish(ctx context.Context, msgs []outbox.Message) []e
 // classify turns a record's produce error into Publish's: a broker's
 // verdict on the record itself (too large, invalid) is a refusal; anything
 // else (a missing topic, an unreachable broker, authorization) is not.
-func (p *KafkaPublisher) classify(m outbox.Message, err error) error {
+func (p *Publisher) classify(m outbox.Message, err error) error {
 	switch {
 	case err == nil:
 		p.reachable.Store(true)
@@ -280,17 +283,17 @@ func (p *KafkaPublisher) classify(m outbox.Message, err error) error {
 // Ready reports whether the brokers were reachable at the last contact: a
 // connection opened, or a produce answered. It is false before the first
 // Publish.
-func (p *KafkaPublisher) Ready() bool { return p.reachable.Load() }
+func (p *Publisher) Ready() bool { return p.reachable.Load() }
 
 // Close closes the client; records still buffered fail. It may be called
 // more than once.
-func (p *KafkaPublisher) Close() error {
+func (p *Publisher) Close() error {
 	p.closeOnce.Do(p.cl.Close)
 	return nil
 }
 
 // kafkaHooks follows the connections for Ready.
-type kafkaHooks struct{ p *KafkaPublisher }
+type kafkaHooks struct{ p *Publisher }
 
 var _ kgo.HookBrokerConnect = kafkaHooks{}
 

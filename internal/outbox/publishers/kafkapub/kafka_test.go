@@ -1,4 +1,4 @@
-package publishers
+package kafkapub
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/ingestcore/kafkamap"
 	"github.com/inboxd/inboxd/internal/outbox"
+	"github.com/inboxd/inboxd/internal/outbox/publishers/pubtest"
 )
 
 // kafkaBundle is one test's in-process Kafka cluster (kfake), an admin
@@ -24,10 +25,10 @@ import (
 type kafkaBundle struct {
 	brokers []string
 	admin   *kadm.Client
-	pub     *KafkaPublisher
+	pub     *Publisher
 }
 
-func setupKafkaPub(t *testing.T, cfg KafkaConfig) *kafkaBundle {
+func setupKafkaPub(t *testing.T, cfg Config) *kafkaBundle {
 	t.Helper()
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -42,7 +43,7 @@ func setupKafkaPub(t *testing.T, cfg KafkaConfig) *kafkaBundle {
 	t.Cleanup(cl.Close)
 	b.admin = kadm.NewClient(cl)
 	cfg.Brokers = b.brokers
-	b.pub, err = NewKafka(cfg, pubLogger(t))
+	b.pub, err = New(cfg, pubtest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,10 +64,10 @@ func seededCluster(t *testing.T) *kfake.Cluster {
 	return cluster
 }
 
-// kafkaPub is a KafkaPublisher of cfg, closed when the test ends.
-func kafkaPub(t *testing.T, cfg KafkaConfig) *KafkaPublisher {
+// kafkaPub is a Publisher of cfg, closed when the test ends.
+func kafkaPub(t *testing.T, cfg Config) *Publisher {
 	t.Helper()
-	p, err := NewKafka(cfg, pubLogger(t))
+	p, err := New(cfg, pubtest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func kafkaPub(t *testing.T, cfg KafkaConfig) *KafkaPublisher {
 // deletes it when the test ends.
 func (b *kafkaBundle) topic(t *testing.T, partitions int32, configs map[string]*string) string {
 	t.Helper()
-	name := randomName("outbox-test-")
+	name := pubtest.RandomName("outbox-test-")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := b.admin.CreateTopic(ctx, partitions, 1, configs, name); err != nil {
@@ -96,7 +97,7 @@ func (b *kafkaBundle) topic(t *testing.T, partitions int32, configs map[string]*
 
 // consume reads n records of topic from its start, each mapped by inboxd's
 // Kafka ingest too.
-func (b *kafkaBundle) consume(t *testing.T, topic string, n int) []received {
+func (b *kafkaBundle) consume(t *testing.T, topic string, n int) []pubtest.Received {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -106,7 +107,7 @@ func (b *kafkaBundle) consume(t *testing.T, topic string, n int) []received {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var got []received
+	var got []pubtest.Received
 	for len(got) < n {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -118,10 +119,10 @@ func (b *kafkaBundle) consume(t *testing.T, topic string, n int) []received {
 			for _, h := range r.Headers {
 				km.Headers = append(km.Headers, kafka.Header{Key: h.Key, Value: h.Value})
 			}
-			got = append(got, received{key: string(r.Key),
-				headers: headerMap(r.Headers, func(h kgo.RecordHeader) (string, string) { return h.Key, string(h.Value) }),
-				payload: r.Value,
-				row:     kafkamap.MapMessage(km, ingest.MapOptions{})})
+			got = append(got, pubtest.Received{Key: string(r.Key),
+				Headers: pubtest.HeaderMap(r.Headers, func(h kgo.RecordHeader) (string, string) { return h.Key, string(h.Value) }),
+				Payload: r.Value,
+				Row:     kafkamap.MapMessage(km, ingest.MapOptions{})})
 		})
 	}
 	return got
@@ -133,14 +134,14 @@ func (b *kafkaBundle) consume(t *testing.T, topic string, n int) []received {
 // id, type and key.
 func TestKafkaPublishKeepsOrderAndHeaders(t *testing.T) {
 	t.Parallel()
-	b := setupKafkaPub(t, KafkaConfig{})
+	b := setupKafkaPub(t, Config{})
 	topic := b.topic(t, 3, nil)
-	batches := orderedBatches(outbox.Destination{Kind: outbox.KindKafka, Name: topic}, 200, 4, 3)
-	publishAll(t, b.pub, batches)
+	batches := pubtest.OrderedBatches(outbox.Destination{Kind: outbox.KindKafka, Name: topic}, 200, 4, 3)
+	pubtest.PublishAll(t, b.pub, batches)
 	if !b.pub.Ready() {
 		t.Error("not ready after publishing")
 	}
-	checkReceived(t, batches, b.consume(t, topic, 200))
+	pubtest.CheckReceived(t, batches, b.consume(t, topic, 200))
 }
 
 // A message over MaxMessageBytes is refused by Check; one under it but
@@ -148,14 +149,14 @@ func TestKafkaPublishKeepsOrderAndHeaders(t *testing.T) {
 // after them is published.
 func TestKafkaRefusesTooLarge(t *testing.T) {
 	t.Parallel()
-	b := setupKafkaPub(t, KafkaConfig{MaxMessageBytes: 64 << 10})
+	b := setupKafkaPub(t, Config{MaxMessageBytes: 64 << 10})
 	limit := "2048"
 	small := b.topic(t, 1, map[string]*string{"max.message.bytes": &limit})
 	dest := outbox.Destination{Kind: outbox.KindKafka, Name: small}
 
-	big := testMessage(dest, "big", "t", "k", make([]byte, 64<<10))
-	wantRefused(t, "Check of a message over MaxMessageBytes", b.pub.Check(big))
-	if err := b.pub.Check(testMessage(dest, "ok", "t", "k", make([]byte, 60<<10))); err != nil {
+	big := pubtest.Message(dest, "big", "t", "k", make([]byte, 64<<10))
+	pubtest.WantRefused(t, "Check of a message over MaxMessageBytes", b.pub.Check(big))
+	if err := b.pub.Check(pubtest.Message(dest, "ok", "t", "k", make([]byte, 60<<10))); err != nil {
 		t.Errorf("Check of a message under MaxMessageBytes: %v", err)
 	}
 
@@ -163,9 +164,9 @@ func TestKafkaRefusesTooLarge(t *testing.T) {
 	// topic's limit, batch-mates included (hence MaxMessageBytes must not
 	// exceed the topics' max.message.bytes).
 	// Random bytes: the producer compresses, zeros would fit.
-	_, err := publishOne(b.pub, testMessage(dest, "over-topic-limit", "t", "k", []byte(randomText(8192))), 20*time.Second)
-	wantRefused(t, "a message over the topic's max.message.bytes", err)
-	if _, err := publishOne(b.pub, testMessage(dest, "fits", "t", "k", []byte("{}")), 20*time.Second); err != nil {
+	_, err := pubtest.PublishOne(b.pub, pubtest.Message(dest, "over-topic-limit", "t", "k", []byte(pubtest.RandomText(8192))), 20*time.Second)
+	pubtest.WantRefused(t, "a message over the topic's max.message.bytes", err)
+	if _, err := pubtest.PublishOne(b.pub, pubtest.Message(dest, "fits", "t", "k", []byte("{}")), 20*time.Second); err != nil {
 		t.Errorf("a message under the topic's limit, after: %v", err)
 	}
 }
@@ -175,22 +176,22 @@ func TestKafkaRefusesTooLarge(t *testing.T) {
 // exists.
 func TestKafkaMissingTopicIsNotRefused(t *testing.T) {
 	t.Parallel()
-	b := setupKafkaPub(t, KafkaConfig{})
+	b := setupKafkaPub(t, Config{})
 	topic := b.topic(t, 1, nil)
 	const deadline = 15 * time.Second
-	took, err := publishOne(b.pub, testMessage(outbox.Destination{Kind: outbox.KindKafka, Name: randomName("missing-")}, "m", "t", "k", []byte("{}")), deadline)
-	wantTransient(t, "a missing topic", err, took, deadline)
+	took, err := pubtest.PublishOne(b.pub, pubtest.Message(outbox.Destination{Kind: outbox.KindKafka, Name: pubtest.RandomName("missing-")}, "m", "t", "k", []byte("{}")), deadline)
+	pubtest.WantTransient(t, "a missing topic", err, took, deadline)
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a missing topic took the whole deadline (%v): want the unknown-topic retries to end it", err)
 	}
 	if err != nil && !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("a missing topic: %v, want it said", err)
 	}
-	if _, err := publishOne(b.pub, testMessage(outbox.Destination{Kind: outbox.KindKafka, Name: topic}, "after", "t", "k", []byte("{}")), deadline); err != nil {
+	if _, err := pubtest.PublishOne(b.pub, pubtest.Message(outbox.Destination{Kind: outbox.KindKafka, Name: topic}, "after", "t", "k", []byte("{}")), deadline); err != nil {
 		t.Errorf("an existing topic after the missing one: %v", err)
 	}
-	if got := b.consume(t, topic, 1); got[0].headers[outbox.EventIDHeader] != "after" {
-		t.Errorf("read back %v", got[0].headers)
+	if got := b.consume(t, topic, 1); got[0].Headers[outbox.EventIDHeader] != "after" {
+		t.Errorf("read back %v", got[0].Headers)
 	}
 }
 
@@ -204,10 +205,10 @@ func TestKafkaPublishReturnsWithinCtx(t *testing.T) {
 		cluster.KeepControl()
 		return nil, nil, true
 	})
-	p := kafkaPub(t, KafkaConfig{Brokers: cluster.ListenAddrs()})
+	p := kafkaPub(t, Config{Brokers: cluster.ListenAddrs()})
 	const deadline = 2 * time.Second
-	took, err := publishOne(p, testMessage(outbox.Destination{Kind: outbox.KindKafka, Name: "t"}, "held", "t", "k", []byte("{}")), deadline)
-	wantTransient(t, "a produce never answered", err, took, deadline)
+	took, err := pubtest.PublishOne(p, pubtest.Message(outbox.Destination{Kind: outbox.KindKafka, Name: "t"}, "held", "t", "k", []byte("{}")), deadline)
+	pubtest.WantTransient(t, "a produce never answered", err, took, deadline)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("got %v, want the ctx's error", err)
 	}

@@ -1,4 +1,4 @@
-package publishers
+package amqppub
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/inboxd/inboxd/internal/brokers/amqpconn"
 	"github.com/inboxd/inboxd/internal/ingestcore/amqpmap"
 	"github.com/inboxd/inboxd/internal/outbox"
+	"github.com/inboxd/inboxd/internal/outbox/publishers/pubtest"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
 
@@ -36,7 +37,7 @@ func setupAMQPPub(t *testing.T) *amqpBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &amqpBundle{exchange: randomName("outbox-test-x-"), queue: randomName("outbox-test-q-"), ch: ch}
+	b := &amqpBundle{exchange: pubtest.RandomName("outbox-test-x-"), queue: pubtest.RandomName("outbox-test-q-"), ch: ch}
 	if err := ch.ExchangeDeclare(b.exchange, amqp.ExchangeDirect, true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -58,12 +59,12 @@ func setupAMQPPub(t *testing.T) *amqpBundle {
 	return b
 }
 
-func newAMQPPub(t *testing.T, cfg AMQPConfig) *AMQPPublisher {
+func newAMQPPub(t *testing.T, cfg Config) *Publisher {
 	t.Helper()
 	if cfg.URL == "" {
 		cfg.URL = testkit.AMQPURL()
 	}
-	p, err := NewAMQP(cfg, pubLogger(t))
+	p, err := New(cfg, pubtest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,9 +83,9 @@ func (b *amqpBundle) dest() outbox.Destination {
 
 // consume reads n messages from the queue, each mapped by inboxd's
 // RabbitMQ ingest too, and checks their properties.
-func (b *amqpBundle) consume(t *testing.T, n int) []received {
+func (b *amqpBundle) consume(t *testing.T, n int) []pubtest.Received {
 	t.Helper()
-	var got []received
+	var got []pubtest.Received
 	testkit.WaitForReport(t, 30*time.Second, func() (bool, string) {
 		for len(got) < n {
 			d, ok, err := b.ch.Get(b.queue, true)
@@ -105,8 +106,8 @@ func (b *amqpBundle) consume(t *testing.T, n int) []received {
 				s, _ := v.(string)
 				hs[k] = s
 			}
-			got = append(got, received{key: hs[outbox.KeyHeader], headers: hs, payload: d.Body,
-				row: amqpmap.MapDelivery(b.queue, d, ingest.MapOptions{})})
+			got = append(got, pubtest.Received{Key: hs[outbox.KeyHeader], Headers: hs, Payload: d.Body,
+				Row: amqpmap.MapDelivery(b.queue, d, ingest.MapOptions{})})
 		}
 		return len(got) >= n, "messages read back from the queue"
 	})
@@ -120,16 +121,16 @@ func (b *amqpBundle) consume(t *testing.T, n int) []received {
 func TestAMQPPublishKeepsOrderAndHeaders(t *testing.T) {
 	t.Parallel()
 	b := setupAMQPPub(t)
-	p := newAMQPPub(t, AMQPConfig{})
+	p := newAMQPPub(t, Config{})
 	if p.Ready() {
 		t.Error("ready before the first Publish (it does not connect in outbox.New)")
 	}
-	batches := orderedBatches(b.dest(), 200, 4, 3)
-	publishAll(t, p, batches)
+	batches := pubtest.OrderedBatches(b.dest(), 200, 4, 3)
+	pubtest.PublishAll(t, p, batches)
 	if !p.Ready() {
 		t.Error("not ready after publishing")
 	}
-	checkReceived(t, batches, b.consume(t, 200))
+	pubtest.CheckReceived(t, batches, b.consume(t, 200))
 }
 
 // A message over MaxMessageBytes is refused by Check; a message no queue
@@ -138,25 +139,25 @@ func TestAMQPPublishKeepsOrderAndHeaders(t *testing.T) {
 func TestAMQPRefusesTooLargeAndUnroutable(t *testing.T) {
 	t.Parallel()
 	b := setupAMQPPub(t)
-	p := newAMQPPub(t, AMQPConfig{MaxMessageBytes: 1024})
-	wantRefused(t, "Check of a message over MaxMessageBytes", p.Check(testMessage(b.dest(), "big", "t", "k", make([]byte, 1025))))
-	if err := p.Check(testMessage(b.dest(), "ok", "t", "k", make([]byte, 1024))); err != nil {
+	p := newAMQPPub(t, Config{MaxMessageBytes: 1024})
+	pubtest.WantRefused(t, "Check of a message over MaxMessageBytes", p.Check(pubtest.Message(b.dest(), "big", "t", "k", make([]byte, 1025))))
+	if err := p.Check(pubtest.Message(b.dest(), "ok", "t", "k", make([]byte, 1024))); err != nil {
 		t.Errorf("Check of a message at MaxMessageBytes: %v", err)
 	}
 
-	unroutable := testMessage(outbox.Destination{Kind: outbox.KindAMQP, Name: b.exchange, RoutingKey: "nobody"}, "lost", "t", "k", []byte("{}"))
+	unroutable := pubtest.Message(outbox.Destination{Kind: outbox.KindAMQP, Name: b.exchange, RoutingKey: "nobody"}, "lost", "t", "k", []byte("{}"))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	errs := p.Publish(ctx, []outbox.Message{unroutable, testMessage(b.dest(), "routed", "t", "k", []byte("{}"))})
-	wantRefused(t, "an unroutable message", errs[0])
+	errs := p.Publish(ctx, []outbox.Message{unroutable, pubtest.Message(b.dest(), "routed", "t", "k", []byte("{}"))})
+	pubtest.WantRefused(t, "an unroutable message", errs[0])
 	if errs[1] != nil {
 		t.Errorf("the routable message after it: %v", errs[1])
 	}
 	// The default exchange and a queue that does not exist: unroutable too.
-	_, err := publishOne(p, testMessage(outbox.Destination{Kind: outbox.KindAMQP, Name: "", RoutingKey: randomName("no-queue-")}, "lost2", "t", "", []byte("{}")), 20*time.Second)
-	wantRefused(t, "a message to the default exchange for a missing queue", err)
-	if got := b.consume(t, 1); got[0].headers[outbox.EventIDHeader] != "routed" {
-		t.Errorf("read back %v", got[0].headers)
+	_, err := pubtest.PublishOne(p, pubtest.Message(outbox.Destination{Kind: outbox.KindAMQP, Name: "", RoutingKey: pubtest.RandomName("no-queue-")}, "lost2", "t", "", []byte("{}")), 20*time.Second)
+	pubtest.WantRefused(t, "a message to the default exchange for a missing queue", err)
+	if got := b.consume(t, 1); got[0].Headers[outbox.EventIDHeader] != "routed" {
+		t.Errorf("read back %v", got[0].Headers)
 	}
 }
 
@@ -166,15 +167,15 @@ func TestAMQPRefusesTooLargeAndUnroutable(t *testing.T) {
 func TestAMQPMissingExchangeIsNotRefused(t *testing.T) {
 	t.Parallel()
 	b := setupAMQPPub(t)
-	p := newAMQPPub(t, AMQPConfig{})
+	p := newAMQPPub(t, Config{})
 	const deadline = 10 * time.Second
-	missing := outbox.Destination{Kind: outbox.KindAMQP, Name: randomName("missing-"), RoutingKey: "rk"}
+	missing := outbox.Destination{Kind: outbox.KindAMQP, Name: pubtest.RandomName("missing-"), RoutingKey: "rk"}
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	start := time.Now()
-	errs := p.Publish(ctx, []outbox.Message{testMessage(missing, "m1", "t", "k", []byte("{}")), testMessage(missing, "m2", "t", "k", []byte("{}"))})
+	errs := p.Publish(ctx, []outbox.Message{pubtest.Message(missing, "m1", "t", "k", []byte("{}")), pubtest.Message(missing, "m2", "t", "k", []byte("{}"))})
 	for i, err := range errs {
-		wantTransient(t, "a missing exchange", err, time.Since(start), deadline)
+		pubtest.WantTransient(t, "a missing exchange", err, time.Since(start), deadline)
 		if errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("message %d: the deadline passed (%v): want the channel's close", i, err)
 		}
@@ -182,11 +183,11 @@ func TestAMQPMissingExchangeIsNotRefused(t *testing.T) {
 	if !strings.Contains(errs[0].Error(), "does not exist") {
 		t.Errorf("a missing exchange: %v, want it said", errs[0])
 	}
-	if _, err := publishOne(p, testMessage(b.dest(), "after", "t", "k", []byte("{}")), deadline); err != nil {
+	if _, err := pubtest.PublishOne(p, pubtest.Message(b.dest(), "after", "t", "k", []byte("{}")), deadline); err != nil {
 		t.Errorf("an existing exchange after the missing one: %v", err)
 	}
-	if got := b.consume(t, 1); got[0].headers[outbox.EventIDHeader] != "after" {
-		t.Errorf("read back %v", got[0].headers)
+	if got := b.consume(t, 1); got[0].Headers[outbox.EventIDHeader] != "after" {
+		t.Errorf("read back %v", got[0].Headers)
 	}
 }
 
@@ -197,27 +198,27 @@ func TestAMQPConnectionCut(t *testing.T) {
 	t.Parallel()
 	b := setupAMQPPub(t)
 	proxy, url := testkit.ProxyTo(t, testkit.AMQPURL())
-	p := newAMQPPub(t, AMQPConfig{URL: url})
-	if _, err := publishOne(p, testMessage(b.dest(), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
+	p := newAMQPPub(t, Config{URL: url})
+	if _, err := pubtest.PublishOne(p, pubtest.Message(b.dest(), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
 		t.Fatalf("before the cut: %v", err)
 	}
 
 	proxy.Cut()
 	testkit.WaitFor(t, 10*time.Second, "not ready once cut", func() bool { return !p.Ready() })
 	const deadline = 3 * time.Second
-	took, err := publishOne(p, testMessage(b.dest(), "during", "t", "k", []byte("{}")), deadline)
-	wantTransient(t, "publishing while cut off", err, took, deadline)
+	took, err := pubtest.PublishOne(p, pubtest.Message(b.dest(), "during", "t", "k", []byte("{}")), deadline)
+	pubtest.WantTransient(t, "publishing while cut off", err, took, deadline)
 
 	if err := proxy.Restore(); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitForReport(t, 30*time.Second, func() (bool, string) {
-		_, err := publishOne(p, testMessage(b.dest(), "after", "t", "k", []byte("{}")), deadline)
-		return err == nil, "a Publish succeeds after the network heals (last: " + errString(err) + ")"
+		_, err := pubtest.PublishOne(p, pubtest.Message(b.dest(), "after", "t", "k", []byte("{}")), deadline)
+		return err == nil, "a Publish succeeds after the network heals (last: " + pubtest.ErrString(err) + ")"
 	})
 	got := b.consume(t, 2)
-	if got[0].headers[outbox.EventIDHeader] != "before" || got[1].headers[outbox.EventIDHeader] != "after" {
-		t.Errorf("read back %v then %v", got[0].headers[outbox.EventIDHeader], got[1].headers[outbox.EventIDHeader])
+	if got[0].Headers[outbox.EventIDHeader] != "before" || got[1].Headers[outbox.EventIDHeader] != "after" {
+		t.Errorf("read back %v then %v", got[0].Headers[outbox.EventIDHeader], got[1].Headers[outbox.EventIDHeader])
 	}
 }
 
@@ -228,8 +229,8 @@ func TestAMQPBlackHoleReturnsWithinCtx(t *testing.T) {
 	t.Parallel()
 	b := setupAMQPPub(t)
 	proxy, url := testkit.ProxyTo(t, testkit.AMQPURL())
-	p := newAMQPPub(t, AMQPConfig{URL: url})
-	if _, err := publishOne(p, testMessage(b.dest(), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
+	p := newAMQPPub(t, Config{URL: url})
+	if _, err := pubtest.PublishOne(p, pubtest.Message(b.dest(), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
 		t.Fatalf("before the black hole: %v", err)
 	}
 	if err := proxy.BlackHole(); err != nil {
@@ -237,15 +238,15 @@ func TestAMQPBlackHoleReturnsWithinCtx(t *testing.T) {
 	}
 	const deadline = 2 * time.Second
 	for range 2 { // on the open channel, then on a new connection
-		took, err := publishOne(p, testMessage(b.dest(), "during", "t", "k", []byte("{}")), deadline)
-		wantTransient(t, "publishing into a black hole", err, took, deadline)
+		took, err := pubtest.PublishOne(p, pubtest.Message(b.dest(), "during", "t", "k", []byte("{}")), deadline)
+		pubtest.WantTransient(t, "publishing into a black hole", err, took, deadline)
 	}
 	if err := proxy.Restore(); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitForReport(t, 30*time.Second, func() (bool, string) {
-		_, err := publishOne(p, testMessage(b.dest(), "after", "t", "k", []byte("{}")), deadline)
-		return err == nil, "a Publish succeeds after the network heals (last: " + errString(err) + ")"
+		_, err := pubtest.PublishOne(p, pubtest.Message(b.dest(), "after", "t", "k", []byte("{}")), deadline)
+		return err == nil, "a Publish succeeds after the network heals (last: " + pubtest.ErrString(err) + ")"
 	})
 }
 
@@ -256,15 +257,15 @@ func TestAMQPBlackHoleReturnsWithinCtx(t *testing.T) {
 func TestAMQPRefusesWhatItCannotEncode(t *testing.T) {
 	t.Parallel()
 	b := setupAMQPPub(t)
-	p := newAMQPPub(t, AMQPConfig{})
-	many := testMessage(b.dest(), "many", "t", "k", nil)
+	p := newAMQPPub(t, Config{})
+	many := pubtest.Message(b.dest(), "many", "t", "k", nil)
 	for i := range outbox.AMQPMaxTableEntries + 1 {
 		many.Headers = append(many.Headers, outbox.Header{Key: fmt.Sprintf("h%05d", i), Value: "v"})
 	}
-	big := testMessage(b.dest(), "big-headers", "t", "k", nil)
+	big := pubtest.Message(b.dest(), "big-headers", "t", "k", nil)
 	big.Headers = append(big.Headers, outbox.Header{Key: "blob", Value: strings.Repeat("x", outbox.DefaultAMQPFrameSize)})
 	withHeader := func(id, k, v string) outbox.Message {
-		m := testMessage(b.dest(), id, "t", "k", []byte("{}"))
+		m := pubtest.Message(b.dest(), id, "t", "k", []byte("{}"))
 		m.Headers = append(m.Headers, outbox.Header{Key: k, Value: v})
 		return m
 	}
@@ -272,8 +273,8 @@ func TestAMQPRefusesWhatItCannotEncode(t *testing.T) {
 		m    outbox.Message
 		want string
 	}{
-		{testMessage(b.dest(), strings.Repeat("x", 256), "t", "k", nil), "message_id"},
-		{testMessage(b.dest(), "long-type", strings.Repeat("t", 256), "k", nil), "type"},
+		{pubtest.Message(b.dest(), strings.Repeat("x", 256), "t", "k", nil), "message_id"},
+		{pubtest.Message(b.dest(), "long-type", strings.Repeat("t", 256), "k", nil), "type"},
 		{withHeader("long-name", strings.Repeat("n", 256), "v"), "header name"},
 		{withHeader("cc", "CC", "other-queue"), "header CC"},
 		{withHeader("expiration", amqpmap.AMQPExpirationHeader, "soon"), "header expiration"},
@@ -283,18 +284,18 @@ func TestAMQPRefusesWhatItCannotEncode(t *testing.T) {
 		{big, "frame size"},
 	} {
 		err := p.Check(c.m)
-		if !errors.Is(err, outbox.ErrUnencodable) || !errors.Is(err, outbox.ErrRefused) || !strings.Contains(errString(err), c.want) {
+		if !errors.Is(err, outbox.ErrUnencodable) || !errors.Is(err, outbox.ErrRefused) || !strings.Contains(pubtest.ErrString(err), c.want) {
 			t.Errorf("Check of %.20s: %v, want unencodable, saying %q", c.m.EventID, err, c.want)
 		}
 	}
-	wantUnencodableThenNext(t, p, withHeader("cc", "CC", "other-queue"), testMessage(b.dest(), "after", "t", "k", []byte("{}")))
-	if got := b.consume(t, 1); got[0].headers[outbox.EventIDHeader] != "after" {
-		t.Errorf("read back %v", got[0].headers)
+	pubtest.WantUnencodableThenNext(t, p, withHeader("cc", "CC", "other-queue"), pubtest.Message(b.dest(), "after", "t", "k", []byte("{}")))
+	if got := b.consume(t, 1); got[0].Headers[outbox.EventIDHeader] != "after" {
+		t.Errorf("read back %v", got[0].Headers)
 	}
 
 	// A 406 RabbitMQ closes the channel with is a refusal of the message
 	// it names, not of another.
-	m := testMessage(b.dest(), "m", "t", "k", make([]byte, 10))
+	m := pubtest.Message(b.dest(), "m", "t", "k", make([]byte, 10))
 	m.Headers = append(m.Headers, outbox.Header{Key: "X-Odd", Value: "v"})
 	for _, c := range []struct {
 		reason  string

@@ -1,4 +1,4 @@
-package publishers
+package natspub
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/inboxd/inboxd/internal/ingestcore/natsmap"
 	"github.com/inboxd/inboxd/internal/natsurl"
 	"github.com/inboxd/inboxd/internal/outbox"
+	"github.com/inboxd/inboxd/internal/outbox/publishers/pubtest"
 	"github.com/inboxd/inboxd/internal/testkit"
 )
 
@@ -37,7 +38,7 @@ func setupNATSPub(t *testing.T, opts ...func(*jetstream.StreamConfig)) *natsBund
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &natsBundle{stream: randomName("outbox_test_"), js: js}
+	b := &natsBundle{stream: pubtest.RandomName("outbox_test_"), js: js}
 	sc := jetstream.StreamConfig{Name: b.stream, Subjects: []string{b.stream + ".>"}, Storage: jetstream.MemoryStorage}
 	for _, o := range opts {
 		o(&sc)
@@ -58,9 +59,9 @@ func setupNATSPub(t *testing.T, opts ...func(*jetstream.StreamConfig)) *natsBund
 	return b
 }
 
-func newNATSPub(t *testing.T, url string) *NATSPublisher {
+func newNATSPub(t *testing.T, url string) *Publisher {
 	t.Helper()
-	p, err := NewNATS(NATSConfig{URL: url}, pubLogger(t))
+	p, err := New(Config{URL: url}, pubtest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func (b *natsBundle) messages(t *testing.T) uint64 {
 
 // consume reads the stream's n messages from its start, each mapped by
 // inboxd's NATS ingest too, and checks their Nats-Msg-Id.
-func (b *natsBundle) consume(t *testing.T, n int) []received {
+func (b *natsBundle) consume(t *testing.T, n int) []pubtest.Received {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -103,7 +104,7 @@ func (b *natsBundle) consume(t *testing.T, n int) []received {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []received
+	var got []pubtest.Received
 	for len(got) < n {
 		batch, err := cons.Fetch(n-len(got), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
@@ -117,8 +118,8 @@ func (b *natsBundle) consume(t *testing.T, n int) []received {
 			if id := hs[jetstream.MsgIDHeader]; id == "" || id != hs[outbox.EventIDHeader] {
 				t.Errorf("Nats-Msg-Id %q, event_id %q", id, hs[outbox.EventIDHeader])
 			}
-			got = append(got, received{key: hs[outbox.KeyHeader], headers: hs, payload: m.Data(),
-				row: natsmap.MapNATS(b.stream, m, ingest.MapOptions{})})
+			got = append(got, pubtest.Received{Key: hs[outbox.KeyHeader], Headers: hs, Payload: m.Data(),
+				Row: natsmap.MapNATS(b.stream, m, ingest.MapOptions{})})
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			t.Fatal(err)
@@ -140,12 +141,12 @@ func TestNATSPublishKeepsOrderAndHeaders(t *testing.T) {
 	if p.Ready() {
 		t.Error("ready before the first Publish (it does not connect in outbox.New)")
 	}
-	batches := orderedBatches(b.dest("orders"), 200, 4, 3)
-	publishAll(t, p, batches)
+	batches := pubtest.OrderedBatches(b.dest("orders"), 200, 4, 3)
+	pubtest.PublishAll(t, p, batches)
 	if !p.Ready() {
 		t.Error("not ready after publishing")
 	}
-	checkReceived(t, batches, b.consume(t, 200))
+	pubtest.CheckReceived(t, batches, b.consume(t, 200))
 }
 
 // The same event id published twice, in one call and in a later one, is
@@ -154,8 +155,8 @@ func TestNATSSameEventIDIsStoredOnce(t *testing.T) {
 	t.Parallel()
 	b := setupNATSPub(t)
 	p := newNATSPub(t, testkit.NATSURL())
-	m := testMessage(b.dest("orders"), "once", "t", "k", []byte("{}"))
-	publishAll(t, p, [][]outbox.Message{{m, m}, {m}})
+	m := pubtest.Message(b.dest("orders"), "once", "t", "k", []byte("{}"))
+	pubtest.PublishAll(t, p, [][]outbox.Message{{m, m}, {m}})
 	if got := b.messages(t); got != 1 {
 		t.Errorf("the stream holds %d messages, want 1", got)
 	}
@@ -169,19 +170,19 @@ func TestNATSRefusesTooLarge(t *testing.T) {
 	b := setupNATSPub(t, func(sc *jetstream.StreamConfig) { sc.MaxMsgSize = 4096 })
 	p := newNATSPub(t, testkit.NATSURL())
 	dest := b.dest("orders")
-	huge := testMessage(dest, "huge", "t", "k", make([]byte, DefaultNATSMaxPayload))
-	wantRefused(t, "Check before connecting", p.Check(huge))
-	_, err := publishOne(p, huge, 10*time.Second)
-	wantRefused(t, "Publish of a message over max_payload", err)
-	wantRefused(t, "Check once connected", p.Check(huge))
+	huge := pubtest.Message(dest, "huge", "t", "k", make([]byte, DefaultMaxPayload))
+	pubtest.WantRefused(t, "Check before connecting", p.Check(huge))
+	_, err := pubtest.PublishOne(p, huge, 10*time.Second)
+	pubtest.WantRefused(t, "Publish of a message over max_payload", err)
+	pubtest.WantRefused(t, "Check once connected", p.Check(huge))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	errs := p.Publish(ctx, []outbox.Message{
-		testMessage(dest, "over-stream-limit", "t", "k", make([]byte, 8192)),
-		testMessage(dest, "fits", "t", "k", []byte("{}")),
+		pubtest.Message(dest, "over-stream-limit", "t", "k", make([]byte, 8192)),
+		pubtest.Message(dest, "fits", "t", "k", []byte("{}")),
 	})
-	wantRefused(t, "a message over the stream's max_msg_size", errs[0])
+	pubtest.WantRefused(t, "a message over the stream's max_msg_size", errs[0])
 	if errs[1] != nil {
 		t.Errorf("the message after it: %v", errs[1])
 	}
@@ -198,12 +199,12 @@ func TestNATSMissingStreamIsNotRefused(t *testing.T) {
 	b := setupNATSPub(t)
 	p := newNATSPub(t, testkit.NATSURL())
 	const deadline = 10 * time.Second
-	took, err := publishOne(p, testMessage(outbox.Destination{Kind: outbox.KindNATS, Name: randomName("nostream.")}, "m", "t", "k", []byte("{}")), deadline)
-	wantTransient(t, "a subject without a stream", err, took, deadline)
-	if errors.Is(err, context.DeadlineExceeded) || !strings.Contains(errString(err), "no JetStream stream") {
+	took, err := pubtest.PublishOne(p, pubtest.Message(outbox.Destination{Kind: outbox.KindNATS, Name: pubtest.RandomName("nostream.")}, "m", "t", "k", []byte("{}")), deadline)
+	pubtest.WantTransient(t, "a subject without a stream", err, took, deadline)
+	if errors.Is(err, context.DeadlineExceeded) || !strings.Contains(pubtest.ErrString(err), "no JetStream stream") {
 		t.Errorf("a subject without a stream: %v, want no responders said", err)
 	}
-	if _, err := publishOne(p, testMessage(b.dest("orders"), "after", "t", "k", []byte("{}")), deadline); err != nil {
+	if _, err := pubtest.PublishOne(p, pubtest.Message(b.dest("orders"), "after", "t", "k", []byte("{}")), deadline); err != nil {
 		t.Errorf("a stream's subject after the missing one: %v", err)
 	}
 }
@@ -216,26 +217,26 @@ func TestNATSConnectionCut(t *testing.T) {
 	b := setupNATSPub(t)
 	proxy, url := testkit.ProxyTo(t, testkit.NATSURL())
 	p := newNATSPub(t, url)
-	if _, err := publishOne(p, testMessage(b.dest("orders"), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
+	if _, err := pubtest.PublishOne(p, pubtest.Message(b.dest("orders"), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
 		t.Fatalf("before the cut: %v", err)
 	}
 
 	proxy.Cut()
 	testkit.WaitFor(t, 10*time.Second, "not ready once cut", func() bool { return !p.Ready() })
 	const deadline = 3 * time.Second
-	took, err := publishOne(p, testMessage(b.dest("orders"), "during", "t", "k", []byte("{}")), deadline)
-	wantTransient(t, "publishing while cut off", err, took, deadline)
+	took, err := pubtest.PublishOne(p, pubtest.Message(b.dest("orders"), "during", "t", "k", []byte("{}")), deadline)
+	pubtest.WantTransient(t, "publishing while cut off", err, took, deadline)
 
 	if err := proxy.Restore(); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitForReport(t, 30*time.Second, func() (bool, string) {
-		_, err := publishOne(p, testMessage(b.dest("orders"), "after", "t", "k", []byte("{}")), deadline)
-		return err == nil, "a Publish succeeds after the network heals (last: " + errString(err) + ")"
+		_, err := pubtest.PublishOne(p, pubtest.Message(b.dest("orders"), "after", "t", "k", []byte("{}")), deadline)
+		return err == nil, "a Publish succeeds after the network heals (last: " + pubtest.ErrString(err) + ")"
 	})
 	got := b.consume(t, 2)
-	if got[0].headers[outbox.EventIDHeader] != "before" || got[1].headers[outbox.EventIDHeader] != "after" {
-		t.Errorf("read back %v then %v", got[0].headers[outbox.EventIDHeader], got[1].headers[outbox.EventIDHeader])
+	if got[0].Headers[outbox.EventIDHeader] != "before" || got[1].Headers[outbox.EventIDHeader] != "after" {
+		t.Errorf("read back %v then %v", got[0].Headers[outbox.EventIDHeader], got[1].Headers[outbox.EventIDHeader])
 	}
 }
 
@@ -246,21 +247,21 @@ func TestNATSBlackHoleReturnsWithinCtx(t *testing.T) {
 	b := setupNATSPub(t)
 	proxy, url := testkit.ProxyTo(t, testkit.NATSURL())
 	p := newNATSPub(t, url)
-	if _, err := publishOne(p, testMessage(b.dest("orders"), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
+	if _, err := pubtest.PublishOne(p, pubtest.Message(b.dest("orders"), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
 		t.Fatalf("before the black hole: %v", err)
 	}
 	if err := proxy.BlackHole(); err != nil {
 		t.Fatal(err)
 	}
 	const deadline = 2 * time.Second
-	took, err := publishOne(p, testMessage(b.dest("orders"), "during", "t", "k", []byte("{}")), deadline)
-	wantTransient(t, "publishing into a black hole", err, took, deadline)
+	took, err := pubtest.PublishOne(p, pubtest.Message(b.dest("orders"), "during", "t", "k", []byte("{}")), deadline)
+	pubtest.WantTransient(t, "publishing into a black hole", err, took, deadline)
 	if err := proxy.Restore(); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitForReport(t, 30*time.Second, func() (bool, string) {
-		_, err := publishOne(p, testMessage(b.dest("orders"), "after", "t", "k", []byte("{}")), deadline)
-		return err == nil, "a Publish succeeds after the network heals (last: " + errString(err) + ")"
+		_, err := pubtest.PublishOne(p, pubtest.Message(b.dest("orders"), "after", "t", "k", []byte("{}")), deadline)
+		return err == nil, "a Publish succeeds after the network heals (last: " + pubtest.ErrString(err) + ")"
 	})
 }
 
@@ -273,7 +274,7 @@ func TestNATSRefusesWhatItCannotEncode(t *testing.T) {
 	b := setupNATSPub(t)
 	p := newNATSPub(t, testkit.NATSURL())
 	withHeader := func(id, k, v string) outbox.Message {
-		m := testMessage(b.dest("orders"), id, "t", "k", []byte("{}"))
+		m := pubtest.Message(b.dest("orders"), id, "t", "k", []byte("{}"))
 		m.Headers = append(m.Headers, outbox.Header{Key: k, Value: v})
 		return m
 	}
@@ -286,19 +287,19 @@ func TestNATSRefusesWhatItCannotEncode(t *testing.T) {
 		{withHeader("empty", "", "v"), `header name ""`},
 		{withHeader("newline", "note", "two\nlines"), "header note"},
 		{withHeader("trailing", "note", "v "), "header note"},
-		{testMessage(b.dest("orders"), "id ", "t", "k", nil), "header event_id"},
-		{testMessage(b.dest("orders"), "key", "t", "k\r\n", nil), "header key"},
+		{pubtest.Message(b.dest("orders"), "id ", "t", "k", nil), "header event_id"},
+		{pubtest.Message(b.dest("orders"), "key", "t", "k\r\n", nil), "header key"},
 	} {
 		err := p.Check(c.m)
-		if !errors.Is(err, outbox.ErrUnencodable) || !errors.Is(err, outbox.ErrRefused) || !strings.Contains(errString(err), c.want) {
+		if !errors.Is(err, outbox.ErrUnencodable) || !errors.Is(err, outbox.ErrRefused) || !strings.Contains(pubtest.ErrString(err), c.want) {
 			t.Errorf("Check of %q: %v, want unencodable, saying %q", c.m.EventID, err, c.want)
 		}
 	}
 	if err := p.Check(withHeader("fine", "Tenant-ID_2", "acme, déjà vu")); err != nil {
 		t.Errorf("Check of a header NATS carries: %v", err)
 	}
-	wantUnencodableThenNext(t, p, withHeader("space", "bad name", "v"), testMessage(b.dest("orders"), "after", "t", "k", []byte("{}")))
-	if got := b.consume(t, 1); got[0].headers[outbox.EventIDHeader] != "after" {
-		t.Errorf("read back %v", got[0].headers)
+	pubtest.WantUnencodableThenNext(t, p, withHeader("space", "bad name", "v"), pubtest.Message(b.dest("orders"), "after", "t", "k", []byte("{}")))
+	if got := b.consume(t, 1); got[0].Headers[outbox.EventIDHeader] != "after" {
+		t.Errorf("read back %v", got[0].Headers)
 	}
 }

@@ -1,4 +1,7 @@
-package publishers
+// Package amqppub is the outbox relay's publisher to RabbitMQ exchanges
+// (confirms, mandatory): Config, New, Publisher. ingest/amqp's Publisher
+// makes it for an embedder; it links amqp091-go and no other broker client.
+package amqppub
 
 import (
 	"context"
@@ -18,17 +21,17 @@ import (
 	"github.com/inboxd/inboxd/internal/outbox"
 )
 
-// DefaultAMQPMaxMessageBytes is AMQPConfig.MaxMessageBytes when it is zero:
+// DefaultMaxMessageBytes is Config.MaxMessageBytes when it is zero:
 // 16 MiB, well under RabbitMQ's default max_message_size (128 MiB).
-const DefaultAMQPMaxMessageBytes = 16 << 20
+const DefaultMaxMessageBytes = 16 << 20
 
 // amqpCloseTimeout bounds closing a connection or a channel that may be cut
 // off (a plain Close would wait for the heartbeats to time out).
 const amqpCloseTimeout = time.Second
 
-// AMQPConfig configures an AMQPPublisher: the server of the RabbitMQ
+// Config configures a Publisher: the server of the RabbitMQ
 // source's settings (INBOXD_AMQP_URL, INBOXD_AMQP_TLS_*).
-type AMQPConfig struct {
+type Config struct {
 	// URL is the broker's amqp:// or amqps:// URL. Its password is never
 	// logged.
 	URL string
@@ -37,18 +40,18 @@ type AMQPConfig struct {
 	TLS brokers.TLS
 	// MaxMessageBytes is the largest payload sent; a larger one is
 	// refused. It must not exceed the server's max_message_size. Zero is
-	// DefaultAMQPMaxMessageBytes.
+	// DefaultMaxMessageBytes.
 	MaxMessageBytes int
 }
 
-// AMQPPublisher publishes to RabbitMQ exchanges on one channel in confirm
+// Publisher publishes to RabbitMQ exchanges on one channel in confirm
 // mode, every message mandatory and persistent: a message is acknowledged
 // once the broker confirmed it, and one that no queue takes (basic.return)
 // is refused instead of silently dropped. It connects on the first Publish,
 // and again after the connection or the channel closed. One Publish runs
 // at a time; its methods may be called from any goroutine.
-type AMQPPublisher struct {
-	cfg AMQPConfig
+type Publisher struct {
+	cfg Config
 	log zerolog.Logger
 	sem chan struct{} // held by the Publish using the channel
 
@@ -79,11 +82,11 @@ func (c *amqpChannel) closeReason() *amqp.Error {
 	return c.reason
 }
 
-var _ outbox.Publisher = (*AMQPPublisher)(nil)
+var _ outbox.Publisher = (*Publisher)(nil)
 
-// NewAMQP returns an AMQPPublisher for cfg's server. It does not connect:
+// New returns a Publisher for cfg's server. It does not connect:
 // the first Publish does.
-func NewAMQP(cfg AMQPConfig, log zerolog.Logger) (*AMQPPublisher, error) {
+func New(cfg Config, log zerolog.Logger) (*Publisher, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("outbox: no RabbitMQ URL (INBOXD_AMQP_URL)")
 	}
@@ -94,15 +97,15 @@ func NewAMQP(cfg AMQPConfig, log zerolog.Logger) (*AMQPPublisher, error) {
 		return nil, fmt.Errorf("outbox: RabbitMQ max message bytes must not be negative, got %d", cfg.MaxMessageBytes)
 	}
 	if cfg.MaxMessageBytes == 0 {
-		cfg.MaxMessageBytes = DefaultAMQPMaxMessageBytes
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
-	return &AMQPPublisher{cfg: cfg, sem: make(chan struct{}, 1),
+	return &Publisher{cfg: cfg, sem: make(chan struct{}, 1),
 		log: log.With().Str("component", "outbox").Str("broker", outbox.KindAMQP).Str("url", amqpconn.RedactURL(cfg.URL)).Logger()}, nil
 }
 
 // Check refuses a message amqp091-go cannot send as it is (amqpEncodable:
 // ErrUnencodable) or whose payload exceeds MaxMessageBytes.
-func (p *AMQPPublisher) Check(m outbox.Message) error {
+func (p *Publisher) Check(m outbox.Message) error {
 	if err := outbox.UnencodableError(outbox.AMQPEncodable(m, p.frameSize())); err != nil {
 		return err
 	}
@@ -115,11 +118,11 @@ func (p *AMQPPublisher) Check(m outbox.Message) error {
 // PipelinesKeys is false: RabbitMQ confirms each message on its own, and
 // may take a message of a key after nacking the one before it (a queue
 // over its length limit, room made between the two).
-func (p *AMQPPublisher) PipelinesKeys() bool { return false }
+func (p *Publisher) PipelinesKeys() bool { return false }
 
 // frameSize is the connection's negotiated frame_max once connected, else
 // DefaultAMQPFrameSize.
-func (p *AMQPPublisher) frameSize() int {
+func (p *Publisher) frameSize() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.conn != nil && p.conn.Config.FrameSize > 0 {
@@ -154,7 +157,7 @@ func (p *AMQPPublisher) frameSize() int {
 // for one of the next, but what was written to the socket may still be
 // routed: the duplicates the relay's at-least-once bound counts. Opening
 // the connection is bounded by ctx's deadline.
-func (p *AMQPPublisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	errs := make([]error, len(msgs))
 	failAll := func(from int, err error) {
 		for i := from; i < len(msgs); i++ {
@@ -287,7 +290,7 @@ var amqpBadHeader = regexp.MustCompile(`unacceptable_type_in_header,\\?"([^"\\]*
 // refuses, an expiration or a user_id it does not take): a refusal,
 // never an outage of its exchange. When the reason names the size or the
 // header, m must be the message it names.
-func (p *AMQPPublisher) closedError(m outbox.Message, reason *amqp.Error, culprit bool) error {
+func (p *Publisher) closedError(m outbox.Message, reason *amqp.Error, culprit bool) error {
 	if reason == nil {
 		return fmt.Errorf("amqp: exchange %q: not confirmed: the channel closed", m.Destination.Name)
 	}
@@ -347,7 +350,7 @@ func amqpMessage(m outbox.Message, frameMax int) (amqp.Publishing, []string) {
 
 // channel returns the open channel, opening the connection and the channel
 // first if need be, within ctx.
-func (p *AMQPPublisher) channel(ctx context.Context) (*amqpChannel, error) {
+func (p *Publisher) channel(ctx context.Context) (*amqpChannel, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -418,7 +421,7 @@ func openAMQPChannel(conn *amqp.Connection) (*amqpChannel, error) {
 
 // dropChannel closes ch, if it is still the publisher's, so that the next
 // Publish opens a new one.
-func (p *AMQPPublisher) dropChannel(ch *amqpChannel) {
+func (p *Publisher) dropChannel(ch *amqpChannel) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ch != ch {
@@ -436,14 +439,14 @@ func (p *AMQPPublisher) dropChannel(ch *amqpChannel) {
 }
 
 // Ready reports whether the connection is open.
-func (p *AMQPPublisher) Ready() bool {
+func (p *Publisher) Ready() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.conn != nil && !p.conn.IsClosed()
 }
 
 // Close closes the connection. It may be called more than once.
-func (p *AMQPPublisher) Close() error {
+func (p *Publisher) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
