@@ -94,7 +94,8 @@ type indexSnapshot struct {
 	name      string
 	predicate string
 	bytes     int64
-	leaf      int64 // -1 when not measured
+	method    string // the access method: btree, gin
+	leaf      int64  // -1 when not measured
 }
 
 // tupleCounts are pg_stat_user_tables' write counters of a table.
@@ -240,14 +241,14 @@ func (m *writeMeter) snapshot(ctx context.Context, conn *pgx.Conn) (relationSnap
 	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text, pg_relation_size($1::regclass)`, m.table).Scan(&s.lsn, &s.heapBytes); err != nil {
 		return s, err
 	}
-	rows, err := conn.Query(ctx, `SELECT c.relname, coalesce(pg_get_expr(i.indpred, i.indrelid), ''), pg_relation_size(c.oid)
-		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+	rows, err := conn.Query(ctx, `SELECT c.relname, coalesce(pg_get_expr(i.indpred, i.indrelid), ''), pg_relation_size(c.oid), a.amname
+		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
 		WHERE i.indrelid = $1::regclass ORDER BY c.relname`, m.table)
 	if err != nil {
 		return s, err
 	}
 	var ix indexSnapshot
-	if _, err := pgx.ForEachRow(rows, []any{&ix.name, &ix.predicate, &ix.bytes}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&ix.name, &ix.predicate, &ix.bytes, &ix.method}, func() error {
 		ix.leaf = -1
 		s.indexes = append(s.indexes, ix)
 		return nil
@@ -258,6 +259,11 @@ func (m *writeMeter) snapshot(ctx context.Context, conn *pgx.Conn) (relationSnap
 		return s, nil
 	}
 	for i := range s.indexes {
+		// pgstattuple reads b-trees (and hash, GiST indexes), not GIN: the
+		// error text's pg_trgm index (migration 021) has no leaf count.
+		if s.indexes[i].method != "btree" {
+			continue
+		}
 		if err := conn.QueryRow(ctx, `SELECT tuple_count + dead_tuple_count FROM pgstattuple($1::regclass)`,
 			pgx.Identifier{s.indexes[i].name}.Sanitize()).Scan(&s.indexes[i].leaf); err != nil {
 			return s, fmt.Errorf("pgstattuple(%s): %w", s.indexes[i].name, err)
