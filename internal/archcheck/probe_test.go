@@ -39,20 +39,7 @@ var (
 func TestEmbedderLinks(t *testing.T) {
 	t.Parallel()
 	dir, own := root(t)
-	bin := filepath.Join(t.TempDir(), "probe")
-	if err := testkit.Build(filepath.Join(dir, "internal", "archcheck"), bin, "./testdata/probe", false); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("go", "version", "-m", bin).Output()
-	if err != nil {
-		t.Fatalf("go version -m: %v", err)
-	}
-	modules := LinkedModules(string(out))
-	fi, err := os.Stat(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("probe: %d modules, %.1f MB", len(modules), float64(fi.Size())/1e6)
+	modules := buildProbe(t, dir, "probe")
 	t.Logf("modules: %s", strings.Join(modules, " "))
 	if !own {
 		return
@@ -97,20 +84,7 @@ func TestEachSourceLinksItsBrokerAlone(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(dir, "internal", "archcheck", "testdata", p.dir)); err != nil && !own {
 				t.Skip("another tree: no such probe")
 			}
-			bin := filepath.Join(t.TempDir(), p.dir)
-			if err := testkit.Build(filepath.Join(dir, "internal", "archcheck"), bin, "./testdata/"+p.dir, false); err != nil {
-				t.Fatal(err)
-			}
-			out, err := exec.Command("go", "version", "-m", bin).Output()
-			if err != nil {
-				t.Fatalf("go version -m: %v", err)
-			}
-			modules := LinkedModules(string(out))
-			fi, err := os.Stat(bin)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%s: %d modules, %.1f MB", p.dir, len(modules), float64(fi.Size())/1e6)
+			modules := buildProbe(t, dir, p.dir)
 			linked := map[string]bool{}
 			for _, m := range modules {
 				linked[m] = true
@@ -125,4 +99,26 @@ func TestEachSourceLinksItsBrokerAlone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// buildProbe builds the program testdata/<name> of the tree at dir and
+// returns the modules it links (go version -m), logging how many and the
+// binary's size.
+func buildProbe(t *testing.T, dir, name string) []string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	if err := testkit.Build(filepath.Join(dir, "internal", "archcheck"), bin, "./testdata/"+name, false); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatalf("go version -m: %v", err)
+	}
+	modules := LinkedModules(string(out))
+	fi, err := os.Stat(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d modules, %.1f MB", name, len(modules), float64(fi.Size())/1e6)
+	return modules
 }
