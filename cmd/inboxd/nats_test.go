@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
+	"github.com/inboxd/inboxd/internal/testkit/natstest"
 )
 
 // NATS JetStream → inbox → HTTP sink through the real binary:
@@ -83,32 +82,8 @@ func TestNATSToSinkEndToEnd(t *testing.T) {
 // the real server, deleted with its consumers when the test ends.
 func natsStream(t *testing.T) (url string, js jetstream.JetStream, stream string) {
 	t.Helper()
-	url = testkit.NATSURL()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatalf("connect to NATS (start it with nats-server -js): %v", err)
-	}
-	t.Cleanup(nc.Close)
-	if js, err = jetstream.New(nc); err != nil {
-		t.Fatal(err)
-	}
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	stream = "inboxd_it_" + hex.EncodeToString(suffix[:])
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".>"},
-		Storage: jetstream.MemoryStorage}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := js.DeleteStream(ctx, stream); err != nil {
-			t.Errorf("delete stream %s: %v", stream, err)
-		}
-	})
-	return url, js, stream
+	s := natstest.New(t, "inboxd_it_")
+	return testkit.NATSURL(), s.JS, s.Name
 }
 
 // Three SIGKILLs of the daemon while a stream flows, with 10 % duplicates

@@ -2,8 +2,6 @@ package nats
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -24,6 +22,7 @@ import (
 	"github.com/inboxd/inboxd/internal/natsurl"
 	"github.com/inboxd/inboxd/internal/pgtest"
 	"github.com/inboxd/inboxd/internal/testkit"
+	"github.com/inboxd/inboxd/internal/testkit/natstest"
 )
 
 // natsBundle is one test's stream on the real NATS server (subjects
@@ -39,36 +38,8 @@ type natsBundle struct {
 // consumers, when the test ends; opts adjust the stream's configuration.
 func setupNATS(t *testing.T, opts ...func(*jetstream.StreamConfig)) *natsBundle {
 	t.Helper()
-	nc, err := nats.Connect(testkit.NATSURL())
-	if err != nil {
-		t.Fatalf("connect to NATS at %s (start it with nats-server -js): %v", natsurl.Redact(testkit.NATSURL()), err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	name := "inboxd_test_" + hex.EncodeToString(suffix[:])
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	sc := jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Storage: jetstream.MemoryStorage}
-	for _, o := range opts {
-		o(&sc)
-	}
-	if _, err := js.CreateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
-	b := &natsBundle{stream: name, nc: nc, js: js, db: pgtest.New(t)}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := js.DeleteStream(ctx, name); err != nil {
-			t.Errorf("delete stream %s: %v", name, err)
-		}
-		nc.Close()
-	})
-	return b
+	s := natstest.New(t, "inboxd_test_", opts...)
+	return &natsBundle{stream: s.Name, nc: s.NC, js: s.JS, db: pgtest.New(t)}
 }
 
 // publish publishes msgs (subjects relative to the stream's, "x" meaning

@@ -25,7 +25,7 @@ type layer struct {
 var layers = []layer{
 	{"programs", []string{"cmd"}},
 	{"test kits and checks", []string{"handlers/handlertest", "internal/ingestcore/ingesttest", "internal/outbox/publishers/pubtest",
-		"internal/testkit", "internal/pgtest",
+		"internal/testkit", "internal/testkit/natstest", "internal/pgtest",
 		"internal/console/browsertest", "internal/startstop/startstoptest", "internal/netfault",
 		"internal/syncbuf", "internal/yardstick", "internal/archcheck", "internal/doccheck", "internal/model"}},
 	{"the daemon's parts", []string{"config", "internal/vardocs", "internal/console", "internal/ops", "internal/otelenv",

@@ -13,10 +13,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inboxd/inboxd/internal/ingestcore/natsmap"
-	"github.com/inboxd/inboxd/internal/natsurl"
 	"github.com/inboxd/inboxd/internal/outbox"
 	"github.com/inboxd/inboxd/internal/outbox/publishers/pubtest"
 	"github.com/inboxd/inboxd/internal/testkit"
+	"github.com/inboxd/inboxd/internal/testkit/natstest"
 )
 
 // natsBundle is one test's stream on the real NATS server (subjects
@@ -30,33 +30,8 @@ type natsBundle struct {
 // deletes it when the test ends.
 func setupNATSPub(t *testing.T, opts ...func(*jetstream.StreamConfig)) *natsBundle {
 	t.Helper()
-	nc, err := nats.Connect(testkit.NATSURL())
-	if err != nil {
-		t.Fatalf("connect to NATS at %s: %v", natsurl.Redact(testkit.NATSURL()), err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &natsBundle{stream: pubtest.RandomName("outbox_test_"), js: js}
-	sc := jetstream.StreamConfig{Name: b.stream, Subjects: []string{b.stream + ".>"}, Storage: jetstream.MemoryStorage}
-	for _, o := range opts {
-		o(&sc)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := js.CreateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := js.DeleteStream(ctx, b.stream); err != nil {
-			t.Errorf("delete stream %s: %v", b.stream, err)
-		}
-		nc.Close()
-	})
-	return b
+	s := natstest.New(t, "outbox_test_", opts...)
+	return &natsBundle{stream: s.Name, js: s.JS}
 }
 
 func newNATSPub(t *testing.T, url string) *Publisher {
