@@ -192,27 +192,7 @@ func TestNATSConnectionCut(t *testing.T) {
 	b := setupNATSPub(t)
 	proxy, url := testkit.ProxyTo(t, testkit.NATSURL())
 	p := newNATSPub(t, url)
-	if _, err := pubtest.PublishOne(p, pubtest.Message(b.dest("orders"), "before", "t", "k", []byte("{}")), 10*time.Second); err != nil {
-		t.Fatalf("before the cut: %v", err)
-	}
-
-	proxy.Cut()
-	testkit.WaitFor(t, 10*time.Second, "not ready once cut", func() bool { return !p.Ready() })
-	const deadline = 3 * time.Second
-	took, err := pubtest.PublishOne(p, pubtest.Message(b.dest("orders"), "during", "t", "k", []byte("{}")), deadline)
-	pubtest.WantTransient(t, "publishing while cut off", err, took, deadline)
-
-	if err := proxy.Restore(); err != nil {
-		t.Fatal(err)
-	}
-	testkit.WaitForReport(t, 30*time.Second, func() (bool, string) {
-		_, err := pubtest.PublishOne(p, pubtest.Message(b.dest("orders"), "after", "t", "k", []byte("{}")), deadline)
-		return err == nil, "a Publish succeeds after the network heals (last: " + pubtest.ErrString(err) + ")"
-	})
-	got := b.consume(t, 2)
-	if got[0].Headers[outbox.EventIDHeader] != "before" || got[1].Headers[outbox.EventIDHeader] != "after" {
-		t.Errorf("read back %v then %v", got[0].Headers[outbox.EventIDHeader], got[1].Headers[outbox.EventIDHeader])
-	}
+	pubtest.ConnectionCut(t, proxy, p, b.dest("orders"), b.consume)
 }
 
 // Publish returns within its ctx when the network drops everything (a
