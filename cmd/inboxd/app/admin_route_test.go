@@ -123,6 +123,8 @@ func TestRouteRateAndResetBreaker(t *testing.T) {
 	}{
 		{[]string{"route", "rate", "order.paid", "0"}, "the rate must be more than 0 rows a second, got 0"},
 		{[]string{"route", "rate", "order.paid", "--", "-2"}, "the rate must be more than 0 rows a second, got -2"},
+		{[]string{"route", "rate", "order.paid", "-2"}, "the rate must be more than 0 rows a second, got -2"},
+		{[]string{"route", "rate", "order.paid", "-0.5", "--by", "bob"}, "the rate must be more than 0 rows a second, got -0.5"},
 		{[]string{"route", "rate", "order.paid", "fast"}, `the rate "fast" is not a number`},
 		{[]string{"route", "rate", "order.paid"}, "give a route and its rate"},
 		{[]string{"route", "rate", "order.nonexistent", "5"}, `"order.nonexistent" is in no routes file`},

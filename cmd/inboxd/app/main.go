@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -281,12 +282,29 @@ func lookupCommand(name string) (command, bool) {
 	return command{}, false
 }
 
+// isNegativeNumber says whether arg is a number below zero ("-2",
+// "-0.5"), which no flag's name is.
+func isNegativeNumber(arg string) bool {
+	if len(arg) < 2 || arg[0] != '-' || (arg[1] < '0' || arg[1] > '9') && arg[1] != '.' {
+		return false
+	}
+	_, err := strconv.ParseFloat(arg, 64)
+	return err == nil
+}
+
 // parseInterspersed parses flags that come before, between and after the
 // positional arguments (`inboxd show 42 --json`), and returns the
-// positional arguments. Everything after "--" is positional.
+// positional arguments. Everything after "--" is positional, and so is a
+// negative number where a flag could stand (`inboxd route rate TYPE -2`
+// is refused for its rate, not as an unknown flag -2).
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
+		if len(args) > 0 && isNegativeNumber(args[0]) {
+			pos = append(pos, args[0])
+			args = args[1:]
+			continue
+		}
 		if err := fs.Parse(args); err != nil {
 			return nil, err
 		}
