@@ -31,7 +31,7 @@ func newRows(eventType string, eventIDs ...string) []driver.NewRow {
 }
 
 // handOff writes rows as ingest's writer does with p as its hand-off
-// (ingest.pgWriter): reserve, insert, deliver. It returns the reservation
+// (ingestcore.PGWriter): reserve, insert, deliver. It returns the reservation
 // (nil: none taken) and the reserved rows inserted.
 func (b *bundle) handOff(t *testing.T, p *Pool, rows []driver.NewRow) (*driver.Reservation, []driver.Reserved) {
 	t.Helper()

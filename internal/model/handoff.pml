@@ -159,7 +159,7 @@ deliver:
 	:: tries < 2 -> res = 1
 	:: tries < 2 -> res = 2
 	fi;
-	d_step { /* @sql insert_batch.sql @go pgWriter.WriteBatch */
+	d_step { /* @sql insert_batch.sql @go PGWriter.WriteBatch */
 		if
 		:: res != 2 && st == ABSENT ->
 			st = RECEIVED; tok = rt; exp = now + L; avail = RESERVED_AT;
